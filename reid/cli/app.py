@@ -1,0 +1,18 @@
+"""The typer application; each command module registers its commands here."""
+
+from __future__ import annotations
+
+import typer
+
+from reid.cli import train
+
+app = typer.Typer(
+    name="reid",
+    help="Person re-identification and face verification: train, evaluate, enrol, query, verify.",
+    no_args_is_help=True,
+    add_completion=False,
+    pretty_exceptions_enable=False,
+)
+
+for module in (train,):
+    module.register(app)

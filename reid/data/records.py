@@ -1,0 +1,36 @@
+"""What a dataset split is: a list of (path, pid, camid) records."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+
+
+@dataclass(frozen=True)
+class ImageRecord:
+    """One labelled image.  ``pid`` is the dataset's identity number (0 = distractor)."""
+
+    path: Path
+    pid: int
+    camid: int
+
+
+@dataclass
+class ReidDataset:
+    """A dataset with a training split and a query/gallery evaluation split."""
+
+    name: str
+    root: Path
+    train: list[ImageRecord] = field(default_factory=list)
+    query: list[ImageRecord] = field(default_factory=list)
+    gallery: list[ImageRecord] = field(default_factory=list)
+
+    @property
+    def num_train_ids(self) -> int:
+        return len({r.pid for r in self.train})
+
+
+def relabel(records: list[ImageRecord]) -> tuple[list[int], dict[int, int]]:
+    """Map the pids of a training split onto 0..N-1 (sorted), for the classifier."""
+    mapping = {pid: i for i, pid in enumerate(sorted({r.pid for r in records}))}
+    return [mapping[r.pid] for r in records], mapping

@@ -1,0 +1,27 @@
+"""Errors that the library raises for bad input.
+
+Every error carries a one-line message naming the file (or option) and the problem; the
+CLI prints that line and exits non-zero.  Library code raises these instead of printing.
+"""
+
+from __future__ import annotations
+
+
+class ReidError(Exception):
+    """Base class of every error caused by user input rather than a bug."""
+
+
+class DataError(ReidError):
+    """A dataset folder, image, list or pair file is missing, unreadable or malformed."""
+
+
+class ModelError(ReidError):
+    """A model folder, checkpoint or model card is missing, corrupt or mismatched."""
+
+
+class GalleryError(ReidError):
+    """A gallery is missing, corrupt, locked or made with another model."""
+
+
+class ConfigError(ReidError):
+    """An option or combination of options is invalid."""

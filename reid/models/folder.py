@@ -1,0 +1,90 @@
+"""Model folders: ``weights.pt`` (a state_dict) and ``card.json`` side by side.
+
+Weights are always loaded with ``weights_only=True``; a model folder never unpickles
+arbitrary objects.  The card's fingerprint is the hash of the weights file, checked on
+load so that a card and weights from different trainings are never mixed.
+"""
+
+from __future__ import annotations
+
+import io
+from datetime import datetime, timezone
+from pathlib import Path
+
+import torch
+
+from reid.errors import ModelError
+from reid.models.card import (
+    WEIGHTS_FILE,
+    ModelCard,
+    atomic_write_bytes,
+    file_fingerprint,
+    load_card,
+    save_card,
+)
+from reid.models.encoder import Encoder, TorchEncoder
+from reid.models.network import ReidNet, build_network
+
+
+def save_model(network: ReidNet, card: ModelCard, folder: Path) -> ModelCard:
+    """Write weights then card atomically; returns the card with its new fingerprint."""
+    folder = Path(folder)
+    buffer = io.BytesIO()
+    torch.save(network.state_dict(), buffer)
+    atomic_write_bytes(folder / WEIGHTS_FILE, buffer.getvalue())
+    card.fingerprint = file_fingerprint(folder / WEIGHTS_FILE)
+    card.created = card.created or datetime.now(timezone.utc).isoformat(timespec="seconds")
+    save_card(card, folder)
+    return card
+
+
+def load_state(path: Path) -> dict[str, torch.Tensor]:
+    if not path.is_file():
+        raise ModelError(f"{path}: weights file not found")
+    try:
+        state = torch.load(path, map_location="cpu", weights_only=True)
+    except Exception as exc:
+        raise ModelError(f"{path}: not a readable PyTorch state_dict ({exc.__class__.__name__})") from exc
+    if not isinstance(state, dict):
+        raise ModelError(f"{path}: expected a state_dict, found {type(state).__name__}")
+    return state
+
+
+def load_model(folder: Path) -> tuple[ReidNet, ModelCard]:
+    """Load a model folder written by :func:`save_model`."""
+    folder = Path(folder)
+    if not folder.is_dir():
+        raise ModelError(f"{folder}: model folder not found")
+    card = load_card(folder)
+    weights = folder / WEIGHTS_FILE
+    state = load_state(weights)
+    actual = file_fingerprint(weights)
+    if card.fingerprint and card.fingerprint != actual:
+        raise ModelError(
+            f"{weights}: weights fingerprint {actual} does not match the card's {card.fingerprint}"
+        )
+    card.fingerprint = actual
+    network = build_network(card, pretrained=None)
+    try:
+        network.load_state_dict(state)
+    except RuntimeError as exc:
+        first = str(exc).strip().splitlines()[0]
+        raise ModelError(f"{weights}: weights do not fit {card.architecture} as the card describes ({first})") from exc
+    return network, card
+
+
+def default_device() -> str:
+    return "cuda" if torch.cuda.is_available() else "cpu"
+
+
+def load_encoder(spec: str | Path, device: str | None = None) -> Encoder:
+    """Load an encoder by model folder path (``models/demo``) or bare name (``demo``)."""
+    path = Path(spec)
+    if not path.exists() and not path.is_absolute() and (Path("models") / path).is_dir():
+        path = Path("models") / path
+    if path.is_dir():
+        network, card = load_model(path)
+        return TorchEncoder(network, card, device or default_device())
+    if path.is_file():
+        raise ModelError(f"{path}: unsupported model file; give a model folder with {WEIGHTS_FILE} and card.json")
+    raise ModelError(f"{spec}: no such model folder")

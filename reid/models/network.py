@@ -1,0 +1,95 @@
+"""The Re-ID network: backbone, pooling, optional reduction, BNNeck and identity classifier.
+
+BNNeck (Luo et al., "Bag of Tricks and A Strong Baseline for Deep Person
+Re-identification", 2019): metric losses see the feature before the BatchNorm, the
+classifier sees the feature after it, and at test time the BN feature is the embedding.
+"""
+
+from __future__ import annotations
+
+from typing import NamedTuple
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from reid.errors import ConfigError
+from reid.models.backbones import build_backbone
+from reid.models.card import ModelCard
+
+
+class GeM(nn.Module):
+    """Generalized-mean pooling (Radenović et al. 2018) with a learnable exponent p."""
+
+    def __init__(self, p: float = 3.0, eps: float = 1e-6) -> None:
+        super().__init__()
+        self.p = nn.Parameter(torch.tensor(p))
+        self.eps = eps
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        pooled = F.adaptive_avg_pool2d(x.clamp(min=self.eps).pow(self.p), 1)
+        return pooled.pow(1.0 / self.p).flatten(1)
+
+
+class AvgPool(nn.Module):
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return F.adaptive_avg_pool2d(x, 1).flatten(1)
+
+
+class NetOutput(NamedTuple):
+    feature: torch.Tensor
+    embedding: torch.Tensor
+    logits: torch.Tensor | None
+
+
+class ReidNet(nn.Module):
+    """Backbone -> pooling -> [linear reduction] -> BNNeck -> classifier."""
+
+    def __init__(
+        self,
+        architecture: str,
+        num_classes: int,
+        embedding_dim: int | None = None,
+        pooling: str = "avg",
+        last_stride: int = 1,
+        pretrained: str | None = "imagenet",
+    ) -> None:
+        super().__init__()
+        self.backbone, channels, self.pretrained_note = build_backbone(architecture, last_stride, pretrained)
+        if pooling == "avg":
+            self.pool: nn.Module = AvgPool()
+        elif pooling == "gem":
+            self.pool = GeM()
+        else:
+            raise ConfigError(f"unknown pooling {pooling!r}; choose avg or gem")
+        embedding_dim = embedding_dim or channels
+        self.reduction = (
+            nn.Identity() if embedding_dim == channels else nn.Linear(channels, embedding_dim, bias=False)
+        )
+        self.bnneck = nn.BatchNorm1d(embedding_dim)
+        # A BN bias would shift every embedding alike and fight the classifier (Luo et al. 2019).
+        self.bnneck.bias.requires_grad_(False)
+        self.classifier = nn.Linear(embedding_dim, num_classes, bias=False) if num_classes > 0 else None
+        self.embedding_dim = embedding_dim
+        nn.init.constant_(self.bnneck.weight, 1.0)
+        nn.init.constant_(self.bnneck.bias, 0.0)
+        if self.classifier is not None:
+            nn.init.normal_(self.classifier.weight, std=0.001)
+
+    def forward(self, images: torch.Tensor) -> NetOutput:
+        feature = self.reduction(self.pool(self.backbone(images)))
+        embedding = self.bnneck(feature)
+        logits = self.classifier(embedding) if self.training and self.classifier is not None else None
+        return NetOutput(feature, embedding, logits)
+
+
+def build_network(card: ModelCard, pretrained: str | None = None) -> ReidNet:
+    """Build the network a card describes (weights are loaded separately)."""
+    return ReidNet(
+        card.architecture,
+        num_classes=card.num_classes,
+        embedding_dim=card.embedding_dim,
+        pooling=card.pooling,
+        last_stride=card.last_stride,
+        pretrained=pretrained,
+    )
