@@ -1,0 +1,196 @@
+"""``reid train`` and ``reid demo``."""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Iterator
+from dataclasses import replace
+from pathlib import Path
+from typing import Any, Optional
+
+import typer
+from rich.progress import Progress, TextColumn
+
+from reid.cli.common import console, err_console, handle_errors, make_progress, print_table, write_json
+from reid.engine import StepInfo, TrainCallbacks, TrainConfig, train
+from reid.engine.demo import demo_config, run_demo
+from reid.errors import ConfigError
+
+METRIC_KEYS = ("rank1", "rank5", "rank10", "mAP", "mINP")
+
+
+def parse_size(text: str) -> tuple[int, int]:
+    try:
+        height, width = (int(v) for v in text.lower().split("x"))
+    except ValueError:
+        raise ConfigError(f"--size {text!r}: expected HxW, e.g. 256x128") from None
+    return height, width
+
+
+def parse_options(items: list[str]) -> dict[str, str]:
+    options = {}
+    for item in items:
+        key, sep, value = item.partition("=")
+        if not sep or not key.strip():
+            raise ConfigError(f"--loss-option {item!r}: expected KEY=VALUE, e.g. margin=0.3")
+        options[key.strip()] = value.strip()
+    return options
+
+
+@contextlib.contextmanager
+def training_progress(quiet: bool) -> Iterator[TrainCallbacks]:
+    """Callbacks that drive one rich bar over all steps, plus a bar for evaluation."""
+    progress: Progress = make_progress(TextColumn("{task.fields[status]}"))
+    state: dict[str, Any] = {}
+
+    def on_start(info: dict[str, Any]) -> None:
+        err_console.print(
+            f"training on {info['device']}: {info['train_images']} images of {info['identities']} identities"
+            + (f", {info['skipped']} unreadable skipped" if info["skipped"] else "")
+            + f"; {info['pretrained']}"
+        )
+
+    def on_step(step: StepInfo) -> None:
+        if "train" not in state:
+            state["train"] = progress.add_task("train", total=step.epochs * step.steps_per_epoch, status="")
+            progress.update(state["train"], completed=step.epoch * step.steps_per_epoch)
+        progress.update(
+            state["train"],
+            advance=1,
+            description=f"epoch {step.epoch + 1}/{step.epochs}",
+            status=f"loss {step.loss:.3f} (ce {step.ce:.3f}, metric {step.metric:.3f}) lr {step.lr:.2e} {step.images_per_second:.0f} img/s",
+        )
+
+    def on_eval(done: int, total: int) -> None:
+        key = f"eval-{total}"
+        if key not in state or progress.tasks[state[key]].finished:
+            state[key] = progress.add_task("embed", total=total, status="query + gallery")
+        progress.update(state[key], completed=done)
+
+    if quiet:
+        yield TrainCallbacks()
+        return
+    with progress:
+        yield TrainCallbacks(on_start=on_start, on_step=on_step, on_eval_progress=on_eval)
+
+
+def metric_row(label: str, metrics: dict[str, Any]) -> list[Any]:
+    return [label, *(metrics[k] for k in METRIC_KEYS), metrics.get("num_valid_queries", "")]
+
+
+@handle_errors
+def train_command(
+    data: str = typer.Option("synthetic", "--data", help="Dataset: synthetic, market1501:PATH, dukemtmc:PATH, msmt17:PATH or folder:PATH."),
+    out: Optional[Path] = typer.Option(None, "--out", help="Model folder to write (default models/ARCH-KIND)."),
+    arch: str = typer.Option("resnet50", "--arch", help="Backbone: resnet18, resnet34, resnet50, resnet101, resnext50_32x4d, mobilenet_v3_small/large."),
+    pretrained: str = typer.Option("imagenet", "--pretrained", help="imagenet (from the local torch cache if present), none, or a state_dict file."),
+    pooling: str = typer.Option("avg", "--pooling", help="avg or gem."),
+    embedding_dim: Optional[int] = typer.Option(None, "--embedding-dim", help="Add a linear reduction to this dimension."),
+    size: str = typer.Option("256x128", "--size", help="Input size HxW."),
+    p: int = typer.Option(16, "--p", help="Identities per batch."),
+    k: int = typer.Option(4, "--k", help="Images per identity in a batch."),
+    epochs: int = typer.Option(60, "--epochs"),
+    max_steps: Optional[int] = typer.Option(None, "--max-steps", help="Stop after this many steps in all."),
+    optimizer: str = typer.Option("adam", "--optimizer", help="adam, adamw or sgd."),
+    lr: float = typer.Option(3.5e-4, "--lr"),
+    weight_decay: float = typer.Option(5e-4, "--weight-decay"),
+    warmup: int = typer.Option(10, "--warmup", help="Warm-up epochs (linear from 10% of --lr)."),
+    schedule: str = typer.Option("step", "--schedule", help="step, cosine or constant."),
+    milestones: str = typer.Option("40,70", "--milestones", help="Epochs where the step schedule multiplies lr by --gamma."),
+    gamma: float = typer.Option(0.1, "--gamma"),
+    grad_clip: Optional[float] = typer.Option(None, "--grad-clip", help="Clip the gradient norm to this value."),
+    amp: bool = typer.Option(True, "--amp/--no-amp", help="Mixed precision on CUDA."),
+    seed: int = typer.Option(0, "--seed"),
+    ce_weight: float = typer.Option(1.0, "--ce-weight", help="Weight of identity cross-entropy (0 disables it)."),
+    label_smoothing: float = typer.Option(0.1, "--label-smoothing"),
+    loss: str = typer.Option("triplet", "--loss", help="Metric loss: triplet, contrastive, lifted, centroid_triplet, softtriple, or none."),
+    loss_option: list[str] = typer.Option([], "--loss-option", help="KEY=VALUE option of the metric loss (repeatable), e.g. mining=hard."),
+    metric_weight: float = typer.Option(1.0, "--metric-weight", help="Weight of the metric loss (0 disables it)."),
+    eval_every: int = typer.Option(0, "--eval-every", help="Evaluate on the query/gallery split every N epochs (and at the end)."),
+    resume: bool = typer.Option(False, "--resume", help="Continue from OUT/checkpoint.pt."),
+    device: Optional[str] = typer.Option(None, "--device", help="cpu, cuda, cuda:1 ... (default: cuda if available)."),
+    threads: Optional[int] = typer.Option(None, "--threads", help="CPU threads for PyTorch."),
+    json_file: Optional[Path] = typer.Option(None, "--json", help="Write the training summary as JSON."),
+    quiet: bool = typer.Option(False, "--quiet", help="No progress bar."),
+) -> None:
+    """Train an encoder with cross-entropy + a metric loss on P x K batches."""
+    options: dict[str, Any] = {"mining": "hard", "margin": 0.3} if loss == "triplet" and not loss_option else {}
+    options.update(parse_options(loss_option))
+    try:
+        milestone_list = tuple(int(m) for m in milestones.split(",") if m.strip())
+    except ValueError:
+        raise ConfigError(f"--milestones {milestones!r}: expected comma-separated epochs") from None
+    kind = data.partition(":")[0]
+    config = TrainConfig(
+        data=data,
+        out=out or Path("models") / f"{arch}-{kind}",
+        architecture=arch,
+        pretrained=None if pretrained == "none" else pretrained,
+        pooling=pooling,
+        embedding_dim=embedding_dim,
+        input_size=parse_size(size),
+        p=p,
+        k=k,
+        epochs=epochs,
+        max_steps=max_steps,
+        optimizer=optimizer,
+        lr=lr,
+        weight_decay=weight_decay,
+        warmup_epochs=warmup,
+        schedule=schedule,
+        milestones=milestone_list,
+        gamma=gamma,
+        grad_clip=grad_clip,
+        amp=amp,
+        seed=seed,
+        ce_weight=ce_weight,
+        label_smoothing=label_smoothing,
+        metric_loss=loss,
+        metric_options=options,
+        metric_weight=metric_weight if loss != "none" else 0.0,
+        eval_every=eval_every,
+        resume=resume,
+        device=device,
+        threads=threads,
+    )
+    with training_progress(quiet) as callbacks:
+        result = train(config, callbacks)
+    if result.skipped_images:
+        path, reason = result.skipped_images[0]
+        err_console.print(f"skipped {len(result.skipped_images)} unreadable images, e.g. {reason}")
+    last = result.history[-1] if result.history else {}
+    console.print(f"model written to [bold]{result.model_dir}[/] (fingerprint {result.card.fingerprint}) in {result.seconds:.0f} s")
+    if "eval" in last:
+        print_table("evaluation (Market-1501 protocol)", ["model", *METRIC_KEYS, "valid queries"], [metric_row(str(result.model_dir), last["eval"])])
+    if json_file:
+        write_json(json_file, {"model": str(result.model_dir), "fingerprint": result.card.fingerprint, "seconds": result.seconds, "history": result.history})
+
+
+@handle_errors
+def demo_command(
+    out: Path = typer.Option(Path("models/demo"), "--out", help="Where the trained demo model goes."),
+    epochs: Optional[int] = typer.Option(None, "--epochs", help="Override the demo's number of epochs."),
+    json_file: Optional[Path] = typer.Option(None, "--json", help="Write {untrained, trained, seconds} as JSON."),
+    threads: Optional[int] = typer.Option(None, "--threads", help="CPU threads for PyTorch."),
+    quiet: bool = typer.Option(False, "--quiet", help="No progress bar."),
+) -> None:
+    """The main job on built-in data: generate, evaluate untrained, train, evaluate trained."""
+    config = demo_config(out)
+    if epochs is not None:
+        config = replace(config, epochs=epochs)
+    config = replace(config, threads=threads)
+    with training_progress(quiet) as callbacks:
+        result = run_demo(config, callbacks)
+    print_table(
+        "reid demo: synthetic person set, Market-1501 protocol (AP = mean precision at each true match)",
+        ["encoder", *METRIC_KEYS, "valid queries"],
+        [metric_row("untrained", result.untrained.to_dict()), metric_row("trained", result.trained.to_dict())],
+    )
+    console.print(f"trained model in [bold]{result.model_dir}[/]; total {result.seconds:.0f} s")
+    if json_file:
+        write_json(json_file, result.to_dict())
+
+
+def register(app: typer.Typer) -> None:
+    app.command("train")(train_command)
+    app.command("demo")(demo_command)

@@ -1,0 +1,57 @@
+"""Datasets, the synthetic set, the P x K sampler, transforms and safe image loading."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+from dataclasses import asdict
+from pathlib import Path
+
+from reid.data.folders import read_identity_folders
+from reid.data.io import read_image
+from reid.data.market import read_market_style, read_msmt17
+from reid.data.records import ImageRecord, ReidDataset, relabel
+from reid.data.synthetic import SyntheticConfig, generate_synthetic
+from reid.errors import DataError
+
+KINDS = ("synthetic", "market1501", "dukemtmc", "msmt17", "folder")
+
+
+def synthetic_home(config: SyntheticConfig) -> Path:
+    """Where ``--data synthetic`` is written: a cache folder keyed by the config."""
+    cache = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache")
+    key = hashlib.sha256(json.dumps(asdict(config), sort_keys=True).encode()).hexdigest()[:10]
+    return cache / "reid" / f"synthetic-{key}"
+
+
+def load_dataset(spec: str, synthetic: SyntheticConfig | None = None) -> ReidDataset:
+    """Load a dataset named ``KIND:PATH`` or ``synthetic`` (optionally ``synthetic:PATH``)."""
+    kind, _, path = spec.partition(":")
+    kind = kind.strip().lower()
+    if kind not in KINDS:
+        raise DataError(f"--data {spec!r}: unknown dataset kind {kind!r}; use one of {', '.join(KINDS)} as KIND:PATH")
+    if kind == "synthetic":
+        config = synthetic or SyntheticConfig()
+        root = generate_synthetic(Path(path) if path else synthetic_home(config), config)
+        dataset = read_market_style(root, "synthetic")
+        return dataset
+    if not path:
+        raise DataError(f"--data {spec!r}: {kind} needs a folder, as {kind}:PATH")
+    if kind in ("market1501", "dukemtmc"):
+        return read_market_style(Path(path), kind)
+    if kind == "msmt17":
+        return read_msmt17(Path(path))
+    return read_identity_folders(Path(path))
+
+
+__all__ = [
+    "KINDS",
+    "ImageRecord",
+    "ReidDataset",
+    "SyntheticConfig",
+    "generate_synthetic",
+    "load_dataset",
+    "read_image",
+    "relabel",
+]

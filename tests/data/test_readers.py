@@ -1,0 +1,130 @@
+"""Dataset readers on tiny trees built here, and on the real Market-1501 subset."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import cv2
+import numpy as np
+import pytest
+
+from reid.data import load_dataset, relabel
+from reid.data.folders import camera_from_name
+from reid.errors import DataError
+
+
+def write_jpg(path: Path, value: int = 128) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    cv2.imwrite(str(path), np.full((16, 8, 3), value, np.uint8))
+
+
+def make_market(root: Path) -> Path:
+    for name in ("0002_c1s1_000101_01.jpg", "0002_c2s1_000201_01.jpg", "0007_c3s2_000301_02.jpg.jpg"):
+        write_jpg(root / "bounding_box_train" / name)
+    write_jpg(root / "query" / "0005_c1s1_000401_00.jpg")
+    write_jpg(root / "query" / "-1_c2s1_000402_00.jpg")
+    for name in ("0005_c2s1_000501_00.jpg", "0000_c4s1_000601_00.jpg", "-1_c6s1_000701_00.jpg", "0005_c1s1_000801_00.jpg"):
+        write_jpg(root / "bounding_box_test" / name)
+    (root / "bounding_box_test" / "Thumbs.db").write_bytes(b"\0")
+    return root
+
+
+def test_market_parsing_drops_junk_keeps_distractors(tmp_path: Path) -> None:
+    dataset = load_dataset(f"market1501:{make_market(tmp_path)}")
+    assert [(r.pid, r.camid) for r in dataset.train] == [(2, 0), (2, 1), (7, 2)]
+    assert dataset.train[2].path.name.endswith(".jpg.jpg")
+    assert [(r.pid, r.camid) for r in dataset.query] == [(5, 0)]
+    assert sorted((r.pid, r.camid) for r in dataset.gallery) == [(0, 3), (5, 0), (5, 1)]
+    labels, mapping = relabel(dataset.train)
+    assert labels == [0, 0, 1] and mapping == {2: 0, 7: 1}
+
+
+def test_dukemtmc_names(tmp_path: Path) -> None:
+    for split in ("bounding_box_train", "query", "bounding_box_test"):
+        write_jpg(tmp_path / split / "0001_c2_f0046182.jpg")
+    dataset = load_dataset(f"dukemtmc:{tmp_path}")
+    assert (dataset.train[0].pid, dataset.train[0].camid) == (1, 1)
+
+
+def test_missing_folder_and_wrong_layout(tmp_path: Path) -> None:
+    with pytest.raises(DataError, match="dataset folder not found"):
+        load_dataset(f"market1501:{tmp_path / 'nope'}")
+    (tmp_path / "query").mkdir()
+    with pytest.raises(DataError, match=r"not a market1501 layout \(missing bounding_box_train/, bounding_box_test/"):
+        load_dataset(f"market1501:{tmp_path}")
+
+
+def test_bad_file_name_is_named(tmp_path: Path) -> None:
+    make_market(tmp_path)
+    write_jpg(tmp_path / "query" / "person.jpg")
+    with pytest.raises(DataError, match="person.jpg: file name does not follow"):
+        load_dataset(f"market1501:{tmp_path}")
+
+
+def test_unknown_kind_and_missing_path() -> None:
+    with pytest.raises(DataError, match="unknown dataset kind 'cuhk03'"):
+        load_dataset("cuhk03:/x")
+    with pytest.raises(DataError, match="market1501 needs a folder"):
+        load_dataset("market1501")
+
+
+def test_msmt17_lists(tmp_path: Path) -> None:
+    write_jpg(tmp_path / "train" / "0000" / "0000_000_01_0303morning_0015_0.jpg")
+    write_jpg(tmp_path / "train" / "0001" / "0001_003_05_0303noon_0020_1.jpg")
+    write_jpg(tmp_path / "test" / "0000" / "0000_011_02_0303afternoon_0001_0.jpg")
+    (tmp_path / "list_train.txt").write_text("0000/0000_000_01_0303morning_0015_0.jpg 0\n")
+    (tmp_path / "list_val.txt").write_text("0001/0001_003_05_0303noon_0020_1.jpg 1\n")
+    (tmp_path / "list_query.txt").write_text("0000/0000_011_02_0303afternoon_0001_0.jpg 0\n")
+    (tmp_path / "list_gallery.txt").write_text("0000/0000_011_02_0303afternoon_0001_0.jpg 0\n")
+    dataset = load_dataset(f"msmt17:{tmp_path}")
+    assert [(r.pid, r.camid) for r in dataset.train] == [(0, 0), (1, 4)]
+    assert dataset.query[0].path.is_file() and dataset.query[0].camid == 1
+    (tmp_path / "list_query.txt").write_text("just-one-field\n")
+    with pytest.raises(DataError, match=r"list_query.txt:1: expected 'RELATIVE_PATH PID'"):
+        load_dataset(f"msmt17:{tmp_path}")
+
+
+def test_identity_folders_with_and_without_camera_tokens(tmp_path: Path) -> None:
+    for name in ("a_c1_1.jpg", "b_c2_2.jpg", "c_c1_3.jpg"):
+        write_jpg(tmp_path / "alice" / name)
+    for name in ("x.png", "y.png"):
+        write_jpg(tmp_path / "bob" / name)
+    write_jpg(tmp_path / "carol" / "only.jpg")
+    (tmp_path / "bob" / "notes.txt").write_text("not an image")
+    dataset = load_dataset(f"folder:{tmp_path}")
+    assert len(dataset.train) == 6 and dataset.num_train_ids == 3
+    alice = [r for r in dataset.train if r.path.parent.name == "alice"]
+    assert sorted(r.camid for r in alice) == [1, 1, 2]
+    bob = [r for r in dataset.train if r.path.parent.name == "bob"]
+    assert len({r.camid for r in bob}) == 2, "images without a camera token count as separate views"
+    assert {r.path.parent.name for r in dataset.query} == {"alice", "bob"}
+    assert not set(dataset.query) & set(dataset.gallery)
+
+
+def test_identity_folders_explicit_split(tmp_path: Path) -> None:
+    for split in ("train", "query", "gallery"):
+        write_jpg(tmp_path / split / "dave" / "cam1_0.jpg")
+    dataset = load_dataset(f"folder:{tmp_path}")
+    assert len(dataset.train) == len(dataset.query) == len(dataset.gallery) == 1
+    assert dataset.query[0].pid == dataset.gallery[0].pid
+
+
+def test_flat_folder_is_a_wrong_layout(tmp_path: Path) -> None:
+    write_jpg(tmp_path / "img.jpg")
+    with pytest.raises(DataError, match="no identity folders"):
+        load_dataset(f"folder:{tmp_path}")
+
+
+@pytest.mark.parametrize("name,camera", [("x_c3_1.jpg", 3), ("cam12-a.png", 12), ("img.camera2.jpg", 2), ("cactus.jpg", None)])
+def test_camera_token(name: str, camera: int | None) -> None:
+    assert camera_from_name(name) == camera
+
+
+def test_real_market1501_subset(market1501_mini: Path) -> None:
+    dataset = load_dataset(f"market1501:{market1501_mini}")
+    assert len(dataset.train) == 868 and dataset.num_train_ids == 50
+    assert len(dataset.query) == 215
+    # 782 true gallery images + 300 distractors; the 100 junk images are dropped.
+    assert len(dataset.gallery) == 1082
+    assert sum(r.pid == 0 for r in dataset.gallery) == 300
+    assert {r.camid for r in dataset.train} == set(range(6))
