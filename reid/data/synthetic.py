@@ -98,7 +98,7 @@ def _identity(rng: np.random.Generator) -> Identity:
         accessory=str(rng.choice(ACCESSORIES, p=(0.35, 0.2, 0.2, 0.15, 0.1))),
         accessory_color=int(rng.integers(len(CLOTHES))),
         height=float(rng.uniform(0.86, 1.0)),
-        width=float(rng.uniform(0.8, 1.2)),
+        width=float(rng.uniform(0.85, 1.15)),
         leg_ratio=float(rng.uniform(0.42, 0.54)),
     )
 
@@ -123,7 +123,7 @@ def _background(cam: Camera, rng: np.random.Generator) -> np.ndarray:
     if cam.texture == "gradient":
         img *= np.linspace(0.7, 1.2, HEIGHT, dtype=np.float32)[:, None, None]
     elif cam.texture == "noise":
-        img += rng.normal(0, 25, size=(HEIGHT // 8, WIDTH // 8, 3)).repeat(8, 0).repeat(8, 1)
+        img += rng.normal(0, 15, size=(HEIGHT // 8, WIDTH // 8, 3)).repeat(8, 0).repeat(8, 1)
     elif cam.texture == "tiles":
         tiles = ((np.arange(HEIGHT)[:, None] // 16 + np.arange(WIDTH)[None, :] // 16) % 2).astype(np.float32)
         img *= (0.8 + 0.3 * tiles)[:, :, None]
@@ -163,7 +163,7 @@ def render_person(ident: Identity, cam: Camera, rng: np.random.Generator) -> np.
     top_y = (HEIGHT - body_h) * rng.uniform(0.2, 0.8)
     cx = WIDTH / 2 + rng.uniform(-5, 5)
     side = cam.view == "side" or (cam.view != "side" and rng.random() < 0.15)
-    half_w = WIDTH * 0.22 * ident.width * (0.7 if side else 1.0)
+    half_w = WIDTH * 0.3 * ident.width * (0.75 if side else 1.0)
 
     head_h = body_h * 0.14
     torso_h = body_h * (1.0 - ident.leg_ratio) - head_h

@@ -9,7 +9,7 @@ from typing import Any
 
 import torch
 
-from reid.data import load_dataset
+from reid.data import ReidDataset, load_dataset
 from reid.engine.config import TrainConfig
 from reid.engine.evaluate import evaluate_model
 from reid.engine.trainer import TrainCallbacks, TrainResult, build_card, train
@@ -57,15 +57,8 @@ class DemoResult:
         }
 
 
-def run_demo(config: TrainConfig, callbacks: TrainCallbacks | None = None) -> DemoResult:
-    """Evaluate the untrained encoder, train it, evaluate again (both on the test split)."""
-    started = time.perf_counter()
-    callbacks = callbacks or TrainCallbacks()
-    dataset = load_dataset(config.data)
-    device = config.device or default_device()
-    if config.threads:
-        torch.set_num_threads(config.threads)
-    # The trainer seeds the same way, so this is exactly the network training starts from.
+def untrained_encoder(config: TrainConfig, dataset: ReidDataset) -> TorchEncoder:
+    """The network exactly as training starts from it (same seed, same architecture)."""
     torch.manual_seed(config.seed)
     initial = ReidNet(
         config.architecture,
@@ -76,9 +69,19 @@ def run_demo(config: TrainConfig, callbacks: TrainCallbacks | None = None) -> De
         pretrained=config.pretrained,
     )
     card = build_card(config, dataset, dataset.num_train_ids, initial, initial.pretrained_note)
-    untrained = evaluate_model(TorchEncoder(initial, card, device), dataset, config.eval_batch_size, callbacks.on_eval_progress)
+    return TorchEncoder(initial, card, config.device or default_device())
+
+
+def run_demo(config: TrainConfig, callbacks: TrainCallbacks | None = None) -> DemoResult:
+    """Evaluate the untrained encoder, train it, evaluate again (both on the test split)."""
+    started = time.perf_counter()
+    callbacks = callbacks or TrainCallbacks()
+    dataset = load_dataset(config.data)
+    if config.threads:
+        torch.set_num_threads(config.threads)
+    untrained = evaluate_model(untrained_encoder(config, dataset), dataset, config.eval_batch_size, callbacks.on_eval_progress)
     result = train(replace(config, eval_every=0), callbacks)
-    encoder = load_encoder(result.model_dir, device)
+    encoder = load_encoder(result.model_dir, config.device)
     trained = evaluate_model(encoder, dataset, config.eval_batch_size, callbacks.on_eval_progress)
     result.card.metrics = {"dataset": config.data, "protocol": "market1501", **trained.to_dict()}
     save_card(result.card, result.model_dir)

@@ -115,11 +115,23 @@ def _lr_factor(config: TrainConfig, epoch_progress: float) -> float:
     return 1.0
 
 
+def _has_parameters(module: torch.nn.Module | None) -> bool:
+    return module is not None and any(True for _ in module.parameters())
+
+
+def _base_lrs(config: TrainConfig, metric: torch.nn.Module | None) -> list[float]:
+    """Learning rate of each parameter group: the network, then a loss's own centers."""
+    lrs = [config.lr]
+    if _has_parameters(metric):
+        lrs.append(float(getattr(metric, "center_lr", config.lr)))
+    return lrs
+
+
 def _build_optimizer(config: TrainConfig, network: ReidNet, metric: torch.nn.Module | None) -> torch.optim.Optimizer:
-    groups = [{"params": [p for p in network.parameters() if p.requires_grad], "lr": config.lr, "base_lr": config.lr}]
-    if metric is not None and any(True for _ in metric.parameters()):
-        lr = float(getattr(metric, "center_lr", config.lr))
-        groups.append({"params": list(metric.parameters()), "lr": lr, "base_lr": lr, "weight_decay": 0.0})
+    lrs = _base_lrs(config, metric)
+    groups = [{"params": [p for p in network.parameters() if p.requires_grad], "lr": lrs[0], "base_lr": lrs[0]}]
+    if _has_parameters(metric):
+        groups.append({"params": list(metric.parameters()), "lr": lrs[1], "base_lr": lrs[1], "weight_decay": 0.0})
     if config.optimizer == "sgd":
         return torch.optim.SGD(groups, lr=config.lr, momentum=config.momentum, weight_decay=config.weight_decay, nesterov=True)
     cls = torch.optim.AdamW if config.optimizer == "adamw" else torch.optim.Adam
@@ -220,11 +232,18 @@ def train(config: TrainConfig, callbacks: TrainCallbacks | None = None) -> Train
     start_epoch = 0
     if config.resume:
         state = _load_checkpoint(checkpoint_path)
+        if state.get("optimizer_name", config.optimizer) != config.optimizer:
+            raise ModelError(
+                f"{checkpoint_path}: checkpoint was made with optimizer {state['optimizer_name']}, not {config.optimizer}"
+            )
         try:
             network.load_state_dict(state["model"])
             if metric is not None and "metric" in state:
                 metric.load_state_dict(state["metric"])
             optimizer.load_state_dict(state["optimizer"])
+            # The checkpoint restores the old learning rates; the command line's win.
+            for group, lr in zip(optimizer.param_groups, _base_lrs(config, metric)):
+                group["base_lr"] = lr
         except (KeyError, RuntimeError, ValueError) as exc:
             raise ModelError(f"{checkpoint_path}: checkpoint does not match this configuration ({exc.__class__.__name__}: {str(exc).splitlines()[0]})") from exc
         start_epoch = int(state["epoch"]) + 1
@@ -302,7 +321,13 @@ def train(config: TrainConfig, callbacks: TrainCallbacks | None = None) -> Train
             network.train()
             entry["eval"] = result.to_dict()
         history.append(entry)
-        state = {"model": network.state_dict(), "optimizer": optimizer.state_dict(), "epoch": epoch, "history": history}
+        state = {
+            "model": network.state_dict(),
+            "optimizer": optimizer.state_dict(),
+            "optimizer_name": config.optimizer,
+            "epoch": epoch,
+            "history": history,
+        }
         if metric is not None:
             state["metric"] = metric.state_dict()
         _save_checkpoint(checkpoint_path, state)

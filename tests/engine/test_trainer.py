@@ -1,0 +1,130 @@
+"""Real, short training runs on a tiny synthetic set."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from pathlib import Path
+
+import pytest
+import torch
+
+from reid.data import SyntheticConfig, generate_synthetic, load_dataset
+from reid.engine import TrainCallbacks, TrainConfig, TrainingDiverged, evaluate_model, train
+from reid.engine.trainer import CHECKPOINT_FILE
+from reid.errors import ConfigError, ModelError
+from reid.models import load_encoder, load_model
+
+TINY = SyntheticConfig(seed=11, train_ids=32, test_ids=32, cameras_per_id=(2, 3), images_per_camera=(2, 3), distractors=0, junk=0)
+
+
+MICRO = SyntheticConfig(seed=12, train_ids=8, test_ids=4, cameras_per_id=(2, 2), images_per_camera=(2, 2), distractors=0, junk=0)
+
+
+@pytest.fixture(scope="module")
+def tiny_data(tmp_path_factory: pytest.TempPathFactory) -> str:
+    return "market1501:" + str(generate_synthetic(tmp_path_factory.mktemp("tiny"), TINY))
+
+
+@pytest.fixture(scope="module")
+def micro_data(tmp_path_factory: pytest.TempPathFactory) -> str:
+    """8 training identities x 4 images: enough for the mechanics, cheap to train on."""
+    return "market1501:" + str(generate_synthetic(tmp_path_factory.mktemp("micro"), MICRO))
+
+
+def tiny_config(data: str, out: Path, **changes: object) -> TrainConfig:
+    config = TrainConfig(
+        data=data, out=out, architecture="resnet18", pretrained=None, input_size=(64, 32),
+        p=4, k=4, epochs=2, lr=1e-3, warmup_epochs=0, schedule="constant", threads=2,
+    )
+    return replace(config, **changes)
+
+
+def test_training_lowers_loss_and_raises_rank1(tiny_data: str, tmp_path: Path) -> None:
+    config = tiny_config(tiny_data, tmp_path / "m", epochs=15, lr=3e-3, schedule="cosine", warmup_epochs=1, eval_every=15)
+    dataset = load_dataset(tiny_data)
+    torch.manual_seed(config.seed)
+    from reid.engine.demo import untrained_encoder
+
+    before = evaluate_model(untrained_encoder(config, dataset), dataset)
+    losses: list[float] = []
+    result = train(config, TrainCallbacks(on_step=lambda s: losses.append(s.loss)))
+    after = result.history[-1]["eval"]
+    first, last = sum(losses[:4]) / 4, sum(losses[-4:]) / 4
+    assert last < 0.8 * first, f"loss {first:.3f} -> {last:.3f}"
+    assert after["rank1"] >= before.rank1 + 0.06, f"rank-1 {before.rank1:.3f} -> {after['rank1']:.3f}"
+    assert after["mAP"] >= before.mAP + 0.05, f"mAP {before.mAP:.3f} -> {after['mAP']:.3f}"
+    card = load_encoder(result.model_dir).card
+    assert card.metrics["rank1"] == after["rank1"]
+    assert card.num_classes == 32 and card.training_data["train_identities"] == 32
+
+
+def test_resume_continues_from_checkpoint(micro_data: str, tmp_path: Path) -> None:
+    full = train(tiny_config(micro_data, tmp_path / "full", epochs=2))
+    part = tiny_config(micro_data, tmp_path / "part", epochs=1)
+    train(part)
+    assert (tmp_path / "part" / CHECKPOINT_FILE).is_file()
+    resumed = train(replace(part, epochs=2, resume=True))
+    assert [h["epoch"] for h in resumed.history] == [1, 2]
+    a, _ = load_model(full.model_dir)
+    b, _ = load_model(resumed.model_dir)
+    for key, value in a.state_dict().items():
+        assert torch.allclose(value.float(), b.state_dict()[key].float(), atol=1e-4), key
+
+
+def test_resume_without_checkpoint_and_corrupt_checkpoint(micro_data: str, tmp_path: Path) -> None:
+    with pytest.raises(ModelError, match="no checkpoint to resume from"):
+        train(tiny_config(micro_data, tmp_path / "m", resume=True))
+    (tmp_path / "m").mkdir(exist_ok=True)
+    (tmp_path / "m" / CHECKPOINT_FILE).write_bytes(b"broken")
+    with pytest.raises(ModelError, match="checkpoint cannot be read"):
+        train(tiny_config(micro_data, tmp_path / "m", resume=True))
+    assert (tmp_path / "m" / CHECKPOINT_FILE).read_bytes() == b"broken"
+
+
+def test_resume_with_another_optimizer_is_refused(micro_data: str, tmp_path: Path) -> None:
+    train(tiny_config(micro_data, tmp_path / "m", epochs=1))
+    with pytest.raises(ModelError, match="checkpoint was made with optimizer adam, not sgd"):
+        train(tiny_config(micro_data, tmp_path / "m", epochs=2, optimizer="sgd", resume=True))
+
+
+def test_divergence_is_a_clear_error_and_keeps_the_checkpoint(micro_data: str, tmp_path: Path) -> None:
+    out = tmp_path / "m"
+    train(tiny_config(micro_data, out, epochs=1))
+    before = (out / CHECKPOINT_FILE).read_bytes()
+    with pytest.raises(TrainingDiverged, match=r"loss became (nan|inf).*last good checkpoint"):
+        train(tiny_config(micro_data, out, epochs=3, lr=1e30, resume=True))
+    assert (out / CHECKPOINT_FILE).read_bytes() == before
+
+
+def test_every_metric_loss_trains(micro_data: str, tmp_path: Path) -> None:
+    for name, options in [
+        ("triplet", {"mining": "hard", "soft": True}),
+        ("contrastive", {"form": "hadsell"}),
+        ("lifted", {}),
+        ("centroid_triplet", {}),
+        ("softtriple", {}),
+    ]:
+        result = train(tiny_config(micro_data, tmp_path / name, epochs=1, max_steps=2, metric_loss=name, metric_options=options))
+        assert result.history[-1]["metric"] >= 0
+        if name == "softtriple":
+            assert len(result.history) == 1
+
+
+def test_config_errors(tiny_data: str, tmp_path: Path) -> None:
+    with pytest.raises(ConfigError, match="has 32 identities; P=40"):
+        train(tiny_config(tiny_data, tmp_path / "m", p=40))
+    with pytest.raises(ConfigError, match="P=4 x K=4 makes no batch"):
+        train(tiny_config(tiny_data, tmp_path / "m", k=40))
+    with pytest.raises(ConfigError, match="--optimizer 'rmsprop'"):
+        train(tiny_config(tiny_data, tmp_path / "m", optimizer="rmsprop"))
+    with pytest.raises(ConfigError, match="unknown loss 'arcface'"):
+        train(tiny_config(tiny_data, tmp_path / "m", metric_loss="arcface"))
+
+
+def test_unreadable_training_image_is_skipped_and_counted(tmp_path: Path) -> None:
+    root = generate_synthetic(tmp_path / "d", TINY)
+    bad = next((root / "bounding_box_train").glob("0001_*.jpg"))
+    bad.write_bytes(b"not a jpeg")
+    result = train(tiny_config(f"market1501:{root}", tmp_path / "m", epochs=1, max_steps=1))
+    assert [p for p, _ in result.skipped_images] == [bad]
+    assert "not a readable image" in result.skipped_images[0][1]
