@@ -169,7 +169,10 @@ def train_command(
 @handle_errors
 def demo_command(
     out: Path = typer.Option(Path("models/demo"), "--out", help="Where the trained demo model goes."),
+    data: str = typer.Option("synthetic", "--data", help="Dataset to run the demo on (default: the built-in synthetic set)."),
     epochs: Optional[int] = typer.Option(None, "--epochs", help="Override the demo's number of epochs."),
+    p: int = typer.Option(16, "--p", help="Identities per batch."),
+    k: int = typer.Option(4, "--k", help="Images per identity in a batch."),
     json_file: Optional[Path] = typer.Option(None, "--json", help="Write {untrained, trained, seconds} as JSON."),
     threads: Optional[int] = typer.Option(None, "--threads", help="CPU threads for PyTorch."),
     quiet: bool = typer.Option(False, "--quiet", help="No progress bar."),
@@ -178,7 +181,7 @@ def demo_command(
     config = demo_config(out)
     if epochs is not None:
         config = replace(config, epochs=epochs)
-    config = replace(config, threads=threads)
+    config = replace(config, data=data, threads=threads, p=p, k=k)
     with training_progress(quiet) as callbacks:
         result = run_demo(config, callbacks)
     print_table(

@@ -210,7 +210,6 @@ def train(config: TrainConfig, callbacks: TrainCallbacks | None = None) -> Train
     labels_list, _ = relabel(records)
     labels = torch.tensor(labels_list)
     num_classes = int(labels.max()) + 1
-    sampler = PKSampler(labels_list, config.p, config.k, seed=config.seed)
 
     network = ReidNet(
         config.architecture,
@@ -224,6 +223,7 @@ def train(config: TrainConfig, callbacks: TrainCallbacks | None = None) -> Train
     if metric is not None:
         metric.to(device)
     optimizer = _build_optimizer(config, network, metric)
+    sampler = PKSampler(labels_list, config.p, config.k, seed=config.seed)
     use_amp = config.amp and device.type == "cuda"
     scaler = torch.amp.GradScaler("cuda", enabled=use_amp)
 
