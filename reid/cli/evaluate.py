@@ -1,0 +1,73 @@
+"""``reid eval``: Rank-1/5/10, mAP and mINP of a model on a dataset's query/gallery split."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import typer
+
+from reid.cli.common import console, handle_errors, make_progress, print_table, write_json
+from reid.data import load_dataset
+from reid.evaluation import evaluate_encoder
+from reid.evaluation.plots import write_ranking_plots
+from reid.models import load_encoder
+
+
+@handle_errors
+def eval_command(
+    model: str = typer.Option(..., "--model", "-m", help="Model folder, or a model's name under models/."),
+    data: str = typer.Option(
+        ..., "--data", "-d", help="Dataset: synthetic, market1501:PATH, dukemtmc:PATH, msmt17:PATH or folder:PATH."
+    ),
+    json_file: Path | None = typer.Option(None, "--json", help="Also write the figures to this JSON file."),
+    rerank: bool = typer.Option(
+        False, "--rerank", help="k-reciprocal re-ranking (Zhong et al. 2017; k1=20, k2=6, lambda=0.3)."
+    ),
+    plot: Path | None = typer.Option(None, "--plot", help="Write ranked_list.png and cmc.png into this folder."),
+    batch_size: int = typer.Option(64, "--batch-size", min=1, help="Images per encoder batch."),
+) -> None:
+    """Evaluate a model under the Market-1501 protocol (same-identity same-camera gallery items removed)."""
+    encoder = load_encoder(model)
+    dataset = load_dataset(data)
+    total = len(dataset.query) + len(dataset.gallery)
+    with make_progress() as progress:
+        task = progress.add_task("embedding", total=total)
+        evaluation = evaluate_encoder(
+            encoder,
+            dataset.query,
+            dataset.gallery,
+            batch_size=batch_size,
+            rerank=rerank,
+            on_progress=lambda done, _total: progress.update(task, completed=done),
+        )
+    result = evaluation.result
+    print_table(
+        f"{encoder.card.name} on {dataset.name}" + (" (re-ranked)" if rerank else ""),
+        ["metric", "value"],
+        [
+            ["Rank-1", f"{result.rank1:.2%}"],
+            ["Rank-5", f"{result.rank5:.2%}"],
+            ["Rank-10", f"{result.rank10:.2%}"],
+            ["mAP", f"{result.mAP:.2%}"],
+            ["mINP", f"{result.mINP:.2%}"],
+            ["queries evaluated", f"{result.num_valid_queries} of {result.num_query}"],
+            ["gallery images", result.num_gallery],
+        ],
+    )
+    console.print(
+        f"AP: {result.ap_definition}; mINP: Ye et al. 2021.  "
+        f"{result.num_skipped_queries} queries without a cross-camera true match were skipped.",
+        highlight=False,
+    )
+    if json_file is not None:
+        write_json(json_file, {**result.to_dict(include_cmc=True), "model": encoder.card.name, "data": data})
+        console.print(f"wrote {json_file}", highlight=False)
+    if plot is not None:
+        for path in write_ranking_plots(
+            plot, result, evaluation.query_features, evaluation.gallery_features, dataset.query, dataset.gallery
+        ):
+            console.print(f"wrote {path}", highlight=False)
+
+
+def register(app: typer.Typer) -> None:
+    app.command("eval")(eval_command)

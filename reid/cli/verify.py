@@ -1,0 +1,206 @@
+"""``reid verify`` (one pair, or a labelled pair file) and ``reid calibrate``."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import typer
+
+from reid.cli.common import console, handle_errors, make_progress, print_table, write_json
+from reid.errors import ConfigError
+from reid.evaluation import PairScores, VerificationResult, calibrate_model, compare_images, read_pairs, verify_pairs
+from reid.evaluation.faces import image_preparer
+from reid.evaluation.plots import write_verification_plots
+from reid.models import load_encoder
+
+MODEL_HELP = "Model folder, or a model's name under models/."
+DETECT_HELP = "face: crop each photo to its largest face first (no face is an error); none: use images as they are."
+PAIRS_HELP = "Pair file: LFW pairs.txt, or CSV lines 'path_a,path_b,label' (label 1 same, 0 different)."
+ROOT_HELP = "Folder the pair file's paths are relative to (default: the pair file's folder)."
+SHOWN_FAILURES = 5
+
+
+def _report_skipped(scores: PairScores) -> None:
+    if not scores.skipped_images:
+        return
+    console.print(
+        f"skipped {len(scores.skipped_images)} unreadable images and the {scores.num_pairs_skipped} pairs using them:",
+        highlight=False,
+    )
+    for _path, reason in scores.skipped_images[:SHOWN_FAILURES]:
+        console.print(f"  {reason}", highlight=False)
+    if len(scores.skipped_images) > SHOWN_FAILURES:
+        console.print(f"  ... and {len(scores.skipped_images) - SHOWN_FAILURES} more", highlight=False)
+
+
+def _print_histogram(result: VerificationResult, bins: int = 10) -> None:
+    """Genuine and impostor distance counts on a coarse grid, empty rows left out."""
+    edges = result.histogram_edges
+    group = max(1, (len(edges) - 1) // bins)
+    rows = []
+    for start in range(0, len(edges) - 1, group):
+        genuine = int(result.genuine_histogram[start : start + group].sum())
+        impostor = int(result.impostor_histogram[start : start + group].sum())
+        if genuine or impostor:
+            rows.append([f"{edges[start]:.2f}-{edges[min(start + group, len(edges) - 1)]:.2f}", genuine, impostor])
+    print_table("pair distances", ["distance", "genuine", "impostor"], rows)
+
+
+def _verify_pair_file(
+    model: str,
+    pairs: Path,
+    root: Path,
+    folds: int,
+    detect: str,
+    batch_size: int,
+    json_file: Path | None,
+    plot: Path | None,
+) -> None:
+    encoder = load_encoder(model)
+    pair_set = read_pairs(pairs, root)
+    prepare = image_preparer(detect)
+    with make_progress() as progress:
+        task = progress.add_task("embedding", total=len(pair_set.image_paths()))
+        result, scores = verify_pairs(
+            encoder,
+            pair_set,
+            folds=folds,
+            batch_size=batch_size,
+            prepare=prepare,
+            on_progress=lambda done, _total: progress.update(task, completed=done),
+        )
+    _report_skipped(scores)
+    rows = [
+        [f"accuracy ({result.folds}-fold)", f"{result.accuracy:.2%} ± {result.accuracy_std:.2%}"],
+        ["ROC AUC", f"{result.auc:.4f}"],
+        ["EER", f"{result.eer:.2%}"],
+    ]
+    rows += [[f"TAR @ FAR={far:g}", f"{tar:.2%}"] for far, tar in result.tar_at_far.items()]
+    rows += [
+        ["best-accuracy threshold", f"{result.threshold:.4f}"],
+        ["pairs", f"{result.num_pairs} ({result.num_genuine} genuine, {result.num_impostor} impostor)"],
+    ]
+    print_table(f"{encoder.card.name} on {pair_set.describe()}", ["metric", "value"], rows)
+    _print_histogram(result)
+    console.print(
+        "distance: Euclidean between L2-normalized embeddings; same when distance <= threshold", highlight=False
+    )
+    if json_file is not None:
+        payload = {
+            **result.to_dict(),
+            "model": encoder.card.name,
+            "pairs": str(pairs),
+            "skipped_images": len(scores.skipped_images),
+            "skipped_pairs": scores.num_pairs_skipped,
+        }
+        write_json(json_file, payload)
+        console.print(f"wrote {json_file}", highlight=False)
+    if plot is not None:
+        for path in write_verification_plots(plot, result):
+            console.print(f"wrote {path}", highlight=False)
+
+
+@handle_errors
+def verify_command(
+    image_a: Path | None = typer.Argument(None, help="First image (with IMAGE_B; or use --pairs)."),
+    image_b: Path | None = typer.Argument(None, help="Second image."),
+    model: str = typer.Option(..., "--model", "-m", help=MODEL_HELP),
+    threshold: float | None = typer.Option(None, "--threshold", help="Decision threshold (default: the model card's)."),
+    pairs: Path | None = typer.Option(None, "--pairs", help=PAIRS_HELP),
+    root: Path | None = typer.Option(None, "--root", help=ROOT_HELP),
+    folds: int = typer.Option(10, "--folds", min=2, help="Folds for a CSV pair file (LFW's pairs.txt brings its own)."),
+    detect: str = typer.Option("none", "--detect", help=DETECT_HELP),
+    batch_size: int = typer.Option(64, "--batch-size", min=1, help="Images per encoder batch."),
+    json_file: Path | None = typer.Option(None, "--json", help="Also write the result to this JSON file."),
+    plot: Path | None = typer.Option(
+        None, "--plot", help="With --pairs: write roc.png and distance_histogram.png here."
+    ),
+) -> None:
+    """Are two images the same identity?  Or, with --pairs, LFW-style verification metrics."""
+    if pairs is not None:
+        if image_a is not None:
+            raise ConfigError("give either two images or --pairs FILE, not both")
+        _verify_pair_file(model, pairs, root or pairs.parent, folds, detect, batch_size, json_file, plot)
+        return
+    if image_a is None or image_b is None:
+        raise ConfigError("give two images (reid verify A B --model M) or --pairs FILE")
+    if plot is not None:
+        raise ConfigError("--plot needs --pairs")
+    encoder = load_encoder(model)
+    decision = compare_images(
+        encoder, image_a, image_b, threshold=threshold, model_name=model, prepare=image_preparer(detect)
+    )
+    verdict = "[green]same identity[/]" if decision.same else "[red]different identities[/]"
+    console.print(
+        f"distance {decision.distance:.4f} {'<=' if decision.same else '>'} "
+        f"threshold {decision.threshold:.4f}: {verdict}"
+    )
+    console.print(f"threshold from: {decision.threshold_source}", highlight=False)
+    if json_file is not None:
+        write_json(
+            json_file,
+            {
+                "image_a": str(image_a),
+                "image_b": str(image_b),
+                "distance": decision.distance,
+                "threshold": decision.threshold,
+                "same": bool(decision.same),
+                "threshold_source": decision.threshold_source,
+            },
+        )
+
+
+@handle_errors
+def calibrate_command(
+    model: str = typer.Option(..., "--model", "-m", help=MODEL_HELP),
+    pairs: Path = typer.Option(..., "--pairs", help=PAIRS_HELP),
+    root: Path | None = typer.Option(None, "--root", help=ROOT_HELP),
+    far: float | None = typer.Option(None, "--far", help="Target false accept rate (default 1e-3)."),
+    best_accuracy: bool = typer.Option(False, "--best-accuracy", help="Choose the threshold of best accuracy instead."),
+    detect: str = typer.Option("none", "--detect", help=DETECT_HELP),
+    batch_size: int = typer.Option(64, "--batch-size", min=1, help="Images per encoder batch."),
+    json_file: Path | None = typer.Option(None, "--json", help="Also write the choice to this JSON file."),
+) -> None:
+    """Choose the model's verification threshold on labelled pairs and write it into its card."""
+    if best_accuracy and far is not None:
+        raise ConfigError("give --far or --best-accuracy, not both")
+    target = None if best_accuracy else (1e-3 if far is None else far)
+    with make_progress() as progress:
+        task = progress.add_task("embedding", total=None)
+        calibration = calibrate_model(
+            model,
+            pairs,
+            root or pairs.parent,
+            target_far=target,
+            batch_size=batch_size,
+            prepare=image_preparer(detect),
+            on_progress=lambda done, total: progress.update(task, completed=done, total=total),
+        )
+    choice = calibration.choice
+    _report_skipped(calibration.scores)
+    print_table(
+        f"threshold for {model} ({choice.criterion})",
+        ["metric", "value"],
+        [
+            ["threshold", f"{choice.threshold:.4f}"],
+            ["FAR", f"{choice.far:.4%}"],
+            ["TAR", f"{choice.tar:.2%}"],
+            ["accuracy", f"{choice.accuracy:.2%}"],
+            ["pairs", f"{choice.num_genuine} genuine, {choice.num_impostor} impostor"],
+        ],
+    )
+    if target is not None and choice.num_impostor * target < 1:
+        console.print(
+            f"note: {choice.num_impostor} impostor pairs cannot resolve FAR {target:g}; "
+            f"the threshold admits no impostor of this set",
+            highlight=False,
+        )
+    console.print(f"wrote threshold {choice.threshold:.4f} into {calibration.card_path}", highlight=False)
+    if json_file is not None:
+        write_json(json_file, {**choice.to_dict(), "card": str(calibration.card_path), "source": calibration.source})
+
+
+def register(app: typer.Typer) -> None:
+    app.command("verify")(verify_command)
+    app.command("calibrate")(calibrate_command)
+

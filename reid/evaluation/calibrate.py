@@ -1,0 +1,79 @@
+"""Choosing a model's verification threshold on labelled pairs and writing it to its card."""
+
+from __future__ import annotations
+
+import hashlib
+from dataclasses import dataclass
+from pathlib import Path
+
+from reid.errors import DataError, ModelError
+from reid.evaluation.embed import PairScores, PrepareFn, ProgressFn, score_pairs
+from reid.evaluation.pairs import PairSet, read_pairs
+from reid.evaluation.verification import ThresholdChoice, choose_threshold
+from reid.models.card import CARD_FILE, load_card, save_card
+from reid.models.folder import load_encoder
+
+
+@dataclass
+class Calibration:
+    choice: ThresholdChoice
+    scores: PairScores
+    card_path: Path
+    source: str
+
+
+def model_folder(spec: str | Path) -> Path:
+    """The folder of a model given by path or by bare name under ``models/``, as load_encoder finds it."""
+    path = Path(spec)
+    if path.is_dir():
+        return path
+    if not path.is_absolute() and (Path("models") / path).is_dir():
+        return Path("models") / path
+    raise ModelError(f"{spec}: no such model folder (calibration writes the threshold into its {CARD_FILE})")
+
+
+def _file_digest(path: Path) -> str:
+    return hashlib.sha256(path.read_bytes()).hexdigest()[:12]
+
+
+def describe_source(pair_set: PairSet, scores: PairScores, choice: ThresholdChoice) -> str:
+    """One line saying where a threshold came from, for the card's ``threshold_source``."""
+    used = scores.distances.size
+    return (
+        f"reid calibrate: {choice.criterion} on {pair_set.source.name} (sha256 {_file_digest(pair_set.source)}, "
+        f"{pair_set.format}, {used} of {scores.num_pairs_total} pairs: {choice.num_genuine} genuine, "
+        f"{choice.num_impostor} impostor); there FAR {choice.far:.4g}, TAR {choice.tar:.4g}, "
+        f"accuracy {choice.accuracy:.4f}"
+    )
+
+
+def calibrate_model(
+    model: str | Path,
+    pairs_file: str | Path,
+    root: str | Path,
+    *,
+    target_far: float | None = 1e-3,
+    batch_size: int = 64,
+    on_progress: ProgressFn | None = None,
+    prepare: PrepareFn | None = None,
+) -> Calibration:
+    """Choose the threshold for ``target_far`` (or the best accuracy when None) on a pair
+    file and write it, with its provenance, into the model folder's card atomically."""
+    folder = model_folder(model)
+    encoder = load_encoder(folder)
+    pair_set = read_pairs(pairs_file, root)
+    scores = score_pairs(encoder, pair_set, batch_size=batch_size, on_progress=on_progress, prepare=prepare)
+    if scores.distances.size == 0:
+        raise DataError(f"{pair_set.source}: no pair has two readable images ({len(scores.skipped_images)} unreadable)")
+    try:
+        choice = choose_threshold(scores.distances, scores.is_same, target_far)
+    except DataError as exc:
+        raise DataError(f"{pair_set.source}: {exc}") from None
+    card = load_card(folder)
+    if card.fingerprint and card.fingerprint != encoder.fingerprint:
+        raise ModelError(f"{folder / CARD_FILE}: the weights changed while calibrating; run calibrate again")
+    source = describe_source(pair_set, scores, choice)
+    card.threshold = choice.threshold
+    card.threshold_source = source
+    card.metrics = {**card.metrics, "calibration": {**choice.to_dict(), "pairs": pair_set.source.name}}
+    return Calibration(choice, scores, save_card(card, folder), source)

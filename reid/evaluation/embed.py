@@ -1,0 +1,260 @@
+"""Running an encoder over image files: ranking on a dataset split, distances of pairs.
+
+Library code never prints: long jobs report through an optional ``on_progress(done, total)``
+callback, which the CLI turns into a progress bar.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import NamedTuple
+
+import numpy as np
+
+from reid.data.io import read_image
+from reid.data.records import ImageRecord
+from reid.errors import DataError, ModelError
+from reid.evaluation.pairs import PairSet
+from reid.evaluation.ranking import RankingResult, evaluate_features
+from reid.evaluation.verification import VerificationResult, verification_metrics
+from reid.models.encoder import Encoder
+
+ProgressFn = Callable[[int, int], None]
+# Turns a decoded RGB image into what the encoder sees (a face crop, say); may raise DataError.
+PrepareFn = Callable[[np.ndarray, Path], np.ndarray]
+
+
+@dataclass
+class Embeddings:
+    """Features of the images that could be read; ``embedded[i]`` says whether path i was."""
+
+    features: np.ndarray
+    embedded: np.ndarray
+    failures: list[tuple[Path, str]] = field(default_factory=list)
+
+
+def _load(path: Path, prepare: PrepareFn | None) -> np.ndarray:
+    image = read_image(path)
+    return prepare(image, path) if prepare is not None else image
+
+
+def _load_batch(
+    paths: Sequence[Path], prepare: PrepareFn | None, skip_unreadable: bool
+) -> list[np.ndarray | DataError]:
+    out: list[np.ndarray | DataError] = []
+    for path in paths:
+        try:
+            out.append(_load(path, prepare))
+        except DataError as exc:
+            if not skip_unreadable:
+                raise
+            out.append(exc)
+    return out
+
+
+def embed_paths(
+    encoder: Encoder,
+    paths: Sequence[str | Path],
+    *,
+    batch_size: int = 64,
+    on_progress: ProgressFn | None = None,
+    skip_unreadable: bool = False,
+    prepare: PrepareFn | None = None,
+) -> Embeddings:
+    """Embed image files in batches; the next batch is decoded while this one is embedded.
+
+    An unreadable image raises DataError naming the file, or with ``skip_unreadable`` is
+    left out and listed in ``failures`` (its row of ``features`` stays zero).
+    """
+    if batch_size < 1:
+        raise DataError(f"batch size must be at least 1, got {batch_size}")
+    paths = [Path(p) for p in paths]
+    total = len(paths)
+    features = np.zeros((total, encoder.dim), dtype=np.float32)
+    embedded = np.zeros(total, dtype=bool)
+    failures: list[tuple[Path, str]] = []
+    starts = list(range(0, total, batch_size))
+    with ThreadPoolExecutor(max_workers=1) as pool:
+        pending = None
+        for i, start in enumerate(starts):
+            batch = paths[start : start + batch_size]
+            loaded = pending.result() if pending is not None else _load_batch(batch, prepare, skip_unreadable)
+            if i + 1 < len(starts):
+                following = paths[starts[i + 1] : starts[i + 1] + batch_size]
+                pending = pool.submit(_load_batch, following, prepare, skip_unreadable)
+            good = [j for j, item in enumerate(loaded) if not isinstance(item, DataError)]
+            failures += [(batch[j], str(item)) for j, item in enumerate(loaded) if isinstance(item, DataError)]
+            if good:
+                rows = np.asarray(good) + start
+                out = encoder.embed([loaded[j] for j in good])  # type: ignore[misc]
+                if out.shape != (len(good), encoder.dim):
+                    raise ModelError(
+                        f"encoder {encoder.card.name!r} returned shape {out.shape}, "
+                        f"expected ({len(good)}, {encoder.dim})"
+                    )
+                features[rows] = out
+                embedded[rows] = True
+            if on_progress is not None:
+                on_progress(start + len(batch), total)
+    return Embeddings(features, embedded, failures)
+
+
+class EncoderEvaluation(NamedTuple):
+    """Ranking metrics plus the features they came from (query rows, gallery rows)."""
+
+    result: RankingResult
+    query_features: np.ndarray
+    gallery_features: np.ndarray
+
+
+def evaluate_encoder(
+    encoder: Encoder,
+    query_records: Sequence[ImageRecord],
+    gallery_records: Sequence[ImageRecord],
+    *,
+    batch_size: int = 64,
+    rerank: bool = False,
+    max_rank: int = 50,
+    chunk_size: int | None = None,
+    on_progress: ProgressFn | None = None,
+) -> EncoderEvaluation:
+    """Embed query and gallery images and evaluate them under the Market-1501 protocol.
+
+    Distances are Euclidean between the encoder's L2-normalized embeddings.  An unreadable
+    image raises DataError naming the file: a ranking evaluation with holes is not comparable.
+    """
+    if not query_records:
+        raise DataError("the dataset has no query images to evaluate")
+    if not gallery_records:
+        raise DataError("the dataset has no gallery images to evaluate")
+    records = list(query_records) + list(gallery_records)
+    embeddings = embed_paths(encoder, [r.path for r in records], batch_size=batch_size, on_progress=on_progress)
+    num_query = len(query_records)
+    q_feats, g_feats = embeddings.features[:num_query], embeddings.features[num_query:]
+    result = evaluate_features(
+        q_feats,
+        g_feats,
+        np.array([r.pid for r in query_records]),
+        np.array([r.pid for r in gallery_records]),
+        np.array([r.camid for r in query_records]),
+        np.array([r.camid for r in gallery_records]),
+        metric="euclidean",
+        max_rank=max_rank,
+        rerank=rerank,
+        chunk_size=chunk_size,
+    )
+    return EncoderEvaluation(result, q_feats, g_feats)
+
+
+@dataclass
+class PairScores:
+    """Distances of the pairs whose two images could be embedded, and what was skipped."""
+
+    distances: np.ndarray
+    is_same: np.ndarray
+    fold_ids: np.ndarray | None
+    num_pairs_total: int
+    skipped_images: list[tuple[Path, str]]
+
+    @property
+    def num_pairs_skipped(self) -> int:
+        return self.num_pairs_total - int(self.distances.size)
+
+
+def pair_distance(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """Euclidean distance between rows of L2-normalized embeddings (0..2), as on model cards."""
+    diff = a.astype(np.float64) - b.astype(np.float64)
+    return np.sqrt(np.einsum("ij,ij->i", diff, diff))
+
+
+def score_pairs(
+    encoder: Encoder,
+    pair_set: PairSet,
+    *,
+    batch_size: int = 64,
+    on_progress: ProgressFn | None = None,
+    prepare: PrepareFn | None = None,
+) -> PairScores:
+    """Embed every distinct image once and measure each pair; unreadable images (and, with
+    ``prepare``, images where it fails, such as no face found) are skipped and counted."""
+    unique = pair_set.image_paths()
+    row = {path: i for i, path in enumerate(unique)}
+    emb = embed_paths(
+        encoder, unique, batch_size=batch_size, on_progress=on_progress, skip_unreadable=True, prepare=prepare
+    )
+    kept = [p for p in pair_set.pairs if emb.embedded[row[p.a]] and emb.embedded[row[p.b]]]
+    a = emb.features[[row[p.a] for p in kept]].reshape(len(kept), -1)
+    b = emb.features[[row[p.b] for p in kept]].reshape(len(kept), -1)
+    folds = pair_set.fold_ids
+    fold_ids = None if folds is None else np.array([p.fold for p in kept], dtype=np.int64)
+    return PairScores(
+        distances=pair_distance(a, b),
+        is_same=np.array([p.same for p in kept], dtype=bool),
+        fold_ids=fold_ids,
+        num_pairs_total=len(pair_set.pairs),
+        skipped_images=emb.failures,
+    )
+
+
+class PairVerification(NamedTuple):
+    result: VerificationResult
+    scores: PairScores
+
+
+def verify_pairs(
+    encoder: Encoder,
+    pair_set: PairSet,
+    *,
+    folds: int = 10,
+    batch_size: int = 64,
+    on_progress: ProgressFn | None = None,
+    prepare: PrepareFn | None = None,
+) -> PairVerification:
+    """LFW-style verification of a pair set: folds from the file when it defines them
+    (LFW's pairs.txt), else ``folds`` stratified folds in file order."""
+    scores = score_pairs(encoder, pair_set, batch_size=batch_size, on_progress=on_progress, prepare=prepare)
+    if scores.distances.size == 0:
+        raise DataError(f"{pair_set.source}: no pair has two readable images ({len(scores.skipped_images)} unreadable)")
+    fold_spec = scores.fold_ids if scores.fold_ids is not None and len(np.unique(scores.fold_ids)) > 1 else folds
+    try:
+        result = verification_metrics(scores.distances, scores.is_same, folds=fold_spec)
+    except DataError as exc:
+        raise DataError(f"{pair_set.source}: {exc}") from None
+    return PairVerification(result, scores)
+
+
+@dataclass
+class PairDecision:
+    distance: float
+    threshold: float
+    same: bool
+    threshold_source: str
+
+
+def compare_images(
+    encoder: Encoder,
+    path_a: str | Path,
+    path_b: str | Path,
+    *,
+    threshold: float | None = None,
+    model_name: str | None = None,
+    prepare: PrepareFn | None = None,
+) -> PairDecision:
+    """Distance between two images and the same/different decision at the threshold given,
+    else at the model card's calibrated threshold."""
+    if threshold is None:
+        if encoder.threshold is None:
+            name = model_name or encoder.card.name
+            raise ModelError(
+                f"{name}: the model card has no calibrated threshold; run 'reid calibrate' or pass --threshold"
+            )
+        threshold, source = float(encoder.threshold), encoder.card.threshold_source or "model card"
+    else:
+        source = "given"
+    images = [_load(Path(path_a), prepare), _load(Path(path_b), prepare)]
+    features = encoder.embed(images)
+    distance = float(pair_distance(features[:1], features[1:])[0])
+    return PairDecision(distance, float(threshold), distance <= threshold, source)

@@ -1,0 +1,184 @@
+"""PNG pictures of evaluation results: ranked lists, CMC, ROC and distance histograms.
+
+Curves use matplotlib's object API with the Agg canvas (no pyplot state, no display);
+the ranked-list mosaic is drawn with OpenCV.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+
+import cv2
+import numpy as np
+from matplotlib.backends.backend_agg import FigureCanvasAgg
+from matplotlib.figure import Figure
+
+from reid.data.io import read_image
+from reid.data.records import ImageRecord
+from reid.errors import DataError
+from reid.evaluation.ranking import RankedList, RankingResult, ranked_lists
+from reid.evaluation.verification import VerificationResult
+
+CELL = (128, 64)  # (height, width) of one image in the ranked-list mosaic
+BORDER = 4
+GREEN, RED, GREY = (40, 170, 40), (210, 40, 40), (90, 90, 90)
+
+
+def _save_figure(fig: Figure, path: Path) -> Path:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    FigureCanvasAgg(fig).print_png(str(path))
+    return path
+
+
+def plot_cmc(result: RankingResult, path: str | Path, title: str = "CMC") -> Path:
+    fig = Figure(figsize=(6, 4), dpi=100)
+    ax = fig.add_subplot()
+    ranks = np.arange(1, result.cmc.size + 1)
+    ax.plot(ranks, result.cmc * 100, marker="o", markersize=3)
+    ax.set_xlabel("rank")
+    ax.set_ylabel("matching rate (%)")
+    ax.set_ylim(0, 100)
+    ax.set_xlim(1, ranks[-1])
+    ax.grid(alpha=0.3)
+    ax.set_title(
+        f"{title}: Rank-1 {result.rank1:.1%}, mAP {result.mAP:.1%}, mINP {result.mINP:.1%}\n"
+        f"{result.num_valid_queries} of {result.num_query} queries, {result.num_gallery} gallery images",
+        fontsize=9,
+    )
+    fig.tight_layout()
+    return _save_figure(fig, Path(path))
+
+
+def _cell(path: Path, colour: tuple[int, int, int]) -> np.ndarray:
+    height, width = CELL
+    try:
+        image = cv2.resize(read_image(path), (width - 2 * BORDER, height - 2 * BORDER), interpolation=cv2.INTER_AREA)
+    except DataError:
+        image = np.full((height - 2 * BORDER, width - 2 * BORDER, 3), 200, np.uint8)
+    return cv2.copyMakeBorder(image, BORDER, BORDER, BORDER, BORDER, cv2.BORDER_CONSTANT, value=colour)
+
+
+def _caption(text: str, width: int) -> np.ndarray:
+    strip = np.full((16, width, 3), 255, np.uint8)
+    cv2.putText(strip, text, (2, 12), cv2.FONT_HERSHEY_SIMPLEX, 0.35, (0, 0, 0), 1, cv2.LINE_AA)
+    return strip
+
+
+def plot_ranked_lists(
+    lists: Sequence[RankedList],
+    query_paths: Sequence[Path],
+    gallery_paths: Sequence[Path],
+    path: str | Path,
+) -> Path:
+    """One row per query: the query, then its top gallery images framed green (same
+    identity) or red (another identity or a distractor), captioned with the distance."""
+    if not lists:
+        raise DataError("no queries to draw")
+    top_k = max(len(lst.gallery) for lst in lists)
+    height, width = CELL
+    rows = []
+    for lst in lists:
+        cells = [np.vstack([_cell(Path(query_paths[lst.query]), GREY), _caption(f"query {lst.query}", width)])]
+        cells.append(np.full((height + 16, width // 4, 3), 255, np.uint8))
+        for g, dist, match in zip(lst.gallery, lst.distances, lst.matches):
+            cell = _cell(Path(gallery_paths[g]), GREEN if match else RED)
+            cells.append(np.vstack([cell, _caption(f"{dist:.3f}", width)]))
+        for _ in range(top_k - len(lst.gallery)):
+            cells.append(np.full((height + 16, width, 3), 255, np.uint8))
+        rows.append(np.hstack(cells))
+    mosaic = np.vstack(rows)
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    ok, payload = cv2.imencode(".png", cv2.cvtColor(mosaic, cv2.COLOR_RGB2BGR))
+    if not ok:
+        raise DataError(f"{path}: could not encode the ranked-list picture")
+    path.write_bytes(payload.tobytes())
+    return path
+
+
+def pick_queries(result: RankingResult, count: int) -> np.ndarray:
+    """``count`` queries spread evenly over those that have a true match."""
+    valid = np.flatnonzero(~np.isnan(result.average_precision))
+    if valid.size <= count:
+        return valid
+    return valid[np.linspace(0, valid.size - 1, count).round().astype(int)]
+
+
+def write_ranking_plots(
+    out_dir: str | Path,
+    result: RankingResult,
+    query_features: np.ndarray,
+    gallery_features: np.ndarray,
+    query_records: Sequence[ImageRecord],
+    gallery_records: Sequence[ImageRecord],
+    *,
+    num_queries: int = 8,
+    top_k: int = 10,
+) -> list[Path]:
+    """``ranked_list.png`` (Euclidean distance order, junk removed) and ``cmc.png``."""
+    out = Path(out_dir)
+    lists = ranked_lists(
+        query_features,
+        gallery_features,
+        [r.pid for r in query_records],
+        [r.pid for r in gallery_records],
+        [r.camid for r in query_records],
+        [r.camid for r in gallery_records],
+        queries=pick_queries(result, num_queries),
+        top_k=top_k,
+    )
+    ranked = plot_ranked_lists(
+        lists, [r.path for r in query_records], [r.path for r in gallery_records], out / "ranked_list.png"
+    )
+    title = "CMC (re-ranked)" if result.reranked else "CMC"
+    return [ranked, plot_cmc(result, out / "cmc.png", title=title)]
+
+
+def plot_roc(result: VerificationResult, path: str | Path) -> Path:
+    if result.roc is None:
+        raise DataError("verification result carries no ROC curve")
+    fig = Figure(figsize=(6, 4), dpi=100)
+    ax = fig.add_subplot()
+    # A log FAR axis shows the low-FAR region that thresholds are chosen in; FAR 0 cannot
+    # be drawn there, so it is pinned at a tenth of the smallest resolvable FAR.
+    floor = min([0.1 / max(1, result.num_impostor), *(far / 2 for far in result.tar_at_far)])
+    ax.step(np.maximum(result.roc.far, floor), result.roc.tar, where="post")
+    for far, tar in result.tar_at_far.items():
+        ax.plot([far], [tar], marker="o", label=f"TAR {tar:.3f} @ FAR {far:g}")
+    ax.set_xscale("log")
+    ax.set_xlim(floor, 1)
+    ax.set_ylim(0, 1.01)
+    ax.set_xlabel("false accept rate")
+    ax.set_ylabel("true accept rate")
+    ax.grid(alpha=0.3, which="both")
+    ax.legend(loc="lower right", fontsize=8)
+    ax.set_title(f"ROC: AUC {result.auc:.4f}, EER {result.eer:.2%} ({result.num_pairs} pairs)", fontsize=9)
+    fig.tight_layout()
+    return _save_figure(fig, Path(path))
+
+
+def plot_histograms(result: VerificationResult, path: str | Path) -> Path:
+    fig = Figure(figsize=(6, 4), dpi=100)
+    ax = fig.add_subplot()
+    edges = result.histogram_edges
+    width = np.diff(edges)
+    for counts, label, colour in (
+        (result.genuine_histogram, f"genuine ({result.num_genuine})", "tab:green"),
+        (result.impostor_histogram, f"impostor ({result.num_impostor})", "tab:red"),
+    ):
+        share = counts / max(1, counts.sum())
+        ax.bar(edges[:-1], share, width=width, align="edge", alpha=0.5, color=colour, label=label)
+    ax.axvline(result.threshold, color="black", linestyle="--", label=f"best-accuracy threshold {result.threshold:.3f}")
+    ax.set_xlabel("distance (Euclidean, L2-normalized embeddings)")
+    ax.set_ylabel("share of pairs")
+    ax.legend(fontsize=8)
+    ax.set_title(f"Pair distances: accuracy {result.accuracy:.2%} ± {result.accuracy_std:.2%}", fontsize=9)
+    fig.tight_layout()
+    return _save_figure(fig, Path(path))
+
+
+def write_verification_plots(out_dir: str | Path, result: VerificationResult) -> list[Path]:
+    """``roc.png`` and ``distance_histogram.png``."""
+    out = Path(out_dir)
+    return [plot_roc(result, out / "roc.png"), plot_histograms(result, out / "distance_histogram.png")]

@@ -1,0 +1,176 @@
+"""``reid eval``, ``reid verify`` and ``reid calibrate`` through typer's test runner."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import cv2
+import numpy as np
+import pytest
+from typer.testing import CliRunner
+
+from reid.cli.app import app
+from reid.models import ModelCard, build_network, load_card, save_model
+
+runner = CliRunner()
+COLOURS = [(200, 40, 40), (40, 200, 40), (40, 40, 200), (200, 200, 40)]
+
+
+@pytest.fixture(scope="module")
+def model(tmp_path_factory) -> Path:
+    card = ModelCard(name="t", architecture="resnet18", embedding_dim=64, input_size=(64, 32), num_classes=0)
+    folder = tmp_path_factory.mktemp("models") / "m"
+    save_model(build_network(card), card, folder)
+    return folder
+
+
+def write_image(path: Path, colour, seed: int, size=(64, 32)) -> Path:
+    rng = np.random.default_rng(seed)
+    image = np.clip(np.array(colour) + rng.normal(0, 30, (*size, 3)), 0, 255).astype(np.uint8)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    cv2.imwrite(str(path), image)
+    return path
+
+
+def market_tree(root: Path) -> Path:
+    """A tiny Market-1501-style tree: 4 identities, queries in camera 1, gallery in 1 and 2."""
+    for pid, colour in enumerate(COLOURS, start=1):
+        write_image(root / "bounding_box_train" / f"{pid + 10:04d}_c1s1_000001_00.jpg", colour, pid)
+        write_image(root / "query" / f"{pid:04d}_c1s1_000001_00.jpg", colour, 10 + pid)
+        for cam in (1, 2):
+            write_image(root / "bounding_box_test" / f"{pid:04d}_c{cam}s1_000002_00.jpg", colour, 20 + 2 * pid + cam)
+    write_image(root / "bounding_box_test" / "0000_c3s1_000003_00.jpg", (128, 128, 128), 99)
+    write_image(root / "bounding_box_test" / "-1_c3s1_000004_00.jpg", (128, 128, 128), 98)
+    return root
+
+
+def run(*args: str):
+    return runner.invoke(app, [str(a) for a in args])
+
+
+def test_eval_json_and_plots(tmp_path, model):
+    data = market_tree(tmp_path / "market")
+    result = run("eval", "--model", model, "--data", f"market1501:{data}", "--json", tmp_path / "r.json",
+                 "--plot", tmp_path / "plots", "--batch-size", "3")
+    assert result.exit_code == 0, result.output
+    assert "Rank-1" in result.output and "mINP" in result.output
+    assert "mean of precision at each true match" in result.output
+    figures = json.loads((tmp_path / "r.json").read_text())
+    for key in ("rank1", "rank5", "rank10", "mAP", "mINP"):
+        assert 0.0 <= figures[key] <= 1.0
+    # The junk image (-1) is never loaded; the distractor (0000) is kept.
+    assert (figures["num_query"], figures["num_gallery"], figures["num_valid_queries"]) == (4, 9, 4)
+    assert figures["rank10"] == 1.0
+    for name in ("ranked_list.png", "cmc.png"):
+        assert cv2.imread(str(tmp_path / "plots" / name)) is not None
+
+
+def test_eval_rerank(tmp_path, model):
+    data = market_tree(tmp_path / "market")
+    result = run("eval", "--model", model, "--data", f"market1501:{data}", "--rerank", "--json", tmp_path / "r.json")
+    assert result.exit_code == 0, result.output
+    assert json.loads((tmp_path / "r.json").read_text())["reranked"] is True
+
+
+def test_eval_errors_are_one_line(tmp_path, model):
+    result = run("eval", "--model", model, "--data", f"market1501:{tmp_path / 'nowhere'}")
+    assert result.exit_code == 1
+    assert "nowhere" in result.output and "Traceback" not in result.output
+    result = run("eval", "--model", tmp_path / "no-model", "--data", "market1501:x")
+    assert result.exit_code == 1 and "no-model" in result.output
+
+
+def test_verify_two_images(tmp_path, model):
+    a = write_image(tmp_path / "a.png", COLOURS[0], 1)
+    b = write_image(tmp_path / "b.png", COLOURS[0], 2)
+    result = run("verify", a, b, "--model", model)
+    assert result.exit_code == 1
+    assert f"{model}: the model card has no calibrated threshold" in " ".join(result.output.split())
+    result = run("verify", a, b, "--model", model, "--threshold", "2.0", "--json", tmp_path / "v.json")
+    assert result.exit_code == 0, result.output
+    decision = json.loads((tmp_path / "v.json").read_text())
+    assert decision["same"] is True and 0.0 <= decision["distance"] <= 2.0
+    result = run("verify", a, tmp_path / "missing.png", "--model", model, "--threshold", "1")
+    assert result.exit_code == 1 and "missing.png" in result.output
+
+
+def orl_csv(tmp_path: Path, people=range(1, 9)) -> Path:
+    lines = ["path_a,path_b,label"]
+    for s in people:
+        lines += [f"s{s}/1.pgm,s{s}/{i}.pgm,1" for i in (2, 3, 4)]
+        lines += [f"s{s}/1.pgm,s{s % 8 + 1}/{i}.pgm,0" for i in (2, 3, 4)]
+    path = tmp_path / "orl_pairs.csv"
+    path.write_text("\n".join(lines) + "\n")
+    return path
+
+
+def test_verify_pairs_on_orl_faces(tmp_path, model, orl_faces):
+    result = run("verify", "--pairs", orl_csv(tmp_path), "--root", orl_faces, "--model", model,
+                 "--json", tmp_path / "v.json", "--plot", tmp_path / "plots", "--folds", "4")
+    assert result.exit_code == 0, result.output
+    assert "accuracy (4-fold)" in result.output and "TAR @ FAR=0.001" in result.output
+    assert "genuine" in result.output and "impostor" in result.output
+    figures = json.loads((tmp_path / "v.json").read_text())
+    assert figures["num_pairs"] == 48 and figures["num_genuine"] == 24
+    assert set(figures["tar_at_far"]) == {"0.001", "0.01"}
+    assert 0.0 <= figures["auc"] <= 1.0 and 0.0 <= figures["eer"] <= 1.0
+    assert sum(figures["histogram"]["impostor"]) == 24
+    for name in ("roc.png", "distance_histogram.png"):
+        assert cv2.imread(str(tmp_path / "plots" / name)) is not None
+
+
+def test_verify_lfw_pairs_skips_unreadable(tmp_path, model):
+    root = tmp_path / "lfw"
+    for n, colour in enumerate(COLOURS):
+        for i in (1, 2):
+            write_image(root / f"P{n}" / f"P{n}_{i:04d}.jpg", colour, 10 * n + i, size=(48, 48))
+    (root / "P3" / "P3_0002.jpg").write_bytes(b"broken")
+    pairs = tmp_path / "pairs.txt"
+    pairs.write_text("2 2\nP0 1 2\nP1 1 2\nP0 1 P1 1\nP2 1 P3 2\nP2 1 2\nP3 1 2\nP1 2 P2 2\nP0 2 P3 1\n")
+    result = run("verify", "--pairs", pairs, "--root", root, "--model", model, "--json", tmp_path / "v.json")
+    assert result.exit_code == 0, result.output
+    assert "skipped 1 unreadable images and the 2 pairs using them" in " ".join(result.output.split())
+    figures = json.loads((tmp_path / "v.json").read_text())
+    assert (figures["num_pairs"], figures["skipped_images"], figures["skipped_pairs"]) == (6, 1, 2)
+    assert figures["folds"] == 2
+
+
+def test_verify_rejects_malformed_pairs(tmp_path, model):
+    pairs = tmp_path / "pairs.csv"
+    pairs.write_text("a.png,b.png,1\na.png,b.png\n")
+    result = run("verify", "--pairs", pairs, "--model", model)
+    assert result.exit_code == 1
+    assert "pairs.csv:2: expected 3 fields" in result.output
+
+
+def test_calibrate_then_verify_uses_the_card(tmp_path, model, orl_faces):
+    pairs = orl_csv(tmp_path)
+    result = run("calibrate", "--model", model, "--pairs", pairs, "--root", orl_faces, "--best-accuracy")
+    assert result.exit_code == 0, result.output
+    card = load_card(model)
+    assert card.threshold is not None and "best accuracy" in card.threshold_source
+    assert "orl_pairs.csv" in card.threshold_source
+    result = run("calibrate", "--model", model, "--pairs", pairs, "--root", orl_faces, "--far", "0.01",
+                 "--json", tmp_path / "c.json")
+    assert result.exit_code == 0, result.output
+    choice = json.loads((tmp_path / "c.json").read_text())
+    assert load_card(model).threshold == pytest.approx(choice["threshold"])
+    assert choice["far"] <= 0.01 and "cannot resolve FAR 0.01" in " ".join(result.output.split())
+    result = run("verify", orl_faces / "s1" / "1.pgm", orl_faces / "s1" / "2.pgm", "--model", model)
+    assert result.exit_code == 0, result.output
+    assert "threshold from: reid calibrate" in " ".join(result.output.split())
+    result = run("calibrate", "--model", model, "--pairs", pairs, "--far", "0.01", "--best-accuracy")
+    assert result.exit_code == 1 and "not both" in result.output
+
+
+def test_verify_detect_face(tmp_path, model, orl_faces):
+    # OpenCV's Haar cascade finds the faces of these two ORL photos (not of every one).
+    result = run("verify", orl_faces / "s1" / "1.pgm", orl_faces / "s1" / "3.pgm", "--model", model,
+                 "--threshold", "1.0", "--detect", "face")
+    assert result.exit_code == 0, result.output
+    blank = write_image(tmp_path / "blank.png", (120, 120, 120), 0, size=(112, 92))
+    result = run("verify", orl_faces / "s1" / "1.pgm", blank, "--model", model, "--threshold", "1.0",
+                 "--detect", "face")
+    assert result.exit_code == 1
+    assert "blank.png: no face found" in result.output

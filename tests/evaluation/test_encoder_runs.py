@@ -1,0 +1,236 @@
+"""Evaluating encoders on image files: ranking splits, pair files, calibration, plots."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import cv2
+import numpy as np
+import pytest
+
+from reid.data.records import ImageRecord
+from reid.errors import DataError, ModelError
+from reid.evaluation import (
+    calibrate_model,
+    compare_images,
+    evaluate_encoder,
+    read_pairs,
+    score_pairs,
+    verify_pairs,
+)
+from reid.evaluation.faces import FaceCropper, image_preparer
+from reid.evaluation.plots import write_ranking_plots, write_verification_plots
+from reid.models import Encoder, ModelCard, build_network, load_card, save_model
+from reid.models.encoder import l2_normalize
+
+
+class ColourEncoder(Encoder):
+    """Embeds an image as its L2-normalized mean colour: cheap and predictable."""
+
+    def __init__(self, threshold: float | None = None) -> None:
+        self.card = ModelCard(name="colour", architecture="mean-colour", embedding_dim=3, threshold=threshold)
+        self.calls = 0
+
+    def embed(self, images):
+        self.calls += 1
+        return l2_normalize(np.array([img.reshape(-1, 3).mean(axis=0) + 1.0 for img in images], np.float32))
+
+
+PALETTE = [(200, 30, 30), (30, 200, 30), (30, 30, 200), (200, 200, 30), (30, 200, 200)]
+
+
+def write_image(path: Path, colour, seed: int) -> Path:
+    rng = np.random.default_rng(seed)
+    image = np.clip(np.array(colour) + rng.normal(0, 25, (32, 16, 3)), 0, 255).astype(np.uint8)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    cv2.imwrite(str(path), cv2.cvtColor(image, cv2.COLOR_RGB2BGR))
+    return path
+
+
+def colour_split(root: Path) -> tuple[list[ImageRecord], list[ImageRecord]]:
+    """Five identities by colour; queries in camera 1, gallery in cameras 1 and 2, plus a distractor."""
+    query, gallery = [], []
+    for pid, colour in enumerate(PALETTE, start=1):
+        query.append(ImageRecord(write_image(root / f"q{pid}.png", colour, pid), pid, 1))
+        for cam in (1, 2):
+            gallery.append(ImageRecord(write_image(root / f"g{pid}_{cam}.png", colour, 10 * pid + cam), pid, cam))
+    gallery.append(ImageRecord(write_image(root / "g0.png", (128, 128, 128), 99), 0, 3))
+    return query, gallery
+
+
+def test_evaluate_encoder_on_written_images(tmp_path):
+    query, gallery = colour_split(tmp_path)
+    seen = []
+    evaluation = evaluate_encoder(
+        ColourEncoder(), query, gallery, batch_size=4, on_progress=lambda done, total: seen.append((done, total))
+    )
+    result = evaluation.result
+    assert result.rank1 == 1.0 and result.mAP == 1.0
+    assert result.num_query == 5 and result.num_gallery == 11 and result.num_valid_queries == 5
+    assert evaluation.query_features.shape == (5, 3)
+    result_tuple, q_feats, g_feats = evaluation
+    assert result_tuple is result and g_feats.shape == (11, 3)
+    assert seen[-1] == (16, 16) and [d for d, _ in seen] == sorted(d for d, _ in seen)
+
+
+def test_market1501_mini_protocol(market1501_mini):
+    from reid.data import load_dataset
+
+    dataset = load_dataset(f"market1501:{market1501_mini}")
+    evaluation = evaluate_encoder(ColourEncoder(), dataset.query, dataset.gallery, batch_size=256)
+    result = evaluation.result
+    # 782 gallery images of the 50 test identities + 300 distractors; the 100 junk dropped.
+    assert (result.num_query, result.num_gallery, result.num_valid_queries) == (215, 1082, 215)
+    q_pids = np.array([r.pid for r in dataset.query])
+    g_pids = np.array([r.pid for r in dataset.gallery])
+    g_cams = np.array([r.camid for r in dataset.gallery])
+    assert (g_pids == 0).sum() == 300 and (g_pids >= 0).all()
+    # Per-query reference on the real labels and features.
+    aps = []
+    for i, query in enumerate(dataset.query):
+        dist = np.linalg.norm(evaluation.gallery_features - evaluation.query_features[i], axis=1)
+        order = np.argsort(dist, kind="stable")
+        junk = (g_pids[order] == q_pids[i]) & (g_cams[order] == query.camid)
+        ranks = np.flatnonzero((g_pids[order] == q_pids[i])[~junk]) + 1
+        aps.append(np.mean(np.arange(1, ranks.size + 1) / ranks))
+    # Mean colours nearly tie often; float32 rounding may order such neighbours differently.
+    assert result.mAP == pytest.approx(np.mean(aps), abs=1e-4)
+    assert 0.02 < result.mAP < 0.5
+
+
+def test_unreadable_image_names_the_file(tmp_path):
+    query, gallery = colour_split(tmp_path)
+    broken = tmp_path / "broken.png"
+    broken.write_bytes(b"not an image")
+    gallery.append(ImageRecord(broken, 3, 2))
+    with pytest.raises(DataError, match="broken.png"):
+        evaluate_encoder(ColourEncoder(), query, gallery)
+
+
+def test_real_network_on_written_images(tmp_path):
+    card = ModelCard(name="t", architecture="resnet18", embedding_dim=64, input_size=(64, 32), num_classes=0)
+    save_model(build_network(card), card, tmp_path / "m")
+    from reid.models import load_encoder
+
+    encoder = load_encoder(tmp_path / "m")
+    query, gallery = colour_split(tmp_path / "img")
+    evaluation = evaluate_encoder(encoder, query, gallery, batch_size=8, rerank=True)
+    assert evaluation.gallery_features.shape == (11, 64)
+    np.testing.assert_allclose(np.linalg.norm(evaluation.gallery_features, axis=1), 1.0, atol=1e-5)
+    assert 0.0 <= evaluation.result.mAP <= 1.0 and evaluation.result.reranked
+
+
+def colour_pairs(tmp_path: Path) -> Path:
+    for pid, colour in enumerate(PALETTE, start=1):
+        for i in range(4):
+            write_image(tmp_path / f"p{pid}" / f"{i}.png", colour, 100 * pid + i)
+    lines = ["path_a,path_b,label"]
+    for pid in range(1, 6):
+        lines += [f"p{pid}/0.png,p{pid}/{i}.png,1" for i in (1, 2, 3)]
+        lines += [f"p{pid}/0.png,p{pid % 5 + 1}/{i}.png,0" for i in (1, 2, 3)]
+    lines.append("p1/0.png,missing/9.png,1")
+    path = tmp_path / "pairs.csv"
+    path.write_text("\n".join(lines) + "\n")
+    return path
+
+
+def test_verify_pairs_skips_and_counts_unreadable(tmp_path):
+    pair_set = read_pairs(colour_pairs(tmp_path), tmp_path)
+    encoder = ColourEncoder()
+    result, scores = verify_pairs(encoder, pair_set, folds=3)
+    assert scores.num_pairs_total == 31 and scores.num_pairs_skipped == 1
+    assert len(scores.skipped_images) == 1 and "missing" in str(scores.skipped_images[0][0])
+    assert result.num_pairs == 30 and result.accuracy == 1.0 and result.auc == 1.0
+    # Each of the 21 distinct readable images was embedded once (one batch).
+    assert encoder.calls == 1
+    paths = write_verification_plots(tmp_path / "plots", result)
+    assert [p.name for p in paths] == ["roc.png", "distance_histogram.png"]
+    assert all(cv2.imread(str(p)) is not None for p in paths)
+
+
+def test_verify_pairs_on_orl_faces(tmp_path, orl_faces):
+    lines = []
+    for s in range(1, 11):
+        lines += [f"s{s}/1.pgm,s{s}/{i}.pgm,1" for i in (2, 3)]
+        lines += [f"s{s}/1.pgm,s{s % 10 + 1}/{i}.pgm,0" for i in (2, 3)]
+    (tmp_path / "orl.csv").write_text("\n".join(lines) + "\n")
+    pair_set = read_pairs(tmp_path / "orl.csv", orl_faces)
+    scores = score_pairs(ColourEncoder(), pair_set)
+    assert scores.distances.size == 40 and not scores.skipped_images
+    # Grey images: every mean colour is grey, so all distances vanish.
+    assert np.allclose(scores.distances, 0.0, atol=1e-6)
+
+
+def test_compare_images_and_threshold(tmp_path):
+    a = write_image(tmp_path / "a.png", PALETTE[0], 1)
+    b = write_image(tmp_path / "b.png", PALETTE[0], 2)
+    c = write_image(tmp_path / "c.png", PALETTE[2], 3)
+    with pytest.raises(ModelError, match="models/x: the model card has no calibrated threshold"):
+        compare_images(ColourEncoder(), a, b, model_name="models/x")
+    same = compare_images(ColourEncoder(threshold=0.1), a, b)
+    other = compare_images(ColourEncoder(threshold=0.1), a, c)
+    assert same.same and not other.same and same.distance < 0.1 < other.distance
+    assert compare_images(ColourEncoder(), a, c, threshold=2.0).same
+
+
+def test_calibrate_writes_the_card(tmp_path):
+    card = ModelCard(name="t", architecture="resnet18", embedding_dim=64, input_size=(64, 32), num_classes=0)
+    save_model(build_network(card), card, tmp_path / "m")
+    before = load_card(tmp_path / "m")
+    pairs = colour_pairs(tmp_path / "pairs")
+    calibration = calibrate_model(tmp_path / "m", pairs, tmp_path / "pairs", target_far=0.1)
+    after = load_card(tmp_path / "m")
+    assert after.threshold == pytest.approx(calibration.choice.threshold)
+    assert "FAR <= 0.1" in after.threshold_source and "pairs.csv" in after.threshold_source
+    assert after.metrics["calibration"]["far"] <= 0.1
+    assert after.fingerprint == before.fingerprint
+    assert not list((tmp_path / "m").glob(".*tmp*"))
+    best = calibrate_model(tmp_path / "m", pairs, tmp_path / "pairs", target_far=None)
+    assert load_card(tmp_path / "m").threshold_source.startswith("reid calibrate: best accuracy")
+    assert best.choice.accuracy >= calibration.choice.accuracy
+    with pytest.raises(ModelError, match="no such model folder"):
+        calibrate_model(tmp_path / "nothing", pairs, tmp_path)
+
+
+def test_ranking_plots(tmp_path):
+    query, gallery = colour_split(tmp_path / "img")
+    evaluation = evaluate_encoder(ColourEncoder(), query, gallery)
+    paths = write_ranking_plots(tmp_path / "plots", evaluation.result, evaluation.query_features,
+                                evaluation.gallery_features, query, gallery, top_k=4)
+    ranked = cv2.imread(str(paths[0]))
+    assert paths[1].name == "cmc.png" and cv2.imread(str(paths[1])) is not None
+    # Five query rows of 128 + 16 pixels; query, gap and 4 results of 64 pixels each.
+    assert ranked.shape == (5 * 144, 64 * 5 + 16, 3)
+    # The first result of the first row is a true match: a green frame (BGR on disk).
+    assert tuple(ranked[1, 64 + 16 + 1]) == (40, 170, 40)
+    assert json.dumps(evaluation.result.to_dict())
+
+
+class FakeFaces:
+    kind = "face"
+
+    def __init__(self, boxes):
+        self.boxes = boxes
+
+    def detect(self, image):
+        from reid.detect import Detection
+
+        return [Detection(box=b, score=1.0, kind="face") for b in self.boxes]
+
+
+def test_face_cropper_takes_the_largest_face_and_refuses_to_guess(tmp_path):
+    image = np.zeros((100, 100, 3), np.uint8)
+    crop = FaceCropper(FakeFaces([(0, 0, 10, 10), (40, 40, 40, 20)]), margin=0.0)(image, tmp_path / "x.png")
+    assert crop.shape == (20, 40, 3)
+    with pytest.raises(DataError, match="x.png: no face found"):
+        FaceCropper(FakeFaces([]))(image, tmp_path / "x.png")
+    assert image_preparer("none") is None
+
+
+def test_face_detection_on_orl(orl_faces):
+    from reid.data.io import read_image
+
+    prepare = image_preparer("face")
+    face = prepare(read_image(orl_faces / "s1" / "1.pgm"), orl_faces / "s1" / "1.pgm")
+    assert 20 < face.shape[0] <= 112 and 20 < face.shape[1] <= 92

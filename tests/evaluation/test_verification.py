@@ -1,0 +1,124 @@
+"""Verification metrics on hand-made distances, and the threshold chooser."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+
+from reid.errors import ConfigError, DataError
+from reid.evaluation import choose_threshold, roc_curve, verification_metrics
+from reid.evaluation.verification import fold_assignment
+
+
+def separable(n=20):
+    genuine = np.linspace(0.1, 0.5, n)
+    impostor = np.linspace(0.9, 1.4, n)
+    return np.r_[genuine, impostor], np.r_[np.ones(n, bool), np.zeros(n, bool)]
+
+
+def test_perfectly_separable():
+    d, same = separable()
+    result = verification_metrics(d, same, folds=10)
+    assert result.accuracy == 1.0
+    assert result.accuracy_std == 0.0
+    assert result.auc == 1.0
+    assert result.eer == 0.0
+    assert result.tar_at_far == {1e-3: 1.0, 1e-2: 1.0}
+    assert 0.5 < result.threshold < 0.9
+    assert result.threshold == pytest.approx(0.7)
+    assert result.folds == 10
+    assert all(0.5 < t < 0.9 for t in result.fold_thresholds)
+
+
+def test_known_overlap_by_hand():
+    # Genuine 0.1, 0.2, 0.6; impostor 0.4, 0.8, 0.9.  Sorted: G G I G I I.
+    d = np.array([0.1, 0.2, 0.6, 0.4, 0.8, 0.9])
+    same = np.array([1, 1, 1, 0, 0, 0], bool)
+    curve = roc_curve(d, same)
+    np.testing.assert_allclose(curve.far, [0, 0, 0, 1 / 3, 1 / 3, 2 / 3, 1])
+    np.testing.assert_allclose(curve.tar, [0, 1 / 3, 2 / 3, 2 / 3, 1, 1, 1])
+    result = verification_metrics(d, same, folds=3)
+    # AUC = P(genuine < impostor) = 8 of 9 genuine/impostor orderings.
+    assert result.auc == pytest.approx(8 / 9)
+    # FAR = FRR = 1/3 between the points (1/3, 2/3 TAR) and (1/3, 1 TAR): EER 1/3.
+    assert result.eer == pytest.approx(1 / 3)
+    assert result.tar_at_far[1e-2] == pytest.approx(2 / 3)
+    # Best accuracy over all pairs: accept <= 0.2 (5/6) and accept <= 0.6 (5/6) tie; the
+    # smaller threshold wins, halfway between 0.2 and 0.4.
+    assert result.threshold == pytest.approx(0.3)
+
+
+def test_tied_distances_count_half_in_auc():
+    d = np.array([0.5, 0.5])
+    result = roc_curve(d, np.array([True, False]))
+    from reid.evaluation.verification import auc, equal_error_rate
+
+    assert auc(result) == pytest.approx(0.5)
+    assert equal_error_rate(result) == pytest.approx(0.5)
+
+
+def test_kfold_threshold_is_chosen_on_the_other_folds():
+    # Fold 0 (first genuine and first impostor) has a genuine pair at 0.95: the other
+    # folds put the threshold below it, so fold 0 loses exactly that pair.
+    genuine = np.array([0.95, 0.2, 0.25, 0.3])
+    impostor = np.array([1.2, 1.1, 1.3, 1.25])
+    d, same = np.r_[genuine, impostor], np.r_[np.ones(4, bool), np.zeros(4, bool)]
+    result = verification_metrics(d, same, folds=4)
+    assert result.fold_accuracies == [0.5, 1.0, 1.0, 1.0]
+    assert result.accuracy == pytest.approx(0.875)
+    assert result.accuracy_std == pytest.approx(np.std([0.5, 1, 1, 1]))
+
+
+def test_fold_assignment_reproduces_lfw_sets():
+    # Two sets of 3 matched then 3 mismatched pairs, as LFW's pairs.txt lists them.
+    same = np.array([1, 1, 1, 0, 0, 0, 1, 1, 1, 0, 0, 0], bool)
+    assert fold_assignment(same, 2).tolist() == [0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1]
+    # A CSV with all genuine pairs first still gets both kinds in every fold.
+    same = np.array([1, 1, 1, 1, 0, 0, 0, 0], bool)
+    assert fold_assignment(same, 2).tolist() == [0, 0, 1, 1, 0, 0, 1, 1]
+
+
+def test_explicit_fold_ids():
+    d, same = separable(6)
+    result = verification_metrics(d, same, folds=[0, 0, 0, 1, 1, 1] * 2)
+    assert result.folds == 2 and result.accuracy == 1.0
+
+
+def test_choose_threshold_for_target_far():
+    rng = np.random.default_rng(0)
+    genuine = rng.normal(0.6, 0.1, 2000)
+    impostor = rng.normal(1.2, 0.1, 5000)
+    d, same = np.r_[genuine, impostor], np.r_[np.ones(2000, bool), np.zeros(5000, bool)]
+    choice = choose_threshold(d, same, target_far=1e-3)
+    accepted_impostors = np.count_nonzero(impostor <= choice.threshold)
+    assert accepted_impostors <= 5
+    assert choice.far == pytest.approx(accepted_impostors / 5000)
+    assert choice.tar == pytest.approx(np.mean(genuine <= choice.threshold))
+    # The next impostor would break the target: the threshold is as generous as allowed.
+    assert np.count_nonzero(impostor <= np.sort(impostor)[5]) > 5
+    assert choice.threshold < np.sort(impostor)[5]
+    best = choose_threshold(d, same)
+    assert best.criterion == "best accuracy"
+    assert best.accuracy >= choice.accuracy
+    assert best.accuracy == pytest.approx(np.mean((d <= best.threshold) == same))
+
+
+def test_to_dict_is_json():
+    d, same = separable()
+    data = json.loads(json.dumps(verification_metrics(d, same).to_dict()))
+    assert data["tar_at_far"] == {"0.001": 1.0, "0.01": 1.0}
+    assert sum(data["histogram"]["genuine"]) == 20 and sum(data["histogram"]["impostor"]) == 20
+    assert data["rule"] == "same identity when distance <= threshold"
+
+
+def test_bad_inputs():
+    with pytest.raises(DataError, match="both genuine and impostor"):
+        verification_metrics([0.1, 0.2], [True, True])
+    with pytest.raises(DataError, match="3 distances but 2 labels"):
+        verification_metrics([0.1, 0.2, 0.3], [True, False])
+    with pytest.raises(DataError, match="10 folds need"):
+        verification_metrics([0.1, 0.2, 0.3], [True, False, True])
+    with pytest.raises(ConfigError, match="target FAR"):
+        choose_threshold([0.1, 0.9], [True, False], target_far=0)
