@@ -11,8 +11,7 @@ import torch
 
 from reid.data import ReidDataset, load_dataset
 from reid.engine.config import TrainConfig
-from reid.engine.evaluate import evaluate_model
-from reid.engine.trainer import TrainCallbacks, TrainResult, build_card, train
+from reid.engine.trainer import TrainCallbacks, TrainResult, build_card, evaluate_dataset, train
 from reid.evaluation import RankingResult
 from reid.models.encoder import TorchEncoder
 from reid.models.card import save_card
@@ -79,10 +78,10 @@ def run_demo(config: TrainConfig, callbacks: TrainCallbacks | None = None) -> De
     dataset = load_dataset(config.data)
     if config.threads:
         torch.set_num_threads(config.threads)
-    untrained = evaluate_model(untrained_encoder(config, dataset), dataset, config.eval_batch_size, callbacks.on_eval_progress)
+    untrained = evaluate_dataset(untrained_encoder(config, dataset), dataset, config.eval_batch_size, callbacks.on_eval_progress)
     result = train(replace(config, eval_every=0), callbacks)
     encoder = load_encoder(result.model_dir, config.device)
-    trained = evaluate_model(encoder, dataset, config.eval_batch_size, callbacks.on_eval_progress)
+    trained = evaluate_dataset(encoder, dataset, config.eval_batch_size, callbacks.on_eval_progress)
     result.card.metrics = {"dataset": config.data, "protocol": "market1501", **trained.to_dict()}
     save_card(result.card, result.model_dir)
     return DemoResult(untrained, trained, time.perf_counter() - started, result.model_dir, result)

@@ -24,12 +24,12 @@ from reid.data import ReidDataset, load_dataset, read_image, relabel
 from reid.data.sampler import PKSampler
 from reid.data.transforms import AugmentConfig, augment, resize_chw
 from reid.engine.config import TrainConfig
-from reid.engine.evaluate import evaluate_model
-from reid.errors import ConfigError, DataError, ModelError, ReidError
+from reid.errors import DataError, ModelError, ReidError
+from reid.evaluation import RankingResult, evaluate_encoder
 from reid.losses import build_loss
 from reid.losses.registry import loss_options
 from reid.models.card import IMAGENET_MEAN, IMAGENET_STD, ModelCard, atomic_write_bytes
-from reid.models.encoder import TorchEncoder
+from reid.models.encoder import Encoder, TorchEncoder
 from reid.models.folder import default_device, save_model
 from reid.models.network import ReidNet
 
@@ -100,6 +100,13 @@ def load_images(
     if not images:
         raise DataError(f"no readable training image among {len(records)} files")
     return torch.stack(images), kept, failed
+
+
+def evaluate_dataset(
+    encoder: Encoder, dataset: ReidDataset, batch_size: int = 128, on_progress: Callable[[int, int], None] | None = None
+) -> RankingResult:
+    """Rank-k, mAP and mINP of ``encoder`` on the dataset's query/gallery split."""
+    return evaluate_encoder(encoder, dataset.query, dataset.gallery, batch_size=batch_size, on_progress=on_progress).result
 
 
 def _lr_factor(config: TrainConfig, epoch_progress: float) -> float:
@@ -250,8 +257,6 @@ def train(config: TrainConfig, callbacks: TrainCallbacks | None = None) -> Train
         history = list(state.get("history", []))
 
     steps_per_epoch = len(sampler)
-    if steps_per_epoch == 0:
-        raise ConfigError(f"P={config.p} x K={config.k} makes no batch from {len(records)} images; lower --p or --k")
     if callbacks.on_start:
         callbacks.on_start({
             "device": str(device),
@@ -317,7 +322,7 @@ def train(config: TrainConfig, callbacks: TrainCallbacks | None = None) -> Train
         entry["images_per_second"] = seen / max(time.perf_counter() - epoch_start, 1e-9)
         last_epoch = epoch + 1 == config.epochs or (config.max_steps is not None and step_total >= config.max_steps)
         if config.eval_every and ((epoch + 1) % config.eval_every == 0 or last_epoch):
-            result = evaluate_model(TorchEncoder(network, card, device), dataset, config.eval_batch_size, callbacks.on_eval_progress)
+            result = evaluate_dataset(TorchEncoder(network, card, device), dataset, config.eval_batch_size, callbacks.on_eval_progress)
             network.train()
             entry["eval"] = result.to_dict()
         history.append(entry)

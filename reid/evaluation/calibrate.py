@@ -11,7 +11,7 @@ from reid.evaluation.embed import PairScores, PrepareFn, ProgressFn, score_pairs
 from reid.evaluation.pairs import PairSet, read_pairs
 from reid.evaluation.verification import ThresholdChoice, choose_threshold
 from reid.models.card import CARD_FILE, load_card, save_card
-from reid.models.folder import load_encoder
+from reid.models.folder import load_encoder, resolve_model_path
 
 
 @dataclass
@@ -24,11 +24,9 @@ class Calibration:
 
 def model_folder(spec: str | Path) -> Path:
     """The folder of a model given by path or by bare name under ``models/``, as load_encoder finds it."""
-    path = Path(spec)
+    path = resolve_model_path(spec)
     if path.is_dir():
         return path
-    if not path.is_absolute() and (Path("models") / path).is_dir():
-        return Path("models") / path
     raise ModelError(f"{spec}: no such model folder (calibration writes the threshold into its {CARD_FILE})")
 
 

@@ -77,11 +77,17 @@ def default_device() -> str:
     return "cuda" if torch.cuda.is_available() else "cpu"
 
 
-def load_encoder(spec: str | Path, device: str | None = None) -> Encoder:
-    """Load an encoder by model folder path (``models/demo``) or bare name (``demo``)."""
+def resolve_model_path(spec: str | Path) -> Path:
+    """A model given by path, or by bare name of a folder under ``models/``."""
     path = Path(spec)
     if not path.exists() and not path.is_absolute() and (Path("models") / path).is_dir():
-        path = Path("models") / path
+        return Path("models") / path
+    return path
+
+
+def load_encoder(spec: str | Path, device: str | None = None) -> Encoder:
+    """Load an encoder by model folder path (``models/demo``) or bare name (``demo``)."""
+    path = resolve_model_path(spec)
     if path.is_dir():
         network, card = load_model(path)
         return TorchEncoder(network, card, device or default_device())
