@@ -27,7 +27,7 @@ from reid.engine.config import TrainConfig
 from reid.errors import DataError, ModelError, ReidError
 from reid.evaluation import RankingResult, evaluate_encoder
 from reid.losses import build_loss
-from reid.losses.registry import loss_options
+from reid.losses.registry import loss_options, typed_options
 from reid.models.card import IMAGENET_MEAN, IMAGENET_STD, ModelCard, atomic_write_bytes
 from reid.models.encoder import Encoder, TorchEncoder
 from reid.models.folder import default_device, save_model
@@ -171,7 +171,9 @@ def _load_checkpoint(path: Path) -> dict[str, Any]:
 
 
 def build_card(config: TrainConfig, dataset: ReidDataset, num_classes: int, network: ReidNet, pretrained_note: str) -> ModelCard:
-    metric = {"name": config.metric_loss, "weight": config.metric_weight, **config.metric_options} if config.metric_weight else {}
+    metric = {}
+    if config.metric_weight and config.metric_loss != "none":
+        metric = {"name": config.metric_loss, "weight": config.metric_weight, **typed_options(config.metric_loss, **config.metric_options)}
     return ModelCard(
         name=config.name or Path(config.out).name,
         architecture=config.architecture,

@@ -83,8 +83,8 @@ def loss_options(name: str) -> dict[str, Any]:
     return {key: parameter.default for key, parameter in parameters.items()}
 
 
-def build_loss(name: str, **options: Any) -> nn.Module:
-    """Build the loss registered as ``name``, called as ``loss(embeddings, labels)``."""
+def typed_options(name: str, **options: Any) -> dict[str, Any]:
+    """Check ``options`` against loss ``name`` and convert command-line strings to their types."""
     accepted = loss_options(name)
     unknown = sorted(set(options) - set(accepted))
     if unknown:
@@ -96,5 +96,9 @@ def build_loss(name: str, **options: Any) -> nn.Module:
     if missing:
         raise ConfigError(f"{name}: missing option {', '.join(missing)}")
     hints = typing.get_type_hints(_LOSSES[name].__init__)
-    converted = {key: _convert(name, key, value, hints.get(key)) for key, value in options.items()}
-    return _LOSSES[name](**converted)
+    return {key: _convert(name, key, value, hints.get(key)) for key, value in options.items()}
+
+
+def build_loss(name: str, **options: Any) -> nn.Module:
+    """Build the loss registered as ``name``, called as ``loss(embeddings, labels)``."""
+    return _LOSSES[name](**typed_options(name, **options))

@@ -30,7 +30,7 @@ def test_train_writes_a_model_folder(micro: Path, tmp_path: Path) -> None:
     assert result.exit_code == 0, result.output
     card = json.loads((out / "card.json").read_text())
     assert card["architecture"] == "resnet18" and card["input_size"] == [64, 32]
-    assert card["loss"]["metric"] == {"name": "triplet", "weight": 1.0, "mining": "hard", "soft": "true"}
+    assert card["loss"]["metric"] == {"name": "triplet", "weight": 1.0, "mining": "hard", "soft": True}
     assert 0.0 <= card["metrics"]["rank1"] <= 1.0
     summary = json.loads((tmp_path / "t.json").read_text())
     assert summary["history"][0]["epoch"] == 1 and "eval" in summary["history"][0]
