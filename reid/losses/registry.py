@@ -101,4 +101,5 @@ def typed_options(name: str, **options: Any) -> dict[str, Any]:
 
 def build_loss(name: str, **options: Any) -> nn.Module:
     """Build the loss registered as ``name``, called as ``loss(embeddings, labels)``."""
-    return _LOSSES[name](**typed_options(name, **options))
+    typed = typed_options(name, **options)
+    return _LOSSES[name](**typed)
