@@ -4,15 +4,15 @@ from __future__ import annotations
 
 import typer
 
-from reid.cli import evaluate, gallery, train, verify
+from reid.cli import evaluate, export, gallery, train, verify
 
 app = typer.Typer(
     name="reid",
-    help="Person re-identification and face verification: train, evaluate, enrol, query, verify.",
+    help="Person re-identification and face verification: train, evaluate, enrol, query, verify, export.",
     no_args_is_help=True,
     add_completion=False,
     pretty_exceptions_enable=False,
 )
 
-for module in (train, evaluate, verify, gallery):
+for module in (train, evaluate, verify, gallery, export):
     module.register(app)

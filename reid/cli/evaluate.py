@@ -7,6 +7,7 @@ from pathlib import Path
 import typer
 
 from reid.cli.common import console, handle_errors, make_progress, print_table, write_json
+from reid.cli.model_options import INPUT_SIZE_OPTION, MEAN_OPTION, RGB_OPTION, STD_OPTION, preprocessing_from_flags
 from reid.data import load_dataset
 from reid.evaluation import evaluate_encoder
 from reid.evaluation.plots import write_ranking_plots
@@ -15,7 +16,9 @@ from reid.models import load_encoder
 
 @handle_errors
 def eval_command(
-    model: str = typer.Option(..., "--model", "-m", help="Model folder, or a model's name under models/."),
+    model: str = typer.Option(
+        ..., "--model", "-m", help="Model folder, a model's name under models/, an .onnx file, or dlib-face."
+    ),
     data: str = typer.Option(
         ..., "--data", "-d", help="Dataset: synthetic, market1501:PATH, dukemtmc:PATH, msmt17:PATH or folder:PATH."
     ),
@@ -25,9 +28,13 @@ def eval_command(
     ),
     plot: Path | None = typer.Option(None, "--plot", help="Write ranked_list.png and cmc.png into this folder."),
     batch_size: int = typer.Option(64, "--batch-size", min=1, help="Images per encoder batch."),
+    input_size: str | None = INPUT_SIZE_OPTION,
+    mean: str | None = MEAN_OPTION,
+    std: str | None = STD_OPTION,
+    rgb: bool | None = RGB_OPTION,
 ) -> None:
     """Evaluate a model under the Market-1501 protocol (same-identity same-camera gallery items removed)."""
-    encoder = load_encoder(model)
+    encoder = load_encoder(model, preprocessing=preprocessing_from_flags(input_size, mean, std, rgb))
     dataset = load_dataset(data)
     total = len(dataset.query) + len(dataset.gallery)
     with make_progress() as progress:

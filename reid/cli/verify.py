@@ -7,13 +7,15 @@ from pathlib import Path
 import typer
 
 from reid.cli.common import console, handle_errors, make_progress, print_table, write_json
+from reid.cli.model_options import INPUT_SIZE_OPTION, MEAN_OPTION, RGB_OPTION, STD_OPTION, preprocessing_from_flags
 from reid.errors import ConfigError
 from reid.evaluation import PairScores, VerificationResult, calibrate_model, compare_images, read_pairs, verify_pairs
 from reid.evaluation.faces import image_preparer
 from reid.evaluation.plots import write_verification_plots
-from reid.models import load_encoder
+from reid.models import Preprocessing, load_encoder
 
 MODEL_HELP = "Model folder, or a model's name under models/."
+ENCODER_HELP = "Model folder, a model's name under models/, an .onnx file, or dlib-face."
 DETECT_HELP = "face: crop each photo to its largest face first (no face is an error); none: use images as they are."
 PAIRS_HELP = "Pair file: LFW pairs.txt, or CSV lines 'path_a,path_b,label' (label 1 same, 0 different)."
 ROOT_HELP = "Folder the pair file's paths are relative to (default: the pair file's folder)."
@@ -55,8 +57,9 @@ def _verify_pair_file(
     batch_size: int,
     json_file: Path | None,
     plot: Path | None,
+    preprocessing: Preprocessing | None,
 ) -> None:
-    encoder = load_encoder(model)
+    encoder = load_encoder(model, preprocessing=preprocessing)
     pair_set = read_pairs(pairs, root)
     prepare = image_preparer(detect)
     with make_progress() as progress:
@@ -104,7 +107,7 @@ def _verify_pair_file(
 def verify_command(
     image_a: Path | None = typer.Argument(None, help="First image (with IMAGE_B; or use --pairs)."),
     image_b: Path | None = typer.Argument(None, help="Second image."),
-    model: str = typer.Option(..., "--model", "-m", help=MODEL_HELP),
+    model: str = typer.Option(..., "--model", "-m", help=ENCODER_HELP),
     threshold: float | None = typer.Option(None, "--threshold", help="Decision threshold (default: the model card's)."),
     pairs: Path | None = typer.Option(None, "--pairs", help=PAIRS_HELP),
     root: Path | None = typer.Option(None, "--root", help=ROOT_HELP),
@@ -115,18 +118,25 @@ def verify_command(
     plot: Path | None = typer.Option(
         None, "--plot", help="With --pairs: write roc.png and distance_histogram.png here."
     ),
+    input_size: str | None = INPUT_SIZE_OPTION,
+    mean: str | None = MEAN_OPTION,
+    std: str | None = STD_OPTION,
+    rgb: bool | None = RGB_OPTION,
 ) -> None:
     """Are two images the same identity?  Or, with --pairs, LFW-style verification metrics."""
+    preprocessing = preprocessing_from_flags(input_size, mean, std, rgb)
     if pairs is not None:
         if image_a is not None:
             raise ConfigError("give either two images or --pairs FILE, not both")
-        _verify_pair_file(model, pairs, root or pairs.parent, folds, detect, batch_size, json_file, plot)
+        _verify_pair_file(
+            model, pairs, root or pairs.parent, folds, detect, batch_size, json_file, plot, preprocessing
+        )
         return
     if image_a is None or image_b is None:
         raise ConfigError("give two images (reid verify A B --model M) or --pairs FILE")
     if plot is not None:
         raise ConfigError("--plot needs --pairs")
-    encoder = load_encoder(model)
+    encoder = load_encoder(model, preprocessing=preprocessing)
     decision = compare_images(
         encoder, image_a, image_b, threshold=threshold, model_name=model, prepare=image_preparer(detect)
     )

@@ -1,18 +1,30 @@
-"""Encoders: networks, model cards, model folders and the Encoder contract."""
+"""Encoders: networks, model cards, model folders, the Encoder contract and its
+implementations (own PyTorch model, ONNX file, dlib's face descriptor), and export."""
 
 from reid.models.backbones import BACKBONES
 from reid.models.card import ModelCard, load_card, save_card
+from reid.models.dlib_face import DLIB_FACE, DlibFaceEncoder
 from reid.models.encoder import Encoder, TorchEncoder, l2_normalize, preprocess
+from reid.models.export import EXPORT_FORMATS, ExportResult, export_model
 from reid.models.folder import load_encoder, load_model, save_model
 from reid.models.network import ReidNet, build_network
+from reid.models.onnx import OnnxEncoder, Preprocessing, card_path_for
 
 __all__ = [
     "BACKBONES",
+    "DLIB_FACE",
+    "EXPORT_FORMATS",
+    "DlibFaceEncoder",
     "Encoder",
+    "ExportResult",
     "ModelCard",
+    "OnnxEncoder",
+    "Preprocessing",
     "ReidNet",
     "TorchEncoder",
     "build_network",
+    "card_path_for",
+    "export_model",
     "l2_normalize",
     "load_card",
     "load_encoder",

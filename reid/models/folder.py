@@ -1,4 +1,5 @@
-"""Model folders: ``weights.pt`` (a state_dict) and ``card.json`` side by side.
+"""Model folders: ``weights.pt`` (a state_dict) and ``card.json`` side by side; and
+:func:`load_encoder`, the one place that turns a model spec into an Encoder.
 
 Weights are always loaded with ``weights_only=True``; a model folder never unpickles
 arbitrary objects.  The card's fingerprint is the hash of the weights file, checked on
@@ -13,7 +14,7 @@ from pathlib import Path
 
 import torch
 
-from reid.errors import ModelError
+from reid.errors import ConfigError, ModelError
 from reid.models.card import (
     WEIGHTS_FILE,
     ModelCard,
@@ -22,8 +23,10 @@ from reid.models.card import (
     load_card,
     save_card,
 )
+from reid.models.dlib_face import DLIB_FACE, DlibFaceEncoder
 from reid.models.encoder import Encoder, TorchEncoder
 from reid.models.network import ReidNet, build_network
+from reid.models.onnx import OnnxEncoder, Preprocessing
 
 
 def save_model(network: ReidNet, card: ModelCard, folder: Path) -> ModelCard:
@@ -85,12 +88,30 @@ def resolve_model_path(spec: str | Path) -> Path:
     return path
 
 
-def load_encoder(spec: str | Path, device: str | None = None) -> Encoder:
-    """Load an encoder by model folder path (``models/demo``) or bare name (``demo``)."""
+def load_encoder(
+    spec: str | Path, device: str | None = None, preprocessing: Preprocessing | None = None
+) -> Encoder:
+    """Load an encoder: a model folder by path (``models/demo``) or bare name (``demo``), an
+    ONNX file (``x.onnx``, preprocessing from its card or ``preprocessing``), or ``dlib-face``.
+
+    A model folder whose card has format ``dlib`` holds a (calibrated) card of dlib-face.
+    """
     path = resolve_model_path(spec)
+    if path.suffix.lower() == ".onnx" and not path.is_dir():
+        return OnnxEncoder(path, preprocessing, device)
+    if preprocessing is not None and not preprocessing.is_empty():
+        raise ConfigError(
+            f"{spec}: --input-size, --mean, --std and --rgb/--bgr apply to ONNX files only; "
+            "this model's preprocessing comes from its card"
+        )
     if path.is_dir():
+        card = load_card(path)
+        if card.format == "dlib":
+            return DlibFaceEncoder(card)
         network, card = load_model(path)
         return TorchEncoder(network, card, device or default_device())
+    if str(spec) == DLIB_FACE:
+        return DlibFaceEncoder()
     if path.is_file():
-        raise ModelError(f"{path}: unsupported model file; give a model folder with {WEIGHTS_FILE} and card.json")
+        raise ModelError(f"{path}: unsupported model file; give a model folder, an .onnx file or {DLIB_FACE}")
     raise ModelError(f"{spec}: no such model folder")

@@ -1,0 +1,191 @@
+"""A ready-made face encoder: dlib's ResNet face descriptor (128-d), ``--model dlib-face``.
+
+Each image goes through dlib's own pipeline: its HOG frontal face detector (the largest
+face is the subject), its 5-point landmark model, alignment to a 150x150 chip with
+``dlib.get_face_chip`` (padding 0.25), and the ResNet descriptor.  The weights come from
+the ``face-recognition-models`` package (CC0) and dlib from ``dlib-bin``: ``reid[dlib]``.
+
+**Distances and threshold.**  dlib's descriptors are not unit vectors: their norm is about
+1.418 (median over the 397 ORL faces its detector finds, spread 1.25-1.57).  The Encoder
+contract wants unit rows, so they are L2-normalized like every other encoder's, and every
+distance reid reports for this model is the Euclidean distance between normalized
+descriptors, the same distance as for every other model.  dlib's authors recommend 0.6 on
+the raw descriptors' distance; since both descriptors of a pair have about the same norm
+n, the raw distance is about n times the normalized one, so the card carries 0.6 / 1.418 =
+0.4231 on the normalized distance until ``reid calibrate`` sets another.
+``benchmarks/bench_dlib_orl.py`` measures the norms and both distances on ORL.
+
+**No face, no embedding.**  When the detector finds no face, even after upsampling the
+image (up to twice, each doubling its size, as long as it stays under ``max_pixels``),
+``embed`` raises DataError saying which image of the batch it was; it never guesses a box.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import importlib.util
+from collections.abc import Sequence
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from reid.errors import DataError, ModelError
+from reid.models.card import ModelCard, file_fingerprint
+from reid.models.encoder import Encoder, l2_normalize
+
+DLIB_FACE = "dlib-face"
+DLIB_EXTRA = 'pip install "reid[dlib]"'
+MODELS_PACKAGE = "face_recognition_models"
+LANDMARKS_FILE = "shape_predictor_5_face_landmarks.dat"
+DESCRIPTOR_FILE = "dlib_face_recognition_resnet_model_v1.dat"
+EMBEDDING_DIM = 128
+CHIP_SIZE = 150
+CHIP_PADDING = 0.25
+AUTHORS_THRESHOLD = 0.6
+MEDIAN_DESCRIPTOR_NORM = 1.418
+THRESHOLD = round(AUTHORS_THRESHOLD / MEDIAN_DESCRIPTOR_NORM, 4)
+THRESHOLD_SOURCE = (
+    f"dlib's recommended {AUTHORS_THRESHOLD} on raw descriptor distance, divided by the median descriptor "
+    f"norm {MEDIAN_DESCRIPTOR_NORM} (measured on ORL): Euclidean distance between L2-normalized descriptors"
+)
+DEFAULT_MAX_UPSAMPLE = 2
+DEFAULT_MAX_PIXELS = 4_000_000
+
+
+def _import_dlib() -> Any:
+    try:
+        import dlib
+    except ImportError:
+        raise ModelError(f"{DLIB_FACE}: dlib is not installed: {DLIB_EXTRA}") from None
+    return dlib
+
+
+def model_files() -> tuple[Path, Path]:
+    """The landmark and descriptor files shipped by face-recognition-models.
+
+    The package is located without importing it: its ``__init__`` needs pkg_resources,
+    which recent Python environments no longer carry.
+    """
+    spec = importlib.util.find_spec(MODELS_PACKAGE)
+    if spec is None or not spec.submodule_search_locations:
+        raise ModelError(f"{DLIB_FACE}: face-recognition-models (dlib's weights) is not installed: {DLIB_EXTRA}")
+    folder = Path(next(iter(spec.submodule_search_locations))) / "models"
+    files = (folder / LANDMARKS_FILE, folder / DESCRIPTOR_FILE)
+    for path in files:
+        if not path.is_file():
+            raise ModelError(f"{path}: dlib model file missing; reinstall face-recognition-models ({DLIB_EXTRA})")
+    return files
+
+
+def models_fingerprint(files: Sequence[Path]) -> str:
+    """One fingerprint for the landmark and descriptor weights together."""
+    joined = "+".join(file_fingerprint(path) for path in files)
+    return hashlib.sha256(joined.encode()).hexdigest()[:16]
+
+
+def dlib_face_card(fingerprint: str) -> ModelCard:
+    """The built-in card of ``dlib-face``."""
+    return ModelCard(
+        name=DLIB_FACE,
+        architecture="dlib_face_recognition_resnet_model_v1",
+        embedding_dim=EMBEDDING_DIM,
+        input_size=(CHIP_SIZE, CHIP_SIZE),
+        mean=(0.0, 0.0, 0.0),
+        std=(1.0, 1.0, 1.0),
+        neck="none",
+        pretrained="face-recognition-models (CC0): dlib's ResNet face descriptor by Davis King",
+        kind="face",
+        training_data={"source": "about 3 million faces (dlib's authors)"},
+        training={
+            "preprocessing": (
+                f"dlib HOG face detector, 5-point landmarks, dlib.get_face_chip {CHIP_SIZE}x{CHIP_SIZE} "
+                f"padding {CHIP_PADDING}; mean and std on this card are unused"
+            )
+        },
+        metrics={"lfw_accuracy_reported_by_authors": 0.9938},
+        threshold=THRESHOLD,
+        threshold_source=THRESHOLD_SOURCE,
+        fingerprint=fingerprint,
+        format="dlib",
+        normalized_output=False,
+    )
+
+
+class DlibFaceEncoder(Encoder):
+    """dlib's face detector, 5-point alignment and ResNet descriptor behind the Encoder contract.
+
+    ``card`` replaces the built-in card (a calibrated one from a model folder); it must
+    describe the installed weights.  ``max_upsample`` and ``max_pixels`` bound how far a
+    photo is enlarged to find small faces.
+    """
+
+    def __init__(
+        self,
+        card: ModelCard | None = None,
+        max_upsample: int = DEFAULT_MAX_UPSAMPLE,
+        max_pixels: int = DEFAULT_MAX_PIXELS,
+    ) -> None:
+        dlib = _import_dlib()
+        landmarks, descriptor = model_files()
+        fingerprint = models_fingerprint((landmarks, descriptor))
+        if card is None:
+            card = dlib_face_card(fingerprint)
+        elif card.format != "dlib" or card.embedding_dim != EMBEDDING_DIM:
+            raise ModelError(f"{card.name}: card does not describe {DLIB_FACE} (format {card.format!r})")
+        elif card.fingerprint and card.fingerprint != fingerprint:
+            raise ModelError(
+                f"{card.name}: the installed dlib weights (fingerprint {fingerprint}) are not those of the "
+                f"card ({card.fingerprint})"
+            )
+        self.card = replace(card, fingerprint=fingerprint)
+        self.max_upsample = max_upsample
+        self.max_pixels = max_pixels
+        self._dlib = dlib
+        self._detector = dlib.get_frontal_face_detector()
+        self._landmarks = dlib.shape_predictor(str(landmarks))
+        self._descriptor = dlib.face_recognition_model_v1(str(descriptor))
+
+    def _detect(self, image: np.ndarray) -> Any:
+        """The largest face at the first upsampling level that finds one, or None."""
+        pixels = image.shape[0] * image.shape[1]
+        for upsample in range(self.max_upsample + 1):
+            if upsample and pixels * 4**upsample > self.max_pixels:
+                break
+            found = self._detector(image, upsample)
+            if len(found):
+                # A face photo's subject is its largest face; bystanders are smaller.
+                return max(found, key=lambda rect: rect.area())
+        return None
+
+    def face_chip(self, image: np.ndarray, source: str | Path = "image") -> np.ndarray:
+        """The aligned 150x150 RGB chip of the largest face; DataError naming ``source`` if none."""
+        if image.ndim == 2:
+            image = np.repeat(image[:, :, None], 3, axis=2)
+        if image.ndim != 3 or image.shape[2] != 3:
+            raise DataError(f"{source}: expected an RGB or grey image, got shape {list(image.shape)}")
+        image = np.ascontiguousarray(image, dtype=np.uint8)
+        face = self._detect(image)
+        if face is None:
+            raise DataError(
+                f"{source}: no face found by dlib's HOG detector (upsampled up to {self.max_upsample} times)"
+            )
+        shape = self._landmarks(image, face)
+        return self._dlib.get_face_chip(image, shape, size=CHIP_SIZE, padding=CHIP_PADDING)
+
+    def raw_descriptors(self, chips: Sequence[np.ndarray]) -> np.ndarray:
+        """dlib's descriptors of chips from :meth:`face_chip` as it returns them (not unit norm)."""
+        if len(chips) == 0:
+            return np.zeros((0, EMBEDDING_DIM), dtype=np.float64)
+        raw = self._descriptor.compute_face_descriptor([np.ascontiguousarray(chip) for chip in chips])
+        return np.asarray([np.asarray(row) for row in raw], dtype=np.float64).reshape(len(chips), EMBEDDING_DIM)
+
+    def embed_chips(self, chips: Sequence[np.ndarray]) -> np.ndarray:
+        """Unit-norm descriptors of chips from :meth:`face_chip`."""
+        return l2_normalize(self.raw_descriptors(chips))
+
+    def embed(self, images: Sequence[np.ndarray]) -> np.ndarray:
+        total = len(images)
+        chips = [self.face_chip(image, f"image {i + 1} of {total} in this batch") for i, image in enumerate(images)]
+        return self.embed_chips(chips)
