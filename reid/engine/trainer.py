@@ -145,7 +145,9 @@ def _build_optimizer(config: TrainConfig, network: ReidNet, metric: torch.nn.Mod
     return cls(groups, lr=config.lr, weight_decay=config.weight_decay)
 
 
-def _build_metric(config: TrainConfig, num_classes: int, dim: int) -> torch.nn.Module | None:
+def metric_options(config: TrainConfig, num_classes: int, dim: int) -> dict[str, Any] | None:
+    """The metric loss's typed options, with the class count and dimension a loss with
+    its own centers needs; None when no metric loss is used."""
     if config.metric_weight == 0 or not config.metric_loss or config.metric_loss == "none":
         return None
     options = dict(config.metric_options)
@@ -154,7 +156,12 @@ def _build_metric(config: TrainConfig, num_classes: int, dim: int) -> torch.nn.M
         options.setdefault("num_classes", num_classes)
     if "embedding_dim" in accepted:
         options.setdefault("embedding_dim", dim)
-    return build_loss(config.metric_loss, **options)
+    return typed_options(config.metric_loss, **options)
+
+
+def _build_metric(config: TrainConfig, num_classes: int, dim: int) -> torch.nn.Module | None:
+    options = metric_options(config, num_classes, dim)
+    return None if options is None else build_loss(config.metric_loss, **options)
 
 
 def _save_checkpoint(path: Path, state: dict[str, Any]) -> None:
@@ -171,9 +178,8 @@ def _load_checkpoint(path: Path) -> dict[str, Any]:
 
 
 def build_card(config: TrainConfig, dataset: ReidDataset, num_classes: int, network: ReidNet, pretrained_note: str) -> ModelCard:
-    metric = {}
-    if config.metric_weight and config.metric_loss != "none":
-        metric = {"name": config.metric_loss, "weight": config.metric_weight, **typed_options(config.metric_loss, **config.metric_options)}
+    options = metric_options(config, num_classes, network.embedding_dim)
+    metric = {} if options is None else {"name": config.metric_loss, "weight": config.metric_weight, **options}
     return ModelCard(
         name=config.name or Path(config.out).name,
         architecture=config.architecture,

@@ -20,11 +20,8 @@ SMALL = SyntheticConfig(seed=21, train_ids=32, test_ids=32, cameras_per_id=(2, 3
 LOSSES = [
     ("triplet", {"mining": "hard", "margin": 0.3}),
     ("triplet", {"mining": "all", "margin": 0.3}),
-    ("triplet", {"mining": "semihard", "margin": 0.3, "normalize": True}),
     ("triplet", {"mining": "hard", "soft": True, "swap": True}),
     ("contrastive", {"form": "hadsell", "margin": 1.0, "normalize": True}),
-    ("contrastive", {"form": "chopra", "normalize": True}),
-    ("contrastive", {"form": "two_margin", "pos_margin": 0.0, "neg_margin": 1.0, "normalize": True}),
     ("lifted", {"smooth": True, "margin": 1.0, "normalize": True}),
     ("centroid_triplet", {"margin": 0.05}),
     ("softtriple", {}),
