@@ -1,0 +1,316 @@
+"""``reid enroll``, ``reid query`` and ``reid gallery info|list|remove|export|reindex``."""
+
+from __future__ import annotations
+
+import json
+from collections import deque
+from pathlib import Path
+
+import typer
+from rich.console import Group
+from rich.live import Live
+from rich.table import Table
+from rich.text import Text
+
+from reid.cli.common import console, err_console, handle_errors, make_progress, print_table, write_json
+from reid.detect import build_detector
+from reid.errors import ConfigError, DataError
+from reid.gallery import INDEX_KINDS, Gallery, IndexSpec, resolve_gallery_path
+from reid.models import load_encoder
+from reid.pipeline import (
+    DETECT_CHOICES,
+    EnrolConfig,
+    FrameResult,
+    QueryConfig,
+    QueryOutputs,
+    QueryRun,
+    QueryStats,
+    enrol,
+    open_source,
+    plan_enrolment,
+)
+
+MODEL_HELP = "Model folder (from reid train) or name under models/."
+GALLERY_HELP = "Gallery folder, or a name under galleries/."
+SHOWN_SKIPS = 5
+
+
+@handle_errors
+def enroll(
+    paths: list[str] = typer.Argument(..., help="Images, folders of ROOT/<identity>/<image>, or globs."),
+    model: str = typer.Option(..., "--model", "-m", help=MODEL_HELP),
+    gallery: str = typer.Option(..., "--gallery", "-g", help=GALLERY_HELP),
+    identity: str | None = typer.Option(None, "--id", help="Enrol every image as this identity."),
+    detect: str | None = typer.Option(None, "--detect", help="Crop the largest person or face first: person|face."),
+    index: str | None = typer.Option(
+        None, "--index", help=f"Index of a new gallery: {'|'.join(INDEX_KINDS)} (default flat)."
+    ),
+    batch_size: int = typer.Option(32, "--batch-size", help="Images embedded and committed together."),
+    json_out: Path | None = typer.Option(None, "--json", help="Also write the report as JSON here."),
+) -> None:
+    """Enrol images of known people into a gallery (created when new)."""
+    entries = plan_enrolment(paths, identity)
+    config = EnrolConfig(batch_size=batch_size)
+    detector = build_detector(detect) if detect else None
+    encoder = load_encoder(model)
+    spec = IndexSpec(kind=index) if index else None
+    with Gallery.open_or_create(resolve_gallery_path(gallery), encoder.card, spec) as store:
+        with make_progress() as progress:
+            task = progress.add_task("enrol", total=len(entries))
+            report = enrol(store, encoder, entries, config, detector, lambda n: progress.advance(task, n))
+        items, identities = len(store), store.identity_count
+    if json_out:
+        write_json(json_out, report.to_dict())
+    problems = [(p, r) for p, r in report.skipped if not r.startswith("duplicate")]
+    for path, reason in problems[:SHOWN_SKIPS]:
+        err_console.print(f"skipped {path}: {reason}", highlight=False, soft_wrap=True)
+    if len(problems) > SHOWN_SKIPS:
+        err_console.print(f"... and {len(problems) - SHOWN_SKIPS} more skipped", highlight=False, soft_wrap=True)
+    if report.per_identity:
+        print_table("enrolled", ["identity", "added"], sorted(report.per_identity.items()))
+    print_table(
+        f"gallery {store.folder}",
+        ["", "count"],
+        [
+            ("images given", report.images),
+            ("added", report.added),
+            ("duplicates skipped", report.duplicates),
+            ("unreadable skipped", report.unreadable),
+            ("no detection skipped", report.no_detection),
+            ("gallery items", items),
+            ("gallery identities", identities),
+            ("seconds", report.seconds),
+        ],
+    )
+    failed = report.unreadable + report.no_detection
+    if report.added == 0 and failed:
+        path, reason = problems[0]
+        raise DataError(f"{path}: {reason}; nothing enrolled ({failed} of {report.images} images unusable)")
+
+
+@handle_errors
+def query(
+    source: str = typer.Argument(
+        ..., help="Image, folder or glob of crops, video file, camera index (0) or stream URL."
+    ),
+    model: str = typer.Option(..., "--model", "-m", help=MODEL_HELP),
+    gallery: str = typer.Option(..., "--gallery", "-g", help=GALLERY_HELP),
+    top_k: int = typer.Option(5, "--top-k", "-k", help="Identities listed per detection."),
+    every: int = typer.Option(1, "--every", help="Keep one frame in N."),
+    max_frames: int | None = typer.Option(None, "--max-frames", help="Stop after N kept frames."),
+    jsonl: Path | None = typer.Option(None, "--jsonl", help="Write one JSON object per detection here."),
+    save_video: Path | None = typer.Option(
+        None, "--save-video", help="Write the frames with boxes and labels (.mp4, .avi)."
+    ),
+    save_crops: Path | None = typer.Option(None, "--save-crops", help="Save each crop under DIR/<identity>/."),
+    detect: str = typer.Option(
+        "auto",
+        "--detect",
+        help=f"{'|'.join(DETECT_CHOICES)}; auto: detect in videos, cameras and streams, take images as crops.",
+    ),
+    threshold: float | None = typer.Option(
+        None, "--threshold", help="Distance under which a match is named (default: the model's)."
+    ),
+    score: str = typer.Option(
+        "best", "--score", help="Identity distance: best (nearest item) or mean (over its items)."
+    ),
+    batch_size: int = typer.Option(32, "--batch-size", help="Crops embedded together."),
+    json_out: Path | None = typer.Option(None, "--json", help="Also write the summary as JSON here."),
+) -> None:
+    """Find enrolled people in images, a video, a camera or a stream."""
+    config = QueryConfig(top_k=top_k, detect=detect, threshold=threshold, score=score, batch_size=batch_size)
+    media = open_source(source, every=every, max_frames=max_frames)
+    encoder = load_encoder(model)
+    with Gallery.open(resolve_gallery_path(gallery)) as store:
+        run = QueryRun(store, encoder, media, config)
+        fps = (media.fps or 10.0) / (every if media.fps else 1)
+        interrupted = False
+        with QueryOutputs(jsonl, save_video, save_crops, fps) as outputs:
+            recent: deque[FrameResult] = deque(maxlen=8)
+            with Live(
+                _live_view(recent, run.stats, media.expected_frames), console=err_console, refresh_per_second=4
+            ) as live:
+                try:
+                    for result in run:
+                        outputs.write(result)
+                        recent.append(result)
+                        live.update(_live_view(recent, run.stats, media.expected_frames))
+                except KeyboardInterrupt:
+                    interrupted = True
+    stats = run.stats
+    if json_out:
+        write_json(json_out, {"source": source, "threshold": run.threshold, **stats.to_dict()})
+    _print_summary(stats, run.threshold)
+    if stats.unreadable:
+        err_console.print(
+            f"skipped {len(stats.unreadable)} unreadable images; first: {stats.unreadable[0][1]}",
+            highlight=False,
+            soft_wrap=True,
+        )
+    if interrupted:
+        err_console.print("interrupted; outputs keep every frame answered so far")
+        raise typer.Exit(130)
+    if stats.frames == 0 and stats.unreadable:
+        raise DataError(f"{source}: no readable image ({stats.unreadable[0][1]})")
+
+
+def _live_view(recent: deque[FrameResult], stats: QueryStats, expected: int | None) -> Group:
+    table = Table(title="latest frames", expand=False)
+    for column in ("source", "frame", "people", "labels"):
+        table.add_column(column)
+    for result in recent:
+        labels = ", ".join(f"{d.label} {d.distance:.2f}" for d in result.detections) or "-"
+        table.add_row(Path(result.source).name, str(result.frame), str(len(result.detections)), labels)
+    total = f"/{expected}" if expected else ""
+    line = Text(
+        f"frames {stats.frames}{total}  detections {stats.detections}  named {stats.identified}  "
+        f"unknown {stats.unknown}  {stats.fps:.1f} frames/s"
+    )
+    return Group(table, line)
+
+
+def _print_summary(stats: QueryStats, threshold: float) -> None:
+    rows = sorted(stats.per_identity.items(), key=lambda kv: (-kv[1], kv[0]))
+    print_table(f"named under {threshold:.3f}", ["identity", "detections"], rows + [("unknown", stats.unknown)])
+    wall = max(stats.wall_seconds, 1e-9)
+    stage_rows = [(name, seconds, 100.0 * seconds / wall) for name, seconds in stats.stage_seconds.items()]
+    print_table(
+        f"{stats.frames} frames at {stats.fps:.2f}/s",
+        ["stage", "seconds", "% of wall"],
+        stage_rows,
+    )
+
+
+gallery_app = typer.Typer(help="Inspect and maintain galleries.", no_args_is_help=True)
+
+
+@gallery_app.command("info")
+@handle_errors
+def info(
+    gallery: str = typer.Argument(..., help=GALLERY_HELP),
+    as_json: bool = typer.Option(False, "--json", help="Print JSON instead of a table."),
+    check: bool = typer.Option(False, "--check", help="Re-verify files and measure index recall against exact search."),
+    queries: int = typer.Option(1000, "--queries", help="Stored items used as queries by --check."),
+) -> None:
+    """Items, identities, model, index; with --check, integrity and recall vs flat."""
+    with Gallery.open(resolve_gallery_path(gallery)) as store:
+        summary = store.info().to_dict()
+        if check:
+            summary["check"] = store.check(queries=queries).to_dict()
+    if as_json:
+        typer.echo(json.dumps(summary, indent=2))
+        return
+    rows = [(k, json.dumps(v) if isinstance(v, dict) else v) for k, v in summary.items() if k != "check"]
+    print_table(f"gallery {summary['path']}", ["field", "value"], rows)
+    if check:
+        recall = summary["check"]["recall"]
+        print_table(
+            f"check: database {summary['check']['database']}, index files verified",
+            ["index", "queries", "recall@1", f"recall@{recall['k']}", "index q/s", "exact q/s"],
+            [
+                [
+                    recall["index"],
+                    recall["queries"],
+                    recall["recall_at_1"],
+                    recall["recall_at_k"],
+                    recall["index_qps"],
+                    recall["exact_qps"],
+                ]
+            ],
+        )
+
+
+@gallery_app.command("list")
+@handle_errors
+def list_items(
+    gallery: str = typer.Argument(..., help=GALLERY_HELP),
+    identity: str | None = typer.Option(None, "--id", help="List this identity's items instead."),
+    as_json: bool = typer.Option(False, "--json", help="Print JSON instead of a table."),
+) -> None:
+    """Identities with their item counts, or one identity's items."""
+    with Gallery.open(resolve_gallery_path(gallery)) as store:
+        if identity is not None:
+            items = store.items(identity)
+            if not items:
+                raise ConfigError(f"{store.folder}: no identity {identity!r} in the gallery")
+            payload = [item.to_dict() for item in items]
+            rows = [
+                (i.id, i.source, i.camera or "", "" if i.frame is None else i.frame, list(i.box or ()), i.enrolled[:19])
+                for i in items
+            ]
+            columns = ["id", "source", "camera", "frame", "box", "enrolled"]
+        else:
+            summaries = store.identities()
+            payload = [
+                {
+                    "identity": s.identity,
+                    "items": s.items,
+                    "first_enrolled": s.first_enrolled,
+                    "last_enrolled": s.last_enrolled,
+                }
+                for s in summaries
+            ]
+            rows = [(s.identity, s.items, s.first_enrolled[:19], s.last_enrolled[:19]) for s in summaries]
+            columns = ["identity", "items", "first enrolled", "last enrolled"]
+    if as_json:
+        typer.echo(json.dumps(payload, indent=2))
+    else:
+        print_table(f"gallery {store.folder}", columns, rows)
+
+
+@gallery_app.command("remove")
+@handle_errors
+def remove(
+    gallery: str = typer.Argument(..., help=GALLERY_HELP),
+    identity: str = typer.Option(..., "--id", help="Identity whose items are removed."),
+) -> None:
+    """Remove every item of one identity."""
+    with Gallery.open(resolve_gallery_path(gallery)) as store:
+        removed = store.remove_identity(identity)
+        left, identities = len(store), store.identity_count
+    console.print(
+        f"removed {removed} items of {identity!r}; {left} items of {identities} identities left",
+        highlight=False,
+        soft_wrap=True,
+    )
+
+
+@gallery_app.command("export")
+@handle_errors
+def export(
+    gallery: str = typer.Argument(..., help=GALLERY_HELP),
+    out: Path = typer.Argument(..., help=".npz (embeddings and items) or .jsonl (items only)."),
+) -> None:
+    """Export items (and embeddings) for use elsewhere."""
+    with Gallery.open(resolve_gallery_path(gallery)) as store:
+        count = store.export(out)
+    console.print(f"exported {count} items to {out}", highlight=False, soft_wrap=True)
+
+
+@gallery_app.command("reindex")
+@handle_errors
+def reindex(
+    gallery: str = typer.Argument(..., help=GALLERY_HELP),
+    index: str = typer.Option(..., "--index", help="|".join(INDEX_KINDS)),
+    ef_search: int = typer.Option(128, "--ef-search", help="HNSW search beam width."),
+    nprobe: int = typer.Option(0, "--nprobe", help="IVF lists searched per query (0: about nlist / 32)."),
+    nlist: int = typer.Option(0, "--nlist", help="IVF lists (0: about sqrt(items))."),
+) -> None:
+    """Rebuild the index as another kind (flat, hnsw, ivf), keeping every item."""
+    spec = IndexSpec(kind=index, ef_search=ef_search, nprobe=nprobe, nlist=nlist)
+    with Gallery.open(resolve_gallery_path(gallery)) as store:
+        store.reindex(spec)
+        built = store.index_kind
+        recall = store.recall()
+    console.print(
+        f"{store.folder}: index is now {built} ({len(store)} items); "
+        f"recall@1 {recall.recall_at_1:.4f} against exact search",
+        highlight=False,
+        soft_wrap=True,
+    )
+
+
+def register(app: typer.Typer) -> None:
+    app.command("enroll")(enroll)
+    app.command("query")(query)
+    app.add_typer(gallery_app, name="gallery")

@@ -1,0 +1,82 @@
+"""What a detector returns, and the box arithmetic shared by every detector."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Protocol
+
+import numpy as np
+
+Box = tuple[int, int, int, int]
+"""A box as (x, y, width, height) in pixels of the image it was found in."""
+
+
+@dataclass(frozen=True)
+class Detection:
+    """One person or face found in an image."""
+
+    box: Box
+    score: float
+    kind: str = "person"
+
+    @property
+    def area(self) -> int:
+        return self.box[2] * self.box[3]
+
+
+class Detector(Protocol):
+    """Anything that finds people or faces in an RGB uint8 image."""
+
+    kind: str
+
+    def detect(self, image: np.ndarray) -> list[Detection]:
+        """Return the detections in ``image``, best score first."""
+        ...
+
+
+def expand_box(box: Box, margin: float, shape: tuple[int, ...]) -> Box:
+    """Grow ``box`` by ``margin`` of its size on every side, then clip it to an image of ``shape``.
+
+    A margin keeps the hair, shoulders or feet that detectors tend to cut off, which the
+    encoder saw in its training crops.
+    """
+    x, y, w, h = box
+    dx, dy = round(w * margin), round(h * margin)
+    height, width = shape[0], shape[1]
+    x0, y0 = max(0, x - dx), max(0, y - dy)
+    x1, y1 = min(width, x + w + dx), min(height, y + h + dy)
+    return (int(x0), int(y0), int(max(0, x1 - x0)), int(max(0, y1 - y0)))
+
+
+def crop(image: np.ndarray, box: Box, margin: float = 0.0) -> np.ndarray:
+    """The part of ``image`` inside ``box`` (grown by ``margin``, clipped), as a new array."""
+    x, y, w, h = expand_box(box, margin, image.shape)
+    return np.ascontiguousarray(image[y : y + h, x : x + w])
+
+
+def non_max_suppression(boxes: np.ndarray, scores: np.ndarray, iou_threshold: float) -> list[int]:
+    """Indices of the boxes kept by greedy non-maximum suppression, best score first.
+
+    ``boxes`` is an (N, 4) array of (x, y, w, h).  A box is dropped when it overlaps an
+    already kept, better-scoring box by more than ``iou_threshold`` (intersection over union),
+    or when it lies mostly inside one: HOG often fires on a person's legs or torso as well.
+    """
+    if len(boxes) == 0:
+        return []
+    boxes = np.asarray(boxes, dtype=np.float64)
+    x0, y0 = boxes[:, 0], boxes[:, 1]
+    x1, y1 = x0 + boxes[:, 2], y0 + boxes[:, 3]
+    areas = np.maximum(boxes[:, 2], 0) * np.maximum(boxes[:, 3], 0)
+    order = np.argsort(-np.asarray(scores, dtype=np.float64), kind="stable")
+    keep: list[int] = []
+    while order.size:
+        best, rest = order[0], order[1:]
+        keep.append(int(best))
+        iw = np.clip(np.minimum(x1[best], x1[rest]) - np.maximum(x0[best], x0[rest]), 0, None)
+        ih = np.clip(np.minimum(y1[best], y1[rest]) - np.maximum(y0[best], y0[rest]), 0, None)
+        inter = iw * ih
+        union = areas[best] + areas[rest] - inter
+        iou = inter / np.maximum(union, 1e-9)
+        inside = inter / np.maximum(np.minimum(areas[best], areas[rest]), 1e-9)
+        order = rest[(iou <= iou_threshold) & (inside <= 0.8)]
+    return keep

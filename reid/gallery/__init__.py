@@ -1,0 +1,44 @@
+"""Galleries: enrolled embeddings in a FAISS index, their items in SQLite, safe to share.
+
+>>> gallery = Gallery.open_or_create("galleries/staff", encoder.card)
+>>> gallery.add(encoder.embed(crops), [ItemMeta("alice", source="a.jpg")])
+>>> gallery.search(encoder.embed([probe]), k=5)   # -> [[IdentityMatch(identity, distance, item_id), ...]]
+"""
+
+from reid.gallery.index import INDEX_KINDS, IndexSpec, similarity_to_distance
+from reid.gallery.records import (
+    AddResult,
+    CheckReport,
+    EmbeddingModel,
+    GalleryInfo,
+    GalleryItem,
+    GalleryMeta,
+    IdentityMatch,
+    IdentitySummary,
+    ItemMeta,
+    ModelFacts,
+    RecallReport,
+)
+from reid.gallery.store import DB_FILE, SCORES, Gallery, open_gallery, resolve_gallery_path
+
+__all__ = [
+    "DB_FILE",
+    "INDEX_KINDS",
+    "SCORES",
+    "AddResult",
+    "CheckReport",
+    "EmbeddingModel",
+    "Gallery",
+    "GalleryInfo",
+    "GalleryItem",
+    "GalleryMeta",
+    "IdentityMatch",
+    "IdentitySummary",
+    "IndexSpec",
+    "ItemMeta",
+    "ModelFacts",
+    "RecallReport",
+    "open_gallery",
+    "resolve_gallery_path",
+    "similarity_to_distance",
+]

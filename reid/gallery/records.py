@@ -1,0 +1,163 @@
+"""What goes into a gallery and what comes out of it."""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+from typing import Any, Protocol
+
+Box = tuple[int, int, int, int]
+
+
+class ModelFacts(Protocol):
+    """What a gallery needs to know of the model making its embeddings; a ModelCard has it."""
+
+    name: str
+    fingerprint: str
+    embedding_dim: int
+    threshold: float | None
+    kind: str
+
+
+@dataclass(frozen=True)
+class EmbeddingModel:
+    """:class:`ModelFacts` for embeddings made elsewhere (and where loading PyTorch is not wanted)."""
+
+    name: str
+    fingerprint: str
+    embedding_dim: int
+    threshold: float | None = None
+    kind: str = "person"
+
+
+@dataclass
+class ItemMeta:
+    """Where an enrolled embedding came from.  ``box`` is (x, y, w, h) in the source image."""
+
+    identity: str
+    source: str = ""
+    camera: str | None = None
+    frame: int | None = None
+    time: float | None = None
+    box: Box | None = None
+    image_hash: str | None = None
+
+
+@dataclass(frozen=True)
+class GalleryItem:
+    """One stored item; ``id`` is its SQLite row id and its FAISS id."""
+
+    id: int
+    identity: str
+    source: str
+    camera: str | None
+    frame: int | None
+    time: float | None
+    box: Box | None
+    enrolled: str
+    image_hash: str | None
+
+    def to_dict(self) -> dict[str, Any]:
+        data = asdict(self)
+        data["box"] = list(self.box) if self.box is not None else None
+        return data
+
+
+@dataclass(frozen=True)
+class IdentityMatch:
+    """An identity found for a query: its distance (Euclidean between unit embeddings,
+    0..2) is that of its nearest item (score "best") or the mean over its items ("mean")."""
+
+    identity: str
+    distance: float
+    item_id: int
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"identity": self.identity, "distance": round(self.distance, 6)}
+
+
+@dataclass
+class AddResult:
+    """Ids given to the added rows, and the input rows skipped as duplicates."""
+
+    ids: list[int] = field(default_factory=list)
+    duplicates: list[int] = field(default_factory=list)
+
+
+@dataclass(frozen=True)
+class IdentitySummary:
+    identity: str
+    items: int
+    first_enrolled: str
+    last_enrolled: str
+
+
+@dataclass
+class GalleryMeta:
+    """The gallery's fixed facts, stored in its database's ``meta`` table."""
+
+    model_fingerprint: str
+    model_name: str
+    model_kind: str
+    dim: int
+    threshold: float | None
+    created: str
+    format: int = 1
+
+
+@dataclass
+class GalleryInfo:
+    """Summary of a gallery, as ``reid gallery info`` shows it."""
+
+    path: str
+    items: int
+    identities: int
+    dim: int
+    index: str
+    index_built: str
+    index_params: dict[str, Any]
+    model_fingerprint: str
+    model_name: str
+    model_kind: str
+    threshold: float | None
+    created: str
+    generation: int
+    segments: int
+    bytes: int
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+@dataclass
+class RecallReport:
+    """How well the gallery's index finds the exact nearest neighbours.
+
+    Queries are stored items; each query's own item is left out of both answer lists.
+    ``recall_at_1``: share of queries whose approximate first neighbour is the exact one.
+    ``recall_at_k``: mean share of the exact k neighbours found in the approximate k.
+    """
+
+    index: str
+    queries: int
+    k: int
+    recall_at_1: float
+    recall_at_k: float
+    index_qps: float
+    exact_qps: float
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+@dataclass
+class CheckReport:
+    database: str
+    items: int
+    recall: RecallReport | None
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "database": self.database,
+            "items": self.items,
+            "recall": self.recall.to_dict() if self.recall else None,
+        }

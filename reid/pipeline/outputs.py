@@ -1,0 +1,167 @@
+"""Where query results go: JSON lines, an annotated video, crop images.
+
+Each writer flushes as it goes and :class:`QueryOutputs` closes all of them however the
+run ends, so a run stopped by Ctrl-C leaves complete JSON lines, a playable video of the
+frames seen so far, and every crop saved so far.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+from types import TracebackType
+from typing import IO
+
+import cv2
+import numpy as np
+
+from reid.errors import ConfigError, DataError
+from reid.pipeline.query import FrameResult
+
+FOURCC = {".mp4": "mp4v", ".m4v": "mp4v", ".mov": "mp4v", ".avi": "MJPG", ".mkv": "XVID"}
+KNOWN_COLOUR = (40, 200, 40)  # BGR
+UNKNOWN_COLOUR = (40, 40, 220)
+SAFE_NAME = re.compile(r"[^A-Za-z0-9._-]+")
+
+
+def annotate(result: FrameResult) -> np.ndarray:
+    """The frame as BGR with each detection's box, label and distance drawn on it."""
+    canvas = cv2.cvtColor(result.image, cv2.COLOR_RGB2BGR)
+    scale = max(0.4, min(canvas.shape[:2]) / 600)
+    thickness = max(1, round(scale * 2))
+    for detection in result.detections:
+        x, y, w, h = detection.box
+        colour = KNOWN_COLOUR if detection.identity is not None else UNKNOWN_COLOUR
+        cv2.rectangle(canvas, (x, y), (x + w, y + h), colour, thickness)
+        text = f"{detection.label} {detection.distance:.2f}" if np.isfinite(detection.distance) else detection.label
+        (tw, th), base = cv2.getTextSize(text, cv2.FONT_HERSHEY_SIMPLEX, scale, 1)
+        top = max(0, y - th - base - 2)
+        cv2.rectangle(canvas, (x, top), (x + tw + 2, top + th + base + 2), colour, cv2.FILLED)
+        cv2.putText(
+            canvas, text, (x + 1, top + th + 1), cv2.FONT_HERSHEY_SIMPLEX, scale, (255, 255, 255), 1, cv2.LINE_AA
+        )
+    return canvas
+
+
+class JsonlWriter:
+    """One JSON object per detection, flushed after every frame."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = Path(path)
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        self._handle: IO[str] = open(self.path, "w", encoding="utf-8")  # noqa: SIM115 - closed in close()
+        self.lines = 0
+
+    def write(self, result: FrameResult) -> None:
+        for event in result.events():
+            self._handle.write(json.dumps(event) + "\n")
+            self.lines += 1
+        self._handle.flush()
+
+    def close(self) -> None:
+        self._handle.close()
+
+
+class VideoOutput:
+    """Annotated frames into a video file; frames of other sizes are fitted to the first."""
+
+    def __init__(self, path: Path, fps: float) -> None:
+        self.path = Path(path)
+        codec = FOURCC.get(self.path.suffix.lower())
+        if codec is None:
+            raise ConfigError(f"{self.path}: video output must end in {', '.join(FOURCC)}")
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        self.fps = fps if fps > 0 else 10.0
+        self.codec = codec
+        self._writer: cv2.VideoWriter | None = None
+        self._size: tuple[int, int] | None = None
+        self.frames = 0
+
+    def write(self, result: FrameResult) -> None:
+        canvas = annotate(result)
+        if self._writer is None:
+            self._size = (canvas.shape[1], canvas.shape[0])
+            self._writer = cv2.VideoWriter(str(self.path), cv2.VideoWriter_fourcc(*self.codec), self.fps, self._size)
+            if not self._writer.isOpened():
+                raise DataError(f"{self.path}: OpenCV {cv2.__version__} cannot write {self.codec} video here")
+        if (canvas.shape[1], canvas.shape[0]) != self._size:
+            canvas = _fit(canvas, self._size)
+        self._writer.write(canvas)
+        self.frames += 1
+
+    def close(self) -> None:
+        if self._writer is not None:
+            self._writer.release()
+
+
+class CropWriter:
+    """Each detection's crop as ``DIR/<identity or unknown>/<source>_f<frame>_<n>.jpg``."""
+
+    def __init__(self, folder: Path) -> None:
+        self.folder = Path(folder)
+        self.folder.mkdir(parents=True, exist_ok=True)
+        self.saved = 0
+
+    def write(self, result: FrameResult) -> None:
+        stem = SAFE_NAME.sub("_", Path(result.source).stem or "source")
+        for n, detection in enumerate(result.detections):
+            folder = self.folder / SAFE_NAME.sub("_", detection.label)
+            folder.mkdir(exist_ok=True)
+            ok, payload = cv2.imencode(".jpg", cv2.cvtColor(detection.crop, cv2.COLOR_RGB2BGR))
+            if not ok:
+                raise DataError(f"{folder}: cannot encode crop {n} of frame {result.frame}")
+            (folder / f"{stem}_f{result.frame:06d}_{n}.jpg").write_bytes(payload.tobytes())
+            self.saved += 1
+
+    def close(self) -> None:
+        """Nothing is held open: every crop is a complete file once written."""
+
+
+class QueryOutputs:
+    """The outputs a query asked for; use as a context manager so they are always closed."""
+
+    def __init__(
+        self,
+        jsonl: Path | None = None,
+        video: Path | None = None,
+        crops: Path | None = None,
+        fps: float = 10.0,
+    ) -> None:
+        self.jsonl: JsonlWriter | None = None
+        self.video: VideoOutput | None = None
+        self.crops: CropWriter | None = None
+        try:
+            self.video = VideoOutput(video, fps) if video else None
+            self.crops = CropWriter(crops) if crops else None
+            self.jsonl = JsonlWriter(jsonl) if jsonl else None
+        except BaseException:
+            self.close()
+            raise
+
+    def write(self, result: FrameResult) -> None:
+        for writer in (self.jsonl, self.video, self.crops):
+            if writer is not None:
+                writer.write(result)
+
+    def close(self) -> None:
+        for writer in (self.jsonl, self.video, self.crops):
+            if writer is not None:
+                writer.close()
+
+    def __enter__(self) -> QueryOutputs:
+        return self
+
+    def __exit__(self, kind: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None) -> None:
+        self.close()
+
+
+def _fit(canvas: np.ndarray, size: tuple[int, int]) -> np.ndarray:
+    """Letterbox ``canvas`` into ``size`` (width, height), keeping its aspect ratio."""
+    width, height = size
+    scale = min(width / canvas.shape[1], height / canvas.shape[0])
+    resized = cv2.resize(canvas, (max(1, int(canvas.shape[1] * scale)), max(1, int(canvas.shape[0] * scale))))
+    out = np.zeros((height, width, 3), np.uint8)
+    y, x = (height - resized.shape[0]) // 2, (width - resized.shape[1]) // 2
+    out[y : y + resized.shape[0], x : x + resized.shape[1]] = resized
+    return out

@@ -1,0 +1,171 @@
+"""Where frames come from: an image, a folder or glob of images, a video file, a camera, a stream.
+
+Every source yields :class:`Frame` objects (RGB uint8), honours ``every`` (keep one frame
+in N) and ``max_frames`` (stop after N kept frames), and releases its device or file when
+the iteration ends, however it ends.
+"""
+
+from __future__ import annotations
+
+import glob as globbing
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import cv2
+import numpy as np
+
+from reid.data.io import IMAGE_SUFFIXES, is_image_file, read_image
+from reid.errors import ConfigError, DataError
+
+VIDEO_SUFFIXES = (".mp4", ".avi", ".mov", ".mkv", ".webm", ".m4v", ".mpg", ".mpeg", ".wmv", ".flv", ".ts", ".3gp")
+GLOB_CHARS = set("*?[")
+
+
+@dataclass(frozen=True)
+class Frame:
+    """One picture to search: a video frame or an image file.
+
+    ``index`` is the frame number in the video (or the image's position in the folder);
+    ``time`` is seconds from the start of a video or stream, None for image files.
+    """
+
+    source: str
+    index: int
+    time: float | None
+    image: np.ndarray
+
+
+@dataclass
+class MediaSource:
+    """A resolved source; iterate :meth:`frames` once.
+
+    ``kind`` is "images", "video", "camera" or "stream"; ``live`` sources (cameras,
+    streams) have no end and want each frame answered at once rather than batched.
+    """
+
+    spec: str
+    kind: str
+    paths: list[Path] = field(default_factory=list)
+    every: int = 1
+    max_frames: int | None = None
+    fps: float | None = None
+    total_frames: int | None = None
+    unreadable: list[tuple[str, str]] = field(default_factory=list)
+
+    @property
+    def live(self) -> bool:
+        return self.kind in ("camera", "stream")
+
+    @property
+    def expected_frames(self) -> int | None:
+        """How many frames :meth:`frames` will yield, when known in advance."""
+        if self.total_frames is None:
+            return self.max_frames
+        kept = (self.total_frames + self.every - 1) // self.every
+        return kept if self.max_frames is None else min(kept, self.max_frames)
+
+    def frames(self) -> Iterator[Frame]:
+        if self.kind == "images":
+            return self._image_frames()
+        return self._capture_frames()
+
+    def _image_frames(self) -> Iterator[Frame]:
+        kept = 0
+        for position, path in enumerate(self.paths):
+            if position % self.every:
+                continue
+            if self.max_frames is not None and kept >= self.max_frames:
+                return
+            try:
+                image = read_image(path)
+            except DataError as exc:
+                # A batch job skips and counts bad images instead of dying on the first.
+                self.unreadable.append((str(path), str(exc)))
+                continue
+            kept += 1
+            yield Frame(str(path), position, None, image)
+
+    def _capture_frames(self) -> Iterator[Frame]:
+        capture = _open_capture(self.spec, self.kind)
+        start = time.monotonic()
+        kept, index = 0, -1
+        try:
+            while self.max_frames is None or kept < self.max_frames:
+                index += 1
+                # grab() without retrieve() skips the colour conversion of dropped frames.
+                if not capture.grab():
+                    return
+                if index % self.every:
+                    continue
+                ok, bgr = capture.retrieve()
+                if not ok or bgr is None or bgr.size == 0:
+                    return
+                if self.kind == "video" and self.fps:
+                    stamp: float | None = index / self.fps
+                else:
+                    stamp = time.monotonic() - start
+                kept += 1
+                yield Frame(self.spec, index, stamp, cv2.cvtColor(bgr, cv2.COLOR_BGR2RGB))
+        finally:
+            capture.release()
+
+
+def _open_capture(spec: str, kind: str) -> cv2.VideoCapture:
+    target: int | str = int(spec) if kind == "camera" else spec
+    capture = cv2.VideoCapture(target)
+    if not capture.isOpened():
+        capture.release()
+        what = {"camera": "camera", "stream": "stream", "video": "video"}[kind]
+        raise DataError(f"{spec}: cannot open {what} (OpenCV {cv2.__version__} found no decoder or device)")
+    return capture
+
+
+def open_source(spec: str | Path, every: int = 1, max_frames: int | None = None) -> MediaSource:
+    """Resolve ``spec``: a camera index ("0"), a URL ("rtsp://..."), a glob, a folder, an image or a video."""
+    if every < 1:
+        raise ConfigError(f"--every must be at least 1, got {every}")
+    if max_frames is not None and max_frames < 1:
+        raise ConfigError(f"--max-frames must be at least 1, got {max_frames}")
+    text = str(spec)
+    options = {"every": every, "max_frames": max_frames}
+    if text.isdigit():
+        return MediaSource(text, "camera", **options)
+    if "://" in text:
+        return MediaSource(text, "stream", **options)
+    path = Path(text)
+    if GLOB_CHARS & set(text) and not path.exists():
+        paths = sorted(Path(p) for p in globbing.glob(text, recursive=True) if is_image_file(Path(p)))
+        if not paths:
+            raise DataError(f"{text}: no images match this pattern")
+        return MediaSource(text, "images", paths, **options)
+    if path.is_dir():
+        paths = sorted(p for p in path.rglob("*") if is_image_file(p))
+        if not paths:
+            raise DataError(f"{path}: folder holds no images ({', '.join(IMAGE_SUFFIXES)})")
+        return MediaSource(text, "images", paths, **options)
+    if not path.exists():
+        raise DataError(f"{path}: no such file, folder or camera")
+    if path.suffix.lower() in IMAGE_SUFFIXES:
+        return MediaSource(text, "images", [path], **options)
+    return _video_source(path, **options)
+
+
+def _video_source(path: Path, every: int, max_frames: int | None) -> MediaSource:
+    capture = cv2.VideoCapture(str(path))
+    try:
+        if not capture.isOpened():
+            raise DataError(f"{path}: not a readable image or video (OpenCV {cv2.__version__} cannot decode it)")
+        fps = capture.get(cv2.CAP_PROP_FPS)
+        count = int(capture.get(cv2.CAP_PROP_FRAME_COUNT))
+    finally:
+        capture.release()
+    return MediaSource(
+        str(path),
+        "video",
+        every=every,
+        max_frames=max_frames,
+        fps=fps if fps and fps > 0 else None,
+        total_frames=count if count > 0 else None,
+    )

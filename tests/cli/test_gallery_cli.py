@@ -1,0 +1,274 @@
+"""``reid enroll``, ``reid query`` and ``reid gallery ...`` through typer's test runner."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import cv2
+import numpy as np
+import pytest
+from typer.testing import CliRunner
+
+from reid.cli.app import app
+from reid.detect import crop
+from reid.models import ModelCard, build_network, save_model
+from reid.pipeline.synthetic import street_frames, write_street_video
+
+runner = CliRunner()
+
+
+def make_model(folder: Path, name: str) -> Path:
+    card = ModelCard(
+        name=name, architecture="resnet18", embedding_dim=64, input_size=(64, 32), num_classes=0, threshold=0.5
+    )
+    save_model(build_network(card), card, folder)
+    return folder
+
+
+@pytest.fixture(scope="module")
+def models(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
+    root = tmp_path_factory.mktemp("models")
+    return make_model(root / "alpha", "alpha"), make_model(root / "beta", "beta")
+
+
+@pytest.fixture(scope="module")
+def street(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A video written by cv2.VideoWriter: two stick-figure walkers crossing a street."""
+    path = tmp_path_factory.mktemp("video") / "street.mp4"
+    write_street_video(path, count=10, fps=10)
+    return path
+
+
+def people(root: Path, frames: int = 2) -> Path:
+    for n, (frame, boxes) in enumerate(street_frames(frames, seed=21)):
+        for name, box in boxes.items():
+            path = root / name / f"{n}.png"
+            path.parent.mkdir(parents=True, exist_ok=True)
+            cv2.imwrite(str(path), cv2.cvtColor(crop(frame, box), cv2.COLOR_RGB2BGR))
+    return root
+
+
+def invoke(*args: str | Path) -> tuple[int, str]:
+    result = runner.invoke(app, [str(a) for a in args])
+    return result.exit_code, result.output
+
+
+def error_lines(output: str) -> list[str]:
+    return [line for line in output.splitlines() if line.startswith("error:")]
+
+
+def gallery_files(folder: Path) -> dict[str, bytes]:
+    return {p.name: p.read_bytes() for p in sorted(folder.iterdir()) if p.is_file() and p.name != ".lock"}
+
+
+def test_enroll_info_list_query_remove_export(tmp_path: Path, models: tuple[Path, Path], street: Path) -> None:
+    alpha, _ = models
+    gallery = tmp_path / "g"
+    code, out = invoke("enroll", "--model", alpha, "--gallery", gallery, people(tmp_path / "people"))
+    assert code == 0, out
+    assert "red" in out and "blue" in out and "gallery items" in out
+
+    code, out = invoke("gallery", "info", gallery, "--json")
+    assert code == 0, out
+    info = json.loads(out)
+    assert {"items", "identities", "dim", "index", "model_fingerprint"} <= set(info)
+    assert (info["items"], info["identities"], info["dim"], info["index"]) == (4, 2, 64, "flat")
+    assert info["model_name"] == "alpha" and info["threshold"] == 0.5
+
+    code, out = invoke("gallery", "list", gallery, "--json")
+    assert code == 0 and [row["identity"] for row in json.loads(out)] == ["blue", "red"]
+    code, out = invoke("gallery", "list", gallery, "--id", "red", "--json")
+    assert code == 0 and [Path(item["source"]).name for item in json.loads(out)] == ["0.png", "1.png"]
+    code, out = invoke("gallery", "list", gallery, "--id", "red")
+    assert code == 0 and "enrolled" in out
+
+    events, video, crops = tmp_path / "ev.jsonl", tmp_path / "annotated.mp4", tmp_path / "crops"
+    code, out = invoke(
+        "query",
+        "--model",
+        alpha,
+        "--gallery",
+        gallery,
+        street,
+        "--top-k",
+        "2",
+        "--every",
+        "2",
+        "--jsonl",
+        events,
+        "--save-video",
+        video,
+        "--save-crops",
+        crops,
+        "--json",
+        tmp_path / "summary.json",
+    )
+    assert code == 0, out
+    lines = [json.loads(line) for line in events.read_text().splitlines()]
+    assert lines, "no detections in the street video"
+    for line in lines:
+        assert {"source", "frame", "box", "identity", "distance", "top_k"} <= set(line)
+        assert line["frame"] % 2 == 0 and len(line["box"]) == 4 and 1 <= len(line["top_k"]) <= 2
+        assert line["identity"] in ("red", "blue", None)
+        assert line["identity"] is None or line["distance"] < 0.5
+    capture = cv2.VideoCapture(str(video))
+    assert int(capture.get(cv2.CAP_PROP_FRAME_COUNT)) == 5
+    ok, frame = capture.read()
+    capture.release()
+    assert ok and frame.shape == (360, 480, 3)
+    assert len(list(crops.rglob("*.jpg"))) == len(lines)
+    summary = json.loads((tmp_path / "summary.json").read_text())
+    assert summary["frames"] == 5 and summary["detections"] == len(lines)
+    assert set(summary["stage_seconds"]) == {"decode", "detect", "embed", "search"}
+
+    code, out = invoke("gallery", "export", gallery, tmp_path / "g.npz")
+    assert code == 0 and np.load(tmp_path / "g.npz")["embeddings"].shape == (4, 64)
+
+    code, out = invoke("gallery", "remove", gallery, "--id", "red")
+    assert code == 0 and "removed 2 items" in out
+    code, out = invoke("gallery", "info", gallery, "--json")
+    assert json.loads(out)["items"] == 2 and json.loads(out)["identities"] == 1
+    code, out = invoke("gallery", "remove", gallery, "--id", "red")
+    assert code == 1 and len(error_lines(out)) == 1 and "no identity 'red'" in out
+
+
+def test_query_images_as_crops(tmp_path: Path, models: tuple[Path, Path]) -> None:
+    alpha, _ = models
+    gallery = tmp_path / "g"
+    folder = people(tmp_path / "people")
+    assert invoke("enroll", "-m", alpha, "-g", gallery, folder)[0] == 0
+    events = tmp_path / "ev.jsonl"
+    code, out = invoke("query", "-m", alpha, "-g", gallery, folder / "red" / "1.png", "--jsonl", events)
+    assert code == 0, out
+    (line,) = [json.loads(x) for x in events.read_text().splitlines()]
+    image = cv2.imread(str(folder / "red" / "1.png"))
+    assert line["box"] == [0, 0, image.shape[1], image.shape[0]]
+    assert line["identity"] == "red" and line["distance"] < 1e-3 and line["frame"] == 0
+
+
+def test_enroll_by_id_glob_and_detection(tmp_path: Path, models: tuple[Path, Path]) -> None:
+    alpha, _ = models
+    scenes = tmp_path / "scenes"
+    scenes.mkdir()
+    for n, (frame, _) in enumerate(street_frames(2, seed=5)):
+        cv2.imwrite(str(scenes / f"{n}.jpg"), cv2.cvtColor(frame, cv2.COLOR_RGB2BGR))
+    gallery = tmp_path / "g"
+    code, out = invoke(
+        "enroll",
+        "-m",
+        alpha,
+        "-g",
+        gallery,
+        "--id",
+        "visitor",
+        "--detect",
+        "person",
+        "--index",
+        "hnsw",
+        str(scenes / "*.jpg"),
+        "--json",
+        tmp_path / "report.json",
+    )
+    assert code == 0, out
+    report = json.loads((tmp_path / "report.json").read_text())
+    assert report["added"] == 2 and report["identities"] == {"visitor": 2}
+    code, out = invoke("gallery", "info", gallery, "--json", "--check")
+    info = json.loads(out)
+    assert info["index"] == "hnsw" and info["check"]["database"] == "ok"
+    assert info["check"]["recall"]["recall_at_1"] == 1.0
+
+
+def test_reindex_and_check_table(tmp_path: Path, models: tuple[Path, Path]) -> None:
+    alpha, _ = models
+    gallery = tmp_path / "g"
+    assert invoke("enroll", "-m", alpha, "-g", gallery, people(tmp_path / "people", frames=3))[0] == 0
+    code, out = invoke("gallery", "reindex", gallery, "--index", "hnsw")
+    assert code == 0 and "index is now hnsw (6 items)" in out
+    code, out = invoke("gallery", "info", gallery, "--check")
+    assert code == 0 and "recall@1" in out and "hnsw" in out
+
+
+def test_bad_input_gives_one_line_and_keeps_the_gallery(tmp_path: Path, models: tuple[Path, Path]) -> None:
+    alpha, beta = models
+    gallery = tmp_path / "g"
+    assert invoke("enroll", "-m", alpha, "-g", gallery, people(tmp_path / "people"))[0] == 0
+    before = gallery_files(gallery)
+
+    broken = tmp_path / "broken" / "x.jpg"
+    broken.parent.mkdir()
+    broken.write_bytes(b"\xff\xd8 not really a jpeg")
+    code, out = invoke("enroll", "-m", alpha, "-g", gallery, "--id", "x", broken)
+    assert code == 1 and len(error_lines(out)) == 1 and "x.jpg: not a readable image" in out
+
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    code, out = invoke("enroll", "-m", alpha, "-g", gallery, empty)
+    assert code == 1 and len(error_lines(out)) == 1 and "empty" in error_lines(out)[0]
+
+    loose = tmp_path / "loose"
+    loose.mkdir()
+    shutil.copy(tmp_path / "people" / "red" / "0.png", loose / "a.png")
+    code, out = invoke("enroll", "-m", alpha, "-g", gallery, loose)
+    assert code == 1 and "ROOT/<identity>/<image>" in error_lines(out)[0]
+
+    code, out = invoke("enroll", "-m", beta, "-g", gallery, tmp_path / "people")
+    assert code == 1 and len(error_lines(out)) == 1
+    assert "'alpha'" in out and "'beta'" in out
+
+    code, out = invoke("query", "-m", beta, "-g", gallery, tmp_path / "people")
+    assert code == 1 and "'alpha'" in error_lines(out)[0]
+
+    code, out = invoke("query", "-m", alpha, "-g", gallery, tmp_path / "nothing.mp4")
+    assert code == 1 and "nothing.mp4: no such file" in error_lines(out)[0]
+
+    code, out = invoke("query", "-m", alpha, "-g", gallery, tmp_path / "broken")
+    assert code == 1 and "no readable image" in error_lines(out)[0]
+
+    code, out = invoke("enroll", "-m", alpha, "-g", gallery, "--detect", "car", tmp_path / "people")
+    assert code == 1 and "unknown detector" in error_lines(out)[0]
+
+    assert gallery_files(gallery) == before
+    code, out = invoke("gallery", "info", gallery, "--json")
+    assert code == 0 and json.loads(out)["items"] == 4
+
+
+def test_corrupt_gallery_is_reported(tmp_path: Path, models: tuple[Path, Path]) -> None:
+    alpha, _ = models
+    gallery = tmp_path / "g"
+    assert invoke("enroll", "-m", alpha, "-g", gallery, people(tmp_path / "people"))[0] == 0
+    (segment,) = gallery.glob("seg-*.bin")
+    segment.write_bytes(segment.read_bytes()[:100])
+    for args in (("gallery", "info", gallery), ("query", "-m", alpha, "-g", gallery, tmp_path / "people")):
+        code, out = invoke(*args)
+        assert code == 1 and len(error_lines(out)) == 1 and "truncated" in out
+    code, out = invoke("gallery", "info", tmp_path / "missing")
+    assert code == 1 and "no gallery here" in out
+
+
+def test_real_pedestrian_video(tmp_path: Path, models: tuple[Path, Path], pedestrian_video: Path) -> None:
+    alpha, _ = models
+    gallery = tmp_path / "g"
+    assert invoke("enroll", "-m", alpha, "-g", gallery, people(tmp_path / "people", frames=1))[0] == 0
+    events = tmp_path / "ev.jsonl"
+    code, out = invoke(
+        "query",
+        "-m",
+        alpha,
+        "-g",
+        gallery,
+        pedestrian_video,
+        "--max-frames",
+        "2",
+        "--every",
+        "10",
+        "--jsonl",
+        events,
+        "--threshold",
+        "0.3",
+    )
+    assert code == 0, out
+    lines = [json.loads(x) for x in events.read_text().splitlines()]
+    assert lines and {line["frame"] for line in lines} <= {0, 10}
+    assert all(line["source"] == str(pedestrian_video) for line in lines)

@@ -1,0 +1,43 @@
+"""Real, untrained encoders and small image sets for the pipeline tests."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import cv2
+import numpy as np
+
+from reid.detect import crop
+from reid.models import Encoder, ModelCard, build_network, load_encoder, save_model
+from reid.pipeline.synthetic import street_frames
+
+
+def build_encoder(folder: Path, name: str = "t", kind: str = "person", threshold: float | None = 0.3) -> Encoder:
+    """A real ResNet-18 encoder with random weights, saved as a model folder and loaded back."""
+    size = (64, 32) if kind == "person" else (64, 64)
+    card = ModelCard(
+        name=name,
+        architecture="resnet18",
+        embedding_dim=64,
+        input_size=size,
+        num_classes=0,
+        kind=kind,
+        threshold=threshold,
+    )
+    save_model(build_network(card), card, folder)
+    return load_encoder(folder, device="cpu")
+
+
+def write_rgb(path: Path, image: np.ndarray) -> Path:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    assert cv2.imwrite(str(path), cv2.cvtColor(image, cv2.COLOR_RGB2BGR))
+    return path
+
+
+def walker_crops(root: Path, frames: int = 3, seed: int = 7) -> dict[str, list[Path]]:
+    """ROOT/<walker>/<n>.png crops of the synthetic walkers, in identity-folder layout."""
+    written: dict[str, list[Path]] = {}
+    for n, (frame, boxes) in enumerate(street_frames(frames, seed=seed)):
+        for name, box in boxes.items():
+            written.setdefault(name, []).append(write_rgb(root / name / f"{n}.png", crop(frame, box)))
+    return written

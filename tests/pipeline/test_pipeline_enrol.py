@@ -1,0 +1,135 @@
+"""Enrolment into real galleries with a real (untrained) encoder."""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import numpy as np
+import pytest
+from pipeline_helpers import build_encoder, walker_crops, write_rgb
+
+from reid.data.io import read_image
+from reid.detect import build_detector
+from reid.errors import ConfigError, DataError, GalleryError
+from reid.gallery import Gallery, open_gallery
+from reid.models import Encoder
+from reid.pipeline import EnrolConfig, camera_of, enrol, plan_enrolment
+from reid.pipeline.synthetic import street_frames
+
+
+def test_plan_identity_folders_files_and_globs(tmp_path: Path) -> None:
+    crops = walker_crops(tmp_path / "people")
+    entries = plan_enrolment([tmp_path / "people"])
+    assert [(e.identity, e.path.name) for e in entries][:2] == [("blue", "0.png"), ("blue", "1.png")]
+    assert {e.identity for e in entries} == {"red", "blue"} and len(entries) == 6
+    named = plan_enrolment([tmp_path / "people"], identity="someone")
+    assert {e.identity for e in named} == {"someone"}
+    by_glob = plan_enrolment([str(tmp_path / "people" / "*" / "0.png")])
+    assert sorted(e.identity for e in by_glob) == ["blue", "red"]
+    single = plan_enrolment([crops["red"][0], crops["red"][0]])
+    assert len(single) == 1 and single[0].identity == "red"
+
+
+def test_plan_rejects_bad_layouts(tmp_path: Path) -> None:
+    crops = walker_crops(tmp_path / "people")
+    loose = tmp_path / "loose"
+    loose.mkdir()
+    shutil.copy(crops["red"][0], loose / "x.png")
+    with pytest.raises(DataError, match="expected ROOT/<identity>/<image>"):
+        plan_enrolment([loose])
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    with pytest.raises(DataError, match="no images"):
+        plan_enrolment([empty])
+    with pytest.raises(DataError, match="holds no images"):
+        plan_enrolment([empty], identity="x")
+    with pytest.raises(DataError, match="no such file"):
+        plan_enrolment([tmp_path / "absent"])
+    with pytest.raises(ConfigError):
+        plan_enrolment([])
+    with pytest.raises(ConfigError, match="--id"):
+        plan_enrolment([loose], identity=" ")
+
+
+def test_camera_token_of_market_names() -> None:
+    assert camera_of(Path("0002_c3s1_000551_01.jpg")) == "c3"
+    assert camera_of(Path("-1_c6s2_000001_00.jpg")) == "c6"
+    assert camera_of(Path("photo.jpg")) is None
+
+
+def test_enrol_counts_duplicates_and_unreadable(tmp_path: Path, encoder: Encoder) -> None:
+    walker_crops(tmp_path / "people")
+    (tmp_path / "people" / "red" / "broken.png").write_bytes(b"garbage")
+    (tmp_path / "people" / "red" / "empty.jpg").write_bytes(b"")
+    shutil.copy(tmp_path / "people" / "red" / "0.png", tmp_path / "people" / "red" / "copy.png")
+    entries = plan_enrolment([tmp_path / "people"])
+    seen: list[int] = []
+    with Gallery.open_or_create(tmp_path / "g", encoder.card) as gallery:
+        report = enrol(gallery, encoder, entries, EnrolConfig(batch_size=4), on_progress=seen.append)
+        assert (report.images, report.added, report.duplicates, report.unreadable) == (9, 6, 1, 2)
+        assert dict(report.per_identity) == {"red": 3, "blue": 3}
+        assert sum(seen) == 9
+        again = enrol(gallery, encoder, entries)
+        assert again.added == 0 and again.duplicates == 7
+        item = gallery.items("red")[0]
+        assert item.image_hash and len(item.image_hash) == 64 and item.box is not None
+    payload = report.to_dict()
+    assert payload["added"] == 6 and {s["reason"] for s in payload["skipped"]} >= {"not a readable image"}
+
+
+def test_enrolled_crops_are_found_again(tmp_path: Path, encoder: Encoder) -> None:
+    crops = walker_crops(tmp_path / "people")
+    with Gallery.open_or_create(tmp_path / "g", encoder.card) as gallery:
+        enrol(gallery, encoder, plan_enrolment([tmp_path / "people"]))
+        probe = encoder.embed([read_image(crops["blue"][1])])
+        best = gallery.search(probe, k=2)[0]
+        assert best[0].identity == "blue" and best[0].distance < 1e-3
+
+
+def test_enrol_with_person_detection(tmp_path: Path, encoder: Encoder) -> None:
+    frames = list(street_frames(2, seed=4))
+    for n, (frame, _) in enumerate(frames):
+        write_rgb(tmp_path / "scenes" / f"{n}.png", frame)
+    write_rgb(tmp_path / "scenes" / "blank.png", np.full((300, 200, 3), 200, np.uint8))
+    entries = plan_enrolment([tmp_path / "scenes"], identity="walker")
+    with Gallery.open_or_create(tmp_path / "g", encoder.card) as gallery:
+        report = enrol(gallery, encoder, entries, detector=build_detector("person"))
+        assert report.added == 2 and report.no_detection == 1
+        boxes = [item.box for item in gallery.items("walker")]
+        assert all(box is not None and box[2] < 300 for box in boxes)
+
+
+def test_enrol_with_face_detection_on_real_faces(tmp_path: Path, orl_faces: Path) -> None:
+    faces = build_encoder(tmp_path / "face-model", kind="face")
+    entries = plan_enrolment([str(orl_faces / "s1" / "*.pgm"), str(orl_faces / "s2" / "*.pgm")])
+    assert {e.identity for e in entries} == {"s1", "s2"} and len(entries) == 20
+    with Gallery.open_or_create(tmp_path / "g", faces.card) as gallery:
+        report = enrol(gallery, faces, entries, detector=build_detector("face"))
+        assert report.added + report.no_detection == 20 and report.added >= 12
+        assert all(item.box[2] < 92 for item in gallery.items())
+
+
+def test_model_mismatch_stops_enrolment(tmp_path: Path, encoder: Encoder) -> None:
+    walker_crops(tmp_path / "people")
+    other = build_encoder(tmp_path / "other", name="other")
+    Gallery.open_or_create(tmp_path / "g", other.card).close()
+    with pytest.raises(GalleryError, match="'other'.*'t'"):
+        Gallery.open_or_create(tmp_path / "g", encoder.card)
+
+
+def test_interrupted_enrolment_keeps_finished_batches(tmp_path: Path, encoder: Encoder) -> None:
+    walker_crops(tmp_path / "people", frames=4)
+    entries = plan_enrolment([tmp_path / "people"])
+
+    calls: list[int] = []
+
+    def stop_after_two_batches(done: int) -> None:
+        calls.append(done)
+        if len(calls) == 2:
+            raise KeyboardInterrupt
+
+    with Gallery.open_or_create(tmp_path / "g", encoder.card) as gallery, pytest.raises(KeyboardInterrupt):
+        enrol(gallery, encoder, entries, EnrolConfig(batch_size=3), on_progress=stop_after_two_batches)
+    with open_gallery(tmp_path / "g") as reopened:
+        assert len(reopened) == 6

@@ -1,0 +1,175 @@
+"""Query runs end to end: real video decoding, HOG detection, a real encoder and gallery."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import cv2
+import numpy as np
+import pytest
+from pipeline_helpers import build_encoder, walker_crops
+
+from reid.detect import build_detector
+from reid.errors import ConfigError, GalleryError
+from reid.gallery import Gallery
+from reid.models import Encoder
+from reid.pipeline import QueryConfig, QueryOutputs, QueryRun, enrol, open_source, plan_enrolment
+from reid.pipeline.synthetic import write_street_video
+
+
+@pytest.fixture
+def street(tmp_path: Path, encoder: Encoder) -> tuple[Path, Path]:
+    """A synthetic street video and a gallery holding crops of its two walkers."""
+    video = tmp_path / "street.mp4"
+    write_street_video(video, count=8, fps=8)
+    walker_crops(tmp_path / "people", frames=2, seed=11)
+    with Gallery.open_or_create(tmp_path / "g", encoder.card) as gallery:
+        enrol(gallery, encoder, plan_enrolment([tmp_path / "people"]))
+    return video, tmp_path / "g"
+
+
+def test_video_query_detects_labels_and_writes_outputs(
+    tmp_path: Path, encoder: Encoder, street: tuple[Path, Path]
+) -> None:
+    video, folder = street
+    out = tmp_path / "out"
+    with Gallery.open(folder) as gallery:
+        run = QueryRun(gallery, encoder, open_source(video, every=2), QueryConfig(top_k=2, threshold=2.0))
+        with QueryOutputs(out / "ev.jsonl", out / "ann.mp4", out / "crops", fps=4) as outputs:
+            results = []
+            for result in run:
+                outputs.write(result)
+                results.append(result)
+    assert [r.frame for r in results] == [0, 2, 4, 6]
+    assert run.stats.frames == 4 and run.stats.detections == sum(len(r.detections) for r in results) >= 6
+    # With a threshold of 2 (the largest distance there is) every detection gets a name.
+    assert run.stats.unknown == 0 and set(run.stats.per_identity) <= {"red", "blue"}
+    assert set(run.stats.stage_seconds) == {"decode", "detect", "embed", "search"}
+    events = [json.loads(line) for line in (out / "ev.jsonl").read_text().splitlines()]
+    assert len(events) == run.stats.detections
+    first = events[0]
+    assert {"source", "frame", "box", "identity", "distance", "top_k"} <= set(first)
+    assert first["source"] == str(video) and len(first["box"]) == 4 and len(first["top_k"]) == 2
+    assert first["identity"] == first["top_k"][0]["identity"] and first["distance"] == first["top_k"][0]["distance"]
+    capture = cv2.VideoCapture(str(out / "ann.mp4"))
+    assert int(capture.get(cv2.CAP_PROP_FRAME_COUNT)) == 4
+    ok, frame = capture.read()
+    capture.release()
+    assert ok and frame.shape == (360, 480, 3)
+    saved = list((out / "crops").rglob("*.jpg"))
+    assert len(saved) == run.stats.detections and {p.parent.name for p in saved} <= {"red", "blue"}
+
+
+def test_threshold_separates_known_from_unknown(encoder: Encoder, street: tuple[Path, Path]) -> None:
+    video, folder = street
+    with Gallery.open(folder) as gallery:
+        run = QueryRun(gallery, encoder, open_source(video, max_frames=2), QueryConfig(threshold=1e-6))
+        results = list(run)
+    assert run.stats.detections > 0 and run.stats.identified == 0
+    assert all(d.identity is None and d.label == "unknown" and d.top_k for r in results for d in r.detections)
+    assert all(event["identity"] is None for r in results for event in r.events())
+
+
+def test_images_are_taken_as_crops(tmp_path: Path, encoder: Encoder, street: tuple[Path, Path]) -> None:
+    _, folder = street
+    crops = walker_crops(tmp_path / "probe", frames=1, seed=11)
+    with Gallery.open(folder) as gallery:
+        run = QueryRun(gallery, encoder, open_source(tmp_path / "probe"), QueryConfig(top_k=5))
+        results = list(run)
+    assert run.detector is None and len(results) == 2
+    for result in results:
+        (detection,) = result.detections
+        height, width = result.image.shape[:2]
+        assert detection.box == (0, 0, width, height)
+        # These exact crops were enrolled (same seed and frame): found at distance ~0.
+        assert detection.identity == Path(result.source).parent.name and detection.distance < 1e-3
+        assert len(detection.top_k) == 2
+    assert str(crops["red"][0]) in {r.source for r in results}
+
+
+def test_stopping_midway_keeps_complete_outputs(tmp_path: Path, encoder: Encoder, street: tuple[Path, Path]) -> None:
+    video, folder = street
+    out = tmp_path / "out"
+    with Gallery.open(folder) as gallery:
+        run = QueryRun(gallery, encoder, open_source(video), QueryConfig(threshold=1.0, batch_size=1))
+        with pytest.raises(KeyboardInterrupt), QueryOutputs(out / "ev.jsonl", out / "ann.avi") as outputs:
+            for result in run:
+                outputs.write(result)
+                if result.frame == 2:
+                    raise KeyboardInterrupt
+    frames = {json.loads(line)["frame"] for line in (out / "ev.jsonl").read_text().splitlines()}
+    assert frames <= {0, 1, 2} and 2 in frames
+    capture = cv2.VideoCapture(str(out / "ann.avi"))
+    count = 0
+    while capture.read()[0]:
+        count += 1
+    capture.release()
+    assert count == 3
+
+
+def test_real_pedestrian_video(tmp_path: Path, encoder: Encoder, pedestrian_video: Path) -> None:
+    walker_crops(tmp_path / "people", frames=1)
+    with Gallery.open_or_create(tmp_path / "g", encoder.card) as gallery:
+        enrol(gallery, encoder, plan_enrolment([tmp_path / "people"]))
+        run = QueryRun(gallery, encoder, open_source(pedestrian_video, every=5, max_frames=3))
+        results = list(run)
+    assert [r.frame for r in results] == [0, 5, 10]
+    assert run.stats.detections >= 3
+    for result in results:
+        for detection in result.detections:
+            x, y, w, h = detection.box
+            assert x >= 0 and y >= 0 and x + w <= 768 and y + h <= 576
+
+
+def test_face_model_detects_faces_in_frames(tmp_path: Path, orl_faces: Path) -> None:
+    faces = build_encoder(tmp_path / "face-model", name="faces", kind="face")
+    with Gallery.open_or_create(tmp_path / "g", faces.card) as gallery:
+        enrol(gallery, faces, plan_enrolment([str(orl_faces / "s1" / "*.pgm")]), detector=build_detector("face"))
+        source = open_source(orl_faces / "s1" / "1.pgm")
+        run = QueryRun(gallery, faces, source, QueryConfig(detect="face"))
+        results = list(run)
+    assert run.detector is not None and run.detector.kind == "face"
+    (result,) = results
+    assert result.detections and result.detections[0].box[2] < 92
+    assert result.detections[0].identity == "s1" and result.detections[0].distance < 1e-3
+
+
+def test_query_needs_a_threshold_and_the_gallery_model(tmp_path: Path, encoder: Encoder) -> None:
+    uncalibrated = build_encoder(tmp_path / "raw", name="raw", threshold=None)
+    video = tmp_path / "v.avi"
+    write_street_video(video, count=2)
+    with Gallery.open_or_create(tmp_path / "raw-g", uncalibrated.card) as gallery:
+        with pytest.raises(ConfigError, match="no calibrated threshold"):
+            QueryRun(gallery, uncalibrated, open_source(video))
+        assert QueryRun(gallery, uncalibrated, open_source(video), QueryConfig(threshold=0.7)).threshold == 0.7
+        with pytest.raises(GalleryError, match="'raw'.*'t'"):
+            QueryRun(gallery, encoder, open_source(video))
+    for bad in ({"top_k": 0}, {"detect": "car"}, {"score": "worst"}, {"threshold": 3.0}, {"batch_size": 0}):
+        with pytest.raises(ConfigError):
+            QueryConfig(**bad)
+
+
+def test_empty_gallery_answers_unknown(tmp_path: Path, encoder: Encoder) -> None:
+    video = tmp_path / "v.avi"
+    write_street_video(video, count=2)
+    with Gallery.open_or_create(tmp_path / "g", encoder.card) as gallery:
+        results = list(QueryRun(gallery, encoder, open_source(video), QueryConfig(detect="none")))
+    assert len(results) == 2
+    for result in results:
+        (detection,) = result.detections
+        assert detection.identity is None and detection.top_k == [] and not np.isfinite(detection.distance)
+        assert result.events()[0]["distance"] is None
+
+
+def test_stream_url_is_decoded_as_a_live_source(encoder: Encoder, street: tuple[Path, Path]) -> None:
+    video, folder = street
+    # OpenCV's FFmpeg backend reads file:// URLs as it reads rtsp:// or http:// streams.
+    source = open_source(f"file://{video.resolve()}", max_frames=3)
+    assert source.kind == "stream" and source.live
+    with Gallery.open(folder) as gallery:
+        results = list(QueryRun(gallery, encoder, source, QueryConfig(detect="none")))
+    assert [r.frame for r in results] == [0, 1, 2]
+    times = [r.time for r in results]
+    # A stream's time is the wall-clock time since it was opened.
+    assert all(t is not None for t in times) and times == sorted(times)

@@ -1,0 +1,75 @@
+"""Sources: images, folders, globs and real video decoding."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import cv2
+import numpy as np
+import pytest
+
+from reid.errors import ConfigError, DataError
+from reid.pipeline import open_source
+from reid.pipeline.synthetic import write_street_video
+
+
+def test_video_frames_every_and_max(tmp_path: Path) -> None:
+    path = tmp_path / "street.avi"
+    write_street_video(path, count=12, fps=6, size=(160, 120))
+    source = open_source(path, every=3)
+    assert source.kind == "video" and source.fps == pytest.approx(6) and source.total_frames == 12
+    assert source.expected_frames == 4
+    frames = list(source.frames())
+    assert [f.index for f in frames] == [0, 3, 6, 9]
+    assert [f.time for f in frames] == pytest.approx([0.0, 0.5, 1.0, 1.5])
+    assert frames[0].image.shape == (120, 160, 3) and frames[0].image.dtype == np.uint8
+    limited = open_source(path, every=2, max_frames=2)
+    assert [f.index for f in limited.frames()] == [0, 2] and limited.expected_frames == 2
+
+
+def test_real_video_decodes(pedestrian_video: Path) -> None:
+    source = open_source(pedestrian_video, max_frames=3)
+    frames = list(source.frames())
+    assert source.kind == "video" and len(frames) == 3
+    assert frames[0].image.shape == (576, 768, 3)
+
+
+def test_images_folders_and_globs(tmp_path: Path) -> None:
+    for name in ("b.png", "a.jpg", "sub/c.png"):
+        (tmp_path / name).parent.mkdir(exist_ok=True)
+        cv2.imwrite(str(tmp_path / name), np.full((20, 10, 3), 90, np.uint8))
+    (tmp_path / "broken.png").write_bytes(b"not a png")
+    (tmp_path / "notes.txt").write_text("ignored")
+    folder = open_source(tmp_path)
+    frames = list(folder.frames())
+    assert [Path(f.source).name for f in frames] == ["a.jpg", "b.png", "c.png"]
+    assert [f.index for f in frames] == [0, 1, 3] and all(f.time is None for f in frames)
+    assert len(folder.unreadable) == 1 and "broken.png" in folder.unreadable[0][0]
+    assert [Path(f.source).name for f in open_source(str(tmp_path / "*.png")).frames()] == ["b.png"]
+    single = open_source(tmp_path / "a.jpg")
+    assert single.kind == "images" and len(list(single.frames())) == 1
+
+
+def test_bad_sources(tmp_path: Path) -> None:
+    with pytest.raises(DataError, match="holds no images"):
+        open_source(tmp_path)
+    with pytest.raises(DataError, match="no such file"):
+        open_source(tmp_path / "missing.mp4")
+    with pytest.raises(DataError, match="no images match"):
+        open_source(str(tmp_path / "*.jpg"))
+    junk = tmp_path / "clip.mp4"
+    junk.write_bytes(b"\x00" * 100)
+    with pytest.raises(DataError, match="clip.mp4"):
+        open_source(junk)
+    with pytest.raises(ConfigError, match="--every"):
+        open_source(tmp_path, every=0)
+    with pytest.raises(ConfigError, match="--max-frames"):
+        open_source(tmp_path, max_frames=0)
+
+
+def test_cameras_and_streams_are_recognised(tmp_path: Path) -> None:
+    assert open_source("0").kind == "camera" and open_source("0").live
+    assert open_source("rtsp://example.invalid/stream").kind == "stream"
+    missing_camera = open_source("97")
+    with pytest.raises(DataError, match="97: cannot open camera"):
+        list(missing_camera.frames())
