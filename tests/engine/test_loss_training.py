@@ -24,7 +24,6 @@ LOSSES = [
     ("contrastive", {"form": "hadsell", "margin": 1.0, "normalize": True}),
     ("lifted", {"smooth": True, "margin": 1.0, "normalize": True}),
     ("centroid_triplet", {"margin": 0.05}),
-    ("softtriple", {}),
 ]
 
 
