@@ -1,0 +1,1 @@
+"""End-to-end applications built only on reid's public API; run them from the repository root."""

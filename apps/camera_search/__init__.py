@@ -1,0 +1,21 @@
+"""Cross-camera person search built on reid's public API.
+
+``python -m apps.camera_search --model M --out DIR VIDEO [VIDEO ...]`` detects and tracks
+people in each camera's video, embeds every track, and names the tracks after a reference
+camera's tracks or after the people of an existing gallery.  See README.md.
+"""
+
+from apps.camera_search.search import CameraRun, SearchConfig, SearchResult, TrackEvent, run_search
+from apps.camera_search.tracking import IouTracker, Observation, Track, TrackerConfig
+
+__all__ = [
+    "CameraRun",
+    "IouTracker",
+    "Observation",
+    "SearchConfig",
+    "SearchResult",
+    "Track",
+    "TrackEvent",
+    "TrackerConfig",
+    "run_search",
+]

@@ -1,0 +1,162 @@
+"""``python -m apps.camera_search``: find the same people across camera videos."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import typer
+from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+from rich.table import Table
+
+from reid import ReidError
+from reid.detect import PersonDetectorConfig
+from reid.models import load_encoder
+
+from apps.camera_search.demo import demo_threshold, score_demo, stand_in_model, write_demo_videos
+from apps.camera_search.outputs import VIDEO_CODECS, write_outputs
+from apps.camera_search.search import SearchConfig, SearchResult, run_search
+from apps.camera_search.tracking import TrackerConfig
+
+console = Console()
+err_console = Console(stderr=True)
+app = typer.Typer(add_completion=False, pretty_exceptions_enable=False)
+DEMO_MODEL = Path("models/demo")
+
+
+def _print_tables(result: SearchResult) -> None:
+    cameras = Table(title="cameras")
+    for column in ("camera", "source", "frames", "detections", "tracks", "frames/s"):
+        cameras.add_column(column, justify="left" if column in ("camera", "source") else "right")
+    for run in result.cameras:
+        fps = run.frames / run.wall_seconds if run.wall_seconds > 0 else 0.0
+        cameras.add_row(run.name, run.source, str(run.frames), str(run.detections), str(len(run.tracks)), f"{fps:.1f}")
+    console.print(cameras)
+    identities = Table(title=f"identities (threshold {result.threshold:.4f})")
+    for column in ("identity", "cameras", "tracks"):
+        identities.add_column(column)
+    seen: dict[str, list[str]] = {}
+    for event in result.events:
+        if event.identity is not None:
+            seen.setdefault(event.identity, []).append(f"cam{event.camera}#{event.track}")
+    for identity, tracks in seen.items():
+        cameras_seen = sorted({t.split("#")[0] for t in tracks})
+        identities.add_row(identity, ", ".join(cameras_seen), " ".join(tracks))
+    console.print(identities)
+    unknown = sum(e.identity is None for e in result.events)
+    if unknown:
+        console.print(f"{unknown} searched tracks matched nobody within the threshold", highlight=False)
+
+
+@app.command()
+def main(
+    videos: list[str] = typer.Argument(None, help="One video per camera (camera 0 first); or a camera index."),
+    model: str | None = typer.Option(
+        None, "--model", "-m", help="Person model: a folder, a name under models/, or an .onnx file."
+    ),
+    out: Path = typer.Option(..., "--out", "-o", help="Folder for events, videos and the report."),
+    gallery: Path | None = typer.Option(
+        None, "--gallery", "-g", help="Match every track against this existing gallery instead of a reference camera."
+    ),
+    reference_camera: int | None = typer.Option(
+        None, "--reference-camera", help="Camera whose tracks are enrolled as the known people (default 0)."
+    ),
+    threshold: float | None = typer.Option(
+        None, "--threshold", help="Largest distance that names a track (default: the model card's)."
+    ),
+    every: int = typer.Option(1, "--every", min=1, help="Keep one frame in N."),
+    max_frames: int | None = typer.Option(None, "--max-frames", min=1, help="Stop each camera after N kept frames."),
+    top_k: int = typer.Option(3, "--top-k", min=1, help="Identities fetched per track."),
+    detect_scale: float = typer.Option(
+        1.0, "--detect-scale", help="Scale frames by this before detection (< 1: faster, misses small people)."
+    ),
+    win_stride: int | None = typer.Option(
+        None, "--win-stride", min=1, help="HOG window stride in pixels (default 8; 4 in --demo): smaller finds more."
+    ),
+    iou: float = typer.Option(0.3, "--iou", help="Least box overlap that continues a track."),
+    max_gap: int = typer.Option(5, "--max-gap", min=0, help="Kept frames a track may go unseen before it ends."),
+    appearance: float | None = typer.Option(
+        None, "--appearance", help="Also require this embedding distance or less to continue a track (off by default)."
+    ),
+    min_boxes: int = typer.Option(2, "--min-boxes", min=1, help="Drop tracks with fewer boxes (detector noise)."),
+    video_format: str = typer.Option("avi", "--video-format", help="Annotated videos as avi (MJPG) or mp4 (mp4v)."),
+    demo: bool = typer.Option(False, "--demo", help="Generate two camera videos of synthetic people and search them."),
+    demo_frames: int = typer.Option(60, "--demo-frames", min=2, help="Frames per generated demo video."),
+) -> None:
+    """Detect and track people in each camera, embed every track, and name the tracks of the
+    other cameras after the reference camera's tracks (or after the people of --gallery)."""
+    try:
+        suffix = f".{video_format.lower().lstrip('.')}"
+        if suffix not in VIDEO_CODECS:
+            raise ReidError(f"--video-format {video_format!r}: choose avi or mp4")
+        if gallery is not None and reference_camera is not None:
+            raise ReidError("give --gallery (match every camera against it) or --reference-camera, not both")
+        scene = None
+        threshold_source = "--threshold"
+        if demo:
+            if videos:
+                raise ReidError("--demo generates its own videos; give no VIDEO arguments with it")
+            scene = write_demo_videos(out / "demo", frames=demo_frames)
+            videos = [str(v) for v in scene.videos]
+            console.print(f"wrote demo videos {', '.join(videos)}", highlight=False)
+            if model is None:
+                if DEMO_MODEL.is_dir():
+                    model = str(DEMO_MODEL)
+                else:
+                    model = str(stand_in_model(out / "demo" / "model"))
+                    console.print(
+                        f"no --model and no {DEMO_MODEL} (made by 'reid demo'): using an untrained stand-in "
+                        "encoder, so names are rough guesses",
+                        highlight=False,
+                    )
+        if model is None:
+            raise ReidError("give --model (a person model folder, e.g. models/demo from 'reid demo')")
+        if not videos:
+            raise ReidError("give one video per camera (or --demo)")
+        encoder = load_encoder(model)
+        if scene is not None and threshold is None and encoder.threshold is None:
+            choice = demo_threshold(encoder, scene)
+            threshold = choice.threshold
+            pairs = choice.num_genuine + choice.num_impostor
+            threshold_source = (
+                f"best accuracy on {pairs} cross-camera pairs of held-out synthetic people "
+                f"(accuracy {choice.accuracy:.3f})"
+            )
+        config = SearchConfig(
+            videos=list(videos),
+            out=out,
+            gallery=gallery,
+            reference_camera=reference_camera or 0,
+            threshold=threshold,
+            threshold_source=threshold_source,
+            every=every,
+            max_frames=max_frames,
+            top_k=top_k,
+            detector=PersonDetectorConfig(scale=detect_scale, win_stride=win_stride or (4 if demo else 8)),
+            tracker=TrackerConfig(iou=iou, max_gap=max_gap, appearance=appearance, min_boxes=min_boxes),
+        )
+        with Progress(
+            TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
+            console=err_console,
+        ) as progress:
+            tasks = {i: progress.add_task(f"cam{i}", total=None) for i in range(len(config.videos))}
+            result = run_search(
+                encoder, config, lambda cam, done, total: progress.update(tasks[cam], completed=done, total=total)
+            )
+        files = write_outputs(result, config, model, suffix)
+    except ReidError as exc:
+        err_console.print(f"[bold red]error:[/] {exc}", highlight=False, soft_wrap=True)
+        raise typer.Exit(1) from None
+    _print_tables(result)
+    if scene is not None:
+        score = score_demo(result, scene)
+        console.print(
+            f"demo truth: of {score.searched} tracks searched, {score.correct} named after the same person, "
+            f"{score.wrong} after another, {score.unknown} left unknown",
+            highlight=False,
+        )
+    console.print(f"wrote {files.events_jsonl}, {files.events_sqlite}, {files.report}", highlight=False)
+    console.print(f"wrote {', '.join(str(v) for v in files.videos)}", highlight=False)
+    if result.interrupted:
+        err_console.print("interrupted: outputs cover the frames read so far")
+        raise typer.Exit(130)

@@ -1,0 +1,353 @@
+"""Cross-camera person search: detect and track people in each camera, embed each track,
+then name the tracks from a reference camera's tracks or from an existing gallery.
+
+Only names that reid's subpackages export are used here: :func:`reid.pipeline.open_source`
+reads the videos, :func:`reid.detect.build_detector` finds people, the Encoder embeds the
+crops, and :class:`reid.gallery.Gallery` holds and searches the known people.
+"""
+
+from __future__ import annotations
+
+import shutil
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from reid import ConfigError, GalleryError
+from reid.detect import PersonDetectorConfig, build_detector, crop_detections
+from reid.gallery import DB_FILE, Gallery, ItemMeta
+from reid.models import Encoder
+from reid.pipeline import MediaSource, open_source
+
+from apps.camera_search.tracking import IouTracker, Observation, Track, TrackerConfig
+
+# Called as (camera, frames done, frames expected or None) while a camera is processed.
+ProgressFn = Callable[[int, int, int | None], None]
+
+
+@dataclass
+class SearchConfig:
+    """What to search and how.  ``gallery`` None: enrol the tracks of ``reference_camera``
+    into a fresh gallery under ``out`` and match the other cameras against it.  ``threshold``
+    None: the model card's (else the gallery's).  A track is named when its nearest
+    identity's distance is at most the threshold."""
+
+    videos: list[str]
+    out: Path
+    gallery: Path | None = None
+    reference_camera: int = 0
+    threshold: float | None = None
+    threshold_source: str = "--threshold"
+    every: int = 1
+    max_frames: int | None = None
+    top_k: int = 3
+    batch_size: int = 32
+    detector: PersonDetectorConfig = field(default_factory=PersonDetectorConfig)
+    tracker: TrackerConfig = field(default_factory=TrackerConfig)
+
+    def __post_init__(self) -> None:
+        if not self.videos:
+            raise ConfigError("give at least one video (one per camera)")
+        if self.gallery is None and not 0 <= self.reference_camera < len(self.videos):
+            raise ConfigError(
+                f"--reference-camera {self.reference_camera}: cameras are numbered 0..{len(self.videos) - 1} "
+                "in the order the videos are given"
+            )
+        if self.gallery is None and len(self.videos) < 2:
+            raise ConfigError("with no --gallery, give at least two videos: a reference camera and one to search")
+        if self.threshold is not None and not 0 < self.threshold <= 2:
+            raise ConfigError(f"--threshold is a distance between unit embeddings, in (0, 2]; got {self.threshold}")
+        if self.batch_size < 1:
+            raise ConfigError(f"batch size must be at least 1, got {self.batch_size}")
+        if self.top_k < 1:
+            raise ConfigError(f"--top-k must be at least 1, got {self.top_k}")
+
+
+@dataclass
+class CameraRun:
+    """One camera's video after detection and tracking."""
+
+    camera: int
+    source: str
+    fps: float | None
+    frames: int = 0
+    detections: int = 0
+    tracks: list[Track] = field(default_factory=list)
+    stage_seconds: dict[str, float] = field(
+        default_factory=lambda: {"decode": 0.0, "detect": 0.0, "embed": 0.0, "track": 0.0}
+    )
+    wall_seconds: float = 0.0
+    interrupted: bool = False
+
+    @property
+    def name(self) -> str:
+        return f"cam{self.camera}"
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "camera": self.camera,
+            "source": self.source,
+            "fps": self.fps,
+            "frames": self.frames,
+            "detections": self.detections,
+            "tracks": len(self.tracks),
+            "stage_seconds": {k: round(v, 4) for k, v in self.stage_seconds.items()},
+            "wall_seconds": round(self.wall_seconds, 4),
+            "frames_per_second": round(self.frames / self.wall_seconds, 3) if self.wall_seconds > 0 else None,
+        }
+
+
+@dataclass
+class TrackEvent:
+    """One track and its answer: the event written to JSON lines and SQLite.
+
+    ``role`` is "reference" for a track enrolled from the reference camera (its identity is
+    its own label and its distance null) and "query" for a track searched in the gallery.
+    ``nearest`` is the nearest identity even when it is farther than the threshold.
+    """
+
+    camera: int
+    source: str
+    track: int
+    start: float | None
+    end: float | None
+    first_frame: int
+    last_frame: int
+    boxes: int
+    identity: str | None
+    distance: float | None
+    nearest: str | None
+    role: str
+    thumbnail: str = ""
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "camera": self.camera,
+            "source": self.source,
+            "track": self.track,
+            "start": None if self.start is None else round(self.start, 3),
+            "end": None if self.end is None else round(self.end, 3),
+            "first_frame": self.first_frame,
+            "last_frame": self.last_frame,
+            "boxes": self.boxes,
+            "identity": self.identity,
+            "distance": None if self.distance is None else round(self.distance, 6),
+            "nearest": self.nearest,
+            "role": self.role,
+            "thumbnail": self.thumbnail,
+        }
+
+
+@dataclass
+class SearchResult:
+    cameras: list[CameraRun]
+    events: list[TrackEvent]
+    threshold: float
+    threshold_source: str
+    gallery: Path
+    mode: str
+    interrupted: bool = False
+
+
+def track_label(camera: int, track: int) -> str:
+    """The identity a reference-camera track is enrolled under."""
+    return f"cam{camera}-{track:03d}"
+
+
+def open_cameras(config: SearchConfig) -> list[MediaSource]:
+    """Every camera's source, opened up front so that a bad path fails before any work."""
+    return [open_source(video, every=config.every, max_frames=config.max_frames) for video in config.videos]
+
+
+def process_camera(
+    encoder: Encoder,
+    camera: int,
+    source: MediaSource,
+    config: SearchConfig,
+    on_progress: ProgressFn | None = None,
+) -> CameraRun:
+    """Detect people in every kept frame of ``source``, embed them and link them into tracks."""
+    detector = build_detector("person", config.detector)
+    tracker = IouTracker(camera, config.tracker)
+    run = CameraRun(camera, source.spec, source.fps)
+    timing = run.stage_seconds
+    per_frame = config.tracker.appearance is not None
+    pending: list[tuple[Track, np.ndarray]] = []
+
+    def embed_pending() -> None:
+        tick = time.perf_counter()
+        embeddings = encoder.embed([c for _, c in pending])
+        for (track, _), embedding in zip(pending, embeddings, strict=True):
+            track.add_embedding(embedding)
+        pending.clear()
+        timing["embed"] += time.perf_counter() - tick
+
+    started = time.perf_counter()
+    frames = source.frames()
+    try:
+        while True:
+            tick = time.perf_counter()
+            frame = next(frames, None)
+            timing["decode"] += time.perf_counter() - tick
+            if frame is None:
+                break
+            tick = time.perf_counter()
+            found = detector.detect(frame.image)
+            crops = crop_detections(frame.image, found)
+            kept = [i for i, c in enumerate(crops) if c.size]
+            crops = [crops[i] for i in kept]
+            timing["detect"] += time.perf_counter() - tick
+            embeddings = None
+            if per_frame:
+                tick = time.perf_counter()
+                embeddings = encoder.embed(crops)
+                timing["embed"] += time.perf_counter() - tick
+            tick = time.perf_counter()
+            observations = [Observation(frame.index, frame.time, found[i].box, found[i].score) for i in kept]
+            tracks = tracker.update(run.frames, observations, crops, embeddings)
+            timing["track"] += time.perf_counter() - tick
+            if not per_frame:
+                # Without appearance gating the tracker never looks at embeddings, so
+                # crops of many frames wait to be embedded together: far fewer, fuller batches.
+                pending.extend(zip(tracks, crops, strict=True))
+                if len(pending) >= config.batch_size:
+                    embed_pending()
+            run.frames += 1
+            run.detections += len(kept)
+            if on_progress is not None:
+                on_progress(camera, run.frames, source.expected_frames)
+    except KeyboardInterrupt:
+        # Ctrl-C ends the reading; what was tracked so far is still matched and written.
+        run.interrupted = True
+    finally:
+        frames.close()
+    if pending:
+        embed_pending()
+    run.tracks = tracker.finish()
+    run.wall_seconds = time.perf_counter() - started
+    return run
+
+
+def choose_threshold_value(config: SearchConfig, encoder: Encoder, gallery: Gallery) -> tuple[float, str]:
+    """The decision threshold and where it came from: the option, the card, or the gallery."""
+    if config.threshold is not None:
+        return float(config.threshold), config.threshold_source
+    # The card wins over the gallery: a model recalibrated after enrolment keeps its weights
+    # (and so its fingerprint) but carries the newer threshold.
+    if encoder.threshold is not None:
+        return float(encoder.threshold), encoder.card.threshold_source or "model card"
+    if gallery.threshold is not None:
+        return float(gallery.threshold), f"gallery {gallery.folder}"
+    raise ConfigError(
+        f"model {encoder.card.name!r} has no calibrated threshold; pass --threshold "
+        "(a Euclidean distance between unit embeddings) or calibrate the model with reid calibrate"
+    )
+
+
+def fresh_reference_gallery(folder: Path, encoder: Encoder) -> Gallery:
+    """A new, empty gallery at ``folder``; one left there by an earlier run is replaced."""
+    if folder.exists():
+        if not (folder / DB_FILE).is_file() and any(folder.iterdir()):
+            raise GalleryError(f"{folder}: exists and is not a gallery; choose another --out")
+        shutil.rmtree(folder)
+    return Gallery.create(folder, encoder.card)
+
+
+def _event(track: Track, run: CameraRun, role: str) -> TrackEvent:
+    return TrackEvent(
+        camera=run.camera,
+        source=run.source,
+        track=track.id,
+        start=track.first.time,
+        end=track.last.time,
+        first_frame=track.first.frame,
+        last_frame=track.last.frame,
+        boxes=len(track.observations),
+        identity=None,
+        distance=None,
+        nearest=None,
+        role=role,
+    )
+
+
+def enrol_tracks(gallery: Gallery, run: CameraRun) -> list[TrackEvent]:
+    """Add each track of ``run`` to the gallery as its own identity."""
+    events = []
+    if run.tracks:
+        items = [
+            ItemMeta(
+                track_label(run.camera, t.id),
+                source=run.source,
+                camera=run.name,
+                frame=t.first.frame,
+                time=t.first.time,
+                box=t.best_box,
+            )
+            for t in run.tracks
+        ]
+        gallery.add(np.stack([t.embedding for t in run.tracks]), items, skip_duplicates=False)
+    for track in run.tracks:
+        event = _event(track, run, "reference")
+        event.identity = event.nearest = track_label(run.camera, track.id)
+        events.append(event)
+    return events
+
+
+def match_tracks(gallery: Gallery, run: CameraRun, threshold: float, top_k: int) -> list[TrackEvent]:
+    """Search each track of ``run`` in the gallery; name it when the nearest is close enough."""
+    if not run.tracks:
+        return []
+    matches = gallery.search(np.stack([t.embedding for t in run.tracks]), top_k)
+    events = []
+    for track, found in zip(run.tracks, matches, strict=True):
+        event = _event(track, run, "query")
+        if found:
+            nearest = found[0]
+            event.nearest, event.distance = nearest.identity, nearest.distance
+            event.identity = nearest.identity if nearest.distance <= threshold else None
+        events.append(event)
+    return events
+
+
+def run_search(
+    encoder: Encoder,
+    config: SearchConfig,
+    on_progress: ProgressFn | None = None,
+) -> SearchResult:
+    """Process every camera, then enrol the reference camera's tracks (or use the given
+    gallery) and match the others.  Sources, gallery and threshold are all checked before
+    the first frame is read, so a bad option fails at once rather than after the videos."""
+    sources = open_cameras(config)
+    if config.gallery is None:
+        folder = config.out / "gallery"
+        gallery = fresh_reference_gallery(folder, encoder)
+        mode = "reference"
+    else:
+        folder = config.gallery
+        gallery = Gallery.open(folder)
+        mode = "gallery"
+    try:
+        gallery.check_model(encoder.card)
+        threshold, threshold_source = choose_threshold_value(config, encoder, gallery)
+        cameras: list[CameraRun] = []
+        for camera, source in enumerate(sources):
+            cameras.append(process_camera(encoder, camera, source, config, on_progress))
+            if cameras[-1].interrupted:
+                break
+        events: list[TrackEvent] = []
+        if mode == "reference":
+            reference = next((c for c in cameras if c.camera == config.reference_camera), None)
+            if reference is not None:
+                events += enrol_tracks(gallery, reference)
+        for run in cameras:
+            if mode == "gallery" or run.camera != config.reference_camera:
+                events += match_tracks(gallery, run, threshold, config.top_k)
+    finally:
+        gallery.close()
+    events.sort(key=lambda e: (e.camera, e.track))
+    interrupted = any(c.interrupted for c in cameras)
+    return SearchResult(cameras, events, threshold, threshold_source, folder, mode, interrupted)

@@ -1,0 +1,13 @@
+"""Face check-in built on reid's public API.
+
+``python -m apps.face_checkin --model M --people DIR --out DIR SOURCE [SOURCE ...]`` enrols
+``DIR/<person>/<photos>`` into a gallery, then answers 1:N ("who is this, or nobody
+known?") or, with ``--claim NAME``, 1:1 ("is this NAME?") for every incoming face at the
+model's calibrated threshold, logging each decision.  ``python -m apps.face_checkin.calibrate``
+chooses that threshold on one half of a people folder and measures it on the other.
+See README.md.
+"""
+
+from apps.face_checkin.checkin import CheckinConfig, CheckinDesk, Decision, EnrolSummary, FaceFinder, enrol_people
+
+__all__ = ["CheckinConfig", "CheckinDesk", "Decision", "EnrolSummary", "FaceFinder", "enrol_people"]

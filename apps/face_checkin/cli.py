@@ -1,0 +1,179 @@
+"""``python -m apps.face_checkin``: enrol people from face photos, then check faces in."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import typer
+from rich.console import Console
+from rich.table import Table
+
+from reid import ReidError
+from reid.gallery import Gallery
+from reid.models import load_encoder
+
+from apps.face_checkin.calibrate import calibrate_on_people
+from apps.face_checkin.checkin import (
+    CheckinConfig,
+    CheckinDesk,
+    Decision,
+    FaceFinder,
+    enrol_people,
+    resolve_threshold,
+)
+from apps.face_checkin.demo import score_demo, stand_in_face_model, write_demo_inputs
+
+console = Console()
+err_console = Console(stderr=True)
+app = typer.Typer(add_completion=False, pretty_exceptions_enable=False)
+
+
+def _show(decision: Decision) -> None:
+    where = decision.source + (f" frame {decision.frame}" if decision.frame is not None else "")
+    if decision.distance is None:
+        console.print(f"{decision.decision:<10} {where}", highlight=False)
+        return
+    who = decision.identity or (f"not {decision.claim}" if decision.claim else "nobody known")
+    relation = "<=" if decision.distance <= decision.threshold else ">"
+    console.print(
+        f"{decision.decision:<10} {who:<16} {decision.distance:.3f} {relation} {decision.threshold:.3f}  {where}",
+        highlight=False,
+    )
+
+
+@app.command()
+def main(
+    sources: list[str] = typer.Argument(
+        None, help="Images, folders of images, videos, or a camera index (0); each face is decided."
+    ),
+    model: str | None = typer.Option(
+        None, "--model", "-m", help="Face model: a folder (calibrated card), a name under models/, or dlib-face."
+    ),
+    people: Path | None = typer.Option(
+        None, "--people", help="Folder of <person>/<photos> to enrol (photos already enrolled are skipped)."
+    ),
+    out: Path = typer.Option(..., "--out", "-o", help="Folder for decisions.jsonl, summary.json (and the gallery)."),
+    gallery: Path | None = typer.Option(None, "--gallery", "-g", help="Gallery folder (default: OUT/gallery)."),
+    claim: str | None = typer.Option(None, "--claim", help="1:1: is each face this enrolled person?  (Default 1:N.)"),
+    threshold: float | None = typer.Option(
+        None, "--threshold", help="Accept at this distance or less (default: the model card's calibrated one)."
+    ),
+    detect: str = typer.Option(
+        "auto", "--detect", help="auto: photos whole, video frames through the face detector; face: detect everywhere "
+        "(photos with no face found are taken whole); none: everything whole."
+    ),
+    every: int = typer.Option(1, "--every", min=1, help="Videos and cameras: keep one frame in N."),
+    max_frames: int | None = typer.Option(None, "--max-frames", min=1, help="Videos and cameras: stop after N frames."),
+    top_k: int = typer.Option(3, "--top-k", min=1, help="Nearest people logged with each decision."),
+    append: bool = typer.Option(False, "--append", help="Add to OUT/decisions.jsonl instead of starting it afresh."),
+    quiet: bool = typer.Option(False, "--quiet", "-q", help="No line per decision; only the summary."),
+    demo: bool = typer.Option(False, "--demo", help="Generate people, strangers and a calibration set, then check in."),
+) -> None:
+    """Enrol people, then answer 1:N (who is this, or nobody known?) or, with --claim, 1:1
+    (is this that person?) for every face, logging each decision with its distance."""
+    try:
+        scene = None
+        threshold_source = "--threshold"
+        if demo:
+            if sources or people is not None:
+                raise ReidError("--demo generates its own people and photos; give no SOURCE or --people with it")
+            scene = write_demo_inputs(out / "demo")
+            people, sources = scene.people, [str(scene.incoming)]
+            if model is None:
+                folder = stand_in_face_model(out / "demo" / "model")
+                report = calibrate_on_people(str(folder), scene.calibration_people, out / "demo" / "calibration")
+                model = str(folder)
+                held = report.held_out
+                console.print(
+                    f"no --model: an untrained stand-in face encoder, calibrated on generated people: threshold "
+                    f"{report.choice.threshold:.4f}, held-out FAR {held.far:.2%}, TAR {held.tar:.2%}",
+                    highlight=False,
+                )
+        if model is None:
+            raise ReidError("give --model (a calibrated face model folder, or dlib-face)")
+        if not sources:
+            raise ReidError("give at least one SOURCE: an image, a folder, a video or a camera index")
+        config = CheckinConfig(
+            people=people,
+            out=out,
+            sources=list(sources),
+            gallery=gallery,
+            claim=claim,
+            threshold=threshold,
+            threshold_source=threshold_source,
+            detect=detect,
+            every=every,
+            max_frames=max_frames,
+            top_k=top_k,
+            append=append,
+        )
+        encoder = load_encoder(model)
+        out.mkdir(parents=True, exist_ok=True)
+        if people is not None:
+            store = Gallery.open_or_create(config.gallery_path, encoder.card)
+        else:
+            store = Gallery.open(config.gallery_path)
+        decisions: list[Decision] = []
+        with store:
+            # Fail on a missing threshold before spending time on enrolment.
+            resolve_threshold(config, encoder, store)
+            enrolled = None
+            if people is not None:
+                enrolled = enrol_people(store, encoder, people, FaceFinder(detect, config.margin), config.batch_size)
+                console.print(
+                    f"enrolled {enrolled.added} new photos of {len(enrolled.per_person)} people "
+                    f"({enrolled.duplicates} already enrolled, {len(enrolled.skipped)} skipped); "
+                    f"gallery {store.folder} holds {len(store)} photos of {store.identity_count} people",
+                    highlight=False,
+                )
+                for path, reason in enrolled.skipped[:5]:
+                    console.print(f"  skipped {path}: {reason}", highlight=False)
+            desk = CheckinDesk(store, encoder, config)
+            console.print(
+                f"{config.mode} at threshold {desk.threshold:.4f} (from {desk.threshold_source})", highlight=False
+            )
+
+            def on_decision(decision: Decision) -> None:
+                decisions.append(decision)
+                if not quiet:
+                    _show(decision)
+
+            log_path = out / "decisions.jsonl"
+            with open(log_path, "a" if append else "w", encoding="utf-8") as log:
+                result = desk.run(log, on_decision)
+        summary = {
+            "model": model,
+            "gallery": str(config.gallery_path),
+            "mode": config.mode,
+            "claim": claim,
+            "detect": detect,
+            "enrolment": enrolled.to_dict() if enrolled is not None else None,
+            **result.to_dict(),
+        }
+        if scene is not None:
+            summary["demo"] = vars(score_demo(decisions, scene.truth))
+        (out / "summary.json").write_text(json.dumps(summary, indent=2) + "\n")
+    except ReidError as exc:
+        err_console.print(f"[bold red]error:[/] {exc}", highlight=False, soft_wrap=True)
+        raise typer.Exit(1) from None
+    table = Table(title=f"{config.mode} decisions (threshold {result.threshold:.4f})")
+    table.add_column("decision")
+    table.add_column("faces", justify="right")
+    for name, count in sorted(result.decisions.items()):
+        table.add_row(name, str(count))
+    console.print(table)
+    if scene is not None:
+        s = summary["demo"]
+        console.print(
+            f"demo truth: {s['correct']} of {s['faces'] - s['strangers_turned_away'] - s['stranger_accepted']} "
+            f"enrolled faces named correctly, {s['wrong_person']} named as someone else, {s['missed']} missed; "
+            f"{s['strangers_turned_away']} strangers turned away, {s['stranger_accepted']} let in",
+            highlight=False,
+        )
+    for path, reason in result.unreadable[:5]:
+        console.print(f"skipped unreadable {path}: {reason}", highlight=False)
+    console.print(f"wrote {out / 'decisions.jsonl'} and {out / 'summary.json'}", highlight=False)
+    if result.interrupted:
+        err_console.print("interrupted: decisions so far are logged")
+        raise typer.Exit(130)

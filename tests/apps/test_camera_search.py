@@ -1,0 +1,259 @@
+"""apps/camera_search end to end: generated two-camera videos, a gallery run, the real
+pedestrian video, the tracker on its own, and the app's imports."""
+
+from __future__ import annotations
+
+import json
+import os
+import sqlite3
+import subprocess
+import sys
+from pathlib import Path
+
+import cv2
+import numpy as np
+import pytest
+from app_helpers import ROOT, private_imports
+from typer.testing import CliRunner
+
+from apps.camera_search.cli import app
+from apps.camera_search.demo import DemoScene, write_demo_videos
+from apps.camera_search.tracking import IouTracker, Observation, TrackerConfig
+from reid.data import read_image
+from reid.gallery import Gallery, ItemMeta
+from reid.models import load_encoder
+
+EVENT_KEYS = {
+    "camera", "source", "track", "start", "end", "first_frame", "last_frame", "boxes",
+    "identity", "distance", "nearest", "role", "thumbnail",
+}
+# Small frames and few of them: HOG detection dominates the run time.
+FRAMES = 24
+SIZE = (320, 240)
+
+
+def invoke(*args: str) -> tuple[int, str]:
+    result = CliRunner().invoke(app, list(args))
+    return result.exit_code, result.output
+
+
+def read_events(out: Path) -> list[dict]:
+    return [json.loads(line) for line in (out / "events.jsonl").read_text().splitlines()]
+
+
+def video_frames(path: Path) -> int:
+    capture = cv2.VideoCapture(str(path))
+    assert capture.isOpened(), path
+    count = 0
+    while capture.read()[0]:
+        count += 1
+    capture.release()
+    return count
+
+
+@pytest.fixture(scope="module")
+def scene(tmp_path_factory: pytest.TempPathFactory) -> DemoScene:
+    return write_demo_videos(tmp_path_factory.mktemp("videos"), frames=FRAMES, walkers=2, size=SIZE)
+
+
+@pytest.fixture(scope="module")
+def reference_run(scene: DemoScene, person_model: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The app run as users run it: ``python -m apps.camera_search`` in a fresh process."""
+    out = tmp_path_factory.mktemp("reference-run")
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")]))}
+    command = [
+        sys.executable, "-m", "apps.camera_search", "--model", str(person_model), "--out", str(out),
+        "--threshold", "0.5", "--win-stride", "4", "--min-boxes", "1",
+        *(str(v) for v in scene.videos),
+    ]
+    done = subprocess.run(command, cwd=ROOT, env=env, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr + done.stdout
+    return out
+
+
+def test_events_one_object_per_track(reference_run: Path) -> None:
+    events = read_events(reference_run)
+    summary = json.loads((reference_run / "summary.json").read_text())
+    assert len(events) == summary["tracks"] == sum(c["tracks"] for c in summary["cameras"])
+    assert {e["camera"] for e in events} == {0, 1}, "both cameras should yield tracks"
+    for event in events:
+        assert set(event) == EVENT_KEYS
+        assert event["start"] <= event["end"]
+        assert event["first_frame"] <= event["last_frame"]
+        assert 1 <= event["boxes"] <= event["last_frame"] - event["first_frame"] + 1
+        assert (reference_run / event["thumbnail"]).is_file()
+        if event["role"] == "reference":
+            assert event["camera"] == 0 and event["identity"] == f"cam0-{event['track']:03d}"
+            assert event["distance"] is None
+        else:
+            assert event["camera"] == 1 and event["nearest"] is not None
+            named = event["distance"] <= summary["threshold"]
+            assert event["identity"] == (event["nearest"] if named else None)
+    keys = [(e["camera"], e["track"]) for e in events]
+    assert len(set(keys)) == len(keys)
+
+
+def test_sqlite_rows_equal_jsonl_lines(reference_run: Path) -> None:
+    events = read_events(reference_run)
+    with sqlite3.connect(reference_run / "events.sqlite") as db:
+        db.row_factory = sqlite3.Row
+        rows = [dict(r) for r in db.execute("SELECT * FROM events ORDER BY camera, track")]
+        boxes = db.execute("SELECT camera, track, COUNT(*) FROM boxes GROUP BY camera, track").fetchall()
+    assert rows == events
+    assert {(c, t): n for c, t, n in boxes} == {(e["camera"], e["track"]): e["boxes"] for e in events}
+
+
+def test_report_has_one_row_per_identity(reference_run: Path) -> None:
+    events = read_events(reference_run)
+    page = (reference_run / "report.html").read_text()
+    identities = {e["identity"] for e in events if e["identity"] is not None}
+    assert page.count('<tr class="identity"') == len(identities) > 0
+    for identity in identities:
+        assert f'data-identity="{identity}"' in page
+    assert page.count('<tr class="unknown"') == sum(e["identity"] is None for e in events)
+    for event in events:
+        assert f'src="{event["thumbnail"]}"' in page
+
+
+def test_annotated_videos_decode_with_every_frame(reference_run: Path, scene: DemoScene) -> None:
+    for camera, source in enumerate(scene.videos):
+        written = reference_run / f"cam{camera}.avi"
+        assert video_frames(written) == video_frames(source) == FRAMES
+        capture = cv2.VideoCapture(str(written))
+        ok, frame = capture.read()
+        capture.release()
+        assert ok and frame.shape[:2] == (SIZE[1], SIZE[0])
+
+
+def test_reference_gallery_holds_the_reference_tracks(reference_run: Path, person_model: Path) -> None:
+    events = read_events(reference_run)
+    with Gallery.open(reference_run / "gallery") as gallery:
+        enrolled = {s.identity for s in gallery.identities()}
+        gallery.check_model(load_encoder(person_model).card)
+    assert enrolled == {e["identity"] for e in events if e["role"] == "reference"}
+
+
+def test_gallery_mode_matches_every_camera(scene: DemoScene, person_model: Path, tmp_path: Path) -> None:
+    encoder = load_encoder(person_model)
+    people = sorted(p for p in (scene.videos[0].parent / "people" / "bounding_box_train").glob("*.jpg"))
+    folder = tmp_path / "known"
+    with Gallery.create(folder, encoder.card) as gallery:
+        gallery.add(
+            encoder.embed([read_image(p) for p in people]),
+            [ItemMeta(f"person{p.name[:4]}", source=str(p)) for p in people],
+        )
+    out = tmp_path / "out"
+    code, output = invoke(
+        "--model", str(person_model), "--out", str(out), "--gallery", str(folder), "--threshold", "2.0",
+        "--win-stride", "4", "--every", "2", "--max-frames", "8", *(str(v) for v in scene.videos),
+    )
+    assert code == 0, output
+    events = read_events(out)
+    assert events and all(e["role"] == "query" for e in events)
+    assert {e["identity"] for e in events} <= {f"person{p.name[:4]}" for p in people}
+    assert not (out / "gallery").exists()
+    assert video_frames(out / "cam0.avi") == 8
+
+
+def test_same_video_twice_names_every_track_after_itself(
+    pedestrian_video: Path, person_model: Path, tmp_path: Path
+) -> None:
+    """The real pedestrian video as two cameras: identical tracks have identical embeddings."""
+    out = tmp_path / "out"
+    code, output = invoke(
+        "--model", str(person_model), "--out", str(out), "--threshold", "0.05", "--max-frames", "6",
+        "--detect-scale", "0.75", str(pedestrian_video), str(pedestrian_video),
+    )
+    assert code == 0, output
+    events = read_events(out)
+    reference = {e["track"]: e for e in events if e["camera"] == 0}
+    searched = [e for e in events if e["camera"] == 1]
+    assert reference and len(searched) == len(reference)
+    for event in searched:
+        twin = reference[event["track"]]
+        assert event["identity"] == twin["identity"]
+        assert event["distance"] == pytest.approx(0.0, abs=1e-3)
+        assert (event["start"], event["end"], event["boxes"]) == (twin["start"], twin["end"], twin["boxes"])
+    assert video_frames(out / "cam1.avi") == 6
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["cameras"][0]["frames"] == 6 and summary["cameras"][0]["frames_per_second"] > 0
+
+
+def test_demo_runs_end_to_end(person_model: Path, tmp_path: Path) -> None:
+    code, output = invoke("--demo", "--demo-frames", "6", "--model", str(person_model), "--out", str(tmp_path))
+    assert code == 0, output
+    assert "demo truth" in output
+    summary = json.loads((tmp_path / "summary.json").read_text())
+    assert "held-out synthetic people" in summary["threshold_source"]
+    assert (tmp_path / "report.html").is_file() and (tmp_path / "demo" / "cam1.avi").is_file()
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["--gallery", "g", "--reference-camera", "1", "a.avi", "b.avi"], "not both"),
+        (["missing-camera-0.avi", "missing-camera-1.avi"], "missing-camera-0.avi"),
+        (["only-one.avi"], "at least two videos"),
+        (["--reference-camera", "2", "a.avi", "b.avi"], "--reference-camera 2"),
+    ],
+)
+def test_bad_input_is_one_line_error(args: list[str], message: str, person_model: Path, tmp_path: Path) -> None:
+    code, output = invoke("--model", str(person_model), "--out", str(tmp_path), "--threshold", "0.5", *args)
+    assert code == 1
+    assert message in output
+
+
+def test_model_without_threshold_needs_one(scene: DemoScene, person_model: Path, tmp_path: Path) -> None:
+    code, output = invoke(
+        "--model", str(person_model), "--out", str(tmp_path), "--max-frames", "1", *(str(v) for v in scene.videos)
+    )
+    assert code == 1
+    assert "no calibrated threshold" in output
+
+
+def _obs(frame: int, x: int) -> Observation:
+    return Observation(frame, frame / 10, (x, 50, 40, 100), 1.0)
+
+
+def test_tracker_links_moving_boxes_bridges_gaps_and_drops_noise() -> None:
+    tracker = IouTracker(0, TrackerConfig(iou=0.3, max_gap=2, min_boxes=2))
+    crop = np.zeros((100, 40, 3), np.uint8)
+    for step in range(8):
+        observations = [] if step in (3, 4) else [_obs(step, 10 + 6 * step)]
+        if step == 5:
+            observations.append(Observation(step, 0.5, (300, 0, 30, 30), 0.1))
+        tracker.update(step, observations, [crop] * len(observations))
+    tracks = tracker.finish()
+    assert len(tracks) == 1, "the one-box false alarm is dropped and the gap of two frames bridged"
+    assert [o.frame for o in tracks[0].observations] == [0, 1, 2, 5, 6, 7]
+    assert tracks[0].id == 1
+
+
+def test_tracker_appearance_gate_keeps_two_people_apart() -> None:
+    red, blue = np.eye(4, dtype=np.float32)[0], np.eye(4, dtype=np.float32)[1]
+    crop = np.zeros((100, 40, 3), np.uint8)
+    tracker = IouTracker(0, TrackerConfig(appearance=0.5, min_boxes=1))
+    first = tracker.update(0, [_obs(0, 100)], [crop], red[None])
+    # Another person steps into the same place: IoU alone would continue the first track.
+    second = tracker.update(1, [_obs(1, 102)], [crop], blue[None])
+    assert first[0] is not second[0]
+    assert len(tracker.finish()) == 2
+
+
+def test_app_imports_only_public_reid_names() -> None:
+    assert private_imports(ROOT / "apps" / "camera_search") == []
+
+
+def test_import_check_catches_private_names(tmp_path: Path) -> None:
+    (tmp_path / "bad.py").write_text(
+        "from reid.models.encoder import preprocess\n"
+        "from reid.gallery import _Labels\n"
+        "from reid.data import read_image\n"
+        "import reid.pipeline.query\n"
+        "from reid import ConfigError\n"
+    )
+    problems = private_imports(tmp_path)
+    assert len(problems) == 3
+    assert any("reid.models.encoder" in p for p in problems)
+    assert any("_Labels" in p for p in problems)
+    assert any("import reid.pipeline.query" in p for p in problems)

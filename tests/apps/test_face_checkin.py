@@ -1,0 +1,273 @@
+"""apps/face_checkin end to end: generated face folders (1:N, 1:1, videos, re-enrolment,
+errors), the calibration tool, the real ORL faces, and the app's imports."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import cv2
+import pytest
+import typer
+from app_helpers import ROOT, private_imports, tiny_model
+from typer.testing import CliRunner
+
+from apps.face_checkin.calibrate import app as calibrate_app
+from apps.face_checkin.cli import app
+from apps.face_checkin.faces import write_people
+from reid.data import read_image
+from reid.gallery import Gallery
+from reid.models import load_card
+
+DECISION_KEYS = {
+    "source", "frame", "time", "box", "face", "mode", "claim", "identity", "distance", "threshold",
+    "decision", "top_k", "at",
+}
+
+
+def invoke(*args: str, command: typer.Typer = app) -> tuple[int, str]:
+    result = CliRunner().invoke(command, list(args))
+    return result.exit_code, result.output
+
+
+def read_decisions(out: Path) -> list[dict]:
+    return [json.loads(line) for line in (out / "decisions.jsonl").read_text().splitlines()]
+
+
+@pytest.fixture(scope="module")
+def faces(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
+    """people/<name>/1..3.png for four people; incoming/: new photos of two of them and a stranger."""
+    root = tmp_path_factory.mktemp("faces")
+    written = write_people(root / "people", ["ada", "ben", "cleo", "dev"], 5, seed=3)
+    incoming = root / "incoming"
+    incoming.mkdir()
+    for name in ("ada", "ben"):
+        for photo in written[name][3:]:
+            photo.replace(incoming / f"{name}-{photo.name}")
+    for name in ("cleo", "dev"):
+        for photo in written[name][3:]:
+            photo.unlink()
+    stranger = write_people(root / "strangers", ["eve"], 1, seed=4)["eve"][0]
+    single = root / "eve.png"
+    stranger.replace(single)
+    return {"people": root / "people", "incoming": incoming, "single": single}
+
+
+def check_decision(d: dict) -> None:
+    assert set(d) == DECISION_KEYS
+    if d["decision"] in ("identified", "accepted"):
+        assert d["identity"] is not None and d["distance"] <= d["threshold"]
+    elif d["decision"] in ("unknown", "rejected"):
+        assert d["identity"] is None
+        assert d["distance"] is None or d["distance"] > d["threshold"]
+    else:
+        assert d["decision"] == "no_face" and d["distance"] is None
+
+
+def test_one_to_n_end_to_end(faces: dict[str, Path], face_model: Path, tmp_path: Path) -> None:
+    """The app run as users run it: ``python -m apps.face_checkin`` in a fresh process."""
+    out = tmp_path / "out"
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")]))}
+    command = [
+        sys.executable, "-m", "apps.face_checkin", "--model", str(face_model), "--people", str(faces["people"]),
+        "--out", str(out), str(faces["incoming"]), str(faces["single"]),
+    ]
+    done = subprocess.run(command, cwd=ROOT, env=env, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr + done.stdout
+    decisions = read_decisions(out)
+    photos = sorted(str(p) for p in faces["incoming"].iterdir()) + [str(faces["single"])]
+    assert sorted(d["source"] for d in decisions) == sorted(photos)
+    for d in decisions:
+        check_decision(d)
+        assert d["mode"] == "1:N" and d["claim"] is None and d["frame"] is None
+        assert d["threshold"] == load_card(face_model).threshold == 0.5
+        assert d["face"] == "whole"
+        assert 1 <= len(d["top_k"]) <= 3
+        assert d["distance"] == d["top_k"][0]["distance"]
+        image = read_image(d["source"])
+        assert d["box"] == [0, 0, image.shape[1], image.shape[0]]
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["enrolment"]["added"] == 12 and summary["faces"] == len(photos)
+    with Gallery.open(out / "gallery") as gallery:
+        assert len(gallery) == 12 and gallery.identity_count == 4
+
+
+def test_enrolling_again_adds_nothing_and_append_keeps_the_log(
+    faces: dict[str, Path], face_model: Path, tmp_path: Path
+) -> None:
+    args = ["--model", str(face_model), "--people", str(faces["people"]), "--out", str(tmp_path), "-q"]
+    assert invoke(*args, str(faces["single"]))[0] == 0
+    code, output = invoke(*args, "--append", str(faces["single"]))
+    assert code == 0, output
+    assert "enrolled 0 new photos" in output
+    summary = json.loads((tmp_path / "summary.json").read_text())
+    assert summary["enrolment"]["duplicates"] == 12
+    assert len(read_decisions(tmp_path)) == 2
+
+
+def test_one_to_one_claims(faces: dict[str, Path], face_model: Path, tmp_path: Path) -> None:
+    code, output = invoke(
+        "--model", str(face_model), "--people", str(faces["people"]), "--out", str(tmp_path),
+        "--claim", "ada", str(faces["incoming"]),
+    )
+    assert code == 0, output
+    decisions = read_decisions(tmp_path)
+    assert len(decisions) == 4
+    for d in decisions:
+        check_decision(d)
+        assert d["mode"] == "1:1" and d["claim"] == "ada"
+        assert d["decision"] in ("accepted", "rejected")
+        assert d["identity"] in ("ada", None)
+    # The distance is to the claimed person even when someone else is nearer.
+    code, output = invoke(
+        "--model", str(face_model), "--gallery", str(tmp_path / "gallery"), "--out", str(tmp_path / "n"),
+        "--top-k", "4", str(faces["incoming"]),
+    )
+    assert code == 0, output
+    for one, many in zip(decisions, read_decisions(tmp_path / "n"), strict=True):
+        to_ada = next(m["distance"] for m in many["top_k"] if m["identity"] == "ada")
+        assert one["distance"] == pytest.approx(to_ada, abs=1e-5)
+
+
+def test_threshold_option_overrides_the_card(faces: dict[str, Path], face_model: Path, tmp_path: Path) -> None:
+    code, output = invoke(
+        "--model", str(face_model), "--people", str(faces["people"]), "--out", str(tmp_path),
+        "--threshold", "2.0", str(faces["incoming"]),
+    )
+    assert code == 0, output
+    decisions = read_decisions(tmp_path)
+    assert {d["threshold"] for d in decisions} == {2.0}
+    assert {d["decision"] for d in decisions} == {"identified"}
+
+
+def test_video_frames_are_decided_one_by_one(faces: dict[str, Path], face_model: Path, tmp_path: Path) -> None:
+    video = tmp_path / "desk.avi"
+    photo = cv2.imread(str(next(faces["incoming"].iterdir())))
+    writer = cv2.VideoWriter(str(video), cv2.VideoWriter_fourcc(*"MJPG"), 5.0, (photo.shape[1], photo.shape[0]))
+    for _ in range(5):
+        writer.write(photo)
+    writer.release()
+    code, output = invoke(
+        "--model", str(face_model), "--people", str(faces["people"]), "--out", str(tmp_path / "out"),
+        "--detect", "none", "--every", "2", str(video),
+    )
+    assert code == 0, output
+    decisions = read_decisions(tmp_path / "out")
+    assert [d["frame"] for d in decisions] == [0, 2, 4]
+    assert [d["time"] for d in decisions] == [0.0, 0.4, 0.8]
+    assert all(d["source"] == str(video) and d["face"] == "whole" for d in decisions)
+
+
+@pytest.mark.parametrize(
+    ("extra", "message"),
+    [
+        (["--claim", "zed"], "--claim 'zed'"),
+        (["--detect", "eyes"], "--detect 'eyes'"),
+        (["--threshold", "3"], "--threshold"),
+    ],
+)
+def test_bad_options_are_one_line_errors(
+    extra: list[str], message: str, faces: dict[str, Path], face_model: Path, tmp_path: Path
+) -> None:
+    code, output = invoke(
+        "--model", str(face_model), "--people", str(faces["people"]), "--out", str(tmp_path),
+        *extra, str(faces["single"]),
+    )
+    assert code == 1
+    assert message in output
+
+
+def test_missing_gallery_without_people_is_an_error(face_model: Path, faces: dict[str, Path], tmp_path: Path) -> None:
+    code, output = invoke("--model", str(face_model), "--out", str(tmp_path), str(faces["single"]))
+    assert code == 1
+    assert "no gallery here" in output
+
+
+def test_calibration_writes_the_card_and_measures_held_out_people(tmp_path: Path) -> None:
+    model = tiny_model(tmp_path / "model", kind="face")
+    people = tmp_path / "people"
+    write_people(people, [f"p{n}" for n in range(6)], 3, seed=5)
+    code, output = invoke(
+        "--model", str(model), "--people", str(people), "--out", str(tmp_path / "cal"), "--best-accuracy",
+        command=calibrate_app,
+    )
+    assert code == 0, output
+    report = json.loads((tmp_path / "cal" / "calibration.json").read_text())
+    card = load_card(model)
+    assert card.threshold == report["calibration"]["threshold"] == report["held_out"]["threshold"]
+    assert "reid calibrate" in card.threshold_source
+    assert report["calibration"]["people"] == ["p0", "p2", "p4"]
+    assert report["held_out"]["people"] == ["p1", "p3", "p5"]
+    # Three people with three photos each: 9 genuine and 27 impostor pairs per half.
+    assert (report["held_out"]["genuine"], report["held_out"]["impostor"]) == (9, 27)
+    assert 0.0 <= report["held_out"]["far"] <= 1.0 and 0.0 <= report["held_out"]["tar"] <= 1.0
+    lines = (tmp_path / "cal" / "held-out-pairs.csv").read_text().splitlines()
+    assert lines[0] == "path_a,path_b,label" and len(lines) == 1 + 9 + 27
+
+
+def test_demo_runs_end_to_end(face_model: Path, tmp_path: Path) -> None:
+    code, output = invoke("--demo", "--model", str(face_model), "--out", str(tmp_path), "-q")
+    assert code == 0, output
+    summary = json.loads((tmp_path / "summary.json").read_text())
+    assert summary["faces"] == summary["demo"]["faces"] == 16
+    assert "demo truth" in output
+
+
+def _orl_split(orl: Path, root: Path, people: int, enrol: range, incoming: range) -> tuple[Path, Path]:
+    for n in range(1, people + 1):
+        (root / "people" / f"s{n}").mkdir(parents=True)
+        for k in enrol:
+            shutil.copy(orl / f"s{n}" / f"{k}.pgm", root / "people" / f"s{n}" / f"{k}.pgm")
+    (root / "incoming").mkdir()
+    for n in range(1, people + 2):  # the last person is never enrolled
+        for k in incoming:
+            shutil.copy(orl / f"s{n}" / f"{k}.pgm", root / "incoming" / f"s{n}-{k}.pgm")
+    return root / "people", root / "incoming"
+
+
+def test_real_orl_faces_with_face_detection(orl_faces: Path, face_model: Path, tmp_path: Path) -> None:
+    people, incoming = _orl_split(orl_faces, tmp_path, 3, range(1, 4), range(4, 6))
+    code, output = invoke(
+        "--model", str(face_model), "--people", str(people), "--out", str(tmp_path / "out"),
+        "--detect", "face", str(incoming),
+    )
+    assert code == 0, output
+    decisions = read_decisions(tmp_path / "out")
+    for d in decisions:
+        check_decision(d)
+    # Every photo is decided; Haar finds most ORL faces, the rest fall back to the whole photo.
+    assert {d["source"] for d in decisions} == {str(p) for p in incoming.iterdir()}
+    assert sum(d["face"] == "detected" for d in decisions) >= len(decisions) // 2
+    assert all(d["box"] == [0, 0, 92, 112] for d in decisions if d["face"] == "whole")
+    video = tmp_path / "orl.avi"
+    writer = cv2.VideoWriter(str(video), cv2.VideoWriter_fourcc(*"MJPG"), 2.0, (184, 224))
+    for photo in sorted(incoming.iterdir()):
+        writer.write(cv2.resize(cv2.imread(str(photo)), (184, 224)))
+    writer.release()
+    code, output = invoke(
+        "--model", str(face_model), "--gallery", str(tmp_path / "out" / "gallery"), "--out", str(tmp_path / "v"),
+        str(video),
+    )
+    assert code == 0, output
+    frames = read_decisions(tmp_path / "v")
+    assert frames and all(d["face"] == "detected" and d["frame"] is not None for d in frames)
+
+
+@pytest.mark.skipif(importlib.util.find_spec("dlib") is None, reason="dlib-face needs reid[dlib]")
+def test_real_orl_faces_with_dlib_face(orl_faces: Path, tmp_path: Path) -> None:
+    people, incoming = _orl_split(orl_faces, tmp_path, 3, range(1, 3), range(3, 4))
+    code, output = invoke(
+        "--model", "dlib-face", "--people", str(people), "--out", str(tmp_path / "out"), str(incoming)
+    )
+    assert code == 0, output
+    answers = {Path(d["source"]).name: d["identity"] for d in read_decisions(tmp_path / "out")}
+    assert answers == {"s1-3.pgm": "s1", "s2-3.pgm": "s2", "s3-3.pgm": "s3", "s4-3.pgm": None}
+
+
+def test_app_imports_only_public_reid_names() -> None:
+    assert private_imports(ROOT / "apps" / "face_checkin") == []
