@@ -7,12 +7,13 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import torch
 
 from reid.data import ReidDataset, load_dataset
 from reid.engine.config import TrainConfig
 from reid.engine.trainer import TrainCallbacks, TrainResult, build_card, evaluate_dataset, train
-from reid.evaluation import RankingResult
+from reid.evaluation import EncoderEvaluation, RankingResult, ThresholdChoice, choose_threshold, evaluate_encoder
 from reid.models.encoder import TorchEncoder
 from reid.models.card import save_card
 from reid.models.folder import default_device, load_encoder
@@ -52,6 +53,7 @@ class DemoResult:
             "untrained": self.untrained.to_dict(),
             "trained": self.trained.to_dict(),
             "seconds": round(self.seconds, 1),
+            "threshold": self.train.card.threshold,
             "model": str(self.model_dir),
         }
 
@@ -71,6 +73,24 @@ def untrained_encoder(config: TrainConfig, dataset: ReidDataset) -> TorchEncoder
     return TorchEncoder(initial, card, config.device or default_device())
 
 
+def split_threshold(evaluation: EncoderEvaluation, dataset: ReidDataset, target_far: float = 1e-2) -> ThresholdChoice:
+    """A verification threshold from the query x gallery pairs of the evaluation split.
+
+    Pairs of the same identity seen by the same camera are left out, as in ranking, so the
+    genuine pairs are the cross-camera ones the threshold has to accept.
+    """
+    q_pids = np.array([r.pid for r in dataset.query])
+    g_pids = np.array([r.pid for r in dataset.gallery])
+    q_cams = np.array([r.camid for r in dataset.query])
+    g_cams = np.array([r.camid for r in dataset.gallery])
+    similarity = evaluation.query_features @ evaluation.gallery_features.T
+    # Unit vectors: |a - b|^2 = 2 - 2 a.b
+    distances = np.sqrt(np.maximum(2.0 - 2.0 * similarity, 0.0))
+    same = q_pids[:, None] == g_pids[None, :]
+    keep = ~(same & (q_cams[:, None] == g_cams[None, :]))
+    return choose_threshold(distances[keep], same[keep], target_far)
+
+
 def run_demo(config: TrainConfig, callbacks: TrainCallbacks | None = None) -> DemoResult:
     """Evaluate the untrained encoder, train it, evaluate again (both on the test split)."""
     started = time.perf_counter()
@@ -81,7 +101,15 @@ def run_demo(config: TrainConfig, callbacks: TrainCallbacks | None = None) -> De
     untrained = evaluate_dataset(untrained_encoder(config, dataset), dataset, config.eval_batch_size, callbacks.on_eval_progress)
     result = train(replace(config, eval_every=0), callbacks)
     encoder = load_encoder(result.model_dir, config.device)
-    trained = evaluate_dataset(encoder, dataset, config.eval_batch_size, callbacks.on_eval_progress)
-    result.card.metrics = {"dataset": config.data, "protocol": "market1501", **trained.to_dict()}
+    evaluation = evaluate_encoder(
+        encoder, dataset.query, dataset.gallery, batch_size=config.eval_batch_size, on_progress=callbacks.on_eval_progress
+    )
+    choice = split_threshold(evaluation, dataset)
+    result.card.metrics = {"dataset": config.data, "protocol": "market1501", **evaluation.result.to_dict()}
+    result.card.threshold = choice.threshold
+    result.card.threshold_source = (
+        f"reid demo: {choice.criterion} on the query x gallery pairs of {config.data} "
+        f"({choice.num_genuine} genuine, {choice.num_impostor} impostor); TAR {choice.tar:.4f}"
+    )
     save_card(result.card, result.model_dir)
-    return DemoResult(untrained, trained, time.perf_counter() - started, result.model_dir, result)
+    return DemoResult(untrained, evaluation.result, time.perf_counter() - started, result.model_dir, result)

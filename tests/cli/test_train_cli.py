@@ -48,6 +48,9 @@ def test_demo_json_has_both_rows(micro: Path, tmp_path: Path) -> None:
         assert all(0.0 <= report[row][k] <= 1.0 for k in ("rank1", "rank5", "rank10", "mAP", "mINP"))
     assert report["seconds"] > 0
     assert (tmp_path / "demo" / "weights.pt").is_file()
+    card = json.loads((tmp_path / "demo" / "card.json").read_text())
+    assert 0.0 < card["threshold"] < 2.0 and card["threshold"] == report["threshold"]
+    assert card["threshold_source"].startswith("reid demo: FAR <= 0.01")
     assert "untrained" in result.output and "trained" in result.output
 
 
