@@ -2,7 +2,7 @@
 
 For each kept frame: detect people or faces (or take the whole image as one crop), embed
 the crops in batches, search the gallery's top-k identities, and label each detection
-with the nearest identity when its distance is below the threshold, ``unknown`` (None)
+with the nearest identity when its distance is at most the threshold, ``unknown`` (None)
 otherwise.  :class:`QueryRun` yields one :class:`FrameResult` per frame, in order, and
 keeps running totals and per-stage timings in :attr:`QueryRun.stats`.
 """
@@ -137,7 +137,12 @@ class QueryStats:
 
 
 def resolve_threshold(config: QueryConfig, gallery: Gallery, encoder: Encoder) -> float:
-    for value in (config.threshold, gallery.threshold, encoder.threshold):
+    """--threshold, else the model card's, else the one the gallery recorded at creation.
+
+    The card wins over the gallery: recalibrating a model keeps its weights and so its
+    fingerprint, and the gallery must then answer at the new threshold.
+    """
+    for value in (config.threshold, encoder.threshold, gallery.threshold):
         if value is not None:
             return float(value)
     raise ConfigError(
@@ -239,7 +244,7 @@ class QueryRun:
                 at += 1
                 nearest = top[0] if top else None
                 distance = nearest.distance if nearest is not None else float("inf")
-                identity = nearest.identity if nearest is not None and distance < self.threshold else None
+                identity = nearest.identity if nearest is not None and distance <= self.threshold else None
                 result.detections.append(DetectionResult(box, identity, distance, top, score, image))
                 self._count(identity)
             self.stats.frames += 1

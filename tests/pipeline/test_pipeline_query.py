@@ -145,6 +145,13 @@ def test_query_needs_a_threshold_and_the_gallery_model(tmp_path: Path, encoder: 
         assert QueryRun(gallery, uncalibrated, open_source(video), QueryConfig(threshold=0.7)).threshold == 0.7
         with pytest.raises(GalleryError, match="'raw'.*'t'"):
             QueryRun(gallery, encoder, open_source(video))
+    with Gallery.open_or_create(tmp_path / "g", encoder.card) as gallery:
+        assert QueryRun(gallery, encoder, open_source(video)).threshold == encoder.threshold == 0.3
+        encoder.card.threshold = 0.5
+        try:
+            assert QueryRun(gallery, encoder, open_source(video)).threshold == 0.5, "a recalibrated card wins"
+        finally:
+            encoder.card.threshold = 0.3
     for bad in ({"top_k": 0}, {"detect": "car"}, {"score": "worst"}, {"threshold": 3.0}, {"batch_size": 0}):
         with pytest.raises(ConfigError):
             QueryConfig(**bad)
