@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+from abc import ABC, abstractmethod
 
 import torch
 from torch import nn
@@ -51,7 +52,7 @@ def _autocast_disabled(device_type: str) -> contextlib.AbstractContextManager:
     return torch.autocast(device_type=device_type, enabled=False)
 
 
-class MetricLoss(nn.Module):
+class MetricLoss(nn.Module, ABC):
     """A loss called as ``loss(embeddings, labels)`` that returns a scalar tensor.
 
     Subclasses implement :meth:`compute`, which receives the embeddings already promoted to
@@ -67,5 +68,6 @@ class MetricLoss(nn.Module):
         with _autocast_disabled(embeddings.device.type):
             return self.compute(embeddings, labels)
 
+    @abstractmethod
     def compute(self, embeddings: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
-        raise NotImplementedError
+        """The loss of a float32 batch."""
