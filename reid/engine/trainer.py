@@ -189,7 +189,8 @@ def build_card(config: TrainConfig, dataset: ReidDataset, num_classes: int, netw
         std=IMAGENET_STD,
         pooling=config.pooling,
         last_stride=config.last_stride,
-        num_classes=num_classes,
+        # The card describes the saved network: without cross-entropy it has no classifier.
+        num_classes=network.classifier.out_features if network.classifier is not None else 0,
         pretrained=pretrained_note,
         loss={
             "cross_entropy": {"weight": config.ce_weight, "label_smoothing": config.label_smoothing},

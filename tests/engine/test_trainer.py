@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import replace
 from pathlib import Path
 
+import numpy as np
 import pytest
 import torch
 
@@ -128,3 +129,12 @@ def test_unreadable_training_image_is_skipped_and_counted(tmp_path: Path) -> Non
     result = train(tiny_config(f"market1501:{root}", tmp_path / "m", epochs=1, max_steps=1))
     assert [p for p, _ in result.skipped_images] == [bad]
     assert "not a readable image" in result.skipped_images[0][1]
+
+
+def test_model_trained_without_cross_entropy_loads(micro_data: str, tmp_path: Path) -> None:
+    """Without cross-entropy the network has no classifier, and its card must say so."""
+    out = tmp_path / "metric-only"
+    train(tiny_config(micro_data, out, epochs=1, max_steps=1, ce_weight=0.0))
+    network, card = load_model(out)
+    assert card.num_classes == 0 and network.classifier is None
+    assert load_encoder(out).embed([np.zeros((64, 32, 3), dtype=np.uint8)]).shape == (1, network.embedding_dim)
