@@ -14,6 +14,7 @@ from rich.progress import Progress, TextColumn
 from reid.cli.common import console, err_console, handle_errors, make_progress, print_table, write_json
 from reid.engine import StepInfo, TrainCallbacks, TrainConfig, train
 from reid.engine.demo import demo_config, run_demo
+from reid.engine.distributed import is_main_process
 from reid.errors import ConfigError
 
 METRIC_KEYS = ("rank1", "rank5", "rank10", "mAP", "mINP")
@@ -44,11 +45,19 @@ def training_progress(quiet: bool) -> Iterator[TrainCallbacks]:
     state: dict[str, Any] = {}
 
     def on_start(info: dict[str, Any]) -> None:
+        processes = info.get("world_size", 1)
         err_console.print(
-            f"training on {info['device']}: {info['train_images']} images of {info['identities']} identities"
+            f"training on {info['device']}"
+            + (f" in {processes} processes ({info['backend']}, {info['global_batch']} images per step)" if processes > 1 else "")
+            + f": {info['train_images']} images of {info['identities']} identities"
             + (f", {info['skipped']} unreadable skipped" if info["skipped"] else "")
             + f"; {info['pretrained']}"
         )
+        before = info.get("checkpoint_world_size")
+        if before is not None and before != processes:
+            err_console.print(
+                f"resuming at epoch {info['start_epoch'] + 1} with {processes} processes; the checkpoint was written by {before}"
+            )
 
     def on_step(step: StepInfo) -> None:
         if "train" not in state:
@@ -87,8 +96,8 @@ def train_command(
     pooling: str = typer.Option("avg", "--pooling", help="avg or gem."),
     embedding_dim: Optional[int] = typer.Option(None, "--embedding-dim", help="Add a linear reduction to this dimension."),
     size: str = typer.Option("256x128", "--size", help="Input size HxW."),
-    p: int = typer.Option(16, "--p", help="Identities per batch."),
-    k: int = typer.Option(4, "--k", help="Images per identity in a batch."),
+    p: int = typer.Option(16, "--p", "-P", help="Identities per batch (per process under torchrun, which needs the spelling -P)."),
+    k: int = typer.Option(4, "--k", "-K", help="Images per identity in a batch."),
     epochs: int = typer.Option(60, "--epochs"),
     max_steps: Optional[int] = typer.Option(None, "--max-steps", help="Stop after this many steps in all."),
     optimizer: str = typer.Option("adam", "--optimizer", help="adam, adamw or sgd."),
@@ -110,10 +119,18 @@ def train_command(
     resume: bool = typer.Option(False, "--resume", help="Continue from OUT/checkpoint.pt."),
     device: Optional[str] = typer.Option(None, "--device", help="cpu, cuda, cuda:1 ... (default: cuda if available)."),
     threads: Optional[int] = typer.Option(None, "--threads", help="CPU threads for PyTorch."),
+    sync_bn: bool = typer.Option(False, "--sync-bn", help="Under torchrun on CUDA: BatchNorm statistics over the global batch."),
+    gather_embeddings: bool = typer.Option(
+        False, "--gather-embeddings", help="Under torchrun: the metric loss mines over the embeddings of every process."
+    ),
     json_file: Optional[Path] = typer.Option(None, "--json", help="Write the training summary as JSON."),
     quiet: bool = typer.Option(False, "--quiet", help="No progress bar."),
 ) -> None:
-    """Train an encoder with cross-entropy + a metric loss on P x K batches."""
+    """Train an encoder with cross-entropy + a metric loss on P x K batches.
+
+    Started as `torchrun --nproc_per_node N -m reid train ...` it trains in N processes;
+    --p and --k are then per process (see docs/scaling.md).
+    """
     options: dict[str, Any] = {"mining": "hard", "margin": 0.3} if loss == "triplet" and not loss_option else {}
     options.update(parse_options(loss_option))
     try:
@@ -152,9 +169,13 @@ def train_command(
         resume=resume,
         device=device,
         threads=threads,
+        sync_bn=sync_bn,
+        gather_embeddings=gather_embeddings,
     )
-    with training_progress(quiet) as callbacks:
+    with training_progress(quiet or not is_main_process()) as callbacks:
         result = train(config, callbacks)
+    if result.rank != 0:
+        return
     if result.skipped_images:
         path, reason = result.skipped_images[0]
         err_console.print(f"skipped {len(result.skipped_images)} unreadable images, e.g. {reason}")
@@ -163,7 +184,10 @@ def train_command(
     if "eval" in last:
         print_table("evaluation (Market-1501 protocol)", ["model", *METRIC_KEYS, "valid queries"], [metric_row(str(result.model_dir), last["eval"])])
     if json_file:
-        write_json(json_file, {"model": str(result.model_dir), "fingerprint": result.card.fingerprint, "seconds": result.seconds, "history": result.history})
+        write_json(json_file, {
+            "model": str(result.model_dir), "fingerprint": result.card.fingerprint, "seconds": result.seconds,
+            "world_size": result.world_size, "history": result.history,
+        })
 
 
 @handle_errors

@@ -41,24 +41,31 @@ def normalize(batch: torch.Tensor, mean: tuple[float, ...], std: tuple[float, ..
     return (batch.float() - mean_t) / std_t
 
 
-def augment(
-    batch: torch.Tensor,
-    mean: tuple[float, ...],
-    std: tuple[float, ...],
-    config: AugmentConfig,
-    generator: torch.Generator,
-) -> torch.Tensor:
-    """Training augmentation of a uint8 N x 3 x H x W batch; returns normalized float32."""
-    n, _, height, width = batch.shape
-    x = normalize(batch, mean, std)
+@dataclass
+class AugmentPlan:
+    """The random choices of one augmented batch, drawn apart from the pixels so that a
+    process can draw the plan of a whole global batch and apply only its own rows."""
+
+    flip: torch.Tensor
+    offsets: list[tuple[int, int]] | None
+    erasures: list[tuple[int, int, int, torch.Tensor]]
+
+    def rows(self, start: int, stop: int) -> AugmentPlan:
+        """The plan of rows ``start:stop``, renumbered from 0."""
+        return AugmentPlan(
+            flip=self.flip[start:stop],
+            offsets=None if self.offsets is None else self.offsets[start:stop],
+            erasures=[(i - start, y, x, noise) for i, y, x, noise in self.erasures if start <= i < stop],
+        )
+
+
+def draw_augmentation(n: int, height: int, width: int, config: AugmentConfig, generator: torch.Generator) -> AugmentPlan:
+    """Draw flips, crop offsets and erased boxes for ``n`` images of ``height`` x ``width``."""
     flip = torch.rand(n, generator=generator) < config.flip
-    if flip.any():
-        x[flip] = x[flip].flip(-1)
+    offsets = None
     if config.pad > 0:
-        # Zero after normalization is the mean colour, which is what padding should add.
-        padded = F.pad(x, (config.pad,) * 4)
-        offsets = torch.randint(0, 2 * config.pad + 1, (n, 2), generator=generator).tolist()
-        x = torch.stack([padded[i, :, dy : dy + height, dx : dx + width] for i, (dy, dx) in enumerate(offsets)])
+        offsets = [(dy, dx) for dy, dx in torch.randint(0, 2 * config.pad + 1, (n, 2), generator=generator).tolist()]
+    erasures = []
     if config.erase > 0:
         erase = (torch.rand(n, generator=generator) < config.erase).tolist()
         for i in (i for i, e in enumerate(erase) if e):
@@ -71,6 +78,42 @@ def augment(
                 if 0 < h < height and 0 < w < width:
                     y = int(torch.randint(0, height - h + 1, (1,), generator=generator))
                     x0 = int(torch.randint(0, width - w + 1, (1,), generator=generator))
-                    x[i, :, y : y + h, x0 : x0 + w] = torch.randn(3, h, w, generator=generator)
+                    erasures.append((i, y, x0, torch.randn(3, h, w, generator=generator)))
                     break
+    return AugmentPlan(flip, offsets, erasures)
+
+
+def apply_augmentation(x: torch.Tensor, plan: AugmentPlan, pad: int) -> torch.Tensor:
+    """Apply ``plan`` to a normalized float N x 3 x H x W batch (in place where it can)."""
+    _, _, height, width = x.shape
+    if plan.flip.any():
+        x[plan.flip] = x[plan.flip].flip(-1)
+    if plan.offsets is not None:
+        # Zero after normalization is the mean colour, which is what padding should add.
+        padded = F.pad(x, (pad,) * 4)
+        x = torch.stack([padded[i, :, dy : dy + height, dx : dx + width] for i, (dy, dx) in enumerate(plan.offsets)])
+    for i, y, x0, noise in plan.erasures:
+        x[i, :, y : y + noise.shape[1], x0 : x0 + noise.shape[2]] = noise
     return x
+
+
+def augment(
+    batch: torch.Tensor,
+    mean: tuple[float, ...],
+    std: tuple[float, ...],
+    config: AugmentConfig,
+    generator: torch.Generator,
+    rows: tuple[int, int] | None = None,
+) -> torch.Tensor:
+    """Training augmentation of a uint8 N x 3 x H x W batch; returns normalized float32.
+
+    With ``rows = (start, total)`` the batch is rows ``start:start + N`` of a batch of
+    ``total`` images: the random choices of all ``total`` are drawn (so ``generator``
+    advances alike in every process) and this batch gets its own rows of them.
+    """
+    n, _, height, width = batch.shape
+    start, total = rows or (0, n)
+    plan = draw_augmentation(total, height, width, config, generator)
+    if total != n:
+        plan = plan.rows(start, start + n)
+    return apply_augmentation(normalize(batch, mean, std), plan, config.pad)

@@ -47,6 +47,9 @@ class TrainConfig:
     resume: bool = False
     device: str | None = None
     threads: int | None = None
+    # Used only when torchrun starts several processes; see docs/scaling.md.
+    sync_bn: bool = False
+    gather_embeddings: bool = False
 
     def validate(self) -> None:
         if self.epochs < 1:

@@ -4,6 +4,10 @@ The network's pre-BN feature feeds the metric loss and its classifier logits fee
 identity cross-entropy (BNNeck); the total is ``ce_weight * CE + metric_weight * metric``.
 Every epoch ends with an atomic checkpoint (``checkpoint.pt``) from which ``resume``
 continues bit-for-bit in the data order; the finished model lands as a model folder.
+
+Started by ``torchrun`` the same loop runs in every process under DistributedDataParallel:
+each process trains on its own P identities of every global step, gradients are averaged
+over the processes, and rank 0 alone calls the callbacks, evaluates and writes files.
 """
 
 from __future__ import annotations
@@ -19,18 +23,21 @@ from typing import Any
 
 import torch
 import torch.nn.functional as F
+from torch import nn
+from torch.nn.parallel import DistributedDataParallel
 
 from reid.data import ReidDataset, load_dataset, read_image, relabel
 from reid.data.sampler import PKSampler
 from reid.data.transforms import AugmentConfig, augment, resize_chw
 from reid.engine.config import TrainConfig
+from reid.engine.distributed import DistributedContext, distributed_session, gather_rows
 from reid.errors import DataError, ModelError, ReidError
 from reid.evaluation import RankingResult, evaluate_encoder
 from reid.losses import build_loss
 from reid.losses.registry import loss_options, typed_options
 from reid.models.card import IMAGENET_MEAN, IMAGENET_STD, ModelCard, atomic_write_bytes
 from reid.models.encoder import Encoder, TorchEncoder
-from reid.models.folder import default_device, save_model
+from reid.models.folder import save_model
 from reid.models.network import ReidNet
 
 CHECKPOINT_FILE = "checkpoint.pt"
@@ -57,6 +64,8 @@ class StepInfo:
 
 @dataclass
 class TrainCallbacks:
+    """Progress hooks; in a run of several processes only rank 0 calls them."""
+
     on_start: Callable[[dict[str, Any]], None] | None = None
     on_step: Callable[[StepInfo], None] | None = None
     on_epoch: Callable[[int, dict[str, Any]], None] | None = None
@@ -65,12 +74,18 @@ class TrainCallbacks:
 
 @dataclass
 class TrainResult:
+    """What :func:`train` returns on every process; rank 0 wrote the model folder and
+    ``network`` is the trained network as this process holds it."""
+
     model_dir: Path
     card: ModelCard
     history: list[dict[str, Any]] = field(default_factory=list)
     skipped_images: list[tuple[Path, str]] = field(default_factory=list)
     seconds: float = 0.0
     pretrained_note: str = ""
+    network: ReidNet | None = None
+    rank: int = 0
+    world_size: int = 1
 
 
 def load_images(
@@ -206,26 +221,90 @@ def build_card(config: TrainConfig, dataset: ReidDataset, num_classes: int, netw
     )
 
 
+class TrainingObjective(nn.Module):
+    """The network and its losses as one module, so that DistributedDataParallel sees every
+    parameter it must keep in step (a metric loss's own centers included) used in forward.
+
+    Returns the identity cross-entropy of this process's batch and the metric loss, the
+    latter over the global batch when ``gather`` collects the features of every process.
+    """
+
+    def __init__(
+        self,
+        network: ReidNet,
+        metric: nn.Module | None,
+        label_smoothing: float,
+        use_amp: bool,
+        gather: Callable[[torch.Tensor], torch.Tensor] | None = None,
+    ) -> None:
+        super().__init__()
+        self.network = network
+        self.metric = metric
+        self.label_smoothing = label_smoothing
+        self.use_amp = use_amp
+        self.gather = gather
+
+    def forward(self, images: torch.Tensor, targets: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        with torch.autocast(images.device.type, enabled=self.use_amp):
+            output = self.network(images)
+        zero = torch.zeros((), device=images.device)
+        ce = F.cross_entropy(output.logits.float(), targets, label_smoothing=self.label_smoothing) if output.logits is not None else zero
+        if self.metric is None:
+            return ce, zero
+        feature = output.feature.float()
+        if self.gather is not None:
+            feature, targets = self.gather(feature), self.gather(targets)
+        return ce, self.metric(feature, targets)
+
+
+def _read_resume_state(checkpoint_path: Path, ctx: DistributedContext) -> dict[str, Any]:
+    """Rank 0 reads the checkpoint and sends it to every process, so that other machines
+    resume without a copy of rank 0's files; a missing or broken file stops every process."""
+    state: dict[str, Any] | None = None
+    error: ReidError | None = None
+    if ctx.is_main:
+        try:
+            if not checkpoint_path.is_file():
+                raise ModelError(f"{checkpoint_path}: no checkpoint to resume from")
+            state = _load_checkpoint(checkpoint_path)
+        except ModelError as exc:
+            error = exc
+    error = ctx.broadcast(error)
+    if error is not None:
+        raise error
+    return ctx.broadcast(state)
+
+
 def train(config: TrainConfig, callbacks: TrainCallbacks | None = None) -> TrainResult:
-    """Train an encoder as ``config`` says and write it to ``config.out``."""
+    """Train an encoder as ``config`` says and write it to ``config.out``.
+
+    Under ``torchrun`` every process calls this; it joins the process group the launcher
+    describes and leaves it on return or error.
+    """
     config.validate()
-    callbacks = callbacks or TrainCallbacks()
+    with distributed_session(config.device, config.sync_bn) as ctx:
+        return _train(config, callbacks or TrainCallbacks(), ctx)
+
+
+def _train(config: TrainConfig, callbacks: TrainCallbacks, ctx: DistributedContext) -> TrainResult:
     started = time.perf_counter()
-    device = torch.device(config.device or default_device())
+    device = ctx.device
+    if not ctx.is_main:
+        callbacks = TrainCallbacks()
     if config.threads:
         torch.set_num_threads(config.threads)
     torch.manual_seed(config.seed)
     out = Path(config.out)
     checkpoint_path = out / CHECKPOINT_FILE
-    if config.resume and not checkpoint_path.is_file():
-        raise ModelError(f"{checkpoint_path}: no checkpoint to resume from")
+    state = _read_resume_state(checkpoint_path, ctx) if config.resume else None
 
-    dataset = load_dataset(config.data)
+    dataset = ctx.rank_zero_first(lambda: load_dataset(config.data))
     images, kept, skipped = load_images(dataset.train, tuple(config.input_size))
     records = [dataset.train[i] for i in kept]
     labels_list, _ = relabel(records)
     labels = torch.tensor(labels_list)
     num_classes = int(labels.max()) + 1
+    ctx.check_same((len(records), num_classes), "the number of readable training images and identities")
 
     network = ReidNet(
         config.architecture,
@@ -235,19 +314,22 @@ def train(config: TrainConfig, callbacks: TrainCallbacks | None = None) -> Train
         last_stride=config.last_stride,
         pretrained=config.pretrained,
     ).to(device)
+    if config.sync_bn and ctx.distributed:
+        network = nn.SyncBatchNorm.convert_sync_batchnorm(network)
     metric = _build_metric(config, num_classes, network.embedding_dim)
     if metric is not None:
         metric.to(device)
     optimizer = _build_optimizer(config, network, metric)
-    sampler = PKSampler(labels_list, config.p, config.k, seed=config.seed)
+    sampler = PKSampler(labels_list, config.p, config.k, seed=config.seed, rank=ctx.rank, world_size=ctx.world_size)
     use_amp = config.amp and device.type == "cuda"
     scaler = torch.amp.GradScaler("cuda", enabled=use_amp)
 
     card = build_card(config, dataset, num_classes, network, network.pretrained_note)
     history: list[dict[str, Any]] = []
     start_epoch = 0
-    if config.resume:
-        state = _load_checkpoint(checkpoint_path)
+    steps_per_epoch = len(sampler)
+    step_total = 0
+    if state is not None:
         if state.get("optimizer_name", config.optimizer) != config.optimizer:
             raise ModelError(
                 f"{checkpoint_path}: checkpoint was made with optimizer {state['optimizer_name']}, not {config.optimizer}"
@@ -263,9 +345,20 @@ def train(config: TrainConfig, callbacks: TrainCallbacks | None = None) -> Train
         except (KeyError, RuntimeError, ValueError) as exc:
             raise ModelError(f"{checkpoint_path}: checkpoint does not match this configuration ({exc.__class__.__name__}: {str(exc).splitlines()[0]})") from exc
         start_epoch = int(state["epoch"]) + 1
+        step_total = int(state.get("global_step", start_epoch * steps_per_epoch))
         history = list(state.get("history", []))
 
-    steps_per_epoch = len(sampler)
+    gather = gather_rows if config.gather_embeddings and ctx.distributed else None
+    objective = TrainingObjective(network, metric, config.label_smoothing, use_amp, gather)
+    model: nn.Module = objective
+    if ctx.distributed:
+        # Without cross-entropy the classifier is absent and the BNNeck weight gets no gradient.
+        model = DistributedDataParallel(
+            objective,
+            device_ids=[device.index] if device.type == "cuda" else None,
+            find_unused_parameters=config.ce_weight == 0,
+        )
+
     if callbacks.on_start:
         callbacks.on_start({
             "device": str(device),
@@ -275,15 +368,19 @@ def train(config: TrainConfig, callbacks: TrainCallbacks | None = None) -> Train
             "steps_per_epoch": steps_per_epoch,
             "pretrained": network.pretrained_note,
             "start_epoch": start_epoch,
+            "world_size": ctx.world_size,
+            "backend": ctx.backend,
+            "global_batch": ctx.world_size * config.p * config.k,
+            "checkpoint_world_size": None if state is None else state.get("world_size", 1),
         })
 
     generator = torch.Generator().manual_seed(config.seed)
     aug = AugmentConfig()
-    step_total = start_epoch * steps_per_epoch
+    batch_size = config.p * config.k
     for epoch in range(start_epoch, config.epochs):
         generator.manual_seed(config.seed * 7919 + epoch)
         sampler.set_epoch(epoch)
-        network.train()
+        objective.train()
         sums = {"loss": 0.0, "ce": 0.0, "metric": 0.0}
         epoch_start = time.perf_counter()
         seen = 0
@@ -294,17 +391,19 @@ def train(config: TrainConfig, callbacks: TrainCallbacks | None = None) -> Train
             for group in optimizer.param_groups:
                 group["lr"] = group["base_lr"] * factor
             index = torch.tensor(batch_indices)
-            batch = augment(images[index], IMAGENET_MEAN, IMAGENET_STD, aug, generator).to(device, non_blocking=True)
+            # Every process draws the augmentation of the whole global batch and applies its
+            # own rows, so the global batch is augmented as one process would augment it.
+            rows = (ctx.rank * batch_size, ctx.world_size * batch_size)
+            batch = augment(images[index], IMAGENET_MEAN, IMAGENET_STD, aug, generator, rows).to(device, non_blocking=True)
             target = labels[index].to(device)
-            with torch.autocast(device.type, enabled=use_amp):
-                output = network(batch)
-            ce = F.cross_entropy(output.logits.float(), target, label_smoothing=config.label_smoothing) if output.logits is not None else torch.zeros((), device=device)
-            metric_value = metric(output.feature.float(), target) if metric is not None else torch.zeros((), device=device)
+            ce, metric_value = model(batch, target)
             loss = config.ce_weight * ce + config.metric_weight * metric_value
-            if not torch.isfinite(loss):
+            # The mean over processes: a NaN anywhere stops every process at the same step.
+            loss_value, ce_value, metric_mean = ctx.mean(torch.stack([loss, ce, metric_value])).tolist()
+            if not math.isfinite(loss_value):
                 kept_note = f"; the last good checkpoint is {checkpoint_path}" if checkpoint_path.is_file() else ""
                 raise TrainingDiverged(
-                    f"loss became {loss.item()} at epoch {epoch + 1} step {step + 1} (lower --lr or enable --grad-clip){kept_note}"
+                    f"loss became {loss_value} at epoch {epoch + 1} step {step + 1} (lower --lr or enable --grad-clip){kept_note}"
                 )
             optimizer.zero_grad(set_to_none=True)
             scaler.scale(loss).backward()
@@ -314,37 +413,45 @@ def train(config: TrainConfig, callbacks: TrainCallbacks | None = None) -> Train
             scaler.step(optimizer)
             scaler.update()
             step_total += 1
-            seen += len(batch_indices)
-            sums["loss"] += loss.item()
-            sums["ce"] += ce.item()
-            sums["metric"] += metric_value.item()
+            seen += len(batch_indices) * ctx.world_size
+            sums["loss"] += loss_value
+            sums["ce"] += ce_value
+            sums["metric"] += metric_mean
             if callbacks.on_step:
                 callbacks.on_step(StepInfo(
                     epoch=epoch, epochs=config.epochs, step=step, steps_per_epoch=steps_per_epoch,
-                    loss=loss.item(), ce=ce.item(), metric=metric_value.item(),
+                    loss=loss_value, ce=ce_value, metric=metric_mean,
                     lr=optimizer.param_groups[0]["lr"],
                     images_per_second=seen / max(time.perf_counter() - epoch_start, 1e-9),
                 ))
-        steps_done = max(1, min(steps_per_epoch, seen // (config.p * config.k)))
+        steps_done = max(1, min(steps_per_epoch, seen // (batch_size * ctx.world_size)))
         entry: dict[str, Any] = {k: v / steps_done for k, v in sums.items()}
         entry["epoch"] = epoch + 1
         entry["images_per_second"] = seen / max(time.perf_counter() - epoch_start, 1e-9)
+        entry["world_size"] = ctx.world_size
         last_epoch = epoch + 1 == config.epochs or (config.max_steps is not None and step_total >= config.max_steps)
         if config.eval_every and ((epoch + 1) % config.eval_every == 0 or last_epoch):
-            result = evaluate_dataset(TorchEncoder(network, card, device), dataset, config.eval_batch_size, callbacks.on_eval_progress)
-            network.train()
-            entry["eval"] = result.to_dict()
+            evaluation = None
+            if ctx.is_main:
+                result = evaluate_dataset(TorchEncoder(network, card, device), dataset, config.eval_batch_size, callbacks.on_eval_progress)
+                network.train()
+                evaluation = result.to_dict()
+            # The other processes wait here while rank 0 evaluates.
+            entry["eval"] = ctx.broadcast(evaluation)
         history.append(entry)
-        state = {
-            "model": network.state_dict(),
-            "optimizer": optimizer.state_dict(),
-            "optimizer_name": config.optimizer,
-            "epoch": epoch,
-            "history": history,
-        }
-        if metric is not None:
-            state["metric"] = metric.state_dict()
-        _save_checkpoint(checkpoint_path, state)
+        if ctx.is_main:
+            checkpoint: dict[str, Any] = {
+                "model": network.state_dict(),
+                "optimizer": optimizer.state_dict(),
+                "optimizer_name": config.optimizer,
+                "epoch": epoch,
+                "global_step": step_total,
+                "world_size": ctx.world_size,
+                "history": history,
+            }
+            if metric is not None:
+                checkpoint["metric"] = metric.state_dict()
+            _save_checkpoint(checkpoint_path, checkpoint)
         if callbacks.on_epoch:
             callbacks.on_epoch(epoch, entry)
         if last_epoch:
@@ -355,5 +462,11 @@ def train(config: TrainConfig, callbacks: TrainCallbacks | None = None) -> Train
     final_eval = next((h["eval"] for h in reversed(history) if "eval" in h), None)
     if final_eval:
         card.metrics = {"dataset": config.data, "protocol": "market1501", **final_eval}
-    card = save_model(network, card, out)
-    return TrainResult(out, card, history, skipped, time.perf_counter() - started, network.pretrained_note)
+    if ctx.is_main:
+        card = save_model(network, card, out)
+    # Every process returns once the model folder is written, with the card as saved.
+    card = ctx.broadcast(card)
+    return TrainResult(
+        out, card, history, skipped, time.perf_counter() - started, network.pretrained_note,
+        network=network, rank=ctx.rank, world_size=ctx.world_size,
+    )
