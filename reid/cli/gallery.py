@@ -13,9 +13,22 @@ from rich.table import Table
 from rich.text import Text
 
 from reid.cli.common import console, err_console, handle_errors, make_progress, print_table, write_json
+from reid.cli.index_options import (
+    EF_SEARCH_OPTION,
+    NLIST_OPTION,
+    NPROBE_OPTION,
+    PQ_BITS_OPTION,
+    PQ_M_OPTION,
+    REFINE_OPTION,
+    SHARD_SIZE_OPTION,
+    TRAIN_SIZE_OPTION,
+    index_kind_option,
+    optional_spec_from_flags,
+    spec_from_flags,
+)
 from reid.detect import build_detector
 from reid.errors import ConfigError, DataError
-from reid.gallery import INDEX_KINDS, Gallery, IndexSpec, resolve_gallery_path
+from reid.gallery import Gallery, resolve_gallery_path
 from reid.models import load_encoder
 from reid.pipeline import (
     DETECT_CHOICES,
@@ -42,18 +55,35 @@ def enroll(
     gallery: str = typer.Option(..., "--gallery", "-g", help=GALLERY_HELP),
     identity: str | None = typer.Option(None, "--id", help="Enrol every image as this identity."),
     detect: str | None = typer.Option(None, "--detect", help="Crop the largest person or face first: person|face."),
-    index: str | None = typer.Option(
-        None, "--index", help=f"Index of a new gallery: {'|'.join(INDEX_KINDS)} (default flat)."
-    ),
+    index: str | None = index_kind_option(required=False),
+    train_size: int | None = TRAIN_SIZE_OPTION,
+    pq_m: int | None = PQ_M_OPTION,
+    pq_bits: int | None = PQ_BITS_OPTION,
+    refine: int | None = REFINE_OPTION,
+    nlist: int | None = NLIST_OPTION,
+    nprobe: int | None = NPROBE_OPTION,
+    shard_size: int | None = SHARD_SIZE_OPTION,
     batch_size: int = typer.Option(32, "--batch-size", help="Images embedded and committed together."),
     json_out: Path | None = typer.Option(None, "--json", help="Also write the report as JSON here."),
 ) -> None:
-    """Enrol images of known people into a gallery (created when new)."""
+    """Enrol images of known people into a gallery (created when new).
+
+    Index flags describe a new gallery's index; for an existing gallery they must match it.
+    """
+    spec = optional_spec_from_flags(
+        index,
+        train_size=train_size,
+        pq_m=pq_m,
+        pq_bits=pq_bits,
+        refine=refine,
+        nlist=nlist,
+        nprobe=nprobe,
+        shard_size=shard_size,
+    )
     entries = plan_enrolment(paths, identity)
     config = EnrolConfig(batch_size=batch_size)
     detector = build_detector(detect) if detect else None
     encoder = load_encoder(model)
-    spec = IndexSpec(kind=index) if index else None
     with Gallery.open_or_create(resolve_gallery_path(gallery), encoder.card, spec) as store:
         with make_progress() as progress:
             task = progress.add_task("enrol", total=len(entries))
@@ -291,19 +321,35 @@ def export(
 @handle_errors
 def reindex(
     gallery: str = typer.Argument(..., help=GALLERY_HELP),
-    index: str = typer.Option(..., "--index", help="|".join(INDEX_KINDS)),
-    ef_search: int = typer.Option(128, "--ef-search", help="HNSW search beam width."),
-    nprobe: int = typer.Option(0, "--nprobe", help="IVF lists searched per query (0: about nlist / 32)."),
-    nlist: int = typer.Option(0, "--nlist", help="IVF lists (0: about sqrt(items))."),
+    index: str = index_kind_option(required=True),
+    ef_search: int | None = EF_SEARCH_OPTION,
+    nprobe: int | None = NPROBE_OPTION,
+    nlist: int | None = NLIST_OPTION,
+    train_size: int | None = TRAIN_SIZE_OPTION,
+    pq_m: int | None = PQ_M_OPTION,
+    pq_bits: int | None = PQ_BITS_OPTION,
+    refine: int | None = REFINE_OPTION,
+    shard_size: int | None = SHARD_SIZE_OPTION,
 ) -> None:
-    """Rebuild the index as another kind (flat, hnsw, ivf), keeping every item."""
-    spec = IndexSpec(kind=index, ef_search=ef_search, nprobe=nprobe, nlist=nlist)
+    """Rebuild the index as another kind (flat, hnsw, ivf, ivfpq) or sharding, keeping every item."""
+    spec = spec_from_flags(
+        index,
+        ef_search=ef_search,
+        nprobe=nprobe,
+        nlist=nlist,
+        train_size=train_size,
+        pq_m=pq_m,
+        pq_bits=pq_bits,
+        refine=refine,
+        shard_size=shard_size,
+    )
     with Gallery.open(resolve_gallery_path(gallery)) as store:
         store.reindex(spec)
-        built = store.index_kind
+        built, shards = store.index_kind, store.shard_count
         recall = store.recall()
     console.print(
-        f"{store.folder}: index is now {built} ({len(store)} items); "
+        f"{store.folder}: index is now {built} ({len(store)} items"
+        f"{f' in {shards} shards' if shards > 1 else ''}); "
         f"recall@1 {recall.recall_at_1:.4f} against exact search",
         highlight=False,
         soft_wrap=True,

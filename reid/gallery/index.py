@@ -1,9 +1,15 @@
-"""FAISS indexes of a gallery: exact (flat) or approximate (HNSW, IVF), all inner product.
+"""FAISS indexes of a gallery: exact (flat) or approximate (HNSW, IVF, IVF-PQ), all inner product.
 
-Every index is an ``IndexIDMap2`` whose ids are the SQLite row ids of the items, so an item
-found by FAISS is looked up in the database directly, and an item is removed by its id.
+Flat, HNSW and IVF indexes are ``IndexIDMap2`` wrappers whose ids are the SQLite row ids of
+the items, so an item found by FAISS is looked up in the database directly.  IVF-PQ stores
+the row ids in its inverted lists itself (``add_with_ids``): behind an id map its removals
+would renumber FAISS's internal ids, which IVF does not do, so it removes in place by id.
 Embeddings are unit length, so the inner product is the cosine similarity and the
 Euclidean distance reid reports everywhere is ``sqrt(2 - 2 * similarity)``.
+
+IVF-PQ keeps only a short code per item (``pq_m`` bytes at 8 bits), so it cannot give back
+the embeddings; a gallery keeps those in a float16 file beside each IVF-PQ index (see
+:mod:`reid.gallery.files`), and re-ranks IVF-PQ's candidates with them (``refine``).
 """
 
 from __future__ import annotations
@@ -19,7 +25,13 @@ import numpy as np
 
 from reid.errors import ConfigError
 
-INDEX_KINDS = ("flat", "hnsw", "ivf")
+INDEX_KINDS = ("flat", "hnsw", "ivf", "ivfpq")
+TRAINED_KINDS = ("ivf", "ivfpq")
+# FAISS's k-means wants at least this many training points per centroid.
+POINTS_PER_CENTROID = 39
+# k-means on 64 points a centroid pins the centroids as well as on all points.
+SAMPLE_PER_CENTROID = 64
+MIN_SHARD_SIZE = 100
 
 
 @dataclass
@@ -27,10 +39,17 @@ class IndexSpec:
     """Which index a gallery keeps, and its build and search parameters.
 
     HNSW: ``hnsw_m`` links per node, ``ef_construction`` and ``ef_search`` beam widths.
-    IVF: ``nlist`` inverted lists (0: about sqrt(items), re-chosen and retrained each time
-    the gallery has grown enough to want twice as many), ``nprobe`` lists searched per
-    query (0: about nlist / 32, at least 8).  IVF needs training data, so a gallery asking
-    for IVF keeps an exact flat index until it holds ``train_min`` items.
+    IVF and IVF-PQ: ``nlist`` inverted lists (0: about sqrt(items), re-chosen and retrained
+    each time the gallery has grown enough to want twice as many), ``nprobe`` lists searched
+    per query (0: about nlist / 32, at least 8).  Both need training data, so a gallery
+    asking for them keeps an exact flat index until it holds ``train_min`` items (IVF-PQ:
+    at least 39 per PQ centroid, ``39 * 2**pq_bits``); ``train_size`` items, sampled, train
+    the quantizers (0: 64 per list, and for IVF-PQ at least 256 per PQ centroid).
+    IVF-PQ: ``pq_m`` sub-quantizers of ``pq_bits`` bits each (0: one per 8 dimensions, so
+    ``pq_m`` bytes a item at 8 bits); ``refine``: each search takes ``refine`` times the
+    asked-for neighbours from the codes and re-ranks them exactly (0: codes only).
+    ``shard_size``: items per index file (0: one file); a full shard is sealed and a new
+    one started, so growth adds files instead of rewriting one large index.
     """
 
     kind: str = "flat"
@@ -40,6 +59,11 @@ class IndexSpec:
     nlist: int = 0
     nprobe: int = 0
     train_min: int = 10_000
+    train_size: int = 0
+    pq_m: int = 0
+    pq_bits: int = 8
+    refine: int = 16
+    shard_size: int = 0
 
     def __post_init__(self) -> None:
         if self.kind not in INDEX_KINDS:
@@ -47,9 +71,47 @@ class IndexSpec:
         for name in ("hnsw_m", "ef_construction", "ef_search", "train_min"):
             if getattr(self, name) < 1:
                 raise ConfigError(f"index option {name} must be at least 1, got {getattr(self, name)}")
-        for name in ("nlist", "nprobe"):
+        for name in ("nlist", "nprobe", "train_size", "pq_m", "refine", "shard_size"):
             if getattr(self, name) < 0:
                 raise ConfigError(f"index option {name} must be 0 (automatic) or positive, got {getattr(self, name)}")
+        if not 1 <= self.pq_bits <= 16:
+            raise ConfigError(f"index option pq_bits must be 1 to 16, got {self.pq_bits}")
+        if self.kind in TRAINED_KINDS and self.train_size and self.train_size < self.min_training:
+            raise ConfigError(
+                f"index option train_size {self.train_size} is too small: "
+                f"{self.kind} needs at least {self.min_training} training items"
+            )
+        if self.shard_size and self.shard_size < max(MIN_SHARD_SIZE, self.training_items):
+            raise ConfigError(
+                f"index option shard_size must be 0 (one shard) or at least "
+                f"{max(MIN_SHARD_SIZE, self.training_items)} (the items a {self.kind} shard trains on), "
+                f"got {self.shard_size}"
+            )
+
+    @property
+    def min_training(self) -> int:
+        """Fewest items k-means can train the quantizers on."""
+        if self.kind == "ivfpq":
+            return POINTS_PER_CENTROID * 2**self.pq_bits
+        return POINTS_PER_CENTROID
+
+    @property
+    def training_items(self) -> int:
+        """Items a gallery of this kind holds before it trains (0: kinds that never train)."""
+        return max(self.train_min, self.min_training) if self.kind in TRAINED_KINDS else 0
+
+    def sub_quantizers(self, dim: int) -> int:
+        """``pq_m``, or one sub-quantizer per 8 dimensions (the largest divisor of ``dim`` below that)."""
+        if self.pq_m:
+            if dim % self.pq_m:
+                raise ConfigError(f"index option pq_m {self.pq_m} does not divide the embedding dimension {dim}")
+            return self.pq_m
+        return next(m for m in range(max(1, dim // 8), 0, -1) if dim % m == 0)
+
+    def check_dim(self, dim: int) -> None:
+        """Raise ConfigError unless this spec can index embeddings of dimension ``dim``."""
+        if self.kind == "ivfpq":
+            self.sub_quantizers(dim)
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -62,7 +124,7 @@ class IndexSpec:
 
 def auto_nlist(count: int) -> int:
     """About sqrt(N) lists, with at least 39 training points per list (FAISS's minimum)."""
-    return max(1, min(round(math.sqrt(count)), count // 39))
+    return max(1, min(round(math.sqrt(count)), count // POINTS_PER_CENTROID))
 
 
 def auto_nprobe(nlist: int) -> int:
@@ -70,31 +132,43 @@ def auto_nprobe(nlist: int) -> int:
     return min(nlist, max(8, round(nlist / 32)))
 
 
+def _ivf_of(index: faiss.Index) -> faiss.IndexIVF | None:
+    sub = faiss.downcast_index(index.index) if isinstance(index, faiss.IndexIDMap2) else faiss.downcast_index(index)
+    return sub if isinstance(sub, faiss.IndexIVF) else None
+
+
 def ivf_nlist(index: faiss.Index) -> int:
-    """Lists of an IVF index (0 for other kinds)."""
-    sub = faiss.downcast_index(index.index)
-    return int(sub.nlist) if isinstance(sub, faiss.IndexIVF) else 0
+    """Lists of an IVF or IVF-PQ index (0 for other kinds)."""
+    ivf = _ivf_of(index)
+    return int(ivf.nlist) if ivf is not None else 0
 
 
-def new_index(spec: IndexSpec, dim: int, training: np.ndarray | None = None) -> faiss.IndexIDMap2:
-    """An empty index for ``spec``; IVF is trained on ``training`` when it holds enough rows.
+@dataclass(frozen=True)
+class TrainingPlan:
+    """How a trained index is built for ``count`` items: ``nlist`` lists from ``sample`` of them."""
 
-    An IVF request with too little training data yields a flat index (see :func:`built_kind`).
-    """
+    nlist: int
+    sample: int
+
+
+def plan_training(spec: IndexSpec, count: int) -> TrainingPlan | None:
+    """Lists and training sample for ``count`` items, or None when there are too few to train."""
+    if spec.kind not in TRAINED_KINDS or count < spec.training_items:
+        return None
+    nlist = spec.nlist or auto_nlist(count)
+    wanted = spec.train_size or SAMPLE_PER_CENTROID * nlist
+    if spec.kind == "ivfpq" and not spec.train_size:
+        wanted = max(wanted, 256 * 2**spec.pq_bits)
+    sample = min(count, max(wanted, spec.min_training))
+    # An explicit train_size smaller than the lists need caps the lists, not the other way round.
+    return TrainingPlan(max(1, min(nlist, sample // POINTS_PER_CENTROID)), sample)
+
+
+def new_index(spec: IndexSpec, dim: int) -> faiss.Index:
+    """An empty index for ``spec`` that needs no training: flat, or HNSW."""
     if spec.kind == "hnsw":
         sub = faiss.IndexHNSWFlat(dim, spec.hnsw_m, faiss.METRIC_INNER_PRODUCT)
         sub.hnsw.efConstruction = spec.ef_construction
-    elif spec.kind == "ivf" and training is not None and len(training) >= spec.train_min:
-        nlist = spec.nlist or auto_nlist(len(training))
-        nlist = min(nlist, len(training))
-        quantizer = faiss.IndexFlatIP(dim)
-        sub = faiss.IndexIVFFlat(quantizer, dim, nlist, faiss.METRIC_INNER_PRODUCT)
-        # k-means on a sample: 64 points a list pin the centroids as well as all points do.
-        sample = training
-        if len(training) > 64 * nlist:
-            rows = np.random.default_rng(0).choice(len(training), 64 * nlist, replace=False)
-            sample = training[np.sort(rows)]
-        sub.train(np.ascontiguousarray(sample, dtype=np.float32))
     else:
         sub = faiss.IndexFlatIP(dim)
     index = faiss.IndexIDMap2(sub)
@@ -102,58 +176,78 @@ def new_index(spec: IndexSpec, dim: int, training: np.ndarray | None = None) -> 
     return index
 
 
+def trained_index(spec: IndexSpec, dim: int, nlist: int, sample: np.ndarray) -> faiss.Index:
+    """An empty IVF (behind an id map) or IVF-PQ index, trained on ``sample``."""
+    quantizer = faiss.IndexFlatIP(dim)
+    if spec.kind == "ivfpq":
+        index = faiss.IndexIVFPQ(
+            quantizer, dim, nlist, spec.sub_quantizers(dim), spec.pq_bits, faiss.METRIC_INNER_PRODUCT
+        )
+        index.train(np.ascontiguousarray(sample, dtype=np.float32))
+    elif spec.kind == "ivf":
+        sub = faiss.IndexIVFFlat(quantizer, dim, nlist, faiss.METRIC_INNER_PRODUCT)
+        sub.train(np.ascontiguousarray(sample, dtype=np.float32))
+        index = faiss.IndexIDMap2(sub)
+    else:
+        raise ConfigError(f"a {spec.kind} index is not trained")
+    apply_search_params(index, spec)
+    return index
+
+
 def built_kind(index: faiss.Index) -> str:
-    """What the index really is: "flat", "hnsw" or "ivf"."""
-    sub = faiss.downcast_index(index.index) if isinstance(index, faiss.IndexIDMap2) else index
+    """What the index really is: "flat", "hnsw", "ivf" or "ivfpq"."""
+    sub = faiss.downcast_index(index.index) if isinstance(index, faiss.IndexIDMap2) else faiss.downcast_index(index)
     if isinstance(sub, faiss.IndexHNSW):
         return "hnsw"
+    if isinstance(sub, faiss.IndexIVFPQ):
+        return "ivfpq"
     if isinstance(sub, faiss.IndexIVF):
         return "ivf"
     return "flat"
 
 
+def stores_vectors(index: faiss.Index) -> bool:
+    """Whether the index gives back the embeddings it holds exactly (all kinds but IVF-PQ)."""
+    return built_kind(index) != "ivfpq"
+
+
 def apply_search_params(index: faiss.Index, spec: IndexSpec) -> None:
-    """Set the search parameters of ``spec``, and let IVF reconstruct items by id."""
-    sub = faiss.downcast_index(index.index)
-    if isinstance(sub, faiss.IndexHNSW):
-        sub.hnsw.efSearch = spec.ef_search
-    elif isinstance(sub, faiss.IndexIVF):
-        sub.nprobe = min(spec.nprobe, sub.nlist) if spec.nprobe else auto_nprobe(sub.nlist)
-        if sub.direct_map.type == faiss.DirectMap.NoMap:
-            sub.make_direct_map()
+    """Set the search parameters of ``spec``, and let IVF behind an id map reconstruct items."""
+    if isinstance(index, faiss.IndexIDMap2):
+        sub = faiss.downcast_index(index.index)
+        if isinstance(sub, faiss.IndexHNSW):
+            sub.hnsw.efSearch = spec.ef_search
+            return
+    ivf = _ivf_of(index)
+    if ivf is None:
+        return
+    ivf.nprobe = min(spec.nprobe, ivf.nlist) if spec.nprobe else auto_nprobe(ivf.nlist)
+    if isinstance(index, faiss.IndexIDMap2) and ivf.direct_map.type == faiss.DirectMap.NoMap:
+        ivf.make_direct_map()
 
 
 def supports_remove(index: faiss.Index) -> bool:
-    """Only the flat index removes in place; HNSW and IVF behind an id map are rebuilt."""
-    return built_kind(index) == "flat"
+    """Flat and IVF-PQ remove in place; HNSW and IVF behind an id map are rebuilt."""
+    return built_kind(index) in ("flat", "ivfpq")
 
 
-def index_ids(index: faiss.IndexIDMap2) -> np.ndarray:
-    return faiss.vector_to_array(index.id_map).astype(np.int64, copy=False)
+def index_ids(index: faiss.Index) -> np.ndarray:
+    """The item ids ``index`` holds (in no particular order for IVF-PQ)."""
+    if isinstance(index, faiss.IndexIDMap2):
+        return faiss.vector_to_array(index.id_map).astype(np.int64, copy=False)
+    ivf = _ivf_of(index)
+    if ivf is None:
+        raise ConfigError(f"a {type(index).__name__} holds no item ids")
+    lists = ivf.invlists
+    parts = [np.zeros(0, np.int64)]
+    for number in range(ivf.nlist):
+        size = lists.list_size(number)
+        if size:
+            parts.append(faiss.rev_swig_ptr(lists.get_ids(number), size).astype(np.int64))
+    return np.concatenate(parts)
 
 
-def index_vectors(index: faiss.IndexIDMap2) -> tuple[np.ndarray, np.ndarray]:
-    """All (ids, vectors) stored in ``index``, in insertion order."""
-    ids = index_ids(index)
-    if index.ntotal == 0:
-        return ids, np.zeros((0, index.d), dtype=np.float32)
-    sub = faiss.downcast_index(index.index)
-    if isinstance(sub, faiss.IndexIVF) and sub.direct_map.type == faiss.DirectMap.NoMap:
-        sub.make_direct_map()
-    # Internal ids are 0..n-1 in insertion order: the id map only ever appends, and the
-    # only in-place removal (flat) renumbers the rest.
-    return ids, sub.reconstruct_n(0, index.ntotal)
-
-
-def rebuild(spec: IndexSpec, dim: int, ids: np.ndarray, vectors: np.ndarray) -> faiss.IndexIDMap2:
-    """A fresh index for ``spec`` holding ``vectors`` under ``ids`` (IVF trained on them)."""
-    index = new_index(spec, dim, vectors if spec.kind == "ivf" else None)
-    add_chunked(index, ids, vectors)
-    apply_search_params(index, spec)
-    return index
-
-
-def add_chunked(index: faiss.IndexIDMap2, ids: np.ndarray, vectors: np.ndarray, chunk: int = 65_536) -> None:
+def add_chunked(index: faiss.Index, ids: np.ndarray, vectors: np.ndarray, chunk: int = 65_536) -> None:
     for start in range(0, len(ids), chunk):
         index.add_with_ids(
             np.ascontiguousarray(vectors[start : start + chunk], dtype=np.float32),

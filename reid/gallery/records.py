@@ -123,6 +123,8 @@ class GalleryInfo:
     generation: int
     segments: int
     bytes: int
+    shards: int = 1
+    search_device: str = "cpu"
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)

@@ -1,57 +1,64 @@
-"""A gallery: a FAISS index of embeddings whose ids are row ids of an SQLite table of items.
+"""A gallery: FAISS indexes of embeddings whose ids are row ids of an SQLite table of items.
 
 Folder layout::
 
-    gallery.db                 items, meta (model, dimension, threshold, index), segments
-    index-GGGGGGGG-xxxx.faiss  the index snapshot named by the database
-    seg-GGGGGGGG-xxxx.bin      batches added since that snapshot (ids + vectors)
-    .lock                      the writers' file lock
+    gallery.db                    items, meta (model, dimension, threshold, index), shards, segments
+    index-GGGGGGGG-xxxx.faiss     an index snapshot (one per shard) named by the database
+    vec-GGGGGGGG-xxxx.f16         the float16 embeddings beside an IVF-PQ snapshot
+    template-GGGGGGGG-xxxx.faiss  trained, empty IVF / IVF-PQ index new shards start from
+    seg-GGGGGGGG-xxxx.bin         batches added since the active shard's snapshot (ids + vectors)
+    .lock                         the writers' file lock
 
 The database is the single commit point.  A writer takes the lock, writes its new files
 (temporary name, fsync, rename), then commits one SQLite transaction that inserts the items
 and names the new files.  A crash before that commit leaves the database (rolled back by
 SQLite's journal) naming only the old files, which are still there; files no commit names
 are deleted by the next writer.  On open, every named file's size and checksum are checked
-and the ids in the index must be exactly the ids in the items table.
+and the ids in the indexes, taken together, must be exactly the ids in the items table.
+
+A gallery is one or more shards (see :mod:`reid.gallery.shards`): sealed ones in the
+``shards`` table, and the active one, which takes new items, in ``meta``.
 """
 
 from __future__ import annotations
 
-import io
 import json
+import os
 import sqlite3
 import time
+import zipfile
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Any
+from typing import Any, BinaryIO
 
 import faiss
 import numpy as np
 
 from reid.errors import ConfigError, GalleryError
+from reid.gallery.device import GPU_ENV, GPU_MAX_K, GpuSearch, detect_gpus, use_gpu
 from reid.gallery.files import (
     FileRecord,
     new_name,
     read_segment,
     read_snapshot,
+    read_vectors,
     verify_file,
-    write_bytes_atomic,
+    write_file_atomic,
     write_segment,
     write_snapshot,
 )
 from reid.gallery.index import (
+    TRAINED_KINDS,
     IndexSpec,
+    TrainingPlan,
     apply_search_params,
     auto_nlist,
-    built_kind,
-    index_ids,
-    index_vectors,
     ivf_nlist,
     new_index,
-    rebuild,
+    plan_training,
     search_settings,
     similarity_to_distance,
     supports_remove,
@@ -69,12 +76,30 @@ from reid.gallery.records import (
     ModelFacts,
     RecallReport,
 )
+from reid.gallery.shards import (
+    CHUNK,
+    Shard,
+    ShardRecord,
+    Written,
+    build_shard,
+    search_index,
+    train_template,
+    write_shard,
+)
 
 DB_FILE = "gallery.db"
-FORMAT = 1
+# Format 2 added sealed shards, vector files and templates; format-1 galleries are upgraded
+# by their first write.
+FORMAT = 2
 SCORES = ("best", "mean")
 DEFAULT_GALLERIES = Path("galleries")
+FILE_PREFIXES = ("index-", "seg-", "vec-", "template-")
 
+SHARDS_TABLE = """CREATE TABLE IF NOT EXISTS shards (
+    position INTEGER PRIMARY KEY,
+    name TEXT NOT NULL, size INTEGER NOT NULL, sha256 TEXT NOT NULL, count INTEGER NOT NULL,
+    vectors_name TEXT, vectors_size INTEGER, vectors_sha256 TEXT
+)"""
 SCHEMA = (
     "CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT NOT NULL)",
     """CREATE TABLE items (
@@ -94,15 +119,19 @@ SCHEMA = (
         seq INTEGER PRIMARY KEY AUTOINCREMENT,
         name TEXT NOT NULL, size INTEGER NOT NULL, sha256 TEXT NOT NULL, count INTEGER NOT NULL
     )""",
+    SHARDS_TABLE,
 )
 ITEM_COLUMNS = "id, identity, source, camera, frame, time, box_x, box_y, box_w, box_h, enrolled, image_hash"
 SQL_CHUNK = 900  # stays under SQLite's default limit of host parameters per statement
+ROWS_CHUNK = 100_000  # rows fetched from SQLite at a time when reading whole tables
 
 # Segments are folded into a new snapshot once they hold this share of its items (so
 # rewrites stay proportional to growth), or once there are this many files to open.
 COMPACT_SHARE = 0.25
 COMPACT_MIN_ITEMS = 4096
 COMPACT_MAX_SEGMENTS = 64
+# Candidates re-ranked at a time: bounds the float32 copies of their embeddings (128 MiB at 512-d).
+RERANK_ROWS = 65_536
 
 
 def resolve_gallery_path(spec: str | Path) -> Path:
@@ -121,9 +150,33 @@ def _now() -> str:
 class _DiskState:
     generation: int
     spec: IndexSpec
-    snapshot: FileRecord
-    snapshot_count: int
+    active: ShardRecord
+    sealed: list[ShardRecord]
+    template: FileRecord | None
     segments: list[tuple[int, FileRecord, int]]
+
+    def names(self) -> set[str]:
+        named = {name for record in [*self.sealed, self.active] for name in record.names()}
+        named |= {record.name for _, record, _ in self.segments}
+        return named | ({self.template.name} if self.template else set())
+
+
+@dataclass
+class _Layout:
+    """The shards in memory and the files they were last written to."""
+
+    sealed: list[tuple[Shard, ShardRecord]]
+    active: Shard
+    active_record: ShardRecord
+    template: FileRecord | None = None
+
+    def shards(self) -> list[Shard]:
+        return [shard for shard, _ in self.sealed] + [self.active]
+
+    def names(self) -> set[str]:
+        named = {name for _, record in self.sealed for name in record.names()}
+        named |= set(self.active_record.names())
+        return named | ({self.template.name} if self.template else set())
 
 
 @dataclass
@@ -175,19 +228,23 @@ class Gallery:
     Searching uses the copy loaded in memory; :meth:`refresh` picks up what other processes
     committed since.  Writes (:meth:`add`, :meth:`remove_identity`, :meth:`reindex`) first
     catch up with the disk under the lock, so concurrent writers never lose each other's work.
+    ``gpu`` (default: the ``REID_FAISS_GPU`` environment variable, else ``auto``) says
+    whether searches run on GPUs; see :mod:`reid.gallery.device`.
     """
 
-    def __init__(self, folder: Path, lock_timeout: float) -> None:
+    def __init__(self, folder: Path, lock_timeout: float, gpu: str | None = None) -> None:
         self.folder = Path(folder)
         self.db_path = self.folder / DB_FILE
         self.lock_timeout = lock_timeout
+        support = detect_gpus()
+        self._gpu = GpuSearch(support.devices) if use_gpu(gpu or os.environ.get(GPU_ENV), support) else None
         self._db = self._connect()
         self.meta: GalleryMeta
         self.spec = IndexSpec()
-        self._index: faiss.IndexIDMap2
+        self._layout: _Layout
+        self._searcher: faiss.Index
+        self._template: tuple[str, faiss.Index] | None = None
         self._generation = -1
-        self._snapshot = ""
-        self._snapshot_count = 0
         self._segments: list[int] = []
         self._labels = _Labels()
         self._stale = True
@@ -196,28 +253,36 @@ class Gallery:
 
     @classmethod
     def create(
-        cls, folder: str | Path, card: ModelFacts, spec: IndexSpec | None = None, lock_timeout: float = 120.0
+        cls,
+        folder: str | Path,
+        card: ModelFacts,
+        spec: IndexSpec | None = None,
+        lock_timeout: float = 120.0,
+        gpu: str | None = None,
     ) -> Gallery:
         """A new, empty gallery for embeddings of the model ``card`` describes."""
         folder = Path(folder)
         folder.mkdir(parents=True, exist_ok=True)
         with gallery_lock(folder, exclusive=True, timeout=lock_timeout):
-            gallery = cls(folder, lock_timeout)
-            if gallery._has_meta():
+            gallery = cls(folder, lock_timeout, gpu)
+            try:
+                if gallery._has_meta():
+                    raise GalleryError(f"{folder}: a gallery already exists here")
+                gallery._initialize(card, spec or IndexSpec())
+                gallery._load()
+            except BaseException:
                 gallery.close()
-                raise GalleryError(f"{folder}: a gallery already exists here")
-            gallery._initialize(card, spec or IndexSpec())
-            gallery._load()
+                raise
         return gallery
 
     @classmethod
-    def open(cls, folder: str | Path, lock_timeout: float = 120.0) -> Gallery:
+    def open(cls, folder: str | Path, lock_timeout: float = 120.0, gpu: str | None = None) -> Gallery:
         """Open an existing gallery, verifying its files against its database."""
         folder = Path(folder)
         if not (folder / DB_FILE).is_file():
             raise GalleryError(f"{folder}: no gallery here (no {DB_FILE}); create one with reid enroll")
         with gallery_lock(folder, exclusive=False, timeout=lock_timeout):
-            gallery = cls(folder, lock_timeout)
+            gallery = cls(folder, lock_timeout, gpu)
             try:
                 if not gallery._has_meta():
                     raise GalleryError(f"{gallery.db_path}: empty gallery database (was its creation interrupted?)")
@@ -229,27 +294,33 @@ class Gallery:
 
     @classmethod
     def open_or_create(
-        cls, folder: str | Path, card: ModelFacts, spec: IndexSpec | None = None, lock_timeout: float = 120.0
+        cls,
+        folder: str | Path,
+        card: ModelFacts,
+        spec: IndexSpec | None = None,
+        lock_timeout: float = 120.0,
+        gpu: str | None = None,
     ) -> Gallery:
         """Open the gallery at ``folder`` (checking it was made with ``card``'s model) or create it.
 
-        ``spec`` applies when the gallery is new; for an existing one it must name its index kind.
+        ``spec`` applies when the gallery is new; for an existing one it must equal the
+        gallery's own (change that with :meth:`reindex`).
         """
         folder = Path(folder)
         if folder.exists() and not folder.is_dir():
             raise GalleryError(f"{folder}: not a folder")
         folder.mkdir(parents=True, exist_ok=True)
         with gallery_lock(folder, exclusive=True, timeout=lock_timeout):
-            gallery = cls(folder, lock_timeout)
+            gallery = cls(folder, lock_timeout, gpu)
             try:
                 if not gallery._has_meta():
                     gallery._initialize(card, spec or IndexSpec())
                 gallery._load()
                 gallery.check_model(card)
-                if spec is not None and spec.kind != gallery.spec.kind:
+                if spec is not None and spec != gallery.spec:
                     raise ConfigError(
-                        f"{folder}: gallery has a {gallery.spec.kind} index, not {spec.kind}; "
-                        "change it with reid gallery reindex"
+                        f"{folder}: gallery has a {_describe(gallery.spec, spec)} index, not "
+                        f"{_describe(spec, gallery.spec)}; change it with reid gallery reindex"
                     )
             except BaseException:
                 gallery.close()
@@ -268,7 +339,7 @@ class Gallery:
     # ----------------------------------------------------------------- facts
 
     def __len__(self) -> int:
-        return int(self._index.ntotal)
+        return sum(len(shard) for shard in self._layout.shards())
 
     @property
     def dim(self) -> int:
@@ -280,7 +351,13 @@ class Gallery:
 
     @property
     def index_kind(self) -> str:
-        return built_kind(self._index)
+        """What the index really is ("flat" while an IVF gallery is too small to train);
+        kinds joined by "+" when shards differ."""
+        return "+".join(dict.fromkeys(shard.kind for shard in self._layout.shards()))
+
+    @property
+    def shard_count(self) -> int:
+        return len(self._layout.sealed) + 1
 
     @property
     def identity_count(self) -> int:
@@ -313,6 +390,8 @@ class Gallery:
             generation=self._generation,
             segments=len(self._segments),
             bytes=size,
+            shards=self.shard_count,
+            search_device=self._device(),
         )
 
     def identities(self) -> list[IdentitySummary]:
@@ -354,6 +433,10 @@ class Gallery:
             known.update(r[0] for r in rows)
         return known
 
+    def embeddings(self, ids: Sequence[int] | np.ndarray) -> np.ndarray:
+        """The stored embeddings of ``ids`` (float32; float16 precision for IVF-PQ shards)."""
+        return self._originals(np.asarray(ids, dtype=np.int64))
+
     # ----------------------------------------------------------------- search
 
     def search_items(self, queries: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
@@ -363,8 +446,7 @@ class Gallery:
         queries = self._check_vectors(queries)
         if len(self) == 0:
             return np.full((len(queries), k), np.inf), np.full((len(queries), k), -1, np.int64)
-        with search_settings(len(queries)):
-            sims, ids = self._index.search(queries, min(k, len(self)))
+        sims, ids = self._nearest(queries, min(k, len(self)))
         distances = similarity_to_distance(sims)
         distances[ids < 0] = np.inf
         return distances, ids
@@ -388,8 +470,7 @@ class Gallery:
         fetch = min(total, max(4 * k, 32))
         pending = np.arange(len(queries))
         while len(pending):
-            with search_settings(len(pending)):
-                sims, ids = self._index.search(queries[pending], fetch)
+            sims, ids = self._nearest(queries[pending], fetch)
             short = []
             for row, query in enumerate(pending):
                 found = self._group(sims[row], ids[row])
@@ -402,11 +483,43 @@ class Gallery:
             results = [self._mean_scores(queries[i], found, k) for i, found in enumerate(results)]
         return results
 
+    def _nearest(self, queries: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
+        """Similarities and ids of the ``k`` nearest items; IVF-PQ candidates re-ranked exactly."""
+        refine = self.spec.refine if any(not s.exact for s in self._layout.shards()) else 0
+        fetch = min(k * refine, len(self)) if refine else k
+        with search_settings(len(queries)):
+            sims, ids = self._search_index(fetch).search(queries, fetch)
+        return self._rerank(queries, ids, k) if refine else (sims, ids)
+
+    def _search_index(self, k: int) -> faiss.Index:
+        if self._gpu is None or k > GPU_MAX_K:
+            return self._searcher
+        shards = self._layout.shards()
+        copies = self._gpu.copies([shard.index for shard in shards])
+        indexes = [copy if copy is not None else shard.index for copy, shard in zip(copies, shards, strict=True)]
+        return search_index(indexes, self.meta.dim, threaded=True)
+
+    def _rerank(self, queries: np.ndarray, ids: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
+        """The ``k`` best of each row of candidate ``ids`` by exact inner product with the stored embeddings."""
+        sims = np.full(ids.shape, -np.inf, np.float32)
+        step = max(1, RERANK_ROWS // max(ids.shape[1], 1))
+        for start in range(0, len(ids), step):
+            block = ids[start : start + step]
+            rows, cols = np.nonzero(block >= 0)
+            unique, inverse = np.unique(block[rows, cols], return_inverse=True)
+            vectors = self._originals(unique)
+            sims[start + rows, cols] = np.einsum("ij,ij->i", vectors[inverse], queries[start + rows])
+        order = np.argsort(-sims, axis=1, kind="stable")[:, :k]
+        ranked = np.take_along_axis(ids, order, axis=1)
+        ranked_sims = np.take_along_axis(sims, order, axis=1)
+        ranked[~np.isfinite(ranked_sims)] = -1
+        return ranked_sims, ranked
+
     def _group(self, sims: np.ndarray, ids: np.ndarray) -> list[IdentityMatch]:
         valid = ids >= 0
         sims, ids = sims[valid], ids[valid]
         codes = self._labels.lookup(ids)
-        # FAISS returns neighbours nearest first, so an identity's first hit is its best.
+        # Neighbours come nearest first, so an identity's first hit is its best.
         _, first = np.unique(codes, return_index=True)
         first = np.sort(first)
         distances = similarity_to_distance(sims[first])
@@ -422,8 +535,7 @@ class Gallery:
         scored = []
         for match in found:
             code = self._labels.code_of[match.identity]
-            ids = self._labels.ids[self._labels.codes == code]
-            vectors = self._index.reconstruct_batch(ids)
+            vectors = self._originals(self._labels.ids[self._labels.codes == code])
             mean = float(similarity_to_distance(vectors @ query).mean())
             scored.append(IdentityMatch(match.identity, mean, match.item_id))
         scored.sort(key=lambda m: m.distance)
@@ -444,8 +556,7 @@ class Gallery:
             if not item.identity or not item.identity.strip():
                 raise ConfigError(f"{item.source or 'item'}: identity label is empty")
         with gallery_lock(self.folder, exclusive=True, timeout=self.lock_timeout):
-            self._sync()
-            self._remove_orphans()
+            self._begin_write()
             keep, duplicates = self._split_duplicates(items) if skip_duplicates else (list(range(len(items))), [])
             if not keep:
                 return AddResult([], duplicates)
@@ -480,12 +591,15 @@ class Gallery:
                     raise GalleryError(f"{self.db_path}: cannot write ({exc})") from exc
                 raise
             try:
-                self._index.add_with_ids(kept_vectors, ids)
+                # IVF-PQ keeps reading these embeddings until compaction: from the mapped
+                # segment, not from memory.
+                originals = None if self._layout.active.exact else read_segment(path, record, self.meta.dim)[1]
+                self._layout.active.add(ids, kept_vectors, originals)
+                self._grown(ids, kept_vectors)
                 self._labels.extend([(int(i), items[j].identity) for i, j in zip(ids, keep, strict=True)])
                 self._segments.append(int(seq))
                 self._generation = generation
-                if self._needs_compaction():
-                    self._compact(self._ivf_trained_if_due())
+                self._maintain()
             except BaseException:
                 self._stale = True
                 raise
@@ -494,33 +608,65 @@ class Gallery:
     def remove_identity(self, identity: str) -> int:
         """Remove every item of ``identity``; returns how many were removed."""
         with gallery_lock(self.folder, exclusive=True, timeout=self.lock_timeout):
-            self._sync()
-            self._remove_orphans()
-            ids = np.asarray([r[0] for r in self._query("SELECT id FROM items WHERE identity = ?", [identity])])
+            self._begin_write()
+            ids = np.asarray(
+                [r[0] for r in self._query("SELECT id FROM items WHERE identity = ?", [identity])], dtype=np.int64
+            )
             if len(ids) == 0:
                 raise GalleryError(f"{self.folder}: no identity {identity!r} in the gallery")
+            generation = self._generation + 1
+            written: list[Written] = []
             try:
-                if supports_remove(self._index):
-                    self._index.remove_ids(ids.astype(np.int64))
-                    index = self._index
-                else:
-                    all_ids, vectors = index_vectors(self._index)
-                    keep = ~np.isin(all_ids, ids)
-                    index = rebuild(self.spec, self.meta.dim, all_ids[keep], vectors[keep])
-                self._compact(index, delete_identity=identity)
+                with _removed_on_error(written):
+                    sealed = []
+                    for shard, record in self._layout.sealed:
+                        gone = ids[shard.holds(ids)]
+                        if not len(gone):
+                            sealed.append((shard, record))
+                        elif len(gone) < len(shard):
+                            written.append(self._without(shard, gone, generation))
+                            sealed.append((written[-1].shard, written[-1].record))
+                    # The active shard is rewritten either way, which folds its segments in.
+                    active = self._layout.active
+                    written.append(self._without(active, ids[active.holds(ids)], generation))
+                    layout = _Layout(sealed, written[-1].shard, written[-1].record, self._layout.template)
+                self._commit(layout, generation, written, delete_identity=identity)
                 self._labels.drop(identity)
             except BaseException:
+                # Shards may have lost items in memory without the commit: reload them.
                 self._stale = True
                 raise
         return len(ids)
 
     def reindex(self, spec: IndexSpec) -> None:
-        """Rebuild the index as ``spec`` says (e.g. flat to HNSW), keeping every item."""
+        """Rebuild the index as ``spec`` says (e.g. flat to IVF-PQ, or into shards), keeping every item."""
+        spec.check_dim(self.meta.dim)
         with gallery_lock(self.folder, exclusive=True, timeout=self.lock_timeout):
-            self._sync()
-            self._remove_orphans()
-            ids, vectors = index_vectors(self._index)
-            self._compact(rebuild(spec, self.meta.dim, ids, vectors), spec=spec)
+            self._begin_write()
+            generation = self._generation + 1
+            ids = self._labels.ids
+            per_shard = spec.shard_size or max(len(ids), 1)
+            plan = plan_training(spec, min(len(ids), per_shard))
+            written: list[Written] = []
+            extra: list[Path] = []
+            with _removed_on_error(written, extra):
+                template, template_record = None, None
+                if plan is not None:
+                    template = train_template(spec, self.meta.dim, plan, ids, self._originals)
+                    extra.append(self.folder / new_name("template", generation, ".faiss"))
+                    template_record = write_snapshot(template, extra[-1])
+                # Full shards are sealed; the rest, possibly none, is the active shard.
+                sealed_count = len(ids) // per_shard if spec.shard_size else 0
+                groups = [ids[n * per_shard : (n + 1) * per_shard] for n in range(sealed_count)]
+                groups.append(ids[sealed_count * per_shard :])
+                for group in groups:
+                    written.append(
+                        build_shard(spec, self.meta.dim, group, self._originals, self.folder, generation, template)
+                    )
+                sealed = [(w.shard, w.record) for w in written[:-1]]
+                layout = _Layout(sealed, written[-1].shard, written[-1].record, template_record)
+            self._commit(layout, generation, written, extra, spec=spec)
+            self._template = (template_record.name, template) if template_record and template else None
 
     def refresh(self) -> bool:
         """Catch up with what other processes committed; True when something changed."""
@@ -534,78 +680,105 @@ class Gallery:
         with gallery_lock(self.folder, exclusive=False, timeout=self.lock_timeout):
             self._sync()
             state = self._read_state()
-            verify_file(self.folder / state.snapshot.name, state.snapshot)
+            for record in [*state.sealed, state.active]:
+                verify_file(self.folder / record.index.name, record.index)
+                if record.vectors is not None:
+                    verify_file(self.folder / record.vectors.name, record.vectors)
             for _, record, _ in state.segments:
                 verify_file(self.folder / record.name, record)
+            if state.template is not None:
+                verify_file(self.folder / state.template.name, state.template)
             verdict = self._query("PRAGMA quick_check")[0][0]
         if verdict != "ok":
             raise GalleryError(f"{self.db_path}: database check failed ({verdict})")
         return CheckReport(database=verdict, items=len(self), recall=self.recall(queries, k, seed))
 
     def recall(self, queries: int = 1000, k: int = 10, seed: int = 0) -> RecallReport:
-        """Recall@1 and @k of the index against exact search, with stored items as queries."""
+        """Recall@1 and @k of the index against exact search, with stored items as queries.
+
+        The exact answers come from a pass over all stored embeddings, a chunk at a time.
+        """
         kind = self.index_kind
-        ids, vectors = index_vectors(self._index)
+        ids = self._labels.ids
         if len(ids) < 2:
             return RecallReport(kind, 0, k, 1.0, 1.0, 0.0, 0.0)
         k = min(k, len(ids) - 1)
-        rows = np.random.default_rng(seed).choice(len(ids), min(queries, len(ids)), replace=False)
-        probe = np.ascontiguousarray(vectors[rows])
+        own = np.sort(np.random.default_rng(seed).choice(ids, min(queries, len(ids)), replace=False))
+        probe = self._originals(own)
         start = time.perf_counter()
-        with search_settings(len(probe)):
-            _, approx = self._index.search(probe, k + 1)
+        _, approx = self._nearest(probe, k + 1)
         index_time = time.perf_counter() - start
         start = time.perf_counter()
-        _, exact_rows = faiss.knn(probe, vectors, k + 1, metric=faiss.METRIC_INNER_PRODUCT)
+        heap = faiss.ResultHeap(len(probe), k + 1, keep_max=True)
+        for chunk_ids, vectors in self._chunks():
+            sims, rows = faiss.knn(probe, vectors, min(k + 1, len(chunk_ids)), metric=faiss.METRIC_INNER_PRODUCT)
+            heap.add_result(sims, chunk_ids[rows])
+        heap.finalize()
         exact_time = time.perf_counter() - start
-        exact = ids[exact_rows]
         hits_1, hits_k = 0, 0.0
-        for i, row in enumerate(rows):
-            own = ids[row]
-            got = [x for x in approx[i] if x != own and x >= 0][:k]
-            want = [x for x in exact[i] if x != own][:k]
+        for i, item in enumerate(own):
+            got = [x for x in approx[i] if x != item and x >= 0][:k]
+            want = [x for x in heap.I[i] if x != item and x >= 0][:k]
             hits_1 += int(bool(got) and got[0] == want[0])
             hits_k += len(set(got) & set(want)) / k
         return RecallReport(
             index=kind,
-            queries=len(rows),
+            queries=len(own),
             k=k,
-            recall_at_1=hits_1 / len(rows),
-            recall_at_k=hits_k / len(rows),
-            index_qps=len(rows) / max(index_time, 1e-9),
-            exact_qps=len(rows) / max(exact_time, 1e-9),
+            recall_at_1=hits_1 / len(own),
+            recall_at_k=hits_k / len(own),
+            index_qps=len(own) / max(index_time, 1e-9),
+            exact_qps=len(own) / max(exact_time, 1e-9),
         )
 
     def export(self, path: str | Path) -> int:
-        """Write the items to ``path``: ``.npz`` with embeddings, or ``.jsonl`` metadata only."""
+        """Write the items to ``path``: ``.npz`` with embeddings, or ``.jsonl`` metadata only.
+
+        Both are written a chunk at a time, so a gallery larger than memory exports too; writers
+        wait for the export (it holds the gallery's lock shared) to see one consistent state.
+        """
         path = Path(path)
         suffix = path.suffix.lower()
         if suffix not in (".npz", ".jsonl"):
             raise ConfigError(f"{path}: export to a .npz (embeddings and items) or a .jsonl (items) file")
-        items = self.items()
-        if suffix == ".jsonl":
-            payload = "".join(json.dumps(item.to_dict()) + "\n" for item in items).encode()
-            write_bytes_atomic(path, payload)
-            return len(items)
-        ids = np.asarray([item.id for item in items], dtype=np.int64)
-        vectors = self._index.reconstruct_batch(ids) if len(ids) else np.zeros((0, self.meta.dim), np.float32)
-        buffer = io.BytesIO()
-        np.savez(
-            buffer,
-            ids=ids,
-            embeddings=vectors.astype(np.float32),
-            identity=np.asarray([i.identity for i in items], dtype=str),
-            source=np.asarray([i.source for i in items], dtype=str),
-            camera=np.asarray([i.camera or "" for i in items], dtype=str),
-            frame=np.asarray([-1 if i.frame is None else i.frame for i in items], dtype=np.int64),
-            time=np.asarray([np.nan if i.time is None else i.time for i in items], dtype=np.float64),
-            box=np.asarray([i.box or (-1, -1, -1, -1) for i in items], dtype=np.int64).reshape(-1, 4),
-            enrolled=np.asarray([i.enrolled for i in items], dtype=str),
-            image_hash=np.asarray([i.image_hash or "" for i in items], dtype=str),
-            meta=np.asarray(json.dumps(self.info().to_dict())),
-        )
-        write_bytes_atomic(path, buffer.getvalue())
-        return len(items)
+        with gallery_lock(self.folder, exclusive=False, timeout=self.lock_timeout):
+            self._sync()
+            write_file_atomic(path, self._write_jsonl if suffix == ".jsonl" else self._write_npz)
+        return len(self)
+
+    def _write_jsonl(self, handle: BinaryIO) -> None:
+        cursor = self._db.execute(f"SELECT {ITEM_COLUMNS} FROM items ORDER BY id")
+        while rows := cursor.fetchmany(ROWS_CHUNK):
+            handle.write("".join(json.dumps(_item(row).to_dict()) + "\n" for row in rows).encode())
+
+    def _write_npz(self, handle: BinaryIO) -> None:
+        ids = self._labels.ids
+        with zipfile.ZipFile(handle, "w", allowZip64=True) as archive:
+            _npz_member(archive, "ids", ids)
+            with archive.open("embeddings.npy", "w", force_zip64=True) as member:
+                np.lib.format.write_array_header_2_0(
+                    member, {"descr": "<f4", "fortran_order": False, "shape": (len(ids), self.meta.dim)}
+                )
+                for start in range(0, len(ids), CHUNK):
+                    member.write(self._originals(ids[start : start + CHUNK]).astype("<f4").tobytes())
+            columns: list[tuple[str, str, Any]] = [
+                ("identity", "identity", str),
+                ("source", "source", str),
+                ("camera", "COALESCE(camera, '')", str),
+                ("frame", "COALESCE(frame, -1)", np.int64),
+                ("time", "time", np.float64),
+                ("enrolled", "enrolled", str),
+                ("image_hash", "COALESCE(image_hash, '')", str),
+            ]
+            for name, sql, dtype in columns:
+                values = [row[0] for row in self._db.execute(f"SELECT {sql} FROM items ORDER BY id")]
+                _npz_member(archive, name, np.asarray(values, dtype=dtype))
+            box = self._db.execute(
+                "SELECT COALESCE(box_x, -1), COALESCE(box_y, -1), COALESCE(box_w, -1), COALESCE(box_h, -1) "
+                "FROM items ORDER BY id"
+            ).fetchall()
+            _npz_member(archive, "box", np.asarray(box, dtype=np.int64).reshape(-1, 4))
+            _npz_member(archive, "meta", np.asarray(json.dumps(self.info().to_dict())))
 
     # ----------------------------------------------------------------- internals
 
@@ -627,13 +800,16 @@ class Gallery:
         except sqlite3.DatabaseError as exc:
             raise GalleryError(f"{self.db_path}: unreadable gallery database ({exc})") from exc
 
+    def _tables(self) -> set[str]:
+        return {r[0] for r in self._query("SELECT name FROM sqlite_master WHERE type = 'table'")}
+
     def _has_meta(self) -> bool:
-        tables = {r[0] for r in self._query("SELECT name FROM sqlite_master WHERE type = 'table'")}
-        return "meta" in tables and bool(self._query("SELECT 1 FROM meta LIMIT 1"))
+        return "meta" in self._tables() and bool(self._query("SELECT 1 FROM meta LIMIT 1"))
 
     def _initialize(self, card: ModelFacts, spec: IndexSpec) -> None:
         if card.embedding_dim < 1:
             raise ConfigError(f"model {card.name!r}: embedding dimension must be positive")
+        spec.check_dim(card.embedding_dim)
         index = new_index(spec, card.embedding_dim)
         path = self.folder / new_name("index", 0, ".faiss")
         record = write_snapshot(index, path)
@@ -647,10 +823,8 @@ class Gallery:
             "created": _now(),
             "index_spec": json.dumps(spec.to_dict()),
             "generation": "0",
-            "snapshot_name": record.name,
-            "snapshot_size": str(record.size),
-            "snapshot_sha256": record.sha256,
-            "snapshot_count": "0",
+            **_active_meta(ShardRecord(record, 0)),
+            **_file_meta("template", None),
         }
         try:
             self._db.execute("BEGIN IMMEDIATE")
@@ -680,101 +854,204 @@ class Gallery:
             )
             spec = IndexSpec.from_dict(json.loads(raw["index_spec"]))
             snapshot = FileRecord(raw["snapshot_name"], int(raw["snapshot_size"]), raw["snapshot_sha256"])
-            state = _DiskState(int(raw["generation"]), spec, snapshot, int(raw["snapshot_count"]), [])
-        except (KeyError, ValueError) as exc:
+            active = ShardRecord(snapshot, int(raw["snapshot_count"]), _meta_file(raw, "snapshot_vectors"))
+            template = _meta_file(raw, "template")
+            generation = int(raw["generation"])
+        except (KeyError, ValueError, ConfigError) as exc:
             raise GalleryError(f"{self.db_path}: gallery metadata is incomplete or malformed ({exc})") from exc
         if self.meta.format > FORMAT:
             raise GalleryError(f"{self.db_path}: gallery format {self.meta.format} is newer than this reid reads")
-        state.segments = [
+        sealed = []
+        if "shards" in self._tables():
+            for name, size, sha, count, vname, vsize, vsha in self._query(
+                "SELECT name, size, sha256, count, vectors_name, vectors_size, vectors_sha256 "
+                "FROM shards ORDER BY position"
+            ):
+                vectors = FileRecord(vname, int(vsize), vsha) if vname else None
+                sealed.append(ShardRecord(FileRecord(name, int(size), sha), int(count), vectors))
+        segments = [
             (seq, FileRecord(name, size, sha), count)
             for seq, name, size, sha, count in self._query(
                 "SELECT seq, name, size, sha256, count FROM segments ORDER BY seq"
             )
         ]
-        return state
+        return _DiskState(generation, spec, active, sealed, template, segments)
+
+    def _read_shard(self, record: ShardRecord, spec: IndexSpec) -> Shard:
+        path = self.folder / record.index.name
+        index = read_snapshot(path, record.index)
+        if index.d != self.meta.dim:
+            raise GalleryError(f"{path}: index dimension {index.d}, gallery says {self.meta.dim}")
+        stored = None
+        if record.vectors is not None:
+            stored = read_vectors(self.folder / record.vectors.name, record.vectors, self.meta.dim)
+        shard = Shard(index, stored)
+        if not shard.exact and stored is None:
+            raise GalleryError(f"{path}: IVF-PQ index without its vector file in the database")
+        if stored is not None and not np.array_equal(stored.ids, shard.ids):
+            raise GalleryError(f"{stored.path}: vector file holds other items than its index {path.name}")
+        apply_search_params(index, spec)
+        return shard
 
     def _load(self) -> None:
-        """Load snapshot, segments and labels from disk and verify them against each other."""
+        """Load shards, segments and labels from disk and verify them against each other.
+
+        Sealed shards already in memory are kept: their files never change under one name.
+        """
         state = self._read_state()
-        index = read_snapshot(self.folder / state.snapshot.name, state.snapshot)
-        if index.d != self.meta.dim:
-            raise GalleryError(
-                f"{self.folder / state.snapshot.name}: index dimension {index.d}, gallery says {self.meta.dim}"
-            )
+        known = {} if self._stale else {record.index.name: shard for shard, record in self._layout.sealed}
+        sealed = []
+        for record in state.sealed:
+            shard = known.get(record.index.name) or self._read_shard(record, state.spec)
+            apply_search_params(shard.index, state.spec)
+            sealed.append((shard, record))
+        active = self._read_shard(state.active, state.spec)
         for _, record, _ in state.segments:
             ids, vectors = read_segment(self.folder / record.name, record, self.meta.dim)
-            index.add_with_ids(vectors, ids)
-        apply_search_params(index, state.spec)
+            active.add(ids, vectors)
         labels = _Labels()
-        labels.extend(self._query("SELECT id, identity FROM items ORDER BY id"))
-        _verify_ids(self.folder, index, labels.ids)
-        self._index, self._labels, self.spec = index, labels, state.spec
-        self._generation, self._snapshot = state.generation, state.snapshot.name
-        self._snapshot_count = state.snapshot_count
+        cursor = self._db.execute("SELECT id, identity FROM items ORDER BY id")
+        while rows := cursor.fetchmany(ROWS_CHUNK):
+            labels.extend(rows)
+        layout = _Layout(sealed, active, state.active, state.template)
+        _verify_ids(self.folder, layout.shards(), labels.ids)
+        self._layout, self._labels, self.spec = layout, labels, state.spec
+        self._generation = state.generation
         self._segments = [seq for seq, _, _ in state.segments]
+        self._searcher = search_index([shard.index for shard in layout.shards()], self.meta.dim)
         self._stale = False
 
     def _sync(self) -> bool:
-        """Bring the in-memory index up to the committed state (the caller holds the lock)."""
+        """Bring the in-memory shards up to the committed state (the caller holds the lock)."""
         state = self._read_state()
         if not self._stale and state.generation == self._generation:
             return False
         seqs = [seq for seq, _, _ in state.segments]
-        if self._stale or state.snapshot.name != self._snapshot or seqs[: len(self._segments)] != self._segments:
+        same_files = state.active.index.name == self._layout.active_record.index.name and [
+            r.index.name for r in state.sealed
+        ] == [r.index.name for _, r in self._layout.sealed]
+        if self._stale or not same_files or seqs[: len(self._segments)] != self._segments:
             self._load()
             return True
         for seq, record, _ in state.segments[len(self._segments) :]:
             ids, vectors = read_segment(self.folder / record.name, record, self.meta.dim)
-            self._index.add_with_ids(vectors, ids)
+            self._layout.active.add(ids, vectors)
+            self._grown(ids, vectors)
             self._segments.append(seq)
         last = int(self._labels.ids[-1]) if len(self._labels.ids) else 0
         self._labels.extend(self._query("SELECT id, identity FROM items WHERE id > ? ORDER BY id", [last]))
         self._generation = state.generation
-        if self._index.ntotal != len(self._labels.ids):
+        if len(self) != len(self._labels.ids):
             self._load()
         return True
 
+    def _begin_write(self) -> None:
+        """Catch up, clear crashed writers' leftovers and upgrade an old format (the caller holds the lock)."""
+        self._sync()
+        self._remove_orphans()
+        if self.meta.format < FORMAT:
+            try:
+                self._db.execute("BEGIN IMMEDIATE")
+                self._db.execute(SHARDS_TABLE)
+                self._set_meta({"format": str(FORMAT)})
+                self._db.execute("COMMIT")
+            except BaseException:
+                self._rollback()
+                raise
+            self.meta.format = FORMAT
+
+    def _maintain(self) -> None:
+        """After an add: train the active shard, fold segments in, or seal it, when due."""
+        active = self._layout.active
+        plan = self._training_due()
+        full = bool(self.spec.shard_size) and len(active) >= self.spec.shard_size
+        if plan is None and not full and not self._needs_compaction():
+            return
+        generation = self._generation + 1
+        dim, folder = self.meta.dim, self.folder
+        written: list[Written] = []
+        extra: list[Path] = []
+        with _removed_on_error(written, extra):
+            template, template_record = None, self._layout.template
+            if plan is not None:
+                template = train_template(self.spec, dim, plan, active.ids, active.originals)
+                extra.append(folder / new_name("template", generation, ".faiss"))
+                template_record = write_snapshot(template, extra[-1])
+                written.append(build_shard(self.spec, dim, active.ids, active.originals, folder, generation, template))
+            else:
+                written.append(write_shard(active, folder, generation))
+            sealed = list(self._layout.sealed)
+            if full:
+                sealed.append((written[-1].shard, written[-1].record))
+                empty = np.zeros(0, np.int64)
+                start = template if template is not None else self._template_index()
+                written.append(build_shard(self.spec, dim, empty, self._originals, folder, generation, start))
+            layout = _Layout(sealed, written[-1].shard, written[-1].record, template_record)
+        self._commit(layout, generation, written, extra)
+        if template_record is not None and template is not None:
+            self._template = (template_record.name, template)
+
+    def _training_due(self) -> TrainingPlan | None:
+        """The training plan of an IVF or IVF-PQ active shard that should (re)train now: first
+        once it holds enough items, then whenever it has grown to want twice the lists."""
+        active = self._layout.active
+        if self.spec.kind not in TRAINED_KINDS:
+            return None
+        if active.kind == "flat":
+            return plan_training(self.spec, len(active))
+        if self.spec.nlist == 0 and auto_nlist(len(active)) >= 2 * ivf_nlist(active.index):
+            return plan_training(self.spec, len(active))
+        return None
+
     def _needs_compaction(self) -> bool:
-        pending = self._index.ntotal - self._snapshot_count
-        if self._ivf_due() or len(self._segments) >= COMPACT_MAX_SEGMENTS:
+        pending = len(self._layout.active) - self._layout.active_record.count
+        if len(self._segments) >= COMPACT_MAX_SEGMENTS:
             return True
-        if self.index_kind == "hnsw":
+        if self._layout.active.kind == "hnsw":
             # Opening replays segments into the graph at HNSW's slow insertion rate, so
             # HNSW galleries keep at most a fixed number of items outside the snapshot.
             return pending >= COMPACT_MIN_ITEMS
-        return pending >= max(COMPACT_MIN_ITEMS, COMPACT_SHARE * self._snapshot_count)
+        return pending >= max(COMPACT_MIN_ITEMS, COMPACT_SHARE * self._layout.active_record.count)
 
-    def _ivf_due(self) -> bool:
-        """Whether an IVF gallery should (re)train: first at ``train_min`` items, then
-        whenever it has grown to want twice the lists it was trained with."""
-        if self.spec.kind != "ivf":
-            return False
-        count = self._index.ntotal
-        if self.index_kind == "flat":
-            return count >= self.spec.train_min
-        return self.spec.nlist == 0 and auto_nlist(count) >= 2 * ivf_nlist(self._index)
-
-    def _ivf_trained_if_due(self) -> faiss.IndexIDMap2 | None:
-        if not self._ivf_due():
+    def _template_index(self) -> faiss.Index | None:
+        """The trained, empty index new shards start from (read from its file when first needed)."""
+        record = self._layout.template
+        if record is None:
             return None
-        ids, vectors = index_vectors(self._index)
-        return rebuild(self.spec, self.meta.dim, ids, vectors)
+        if self._template is None or self._template[0] != record.name:
+            self._template = (record.name, read_snapshot(self.folder / record.name, record))
+        return self._template[1]
 
-    def _compact(
-        self, index: faiss.IndexIDMap2 | None = None, delete_identity: str | None = None, spec: IndexSpec | None = None
+    def _without(self, shard: Shard, gone: np.ndarray, generation: int) -> Written:
+        """``shard`` less the items ``gone``, written: removed in place, or rebuilt from its embeddings."""
+        if not len(gone) or supports_remove(shard.index):
+            if len(gone):
+                shard.remove(gone)
+            return write_shard(shard, self.folder, generation)
+        keep = shard.ids[~np.isin(shard.ids, gone)]
+        plan = plan_training(self.spec, len(keep)) if shard.kind in TRAINED_KINDS else None
+        template = train_template(self.spec, self.meta.dim, plan, keep, shard.originals) if plan else None
+        return build_shard(self.spec, self.meta.dim, keep, shard.originals, self.folder, generation, template)
+
+    def _commit(
+        self,
+        layout: _Layout,
+        generation: int,
+        written: Sequence[Written],
+        extra: Sequence[Path] = (),
+        spec: IndexSpec | None = None,
+        delete_identity: str | None = None,
     ) -> None:
-        """Write ``index`` (default: the current one) as the new snapshot and drop the segments."""
-        index = self._index if index is None else index
-        generation = self._generation + 1
-        path = self.folder / new_name("index", generation, ".faiss")
-        record = write_snapshot(index, path)
-        old = [self._snapshot] + [r[0] for r in self._query("SELECT name FROM segments")]
+        """Name ``layout``'s files in one transaction (dropping all segments), then use it.
+
+        Until the commit the new files (``written`` and ``extra``) are deleted on failure;
+        after it they are the gallery, and only the files it no longer names are deleted.
+        """
+        old = self._read_state().names()
         meta = {
             "generation": str(generation),
-            "snapshot_name": record.name,
-            "snapshot_size": str(record.size),
-            "snapshot_sha256": record.sha256,
-            "snapshot_count": str(index.ntotal),
+            **_active_meta(layout.active_record),
+            **_file_meta("template", layout.template),
         }
         if spec is not None:
             meta["index_spec"] = json.dumps(spec.to_dict())
@@ -783,29 +1060,81 @@ class Gallery:
             if delete_identity is not None:
                 self._db.execute("DELETE FROM items WHERE identity = ?", (delete_identity,))
             self._set_meta(meta)
+            self._db.execute("DELETE FROM shards")
+            self._db.executemany(
+                "INSERT INTO shards (position, name, size, sha256, count, vectors_name, vectors_size, "
+                "vectors_sha256) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+                [
+                    (
+                        position,
+                        r.index.name,
+                        r.index.size,
+                        r.index.sha256,
+                        r.count,
+                        *((r.vectors.name, r.vectors.size, r.vectors.sha256) if r.vectors else (None, None, None)),
+                    )
+                    for position, (_, r) in enumerate(layout.sealed)
+                ],
+            )
             self._db.execute("DELETE FROM segments")
             self._db.execute("COMMIT")
         except BaseException:
             self._rollback()
-            path.unlink(missing_ok=True)
+            _unlink(written, extra)
             raise
-        self._index, self._generation, self._snapshot = index, generation, record.name
-        self._snapshot_count, self._segments = int(index.ntotal), []
+        for item in written:
+            if item.stored is not None:
+                item.shard.attach(item.stored)
         if spec is not None:
             self.spec = spec
-        for name in old:
+        for shard in layout.shards():
+            apply_search_params(shard.index, self.spec)
+        self._layout, self._generation, self._segments = layout, generation, []
+        self._searcher = search_index([shard.index for shard in layout.shards()], self.meta.dim)
+        for name in old - layout.names():
             (self.folder / name).unlink(missing_ok=True)
 
     def _remove_orphans(self) -> None:
         """Delete files no commit names: leftovers of writers that crashed (caller holds the lock)."""
-        named = {self._snapshot} | {r[0] for r in self._query("SELECT name FROM segments")}
+        named = self._read_state().names()
         for path in self.folder.iterdir():
             name = path.name
-            leftover = (name.startswith(("index-", "seg-")) and name not in named) or (
-                name.startswith((".index-", ".seg-")) and ".tmp-" in name
+            leftover = (name.startswith(FILE_PREFIXES) and name not in named) or (
+                name.startswith(tuple("." + p for p in FILE_PREFIXES)) and ".tmp-" in name
             )
             if leftover and path.is_file():
                 path.unlink(missing_ok=True)
+
+    def _grown(self, ids: np.ndarray, vectors: np.ndarray) -> None:
+        """The active shard took these items: let an ``IndexShards`` and a GPU copy have them too."""
+        if isinstance(self._searcher, faiss.IndexShards):
+            self._searcher.syncWithSubIndexes()
+        if self._gpu is not None:
+            self._gpu.added(self._layout.active.index, ids, vectors)
+
+    def _originals(self, ids: np.ndarray) -> np.ndarray:
+        """Stored embeddings of ``ids``, from whichever shards hold them."""
+        ids = np.asarray(ids, dtype=np.int64)
+        out = np.empty((len(ids), self.meta.dim), np.float32)
+        left = np.ones(len(ids), bool)
+        for shard in self._layout.shards():
+            mine = np.flatnonzero(left & shard.holds(ids))
+            if len(mine):
+                out[mine] = shard.originals(ids[mine])
+                left[mine] = False
+        if left.any():
+            raise GalleryError(f"{self.folder}: no item {int(ids[left][0])} in the gallery")
+        return out
+
+    def _chunks(self) -> Iterator[tuple[np.ndarray, np.ndarray]]:
+        for shard in self._layout.shards():
+            yield from shard.chunks()
+
+    def _device(self) -> str:
+        if self._gpu is None:
+            return "cpu"
+        on_gpu = sum(copy is not None for copy in self._gpu.copies([s.index for s in self._layout.shards()]))
+        return f"gpu ({on_gpu} of {self.shard_count} shards, {self._gpu.devices} GPUs)"
 
     def _split_duplicates(self, items: Sequence[ItemMeta]) -> tuple[list[int], list[int]]:
         known = self.known_hashes([i.image_hash for i in items if i.image_hash])
@@ -845,17 +1174,69 @@ class Gallery:
 
 
 @contextmanager
-def open_gallery(folder: str | Path, lock_timeout: float = 120.0) -> Iterator[Gallery]:
+def open_gallery(folder: str | Path, lock_timeout: float = 120.0, gpu: str | None = None) -> Iterator[Gallery]:
     """``with open_gallery(path) as g:`` — open, verify, and close on exit."""
-    gallery = Gallery.open(folder, lock_timeout)
+    gallery = Gallery.open(folder, lock_timeout, gpu)
     try:
         yield gallery
     finally:
         gallery.close()
 
 
-def _verify_ids(folder: Path, index: faiss.IndexIDMap2, db_ids: np.ndarray) -> None:
-    stored = np.sort(index_ids(index))
+def _describe(spec: IndexSpec, other: IndexSpec) -> str:
+    """``spec``'s kind, with the options where it differs from ``other``."""
+    theirs = other.to_dict()
+    differ = [f"{k}={v}" for k, v in spec.to_dict().items() if k != "kind" and v != theirs[k]]
+    return spec.kind + (f" ({', '.join(differ)})" if differ and spec.kind == other.kind else "")
+
+
+def _file_meta(prefix: str, record: FileRecord | None) -> dict[str, str]:
+    return {
+        f"{prefix}_name": record.name if record else "",
+        f"{prefix}_size": str(record.size) if record else "",
+        f"{prefix}_sha256": record.sha256 if record else "",
+    }
+
+
+def _meta_file(raw: dict[str, str], prefix: str) -> FileRecord | None:
+    """A file record stored under ``prefix`` in meta; absent (format 1) or empty means none."""
+    name = raw.get(f"{prefix}_name", "")
+    return FileRecord(name, int(raw[f"{prefix}_size"]), raw[f"{prefix}_sha256"]) if name else None
+
+
+def _active_meta(record: ShardRecord) -> dict[str, str]:
+    return {
+        "snapshot_name": record.index.name,
+        "snapshot_size": str(record.index.size),
+        "snapshot_sha256": record.index.sha256,
+        "snapshot_count": str(record.count),
+        **_file_meta("snapshot_vectors", record.vectors),
+    }
+
+
+def _npz_member(archive: zipfile.ZipFile, name: str, array: np.ndarray) -> None:
+    with archive.open(f"{name}.npy", "w", force_zip64=True) as member:
+        np.lib.format.write_array(member, np.asanyarray(array), allow_pickle=False)
+
+
+def _unlink(written: Sequence[Written], extra: Sequence[Path] = ()) -> None:
+    for path in [*(p for item in written for p in item.paths), *extra]:
+        path.unlink(missing_ok=True)
+
+
+@contextmanager
+def _removed_on_error(written: Sequence[Written], extra: Sequence[Path] = ()) -> Iterator[None]:
+    """Delete the files written in the block (``written`` and ``extra`` as they are when it
+    fails): no commit names them yet."""
+    try:
+        yield
+    except BaseException:
+        _unlink(written, extra)
+        raise
+
+
+def _verify_ids(folder: Path, shards: Sequence[Shard], db_ids: np.ndarray) -> None:
+    stored = np.sort(np.concatenate([np.zeros(0, np.int64)] + [shard.ids for shard in shards]))
     if len(stored) == len(db_ids) and np.array_equal(stored, db_ids):
         return
     missing = np.setdiff1d(db_ids, stored).size

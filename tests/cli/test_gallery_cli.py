@@ -272,3 +272,43 @@ def test_real_pedestrian_video(tmp_path: Path, models: tuple[Path, Path], pedest
     lines = [json.loads(x) for x in events.read_text().splitlines()]
     assert lines and {line["frame"] for line in lines} <= {0, 10}
     assert all(line["source"] == str(pedestrian_video) for line in lines)
+
+
+def test_index_flags_reach_the_gallery_spec(tmp_path: Path, models: tuple[Path, Path]) -> None:
+    alpha, _ = models
+    gallery = tmp_path / "g"
+    folder = people(tmp_path / "people")
+    flags = ["--index", "ivfpq", "--train-size", "20000", "--pq-m", "16", "--refine", "8", "--shard-size", "50000"]
+    code, out = invoke("enroll", "-m", alpha, "-g", gallery, *flags, folder)
+    assert code == 0, out
+    code, out = invoke("gallery", "info", gallery, "--json")
+    info = json.loads(out)
+    params = info["index_params"]
+    assert (params["kind"], params["train_size"], params["pq_m"], params["refine"], params["shard_size"]) == (
+        "ivfpq",
+        20000,
+        16,
+        8,
+        50000,
+    )
+    assert params["pq_bits"] == 8 and info["shards"] == 1 and info["search_device"] == "cpu"
+    # Too few items to train yet: the gallery searches exactly until it holds 10,000.
+    assert info["index_built"] == "flat"
+    assert invoke("enroll", "-m", alpha, "-g", gallery, *flags, folder)[0] == 0
+    code, out = invoke("enroll", "-m", alpha, "-g", gallery, "--index", "ivfpq", "--train-size", "30000", folder)
+    assert code == 1 and error_lines(out) == [
+        f"error: {gallery}: gallery has a ivfpq (train_size=20000, pq_m=16, refine=8, shard_size=50000) index, "
+        "not ivfpq (train_size=30000, pq_m=0, refine=16, shard_size=0); change it with reid gallery reindex"
+    ]
+    code, out = invoke("enroll", "-m", alpha, "-g", gallery, "--train-size", "30000", folder)
+    assert code == 1 and error_lines(out) == ["error: --train-size needs --index"]
+    code, out = invoke(
+        "gallery", "reindex", gallery, "--index", "ivfpq", "--train-size", "30000", "--pq-bits", "6", "--nprobe", "4"
+    )
+    assert code == 0, out
+    params = json.loads(invoke("gallery", "info", gallery, "--json")[1])["index_params"]
+    assert (params["train_size"], params["pq_bits"], params["nprobe"], params["pq_m"]) == (30000, 6, 4, 0)
+    code, out = invoke("gallery", "reindex", gallery, "--index", "ivfpq", "--shard-size", "10")
+    assert code == 1 and "shard_size must be 0 (one shard) or at least 10000" in error_lines(out)[0]
+    code, out = invoke("gallery", "info", gallery)
+    assert code == 0 and "shards" in out

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 from gallery_helpers import clustered, make_card, metas
 
-from reid.gallery import Gallery, open_gallery
+from reid.gallery import Gallery, IndexSpec, open_gallery
 
 WORKER = Path(__file__).with_name("enrol_worker.py")
 
@@ -42,16 +42,13 @@ def test_two_concurrent_enrol_processes_both_land(tmp_path: Path) -> None:
         assert gallery.check(queries=50).database == "ok"
 
 
-@pytest.mark.parametrize("delay", [0.0, 0.15, 0.4])
-def test_sigkill_mid_enrol_keeps_every_committed_batch(tmp_path: Path, delay: float) -> None:
-    folder = tmp_path / "g"
-    Gallery.create(folder, make_card()).close()
-    # Batches of 1500 make every third batch fold the segments into a new snapshot, so
-    # kills land in segment writes, commits and snapshot rewrites alike.
+def kill_mid_enrol(folder: Path, batches_before: int, delay: float) -> list[int]:
+    """Start a worker enrolling batches of 1500, SIGKILL it ``delay`` s after it committed
+    ``batches_before`` batches, and return the ids it reported committed."""
     worker = start_worker(folder, "w", batches=1000, size=1500)
     committed: list[int] = []
     assert worker.stdout is not None
-    while len(committed) < 3 * 1500:
+    while len(committed) < batches_before * 1500:
         line = worker.stdout.readline()
         assert line, worker.stderr.read() if worker.stderr else "worker ended"
         committed += [int(x) for x in line.split()[1:]]
@@ -61,6 +58,10 @@ def test_sigkill_mid_enrol_keeps_every_committed_batch(tmp_path: Path, delay: fl
     for line in worker.stdout:
         committed += [int(x) for x in line.split()[1:]]
     assert worker.returncode == -signal.SIGKILL
+    return committed
+
+
+def check_survivors(folder: Path, committed: list[int]) -> int:
     with open_gallery(folder) as gallery:
         stored = gallery.get_items(committed)
         assert len(stored) == len(committed), "an item committed before the kill is gone"
@@ -68,11 +69,38 @@ def test_sigkill_mid_enrol_keeps_every_committed_batch(tmp_path: Path, delay: fl
         # Whatever else is stored came in whole batches: the kill never leaves half of one.
         assert len(gallery) % 1500 == 0
         assert gallery.check(queries=20).database == "ok"
-        survivors = len(gallery)
-    # The next writer cleans up after the dead one and carries on.
+        return len(gallery)
+
+
+def add_after(folder: Path, survivors: int) -> None:
+    """The next writer cleans up after the dead one and carries on."""
     with Gallery.open_or_create(folder, make_card()) as gallery:
         vectors, labels, _ = clustered(1, 2, seed=99)
         gallery.add(vectors, metas(labels, "after"))
         assert len(gallery) == survivors + 2
     assert not [p.name for p in folder.iterdir() if ".tmp-" in p.name]
+
+
+@pytest.mark.parametrize("delay", [0.0, 0.15, 0.4])
+def test_sigkill_mid_enrol_keeps_every_committed_batch(tmp_path: Path, delay: float) -> None:
+    folder = tmp_path / "g"
+    Gallery.create(folder, make_card()).close()
+    # Batches of 1500 make every third batch fold the segments into a new snapshot, so
+    # kills land in segment writes, commits and snapshot rewrites alike.
+    committed = kill_mid_enrol(folder, 3, delay)
+    add_after(folder, check_survivors(folder, committed))
     assert len(list(folder.glob("index-*.faiss"))) == 1
+
+
+@pytest.mark.parametrize("delay", [0.05, 0.3])
+def test_sigkill_while_sealing_shards_keeps_every_committed_batch(tmp_path: Path, delay: float) -> None:
+    folder = tmp_path / "g"
+    # Every second batch of 1500 fills a shard of 3000, so kills land in seals too.
+    Gallery.create(folder, make_card(), IndexSpec("flat", shard_size=3000)).close()
+    committed = kill_mid_enrol(folder, 5, delay)
+    survivors = check_survivors(folder, committed)
+    add_after(folder, survivors)
+    with open_gallery(folder) as gallery:
+        assert gallery.shard_count == (survivors + 2) // 3000 + 1
+        # Exactly the files the database names: one per shard.
+        assert len(list(folder.glob("index-*.faiss"))) == gallery.shard_count

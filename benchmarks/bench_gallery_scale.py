@@ -1,0 +1,315 @@
+"""Gallery scale: memory per item, recall@1 and queries/s of flat vs IVF-PQ galleries.
+
+The data is shaped like real Re-ID embeddings, not uniform noise: identities with several
+views each (``--per-identity``), identity centres drawn with a decaying spectrum, each
+view its centre plus noise that puts two views of one person ~0.75 apart and different
+people ~1.3 apart (the model of ``bench_gallery.py``).  Queries are new views of enrolled
+identities.  Items are made in chunks from per-chunk seeds, so 10M items x 512 dims
+(20 GB as float32) never sit in memory: enrolment, and the exact search that gives the
+ground truth, each regenerate them chunk by chunk.
+
+For each index kind, in a real gallery folder (SQLite rows, segments, snapshots, training
+and, for IVF-PQ, the float16 vector files; no image hashes, whose duplicate checks
+``bench_gallery.py`` already measures), the script reports:
+
+* build: seconds to enrol every item through ``Gallery.add`` (``--enrol-batch`` at a time);
+* memory: anonymous resident memory that opening the gallery takes in a fresh process,
+  per item (indexes, ids, labels: what must fit in RAM; the memory-mapped vector files
+  are page cache the kernel can drop), the index files per item, and the folder per item;
+* open: seconds to open it there (every file checksummed, ids cross-checked);
+* q/s at batch 1 (``--batch1`` single queries) and at batch ``--queries`` (one call), top-10;
+* recall@1: share of queries whose first answer is the exact nearest neighbour (exact
+  search over the float32 data); identity recall@1: share whose first answer is a view of
+  the query's identity (exact search's own figure is printed for reference).
+
+Run: ``python benchmarks/bench_gallery_scale.py`` (100k items, flat and IVF-PQ, minutes);
+``--items 1000000`` for the 1M comparison (13 minutes on 2 shared cores);
+``--items 10000000 --kinds ivfpq --shard-size 1000000`` for IVF-PQ at 10M (38 minutes:
+9 for the exact ground truth, 27 to enrol; 12 GB of disk).  Wrap it in
+``/usr/bin/time -v`` for the run's peak memory, which counts the pages of the
+memory-mapped vector files that were read, not only the process's own memory.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import platform
+import resource
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import faiss
+import numpy as np
+
+from reid.gallery import EmbeddingModel, Gallery, IndexSpec, ItemMeta
+
+
+@dataclass(frozen=True)
+class IdentityData:
+    """``items`` unit vectors, ``per_identity`` views of each identity, made ``chunk`` at a time."""
+
+    items: int
+    dim: int
+    per_identity: int
+    chunk: int = 100_000
+    seed: int = 0
+
+    @property
+    def identities(self) -> int:
+        return -(-self.items // self.per_identity)
+
+    @property
+    def chunk_identities(self) -> int:
+        return max(1, self.chunk // self.per_identity)
+
+    def _centres(self, chunk: int) -> np.ndarray:
+        first = chunk * self.chunk_identities
+        count = min(self.chunk_identities, self.identities - first)
+        rng = np.random.default_rng([self.seed, chunk, 0])
+        spectrum = ((1.0 + np.arange(self.dim)) ** -0.5).astype(np.float32)
+        centres = rng.standard_normal((count, self.dim), dtype=np.float32) * spectrum
+        return centres / np.linalg.norm(centres, axis=1, keepdims=True)
+
+    def _views(self, centres: np.ndarray, rng: np.random.Generator) -> np.ndarray:
+        # Noise of norm ~0.55 puts two views of a person ~0.75 apart, two people ~1.3.
+        noise = rng.standard_normal(centres.shape, dtype=np.float32) * np.float32(0.55 / np.sqrt(self.dim))
+        views = centres + noise
+        return views / np.linalg.norm(views, axis=1, keepdims=True)
+
+    def chunks(self) -> Iterator[tuple[int, np.ndarray, np.ndarray]]:
+        """(first item, vectors, identity of each), identity by identity, all views together."""
+        chunk, first_item = 0, 0
+        while first_item < self.items:
+            centres = self._centres(chunk)
+            labels = np.repeat(np.arange(len(centres)) + chunk * self.chunk_identities, self.per_identity)
+            labels = labels[: self.items - first_item]
+            rng = np.random.default_rng([self.seed, chunk, 1])
+            vectors = self._views(np.repeat(centres, self.per_identity, axis=0)[: len(labels)], rng)
+            yield first_item, vectors, labels
+            first_item += len(labels)
+            chunk += 1
+
+    def queries(self, count: int) -> tuple[np.ndarray, np.ndarray]:
+        """New views of ``count`` enrolled identities drawn at random: (vectors, identities)."""
+        rng = np.random.default_rng([self.seed, 2**31])
+        who = np.sort(rng.choice(self.identities, count, replace=False))
+        queries = np.empty((count, self.dim), np.float32)
+        for chunk in np.unique(who // self.chunk_identities):
+            mine = np.flatnonzero(who // self.chunk_identities == chunk)
+            centres = self._centres(int(chunk))[who[mine] - chunk * self.chunk_identities]
+            queries[mine] = self._views(centres, rng)
+        return queries, who
+
+
+def exact_top1(data: IdentityData, queries: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(item id, identity) of each query's exact nearest neighbour, over the data chunk by chunk."""
+    best = np.full(len(queries), -np.inf, np.float32)
+    ids = np.zeros(len(queries), np.int64)
+    labels = np.zeros(len(queries), np.int64)
+    for first, vectors, chunk_labels in data.chunks():
+        sims, rows = faiss.knn(queries, vectors, 1, metric=faiss.METRIC_INNER_PRODUCT)
+        better = sims[:, 0] > best
+        best[better] = sims[better, 0]
+        # Gallery ids are SQLite row ids: item i (from 0, in enrolment order) has id i + 1.
+        ids[better] = first + rows[better, 0] + 1
+        labels[better] = chunk_labels[rows[better, 0]]
+    return ids, labels
+
+
+# Opens a gallery in a fresh interpreter and prints the anonymous resident memory (heap,
+# not memory-mapped files) before and after, and the seconds opening took.
+OPEN_PROBE = """
+import sys, time
+from reid.gallery import Gallery
+def anon():
+    for line in open("/proc/self/status"):
+        if line.startswith("RssAnon:"):
+            return int(line.split()[1]) * 1024
+before = anon()
+start = time.perf_counter()
+gallery = Gallery.open(sys.argv[1])
+print(before, anon(), time.perf_counter() - start)
+"""
+
+
+def open_in_fresh_process(folder: Path) -> tuple[int, float]:
+    """(bytes of anonymous memory the opened gallery takes, seconds to open) in a new process."""
+    out = subprocess.run(
+        [sys.executable, "-c", OPEN_PROBE, str(folder)], check=True, capture_output=True, text=True
+    ).stdout.split()
+    return int(out[1]) - int(out[0]), float(out[2])
+
+
+@dataclass
+class KindResult:
+    kind: str
+    items: int
+    build_s: float
+    open_s: float
+    memory_per_item: float
+    index_file_per_item: float
+    disk_per_item: float
+    batch1_qps: float
+    batch_qps: float
+    recall_at_1: float
+    identity_recall_at_1: float
+    built: str
+    shards: int
+
+
+def run_kind(
+    kind: str,
+    spec: IndexSpec,
+    data: IdentityData,
+    queries: np.ndarray,
+    truth: tuple[np.ndarray, np.ndarray],
+    who: np.ndarray,
+    args: argparse.Namespace,
+    root: Path,
+) -> KindResult:
+    model = EmbeddingModel(name="bench", fingerprint="benchscale", embedding_dim=data.dim, threshold=1.0)
+    folder = root / kind
+    start = time.perf_counter()
+    with Gallery.create(folder, model, spec) as gallery:
+        for first, vectors, labels in data.chunks():
+            for lo in range(0, len(labels), args.enrol_batch):
+                rows = range(lo, min(lo + args.enrol_batch, len(labels)))
+                items = [ItemMeta(f"p{labels[i]:08d}", source=f"{first + i}.jpg", camera="c1") for i in rows]
+                gallery.add(vectors[lo : lo + args.enrol_batch], items)
+            print(f"    {kind}: {first + len(labels):,} items, {time.perf_counter() - start:.0f} s", flush=True)
+    build_s = time.perf_counter() - start
+    del gallery  # the enrolling handle's indexes, before a second copy is opened
+    memory, open_s = open_in_fresh_process(folder)
+    gallery = Gallery.open(folder)
+    try:
+        built, shards = gallery.index_kind, gallery.shard_count
+        gallery.search_items(queries[:10], 10)  # warm caches and thread pools
+        start = time.perf_counter()
+        for i in range(args.batch1):
+            gallery.search_items(queries[i : i + 1], 10)
+        batch1_qps = args.batch1 / (time.perf_counter() - start)
+        start = time.perf_counter()
+        _, ids = gallery.search_items(queries, 10)
+        batch_qps = len(queries) / (time.perf_counter() - start)
+    finally:
+        gallery.close()
+    files = [p for p in folder.iterdir() if p.is_file()]
+    index_bytes = sum(p.stat().st_size for p in files if p.name.startswith("index-"))
+    disk = sum(p.stat().st_size for p in files)
+    if not args.keep:
+        shutil.rmtree(folder)
+    top = ids[:, 0]
+    identity_of_top = (top - 1) // data.per_identity
+    return KindResult(
+        kind=kind,
+        items=data.items,
+        build_s=build_s,
+        open_s=open_s,
+        memory_per_item=memory / data.items,
+        index_file_per_item=index_bytes / data.items,
+        disk_per_item=disk / data.items,
+        batch1_qps=batch1_qps,
+        batch_qps=batch_qps,
+        recall_at_1=float(np.mean(top == truth[0])),
+        identity_recall_at_1=float(np.mean(identity_of_top == who)),
+        built=built,
+        shards=shards,
+    )
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--items", type=int, default=100_000)
+    parser.add_argument("--dim", type=int, default=512)
+    parser.add_argument("--per-identity", type=int, default=8)
+    parser.add_argument("--queries", type=int, default=1000, help="queries (one batched call; recall over all)")
+    parser.add_argument("--batch1", type=int, default=200, help="single queries timed one by one")
+    parser.add_argument("--enrol-batch", type=int, default=50_000)
+    parser.add_argument("--kinds", default="flat,ivfpq")
+    parser.add_argument("--shard-size", type=int, default=0, help="items per shard (0: one)")
+    parser.add_argument("--train-size", type=int, default=0, help="IVF-PQ training items (0: automatic)")
+    parser.add_argument("--pq-m", type=int, default=0, help="IVF-PQ sub-quantizers (0: dim / 8)")
+    parser.add_argument("--refine", type=int, default=IndexSpec().refine, help="IVF-PQ re-ranking factor")
+    parser.add_argument("--nprobe", type=int, default=0, help="lists searched (0: automatic)")
+    parser.add_argument("--root", type=Path, default=None, help="where galleries are built (default: a temp folder)")
+    parser.add_argument("--keep", action="store_true", help="keep the galleries")
+    args = parser.parse_args()
+
+    print(
+        f"machine: {os.cpu_count()} cores, {platform.processor() or platform.machine()}, "
+        f"faiss {faiss.__version__} ({faiss.omp_get_max_threads()} threads), numpy {np.__version__}"
+    )
+    data = IdentityData(args.items, args.dim, args.per_identity)
+    queries, who = data.queries(args.queries)
+    start = time.perf_counter()
+    truth = exact_top1(data, queries)
+    exact_identity = float(np.mean(truth[1] == who))
+    print(
+        f"data: {args.items:,} items x {args.dim} dims, {data.identities:,} identities ({args.per_identity} views "
+        f"each), {args.queries} queries (new views); exact top-1 over float32 chunks in "
+        f"{time.perf_counter() - start:.0f} s; exact search's identity recall@1 {exact_identity:.3f}",
+        flush=True,
+    )
+
+    root = Path(args.root) if args.root else Path(tempfile.mkdtemp(prefix="bench-scale-"))
+    results = []
+    try:
+        for kind in args.kinds.split(","):
+            options = {"shard_size": args.shard_size, "nprobe": args.nprobe}
+            if kind == "ivfpq":
+                options.update(train_size=args.train_size, pq_m=args.pq_m, refine=args.refine)
+            spec = IndexSpec(kind, **options)
+            start = time.perf_counter()
+            results.append(run_kind(kind, spec, data, queries, truth, who, args, root))
+            print(f"  {kind}: done in {time.perf_counter() - start:.0f} s", flush=True)
+    finally:
+        if not args.root and not args.keep:
+            shutil.rmtree(root, ignore_errors=True)
+
+    print(
+        f"\n{args.items:,} items, dim {args.dim}; memory = anonymous RSS the opened gallery adds, per item; "
+        f"b{args.queries} = one call of {args.queries} queries; top-10 items; "
+        f"recall@1 = exact nearest neighbour first, id-recall@1 = a view of the query's identity first"
+    )
+    header = (
+        f"{'index':<7} {'built':<6} {'shards':>6} {'build s':>8} {'open s':>7} {'mem B/item':>10} "
+        f"{'index B/item':>12} {'disk B/item':>11} {'b1 q/s':>8} {f'b{args.queries} q/s':>10} "
+        f"{'recall@1':>9} {'id-recall@1':>11}"
+    )
+    print(header)
+    print("-" * len(header))
+    for r in results:
+        print(
+            f"{r.kind:<7} {r.built:<6} {r.shards:>6} {r.build_s:>8.0f} {r.open_s:>7.1f} {r.memory_per_item:>10.0f} "
+            f"{r.index_file_per_item:>12.0f} {r.disk_per_item:>11.0f} {r.batch1_qps:>8.1f} {r.batch_qps:>10.1f} "
+            f"{r.recall_at_1:>9.3f} {r.identity_recall_at_1:>11.3f}"
+        )
+    flat = next((r for r in results if r.kind == "flat"), None)
+    if flat:
+        for r in results:
+            if r.kind != "flat":
+                print(
+                    f"{r.kind} vs flat: memory {flat.memory_per_item / max(r.memory_per_item, 1):.1f}x smaller, "
+                    f"batch-1 {r.batch1_qps / flat.batch1_qps:.1f}x, batch-{args.queries} "
+                    f"{r.batch_qps / flat.batch_qps:.1f}x the q/s, recall@1 {r.recall_at_1:.3f} vs "
+                    f"{flat.recall_at_1:.3f}, build {r.build_s / flat.build_s:.1f}x the time"
+                )
+    for r in results:
+        projected = r.memory_per_item * 10_000_000 / 2**30
+        print(
+            f"{r.kind}: {r.memory_per_item:.0f} B/item in memory -> {projected:.1f} GiB for 10M items "
+            f"(aim: 10M searchable in 24 GiB at recall@1 >= 0.9; here recall@1 {r.recall_at_1:.3f})"
+        )
+    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20
+    print(f"peak resident memory of this run: {peak:.1f} GiB")
+
+
+if __name__ == "__main__":
+    main()
