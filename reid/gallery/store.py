@@ -263,16 +263,11 @@ class Gallery:
         """A new, empty gallery for embeddings of the model ``card`` describes."""
         folder = Path(folder)
         folder.mkdir(parents=True, exist_ok=True)
-        with gallery_lock(folder, exclusive=True, timeout=lock_timeout):
-            gallery = cls(folder, lock_timeout, gpu)
-            try:
-                if gallery._has_meta():
-                    raise GalleryError(f"{folder}: a gallery already exists here")
-                gallery._initialize(card, spec or IndexSpec())
-                gallery._load()
-            except BaseException:
-                gallery.close()
-                raise
+        with gallery_lock(folder, exclusive=True, timeout=lock_timeout), _closed_on_error(cls(folder, lock_timeout, gpu)) as gallery:
+            if gallery._has_meta():
+                raise GalleryError(f"{folder}: a gallery already exists here")
+            gallery._initialize(card, spec or IndexSpec())
+            gallery._load()
         return gallery
 
     @classmethod
@@ -281,15 +276,10 @@ class Gallery:
         folder = Path(folder)
         if not (folder / DB_FILE).is_file():
             raise GalleryError(f"{folder}: no gallery here (no {DB_FILE}); create one with reid enroll")
-        with gallery_lock(folder, exclusive=False, timeout=lock_timeout):
-            gallery = cls(folder, lock_timeout, gpu)
-            try:
-                if not gallery._has_meta():
-                    raise GalleryError(f"{gallery.db_path}: empty gallery database (was its creation interrupted?)")
-                gallery._load()
-            except BaseException:
-                gallery.close()
-                raise
+        with gallery_lock(folder, exclusive=False, timeout=lock_timeout), _closed_on_error(cls(folder, lock_timeout, gpu)) as gallery:
+            if not gallery._has_meta():
+                raise GalleryError(f"{gallery.db_path}: empty gallery database (was its creation interrupted?)")
+            gallery._load()
         return gallery
 
     @classmethod
@@ -310,21 +300,16 @@ class Gallery:
         if folder.exists() and not folder.is_dir():
             raise GalleryError(f"{folder}: not a folder")
         folder.mkdir(parents=True, exist_ok=True)
-        with gallery_lock(folder, exclusive=True, timeout=lock_timeout):
-            gallery = cls(folder, lock_timeout, gpu)
-            try:
-                if not gallery._has_meta():
-                    gallery._initialize(card, spec or IndexSpec())
-                gallery._load()
-                gallery.check_model(card)
-                if spec is not None and spec != gallery.spec:
-                    raise ConfigError(
-                        f"{folder}: gallery has a {_describe(gallery.spec, spec)} index, not "
-                        f"{_describe(spec, gallery.spec)}; change it with reid gallery reindex"
-                    )
-            except BaseException:
-                gallery.close()
-                raise
+        with gallery_lock(folder, exclusive=True, timeout=lock_timeout), _closed_on_error(cls(folder, lock_timeout, gpu)) as gallery:
+            if not gallery._has_meta():
+                gallery._initialize(card, spec or IndexSpec())
+            gallery._load()
+            gallery.check_model(card)
+            if spec is not None and spec != gallery.spec:
+                raise ConfigError(
+                    f"{folder}: gallery has a {_describe(gallery.spec, spec)} index, not "
+                    f"{_describe(spec, gallery.spec)}; change it with reid gallery reindex"
+                )
         return gallery
 
     def close(self) -> None:
@@ -1171,6 +1156,16 @@ class Gallery:
             raise ConfigError(f"{self.folder}: embeddings contain NaN or infinity")
         norms = np.linalg.norm(vectors, axis=1, keepdims=True)
         return np.ascontiguousarray(vectors / np.maximum(norms, 1e-12), dtype=np.float32)
+
+
+@contextmanager
+def _closed_on_error(gallery: Gallery) -> Iterator[Gallery]:
+    """``gallery``, closed again if the block raises (a half-opened gallery holds its database)."""
+    try:
+        yield gallery
+    except BaseException:
+        gallery.close()
+        raise
 
 
 @contextmanager
