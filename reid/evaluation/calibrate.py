@@ -10,7 +10,7 @@ from reid.errors import DataError, ModelError
 from reid.evaluation.embed import PairScores, PrepareFn, ProgressFn, score_pairs
 from reid.evaluation.pairs import PairSet, read_pairs
 from reid.evaluation.verification import ThresholdChoice, choose_threshold
-from reid.models.card import CARD_FILE, load_card, save_card
+from reid.models.card import CARD_FILE, load_card, save_card, verify_card
 from reid.models.folder import load_encoder, resolve_model_path
 
 
@@ -67,9 +67,12 @@ def calibrate_model(
         choice = choose_threshold(scores.distances, scores.is_same, target_far)
     except DataError as exc:
         raise DataError(f"{pair_set.source}: {exc}") from None
-    card = load_card(folder)
-    if card.fingerprint and card.fingerprint != encoder.fingerprint:
-        raise ModelError(f"{folder / CARD_FILE}: the weights changed while calibrating; run calibrate again")
+    try:
+        card = verify_card(load_card(folder), encoder.card.weights_fingerprint, str(folder / CARD_FILE), str(folder))
+    except ModelError as exc:
+        raise ModelError(f"{folder / CARD_FILE}: the model changed while calibrating; run calibrate again") from exc
+    if card.fingerprint != encoder.fingerprint:
+        raise ModelError(f"{folder / CARD_FILE}: the model changed while calibrating; run calibrate again")
     source = describe_source(pair_set, scores, choice)
     card.threshold = choice.threshold
     card.threshold_source = source

@@ -9,10 +9,16 @@ Box = tuple[int, int, int, int]
 
 
 class ModelFacts(Protocol):
-    """What a gallery needs to know of the model making its embeddings; a ModelCard has it."""
+    """What a gallery needs to know of the model making its embeddings; a ModelCard has it.
+
+    ``fingerprint`` identifies everything that shapes the embeddings (weights and
+    preprocessing); ``weights_fingerprint`` the weights alone, which is what galleries made
+    before fingerprints covered the model card recorded ("" when unknown).
+    """
 
     name: str
     fingerprint: str
+    weights_fingerprint: str
     embedding_dim: int
     threshold: float | None
     kind: str
@@ -27,6 +33,7 @@ class EmbeddingModel:
     embedding_dim: int
     threshold: float | None = None
     kind: str = "person"
+    weights_fingerprint: str = ""
 
 
 @dataclass

@@ -349,8 +349,14 @@ class Gallery:
         return self._labels.identity_count
 
     def check_model(self, card: ModelFacts) -> None:
-        """Raise GalleryError unless ``card`` is the model this gallery was made with."""
-        if card.fingerprint != self.meta.model_fingerprint or card.embedding_dim != self.meta.dim:
+        """Raise GalleryError unless ``card`` is the model this gallery was made with.
+
+        Galleries made before fingerprints covered the model card recorded the fingerprint
+        of the weights alone; for them the weights are what can be checked.
+        """
+        stored = self.meta.model_fingerprint
+        legacy = bool(card.weights_fingerprint) and card.weights_fingerprint == stored
+        if (card.fingerprint != stored and not legacy) or card.embedding_dim != self.meta.dim:
             raise GalleryError(
                 f"{self.folder}: gallery was made with model {self.meta.model_name!r} "
                 f"(fingerprint {self.meta.model_fingerprint}, dim {self.meta.dim}), not model {card.name!r} "
@@ -794,6 +800,8 @@ class Gallery:
     def _initialize(self, card: ModelFacts, spec: IndexSpec) -> None:
         if card.embedding_dim < 1:
             raise ConfigError(f"model {card.name!r}: embedding dimension must be positive")
+        if not card.fingerprint:
+            raise ConfigError(f"model {card.name!r}: no fingerprint; a gallery could not tell its embeddings apart")
         spec.check_dim(card.embedding_dim)
         index = new_index(spec, card.embedding_dim)
         path = self.folder / new_name("index", 0, ".faiss")

@@ -3,6 +3,16 @@
 A card is stored as ``card.json`` beside the weights of a model folder (or beside an
 exported file).  Distances and thresholds on a card are Euclidean distances between
 L2-normalized embeddings (range 0..2), the one distance used everywhere in reid.
+
+Every field is validated (types and ranges) when a card is read, so a hand-edited card
+with, say, a zero std or a textual dimension is refused with one line naming the file
+and the field.
+
+The fingerprint (version 2) is a hash over the weights and every card field that changes
+an embedding (:data:`EMBEDDING_FIELDS`), so a card edited after saving no longer matches
+its own fingerprint, and a gallery made with one model refuses another.  Cards written
+before version 2 carry a fingerprint of the weights alone (``fingerprint_version`` 1 or
+absent); they still load, and galleries made with them still open.
 """
 
 from __future__ import annotations
@@ -10,9 +20,11 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-from dataclasses import asdict, dataclass, field, fields
+from dataclasses import asdict, dataclass, field, fields, replace
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any, Literal
+
+from pydantic import Field, StrictBool, StrictInt, StrictStr, TypeAdapter, ValidationError
 
 from reid.errors import ModelError
 
@@ -22,34 +34,69 @@ WEIGHTS_FILE = "weights.pt"
 IMAGENET_MEAN = (0.485, 0.456, 0.406)
 IMAGENET_STD = (0.229, 0.224, 0.225)
 
+FINGERPRINT_VERSION = 2
+# The card fields that change what an encoder returns for an image: a fingerprint of
+# version 2 covers them, and the weights.
+EMBEDDING_FIELDS = (
+    "format",
+    "architecture",
+    "embedding_dim",
+    "input_size",
+    "mean",
+    "std",
+    "channel_order",
+    "pooling",
+    "neck",
+    "last_stride",
+    "normalized_output",
+)
+MAX_SIDE = 4096
+SHOWN_INPUT = 60  # characters of an offending value quoted in an error
+
+Side = Annotated[StrictInt, Field(ge=8, le=MAX_SIDE)]
+# Mean and std apply to pixels scaled to 0..1.
+Mean = Annotated[float, Field(strict=True, ge=0.0, le=1.0, allow_inf_nan=False)]
+Std = Annotated[float, Field(strict=True, gt=0.0, le=255.0, allow_inf_nan=False)]
+Distance = Annotated[float, Field(strict=True, ge=0.0, le=2.0, allow_inf_nan=False)]
+Fingerprint = Annotated[StrictStr, Field(pattern=r"^([0-9a-f]{16})?$")]
+
 
 @dataclass
 class ModelCard:
-    """Description of a trained encoder; see DESIGN.md "Model folder"."""
+    """Description of a trained encoder; see DESIGN.md "Model folder".
 
-    name: str
-    architecture: str
-    embedding_dim: int
-    input_size: tuple[int, int] = (256, 128)
-    mean: tuple[float, float, float] = IMAGENET_MEAN
-    std: tuple[float, float, float] = IMAGENET_STD
-    channel_order: str = "rgb"
-    pooling: str = "avg"
-    neck: str = "bnneck"
-    last_stride: int = 1
-    num_classes: int = 0
-    pretrained: str = "none"
-    kind: str = "person"
+    ``input_size`` is (height, width) in pixels; ``mean``/``std`` apply per channel to
+    pixels scaled to 0..1; ``threshold`` is a Euclidean distance between unit embeddings
+    (0..2).  ``fingerprint`` identifies the weights and the fields in
+    :data:`EMBEDDING_FIELDS` together (version 2); ``weights_fingerprint`` the weights alone.
+    """
+
+    name: StrictStr
+    architecture: Annotated[StrictStr, Field(min_length=1)]
+    embedding_dim: Annotated[StrictInt, Field(ge=1, le=65536)]
+    input_size: tuple[Side, Side] = (256, 128)
+    mean: tuple[Mean, Mean, Mean] = IMAGENET_MEAN
+    std: tuple[Std, Std, Std] = IMAGENET_STD
+    channel_order: Literal["rgb", "bgr"] = "rgb"
+    pooling: Literal["avg", "gem"] = "avg"
+    neck: Literal["bnneck", "none"] = "bnneck"
+    last_stride: Annotated[StrictInt, Field(ge=1, le=2)] = 1
+    num_classes: Annotated[StrictInt, Field(ge=0, le=100_000_000)] = 0
+    pretrained: StrictStr = "none"
+    kind: StrictStr = "person"
     loss: dict[str, Any] = field(default_factory=dict)
     training_data: dict[str, Any] = field(default_factory=dict)
     training: dict[str, Any] = field(default_factory=dict)
     metrics: dict[str, Any] = field(default_factory=dict)
-    threshold: float | None = None
-    threshold_source: str = ""
-    fingerprint: str = ""
-    format: str = "torch"
-    normalized_output: bool = True
-    created: str = ""
+    threshold: Distance | None = None
+    threshold_source: StrictStr = ""
+    fingerprint: Fingerprint = ""
+    # Absent on cards written before the fingerprint covered the card: version 1.
+    fingerprint_version: Annotated[StrictInt, Field(ge=1, le=FINGERPRINT_VERSION)] = 1
+    weights_fingerprint: Fingerprint = ""
+    format: Literal["torch", "onnx", "torchscript", "dlib"] = "torch"
+    normalized_output: StrictBool = True
+    created: StrictStr = ""
 
     def to_dict(self) -> dict[str, Any]:
         data = asdict(self)
@@ -60,20 +107,83 @@ class ModelCard:
 
     @classmethod
     def from_dict(cls, data: dict[str, Any], source: str = "card") -> ModelCard:
+        """A validated card; ModelError naming ``source`` and the first bad field otherwise."""
         known = {f.name for f in fields(cls)}
         missing = [k for k in ("name", "architecture", "embedding_dim") if k not in data]
         if missing:
             raise ModelError(f"{source}: model card lacks {', '.join(missing)}")
-        values = {k: v for k, v in data.items() if k in known}
-        for key in ("input_size", "mean", "std"):
-            if key in values:
-                values[key] = tuple(values[key])
-        return cls(**values)
+        return validate_card({k: v for k, v in data.items() if k in known}, source)
+
+
+_CARD_SCHEMA = TypeAdapter(ModelCard)
+
+
+def validate_card(card: ModelCard | dict[str, Any], source: str) -> ModelCard:
+    """``card`` (a card or its fields) checked field by field: types and ranges.
+
+    Raises ModelError naming ``source``, the field and the offending value.
+    """
+    values = card.to_dict() if isinstance(card, ModelCard) else card
+    try:
+        return _CARD_SCHEMA.validate_python(values)
+    except ValidationError as exc:
+        error = exc.errors()[0]
+        where = "".join(f"[{part}]" if isinstance(part, int) else f".{part}" for part in error["loc"]).lstrip(".")
+        shown = json.dumps(error["input"], default=str)
+        if len(shown) > SHOWN_INPUT:
+            shown = shown[:SHOWN_INPUT] + "..."
+        more = f" (and {exc.error_count() - 1} more problems)" if exc.error_count() > 1 else ""
+        raise ModelError(f"{source}: field {where or 'card'}: {error['msg'].lower()}, got {shown}{more}") from None
+
+
+def embedding_fingerprint(card: ModelCard, weights: str) -> str:
+    """The version-2 fingerprint: a hash of ``weights`` (the weights' fingerprint) and the
+    card's :data:`EMBEDDING_FIELDS`, 16 hex digits."""
+    data = card.to_dict()
+    covered: dict[str, Any] = {name: data[name] for name in EMBEDDING_FIELDS}
+    # 0 and 0.0 are the same mean; the hash must not tell them apart.
+    covered["mean"] = [float(v) for v in covered["mean"]]
+    covered["std"] = [float(v) for v in covered["std"]]
+    payload = json.dumps({"version": FINGERPRINT_VERSION, "weights": weights, **covered}, sort_keys=True)
+    return hashlib.sha256(payload.encode()).hexdigest()[:16]
+
+
+def seal_card(card: ModelCard, weights: str) -> ModelCard:
+    """``card`` with a version-2 fingerprint for the weights whose fingerprint is ``weights``."""
+    return replace(
+        card,
+        fingerprint_version=FINGERPRINT_VERSION,
+        weights_fingerprint=weights,
+        fingerprint=embedding_fingerprint(card, weights),
+    )
+
+
+def verify_card(card: ModelCard, weights: str, card_source: str, weights_source: str) -> ModelCard:
+    """Check that ``card`` was written for these weights and not edited since; return it sealed.
+
+    ``weights`` is the fingerprint of the weights at hand.  A version-1 card must carry
+    the weights' fingerprint; a version-2 card must also match its own embedding fields.
+    Raises ModelError naming the weights (other weights) or the card (edited card).
+    """
+    if not card.fingerprint:
+        raise ModelError(f"{card_source}: model card has no fingerprint; it cannot vouch for any weights")
+    recorded = card.fingerprint if card.fingerprint_version == 1 else card.weights_fingerprint
+    if recorded != weights:
+        raise ModelError(
+            f"{weights_source}: weights fingerprint {weights} does not match the card's {recorded or '(none)'}"
+        )
+    if card.fingerprint_version > 1 and card.fingerprint != embedding_fingerprint(card, weights):
+        raise ModelError(
+            f"{card_source}: card fields that change embeddings ({', '.join(EMBEDDING_FIELDS)}) differ from "
+            f"those the model was saved with (fingerprint {card.fingerprint} no longer matches)"
+        )
+    return seal_card(card, weights)
 
 
 def save_card(card: ModelCard, folder: Path) -> Path:
     """Write ``card.json`` atomically into ``folder`` and return its path."""
     path = Path(folder) / CARD_FILE
+    validate_card(card, str(path))
     atomic_write_bytes(path, (json.dumps(card.to_dict(), indent=2) + "\n").encode())
     return path
 
@@ -84,7 +194,7 @@ def load_card(folder: Path) -> ModelCard:
         raise ModelError(f"{path}: no model card (expected {CARD_FILE} in the model folder)")
     try:
         data = json.loads(path.read_text())
-    except (OSError, json.JSONDecodeError) as exc:
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
         raise ModelError(f"{path}: model card is not valid JSON ({exc})") from exc
     if not isinstance(data, dict):
         raise ModelError(f"{path}: model card must be a JSON object")

@@ -25,14 +25,13 @@ from __future__ import annotations
 import hashlib
 import importlib.util
 from collections.abc import Sequence
-from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
 from reid.errors import DataError, ModelError
-from reid.models.card import ModelCard, file_fingerprint
+from reid.models.card import ModelCard, file_fingerprint, seal_card, verify_card
 from reid.models.encoder import Encoder, l2_normalize
 
 DLIB_FACE = "dlib-face"
@@ -86,8 +85,8 @@ def models_fingerprint(files: Sequence[Path]) -> str:
 
 
 def dlib_face_card(fingerprint: str) -> ModelCard:
-    """The built-in card of ``dlib-face``."""
-    return ModelCard(
+    """The built-in card of ``dlib-face``, sealed for the weights whose fingerprint is ``fingerprint``."""
+    card = ModelCard(
         name=DLIB_FACE,
         architecture="dlib_face_recognition_resnet_model_v1",
         embedding_dim=EMBEDDING_DIM,
@@ -107,10 +106,10 @@ def dlib_face_card(fingerprint: str) -> ModelCard:
         metrics={"lfw_accuracy_reported_by_authors": 0.9938},
         threshold=THRESHOLD,
         threshold_source=THRESHOLD_SOURCE,
-        fingerprint=fingerprint,
         format="dlib",
         normalized_output=False,
     )
+    return seal_card(card, fingerprint)
 
 
 class DlibFaceEncoder(Encoder):
@@ -134,12 +133,9 @@ class DlibFaceEncoder(Encoder):
             card = dlib_face_card(fingerprint)
         elif card.format != "dlib" or card.embedding_dim != EMBEDDING_DIM:
             raise ModelError(f"{card.name}: card does not describe {DLIB_FACE} (format {card.format!r})")
-        elif card.fingerprint and card.fingerprint != fingerprint:
-            raise ModelError(
-                f"{card.name}: the installed dlib weights (fingerprint {fingerprint}) are not those of the "
-                f"card ({card.fingerprint})"
-            )
-        self.card = replace(card, fingerprint=fingerprint)
+        else:
+            card = verify_card(card, fingerprint, f"{card.name} card", f"{card.name}: the installed dlib weights")
+        self.card = card
         self.max_upsample = max_upsample
         self.max_pixels = max_pixels
         self._dlib = dlib

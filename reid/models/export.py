@@ -24,7 +24,7 @@ import torch
 from torch import nn
 
 from reid.errors import ConfigError, ModelError
-from reid.models.card import ModelCard, file_fingerprint, fsync_dir
+from reid.models.card import ModelCard, file_fingerprint, fsync_dir, seal_card
 from reid.models.encoder import preprocess
 from reid.models.folder import load_model, resolve_model_path
 from reid.models.onnx import ONNX_EXTRA, first_line, card_path_for, import_onnxruntime, write_card_file
@@ -196,16 +196,18 @@ def export_model(
         fsync_dir(path.parent)
     finally:
         tmp.unlink(missing_ok=True)
-    exported = replace(
-        card,
-        format=fmt,
-        normalized_output=normalize,
-        fingerprint=file_fingerprint(path),
-        created=datetime.now(timezone.utc).isoformat(timespec="seconds"),
-        training={
-            **card.training,
-            "exported_from": {"model": folder.name, "fingerprint": card.fingerprint, "max_abs_diff": diff},
-        },
+    exported = seal_card(
+        replace(
+            card,
+            format=fmt,
+            normalized_output=normalize,
+            created=datetime.now(timezone.utc).isoformat(timespec="seconds"),
+            training={
+                **card.training,
+                "exported_from": {"model": folder.name, "fingerprint": card.fingerprint, "max_abs_diff": diff},
+            },
+        ),
+        file_fingerprint(path),
     )
     card_path = write_card_file(exported, card_path_for(path))
     return ExportResult(path, card_path, fmt, normalize, diff, tolerance, CHECK_BATCHES, exported)

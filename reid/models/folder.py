@@ -2,8 +2,9 @@
 :func:`load_encoder`, the one place that turns a model spec into an Encoder.
 
 Weights are always loaded with ``weights_only=True``; a model folder never unpickles
-arbitrary objects.  The card's fingerprint is the hash of the weights file, checked on
-load so that a card and weights from different trainings are never mixed.
+arbitrary objects.  The card's fingerprint covers the weights file and the card fields
+that change embeddings (see :mod:`reid.models.card`); it is checked on load, so that a
+card and weights from different trainings are never mixed and an edited card is refused.
 """
 
 from __future__ import annotations
@@ -16,12 +17,15 @@ import torch
 
 from reid.errors import ConfigError, ModelError
 from reid.models.card import (
+    CARD_FILE,
     WEIGHTS_FILE,
     ModelCard,
     atomic_write_bytes,
     file_fingerprint,
     load_card,
     save_card,
+    seal_card,
+    verify_card,
 )
 from reid.models.dlib_face import DLIB_FACE, DlibFaceEncoder
 from reid.models.encoder import Encoder, TorchEncoder
@@ -35,7 +39,7 @@ def save_model(network: ReidNet, card: ModelCard, folder: Path) -> ModelCard:
     buffer = io.BytesIO()
     torch.save(network.state_dict(), buffer)
     atomic_write_bytes(folder / WEIGHTS_FILE, buffer.getvalue())
-    card.fingerprint = file_fingerprint(folder / WEIGHTS_FILE)
+    card = seal_card(card, file_fingerprint(folder / WEIGHTS_FILE))
     card.created = card.created or datetime.now(timezone.utc).isoformat(timespec="seconds")
     save_card(card, folder)
     return card
@@ -54,20 +58,27 @@ def load_state(path: Path) -> dict[str, torch.Tensor]:
 
 
 def load_model(folder: Path) -> tuple[ReidNet, ModelCard]:
-    """Load a model folder written by :func:`save_model`."""
+    """Load a model folder written by :func:`save_model`.
+
+    Raises ModelError when the card is malformed, was edited since saving, or does not
+    describe these weights.
+    """
     folder = Path(folder)
     if not folder.is_dir():
         raise ModelError(f"{folder}: model folder not found")
     card = load_card(folder)
     weights = folder / WEIGHTS_FILE
     state = load_state(weights)
-    actual = file_fingerprint(weights)
-    if card.fingerprint and card.fingerprint != actual:
+    card = verify_card(card, file_fingerprint(weights), str(folder / CARD_FILE), str(weights))
+    if card.format != "torch" or card.neck != "bnneck":
         raise ModelError(
-            f"{weights}: weights fingerprint {actual} does not match the card's {card.fingerprint}"
+            f"{folder / CARD_FILE}: a model folder holds a torch model with a BNNeck, "
+            f"not format {card.format!r} with neck {card.neck!r}"
         )
-    card.fingerprint = actual
-    network = build_network(card, pretrained=None)
+    try:
+        network = build_network(card, pretrained=None)
+    except ConfigError as exc:
+        raise ModelError(f"{folder / CARD_FILE}: {exc}") from exc
     try:
         network.load_state_dict(state)
     except RuntimeError as exc:

@@ -6,8 +6,11 @@ ImageNet mean and std, RGB) unless :class:`Preprocessing` says otherwise; values
 there override the card's.  A model whose input height and width are fixed in the file
 uses that size when neither a card nor the caller gives one.
 
-The encoder's fingerprint is the hash of the ``.onnx`` file, so a gallery built with one
-file refuses queries from another.  Rows are L2-normalized here whatever the file returns.
+The encoder's fingerprint covers the ``.onnx`` file and the preprocessing it is run with
+(see :mod:`reid.models.card`), so a gallery built with one file, or with other
+preprocessing, refuses queries from another.  A card beside the file that carries a
+fingerprint must match the file and be unedited; one without a fingerprint only describes
+preprocessing.  Rows are L2-normalized here whatever the file returns.
 """
 
 from __future__ import annotations
@@ -21,7 +24,7 @@ from typing import Any
 import numpy as np
 
 from reid.errors import ConfigError, ModelError
-from reid.models.card import ModelCard, atomic_write_bytes, file_fingerprint
+from reid.models.card import ModelCard, atomic_write_bytes, file_fingerprint, seal_card, validate_card, verify_card
 from reid.models.encoder import Encoder, l2_normalize, preprocess
 
 CARD_SUFFIX = ".card.json"
@@ -76,6 +79,7 @@ def read_card_file(path: Path) -> ModelCard:
 
 
 def write_card_file(card: ModelCard, path: Path) -> Path:
+    validate_card(card, str(path))
     atomic_write_bytes(path, (json.dumps(card.to_dict(), indent=2) + "\n").encode())
     return Path(path)
 
@@ -119,19 +123,21 @@ class OnnxEncoder(Encoder):
         ort = import_onnxruntime(f"{self.path}: reading an ONNX model")
         card_file = card_path_for(self.path)
         given_size = preprocessing is not None and preprocessing.input_size is not None
+        fingerprint = file_fingerprint(self.path)
         if card_file.is_file():
             card = read_card_file(card_file)
+            if card.fingerprint:
+                card = verify_card(card, fingerprint, str(card_file), str(self.path))
             given_size = True
         else:
             card = ModelCard(name=self.path.stem, architecture="onnx", embedding_dim=0, normalized_output=False)
         if preprocessing is not None:
             card = preprocessing.apply(card)
-        fingerprint = file_fingerprint(self.path)
-        if card.fingerprint and card.fingerprint != fingerprint:
-            raise ModelError(
-                f"{self.path}: file fingerprint {fingerprint} does not match {card_file.name}'s {card.fingerprint}"
-            )
-        self.card = replace(card, fingerprint=fingerprint, format="onnx")
+        self.card = replace(card, format="onnx")
+        # The output dimension is known once the model has run; 1 stands in for it until then,
+        # so that flags and card are checked before the probe allocates a batch of their size.
+        source = card_file if card_file.is_file() else self.path
+        validate_card(replace(self.card, embedding_dim=self.card.embedding_dim or 1), str(source))
 
         providers = ["CPUExecutionProvider"]
         if device != "cpu" and "CUDAExecutionProvider" in ort.get_available_providers():
@@ -145,7 +151,7 @@ class OnnxEncoder(Encoder):
         dim = probe.shape[1]
         if self.card.embedding_dim and self.card.embedding_dim != dim:
             raise ModelError(f"{self.path}: output has dimension {dim}, the card says {self.card.embedding_dim}")
-        self.card.embedding_dim = int(dim)
+        self.card = seal_card(replace(self.card, embedding_dim=int(dim)), fingerprint)
 
     def _check_signature(self, given_size: bool) -> None:
         inputs, outputs = self.session.get_inputs(), self.session.get_outputs()

@@ -88,14 +88,15 @@ def test_no_face_is_an_error_never_a_guess(encoder: DlibFaceEncoder, faces) -> N
 
 @needs_dlib
 def test_calibrated_card_in_a_model_folder(tmp_path: Path, encoder: DlibFaceEncoder) -> None:
-    card = dlib_face_card(encoder.fingerprint)
+    card = dlib_face_card(encoder.card.weights_fingerprint)
     card.threshold, card.threshold_source = 0.38, "reid calibrate: test"
     save_card(card, tmp_path / "dlib-face")
     loaded = load_encoder(tmp_path / "dlib-face")
     assert isinstance(loaded, DlibFaceEncoder) and loaded.threshold == 0.38
-    card.fingerprint = "0123456789abcdef"
+    assert loaded.fingerprint == encoder.fingerprint, "the threshold is not part of the fingerprint"
+    card.weights_fingerprint = "0123456789abcdef"
     save_card(card, tmp_path / "dlib-face")
-    with pytest.raises(ModelError, match="installed dlib weights .* are not those of the card"):
+    with pytest.raises(ModelError, match="installed dlib weights: weights fingerprint .* does not match the card's"):
         load_encoder(tmp_path / "dlib-face")
 
 

@@ -55,7 +55,7 @@ def test_onnx_export_matches_pytorch_with_a_dynamic_batch(model: Path, exported)
     assert exported.max_abs_diff < 1e-4
     card = json.loads(exported.card_path.read_text())
     assert card["format"] == "onnx" and card["normalized_output"] is True
-    assert card["fingerprint"] == file_fingerprint(exported.path)
+    assert card["weights_fingerprint"] == file_fingerprint(exported.path) and card["fingerprint_version"] == 2
     assert card["input_size"] == [64, 32] and card["embedding_dim"] == 64
     assert card["training"]["exported_from"]["model"] == "m"
     assert not list(model.glob(".*tmp*"))
@@ -86,7 +86,7 @@ def test_torchscript_export(tmp_path: Path, model: Path) -> None:
     result = export_model(model, "torchscript", tmp_path / "m.torchscript.pt")
     assert result.max_abs_diff < 1e-4
     card = json.loads((tmp_path / "m.torchscript.card.json").read_text())
-    assert card["format"] == "torchscript" and card["fingerprint"] == file_fingerprint(result.path)
+    assert card["format"] == "torchscript" and card["weights_fingerprint"] == file_fingerprint(result.path)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", FutureWarning)
         loaded = torch.jit.load(str(result.path))
@@ -127,8 +127,9 @@ def test_export_cli_with_raw_output(tmp_path: Path, model: Path) -> None:
     assert result.exit_code == 0, result.output
     assert "max abs difference from PyTorch" in result.output and "raw" in result.output
     payload = json.loads((tmp_path / "e.json").read_text())
-    assert payload["max_abs_diff"] < 1e-4 and payload["fingerprint"] == file_fingerprint(out)
-    assert json.loads((tmp_path / "raw.card.json").read_text())["normalized_output"] is False
+    card = json.loads((tmp_path / "raw.card.json").read_text())
+    assert payload["max_abs_diff"] < 1e-4 and payload["fingerprint"] == card["fingerprint"]
+    assert card["weights_fingerprint"] == file_fingerprint(out) and card["normalized_output"] is False
 
     torch_encoder = load_encoder(model)
     session = ort.InferenceSession(str(out), providers=["CPUExecutionProvider"])

@@ -9,7 +9,7 @@ import torch
 
 from reid.errors import ConfigError, ModelError
 from reid.models import ModelCard, ReidNet, build_network, load_card, load_encoder, load_model, save_model
-from reid.models.card import WEIGHTS_FILE
+from reid.models.card import WEIGHTS_FILE, file_fingerprint, seal_card
 
 
 def tiny_card(**changes: object) -> ModelCard:
@@ -91,8 +91,12 @@ def test_card_and_weights_errors(tmp_path: Path) -> None:
 
     data = json.loads((tmp_path / "o" / "card.json").read_text())
     data["fingerprint"] = ""
-    data["embedding_dim"] = 64
     (tmp_path / "o" / "card.json").write_text(json.dumps(data))
+    with pytest.raises(ModelError, match="o/card.json: model card has no fingerprint"):
+        load_model(tmp_path / "o")
+
+    resealed = seal_card(tiny_card(embedding_dim=64), file_fingerprint(tmp_path / "o" / WEIGHTS_FILE))
+    (tmp_path / "o" / "card.json").write_text(json.dumps(resealed.to_dict()))
     with pytest.raises(ModelError, match="weights do not fit resnet18"):
         load_model(tmp_path / "o")
 

@@ -88,7 +88,7 @@ def test_fixed_batch_model_works_one_image_at_a_time(fixed_batch_file: Path, tin
     # No card: the size fixed in the file, torchreid's ImageNet mean/std and RGB.
     assert encoder.card.input_size == (64, 32) and encoder.card.channel_order == "rgb"
     assert encoder.card.mean == (0.485, 0.456, 0.406) and encoder.card.threshold is None
-    assert encoder.fingerprint == file_fingerprint(fixed_batch_file)
+    assert encoder.card.weights_fingerprint == file_fingerprint(fixed_batch_file)
     batch = images(5)
     out = encoder.embed(batch)
     assert out.dtype == np.float32 and out.shape == (5, 16)
@@ -109,6 +109,13 @@ def test_dynamic_model_without_card_uses_torchreid_defaults_or_flags(dynamic_fil
     assert (card.input_size, card.mean, card.std, card.channel_order) == ((96, 48), flags.mean, flags.std, "bgr")
     np.testing.assert_allclose(flagged.embed(batch), expected(tiny, batch, card), atol=1e-5)
     assert not np.allclose(flagged.embed(batch), encoder.embed(batch), atol=1e-3)
+    assert flagged.fingerprint != encoder.fingerprint, "other preprocessing makes other embeddings"
+    assert flagged.card.weights_fingerprint == encoder.card.weights_fingerprint
+
+    with pytest.raises(ModelError, match=r"field std\[0\]: input should be greater than 0"):
+        load_encoder(dynamic_file, preprocessing=Preprocessing(std=(0.0, 0.2, 0.2)))
+    with pytest.raises(ModelError, match=r"field input_size\[0\]: input should be less than or equal to 4096"):
+        load_encoder(dynamic_file, preprocessing=Preprocessing(input_size=(100000, 100000)))
 
 
 def test_card_beside_the_file_sets_preprocessing_and_threshold(tmp_path: Path, dynamic_file: Path) -> None:
@@ -128,7 +135,7 @@ def test_card_beside_the_file_sets_preprocessing_and_threshold(tmp_path: Path, d
         load_encoder(path)
     card.embedding_dim, card.fingerprint = 16, "0123456789abcdef"
     (tmp_path / "osnet.card.json").write_text(json.dumps(card.to_dict()))
-    with pytest.raises(ModelError, match="does not match osnet.card.json's 0123456789abcdef"):
+    with pytest.raises(ModelError, match="osnet.onnx: weights fingerprint .* does not match the card's 0123456789abcdef"):
         load_encoder(path)
     (tmp_path / "osnet.card.json").write_text("{broken")
     with pytest.raises(ModelError, match="osnet.card.json: model card is not valid JSON"):
