@@ -219,7 +219,12 @@ gallery_app = typer.Typer(help="Inspect and maintain galleries.", no_args_is_hel
 def info(
     gallery: str = typer.Argument(..., help=GALLERY_HELP),
     as_json: bool = typer.Option(False, "--json", help="Print JSON instead of a table."),
-    check: bool = typer.Option(False, "--check", help="Re-verify files and measure index recall against exact search."),
+    check: bool = typer.Option(
+        False,
+        "--check",
+        help="Verify every file's checksum, the whole database (SQLite integrity check, row types) and "
+        "every item against the index; then measure index recall against exact search.",
+    ),
     queries: int = typer.Option(1000, "--queries", help="Stored items used as queries by --check."),
 ) -> None:
     """Items, identities, model, index; with --check, integrity and recall vs flat."""
@@ -235,7 +240,9 @@ def info(
     if check:
         recall = summary["check"]["recall"]
         print_table(
-            f"check: database {summary['check']['database']}, index files verified",
+            f"check: {summary['check']['files']} files verified, database {summary['check']['database']}, "
+            f"{summary['check']['items']} items of {summary['check']['identities']} identities match the index"
+            + ("" if summary["check"]["checksums"] else " (older format: no row checksums until its next write)"),
             ["index", "queries", "recall@1", f"recall@{recall['k']}", "index q/s", "exact q/s"],
             [
                 [
@@ -299,7 +306,8 @@ def remove(
         removed = store.remove_identity(identity)
         left, identities = len(store), store.identity_count
     console.print(
-        f"removed {removed} items of {identity!r}; {left} items of {identities} identities left",
+        f"removed {removed} items of {identity!r} (verified: none left in the database or the index); "
+        f"{left} items of {identities} identities left",
         highlight=False,
         soft_wrap=True,
     )

@@ -160,13 +160,24 @@ class RecallReport:
 
 @dataclass
 class CheckReport:
+    """A passed gallery check: ``files`` verified by size and SHA-256, ``items`` rows and
+    ``identities`` checked against the index, and the index's recall.  ``checksums``: the
+    rows and fixed facts were verified against their checksums (galleries of an older
+    format get them with their first write)."""
+
     database: str
     items: int
     recall: RecallReport | None
+    files: int = 0
+    identities: int = 0
+    checksums: bool = False
 
     def to_dict(self) -> dict[str, Any]:
         return {
             "database": self.database,
             "items": self.items,
+            "identities": self.identities,
+            "files": self.files,
+            "checksums": self.checksums,
             "recall": self.recall.to_dict() if self.recall else None,
         }

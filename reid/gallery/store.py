@@ -22,6 +22,7 @@ A gallery is one or more shards (see :mod:`reid.gallery.shards`): sealed ones in
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import sqlite3
@@ -88,9 +89,9 @@ from reid.gallery.shards import (
 )
 
 DB_FILE = "gallery.db"
-# Format 2 added sealed shards, vector files and templates; format-1 galleries are upgraded
-# by their first write.
-FORMAT = 2
+# Format 2 added sealed shards, vector files and templates; format 3 a checksum of every
+# item row and of the gallery's fixed facts.  Older galleries are upgraded by their first write.
+FORMAT = 3
 SCORES = ("best", "mean")
 DEFAULT_GALLERIES = Path("galleries")
 FILE_PREFIXES = ("index-", "seg-", "vec-", "template-")
@@ -111,7 +112,8 @@ SCHEMA = (
         time REAL,
         box_x INTEGER, box_y INTEGER, box_w INTEGER, box_h INTEGER,
         enrolled TEXT NOT NULL,
-        image_hash TEXT
+        image_hash TEXT,
+        row_sha256 TEXT
     )""",
     "CREATE INDEX items_identity ON items(identity)",
     "CREATE INDEX items_hash ON items(image_hash)",
@@ -122,8 +124,19 @@ SCHEMA = (
     SHARDS_TABLE,
 )
 ITEM_COLUMNS = "id, identity, source, camera, frame, time, box_x, box_y, box_w, box_h, enrolled, image_hash"
+# The meta values a gallery keeps for life (or until a reindex): their checksum is meta's facts_sha256.
+FACT_KEYS = ("model_fingerprint", "model_name", "model_kind", "dim", "threshold", "created", "index_spec")
 SQL_CHUNK = 900  # stays under SQLite's default limit of host parameters per statement
 ROWS_CHUNK = 100_000  # rows fetched from SQLite at a time when reading whole tables
+MAX_PROBLEMS = 100  # problems a database check collects before it stops looking
+# An item row whose columns do not hold what the gallery writes: SQLite checks no types.
+BAD_ROW = (
+    "typeof(identity) != 'text' OR identity = '' OR typeof(source) != 'text' OR typeof(enrolled) != 'text'"
+    " OR typeof(camera) NOT IN ('text', 'null') OR typeof(frame) NOT IN ('integer', 'null')"
+    " OR typeof(time) NOT IN ('real', 'integer', 'null') OR typeof(image_hash) NOT IN ('text', 'null')"
+    " OR typeof(box_x) NOT IN ('integer', 'null') OR typeof(box_y) NOT IN ('integer', 'null')"
+    " OR typeof(box_w) NOT IN ('integer', 'null') OR typeof(box_h) NOT IN ('integer', 'null')"
+)
 
 # Segments are folded into a new snapshot once they hold this share of its items (so
 # rewrites stay proportional to growth), or once there are this many files to open.
@@ -559,10 +572,11 @@ class Gallery:
             try:
                 self._db.execute("BEGIN IMMEDIATE")
                 before = self._sequence()
+                # AUTOINCREMENT hands out the ids after ``before`` in order (checked below).
                 self._db.executemany(
                     "INSERT INTO items (identity, source, camera, frame, time, box_x, box_y, box_w, box_h, "
-                    "enrolled, image_hash) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-                    rows,
+                    "enrolled, image_hash, row_sha256) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                    [(*row, _row_hash(before + 1 + n, row)) for n, row in enumerate(rows)],
                 )
                 after = self._sequence()
                 if after - before != len(rows):
@@ -579,7 +593,7 @@ class Gallery:
                 self._rollback()
                 path.unlink(missing_ok=True)
                 if isinstance(exc, sqlite3.Error):
-                    raise GalleryError(f"{self.db_path}: cannot write ({exc})") from exc
+                    raise GalleryError(f"{self.db_path}: cannot write ({_one_line(exc)})") from exc
                 raise
             try:
                 # IVF-PQ keeps reading these embeddings until compaction: from the mapped
@@ -597,12 +611,15 @@ class Gallery:
         return AddResult(ids.tolist(), duplicates)
 
     def remove_identity(self, identity: str) -> int:
-        """Remove every item of ``identity``; returns how many were removed."""
+        """Remove every item of ``identity``; returns how many were removed.
+
+        The items are found by reading the whole table and by the identity index; when
+        the two disagree the database is damaged and nothing is removed.  Afterwards both
+        must find no item of ``identity`` left.  Raises GalleryError otherwise.
+        """
         with gallery_lock(self.folder, exclusive=True, timeout=self.lock_timeout):
             self._begin_write()
-            ids = np.asarray(
-                [r[0] for r in self._query("SELECT id FROM items WHERE identity = ?", [identity])], dtype=np.int64
-            )
+            ids = self._identity_ids(identity)
             if len(ids) == 0:
                 raise GalleryError(f"{self.folder}: no identity {identity!r} in the gallery")
             generation = self._generation + 1
@@ -621,13 +638,33 @@ class Gallery:
                     active = self._layout.active
                     written.append(self._without(active, ids[active.holds(ids)], generation))
                     layout = _Layout(sealed, written[-1].shard, written[-1].record, self._layout.template)
-                self._commit(layout, generation, written, delete_identity=identity)
+                self._commit(layout, generation, written, delete_ids=ids)
                 self._labels.drop(identity)
             except BaseException:
                 # Shards may have lost items in memory without the commit: reload them.
                 self._stale = True
                 raise
+            rows_left = len(self._identity_ids(identity))
+            index_left = sum(int(shard.holds(ids).sum()) for shard in self._layout.shards())
+            if rows_left or index_left:
+                self._stale = True
+                raise GalleryError(
+                    f"{self.db_path}: after removing {identity!r}, {rows_left} of its items are still in the "
+                    f"database and {index_left} in the index (see reid gallery info --check)"
+                )
         return len(ids)
+
+    def _identity_ids(self, identity: str) -> np.ndarray:
+        """Ids of ``identity``'s items, ascending; GalleryError when the table and its
+        identity index disagree on them (a damaged database)."""
+        scanned = self._query("SELECT id FROM items NOT INDEXED WHERE identity = ? ORDER BY id", [identity])
+        indexed = self._query("SELECT id FROM items INDEXED BY items_identity WHERE identity = ? ORDER BY id", [identity])
+        if scanned != indexed:
+            raise GalleryError(
+                f"{self.db_path}: the database is damaged: the items table holds {len(scanned)} items of "
+                f"{identity!r}, its identity index {len(indexed)}; nothing changed (see reid gallery info --check)"
+            )
+        return np.asarray([row[0] for row in scanned], dtype=np.int64)
 
     def reindex(self, spec: IndexSpec) -> None:
         """Rebuild the index as ``spec`` says (e.g. flat to IVF-PQ, or into shards), keeping every item."""
@@ -667,22 +704,64 @@ class Gallery:
     # ----------------------------------------------------------------- checking, export
 
     def check(self, queries: int = 1000, k: int = 10, seed: int = 0) -> CheckReport:
-        """Re-verify files and database on disk, and measure the index's recall against exact search."""
+        """Re-verify everything on disk, then measure the index's recall against exact search.
+
+        Verified: the size and SHA-256 of every file the database names; SQLite's full
+        integrity check (every page, and every table row against every index entry); every
+        item row's column types; and, reloading the index files from disk, that their ids
+        are exactly the items' ids, each once.  Raises GalleryError with the first problem
+        found and how many more there are.
+        """
         with gallery_lock(self.folder, exclusive=False, timeout=self.lock_timeout):
             self._sync()
             state = self._read_state()
-            for record in [*state.sealed, state.active]:
-                verify_file(self.folder / record.index.name, record.index)
-                if record.vectors is not None:
-                    verify_file(self.folder / record.vectors.name, record.vectors)
-            for _, record, _ in state.segments:
+            records = [r.index for r in [*state.sealed, state.active]]
+            records += [r.vectors for r in [*state.sealed, state.active] if r.vectors is not None]
+            records += [record for _, record, _ in state.segments]
+            records += [state.template] if state.template is not None else []
+            for record in records:
                 verify_file(self.folder / record.name, record)
-            if state.template is not None:
-                verify_file(self.folder / state.template.name, state.template)
-            verdict = self._query("PRAGMA quick_check")[0][0]
-        if verdict != "ok":
-            raise GalleryError(f"{self.db_path}: database check failed ({verdict})")
-        return CheckReport(database=verdict, items=len(self), recall=self.recall(queries, k, seed))
+            problems = self._database_problems()
+            if not problems:
+                # A full reload compares the index files' ids with the item rows afresh.
+                self._stale = True
+                self._sync()
+        if problems:
+            more = f" (and {len(problems) - 1} more problems)" if len(problems) > 1 else ""
+            raise GalleryError(f"{self.db_path}: database check failed: {problems[0]}{more}")
+        return CheckReport(
+            database="ok",
+            items=len(self),
+            recall=self.recall(queries, k, seed),
+            files=len(records),
+            identities=self.identity_count,
+            checksums=self.meta.format >= FORMAT,
+        )
+
+    def _database_problems(self) -> list[str]:
+        """What SQLite's integrity check, the item rows' types and checksums and the facts'
+        checksum say is wrong (the caller holds the lock)."""
+        try:
+            verdicts = [row[0] for row in self._db.execute(f"PRAGMA integrity_check({MAX_PROBLEMS})")]
+            if verdicts != ["ok"]:
+                return [" ".join(str(v).split()) for v in verdicts]
+            bad = self._db.execute(f"SELECT id FROM items NOT INDEXED WHERE {BAD_ROW} ORDER BY id").fetchall()
+            problems = [f"item {row[0]} has a value of the wrong type or an empty identity" for row in bad]
+            raw = self._read_meta()
+            if self.meta.format >= FORMAT and raw.get("facts_sha256") != _facts_hash(raw):
+                problems.append("the gallery's model, dimension, threshold or index options do not match their checksum")
+            # A gallery of an older format has no checksums until its first write adds them.
+            if self.meta.format >= FORMAT:
+                cursor = self._db.execute(f"SELECT {ITEM_COLUMNS}, row_sha256 FROM items NOT INDEXED ORDER BY id")
+                while len(problems) < MAX_PROBLEMS and (rows := cursor.fetchmany(ROWS_CHUNK)):
+                    problems += [
+                        f"item {row[0]} does not match its checksum (changed since it was written)"
+                        for row in rows
+                        if row[-1] != _row_hash(row[0], row[1:-1])
+                    ]
+        except sqlite3.DatabaseError as exc:
+            return [f"unreadable ({_one_line(exc)})"]
+        return problems
 
     def recall(self, queries: int = 1000, k: int = 10, seed: int = 0) -> RecallReport:
         """Recall@1 and @k of the index against exact search, with stored items as queries.
@@ -777,19 +856,19 @@ class Gallery:
         try:
             db = sqlite3.connect(str(self.db_path), timeout=60.0, isolation_level=None)
         except sqlite3.Error as exc:
-            raise GalleryError(f"{self.db_path}: cannot open the gallery database ({exc})") from exc
+            raise GalleryError(f"{self.db_path}: cannot open the gallery database ({_one_line(exc)})") from exc
         try:
             db.execute("PRAGMA synchronous=FULL")
         except sqlite3.Error as exc:
             db.close()
-            raise GalleryError(f"{self.db_path}: cannot open the gallery database ({exc})") from exc
+            raise GalleryError(f"{self.db_path}: cannot open the gallery database ({_one_line(exc)})") from exc
         return db
 
     def _query(self, sql: str, args: Sequence[Any] = ()) -> list[tuple[Any, ...]]:
         try:
             return self._db.execute(sql, args).fetchall()
         except sqlite3.DatabaseError as exc:
-            raise GalleryError(f"{self.db_path}: unreadable gallery database ({exc})") from exc
+            raise GalleryError(f"{self.db_path}: unreadable gallery database ({_one_line(exc)})") from exc
 
     def _tables(self) -> set[str]:
         return {r[0] for r in self._query("SELECT name FROM sqlite_master WHERE type = 'table'")}
@@ -819,6 +898,7 @@ class Gallery:
             **_active_meta(ShardRecord(record, 0)),
             **_file_meta("template", None),
         }
+        meta["facts_sha256"] = _facts_hash(meta)
         try:
             self._db.execute("BEGIN IMMEDIATE")
             for statement in SCHEMA:
@@ -903,8 +983,7 @@ class Gallery:
             ids, vectors = read_segment(self.folder / record.name, record, self.meta.dim)
             active.add(ids, vectors)
         labels = _Labels()
-        cursor = self._db.execute("SELECT id, identity FROM items ORDER BY id")
-        while rows := cursor.fetchmany(ROWS_CHUNK):
+        for rows in self._label_rows():
             labels.extend(rows)
         layout = _Layout(sealed, active, state.active, state.template)
         _verify_ids(self.folder, layout.shards(), labels.ids)
@@ -932,11 +1011,30 @@ class Gallery:
             self._grown(ids, vectors)
             self._segments.append(seq)
         last = int(self._labels.ids[-1]) if len(self._labels.ids) else 0
-        self._labels.extend(self._query("SELECT id, identity FROM items WHERE id > ? ORDER BY id", [last]))
+        for rows in self._label_rows(after=last):
+            self._labels.extend(rows)
         self._generation = state.generation
         if len(self) != len(self._labels.ids):
             self._load()
         return True
+
+    def _label_rows(self, after: int = 0) -> Iterator[list[tuple[int, str]]]:
+        """(id, identity) of the items after id ``after``, ascending, a chunk at a time.
+
+        Raises GalleryError when the table cannot be read or an identity is not text.
+        """
+        try:
+            cursor = self._db.execute("SELECT id, identity FROM items WHERE id > ? ORDER BY id", (after,))
+            while rows := cursor.fetchmany(ROWS_CHUNK):
+                for item_id, identity in rows:
+                    if not isinstance(identity, str) or not identity:
+                        raise GalleryError(
+                            f"{self.db_path}: item {item_id} has no text identity; the database is damaged "
+                            "(see reid gallery info --check)"
+                        )
+                yield rows
+        except sqlite3.DatabaseError as exc:
+            raise GalleryError(f"{self.db_path}: unreadable gallery database ({_one_line(exc)})") from exc
 
     def _begin_write(self) -> None:
         """Catch up, clear crashed writers' leftovers and upgrade an old format (the caller holds the lock)."""
@@ -946,7 +1044,13 @@ class Gallery:
             try:
                 self._db.execute("BEGIN IMMEDIATE")
                 self._db.execute(SHARDS_TABLE)
-                self._set_meta({"format": str(FORMAT)})
+                if "row_sha256" not in {row[1] for row in self._query("PRAGMA table_info(items)")}:
+                    self._db.execute("ALTER TABLE items ADD COLUMN row_sha256 TEXT")
+                    self._db.executemany(
+                        "UPDATE items SET row_sha256 = ? WHERE id = ?",
+                        ((_row_hash(row[0], row[1:]), row[0]) for row in self._query(f"SELECT {ITEM_COLUMNS} FROM items")),
+                    )
+                self._set_meta({"format": str(FORMAT), "facts_sha256": _facts_hash(self._read_meta())})
                 self._db.execute("COMMIT")
             except BaseException:
                 self._rollback()
@@ -1033,7 +1137,7 @@ class Gallery:
         written: Sequence[Written],
         extra: Sequence[Path] = (),
         spec: IndexSpec | None = None,
-        delete_identity: str | None = None,
+        delete_ids: np.ndarray | None = None,
     ) -> None:
         """Name ``layout``'s files in one transaction (dropping all segments), then use it.
 
@@ -1048,10 +1152,11 @@ class Gallery:
         }
         if spec is not None:
             meta["index_spec"] = json.dumps(spec.to_dict())
+            meta["facts_sha256"] = _facts_hash({**self._read_meta(), **meta})
         try:
             self._db.execute("BEGIN IMMEDIATE")
-            if delete_identity is not None:
-                self._db.execute("DELETE FROM items WHERE identity = ?", (delete_identity,))
+            if delete_ids is not None:
+                self._db.executemany("DELETE FROM items WHERE id = ?", ((int(i),) for i in delete_ids))
             self._set_meta(meta)
             self._db.execute("DELETE FROM shards")
             self._db.executemany(
@@ -1071,9 +1176,11 @@ class Gallery:
             )
             self._db.execute("DELETE FROM segments")
             self._db.execute("COMMIT")
-        except BaseException:
+        except BaseException as exc:
             self._rollback()
             _unlink(written, extra)
+            if isinstance(exc, sqlite3.Error):
+                raise GalleryError(f"{self.db_path}: cannot write ({_one_line(exc)})") from exc
             raise
         for item in written:
             if item.stored is not None:
@@ -1186,6 +1293,11 @@ def open_gallery(folder: str | Path, lock_timeout: float = 120.0, gpu: str | Non
         gallery.close()
 
 
+def _one_line(exc: BaseException) -> str:
+    """An error's text on one line: SQLite quotes multi-line schema SQL in some of its messages."""
+    return " ".join(str(exc).split())
+
+
 def _describe(spec: IndexSpec, other: IndexSpec) -> str:
     """``spec``'s kind, with the options where it differs from ``other``."""
     theirs = other.to_dict()
@@ -1252,17 +1364,29 @@ def _verify_ids(folder: Path, shards: Sequence[Shard], db_ids: np.ndarray) -> No
 
 
 def _row(item: ItemMeta, enrolled: str) -> tuple[Any, ...]:
+    """The stored columns of ``item``, typed as SQLite gives them back (so that the row's
+    checksum over what was written equals the one over what is read)."""
     box = item.box if item.box is not None else (None, None, None, None)
     return (
-        item.identity,
-        item.source,
-        item.camera,
-        item.frame,
-        item.time,
+        str(item.identity),
+        str(item.source),
+        None if item.camera is None else str(item.camera),
+        None if item.frame is None else int(item.frame),
+        None if item.time is None else float(item.time),
         *(None if v is None else int(v) for v in box),
         enrolled,
-        item.image_hash,
+        None if item.image_hash is None else str(item.image_hash),
     )
+
+
+def _row_hash(item_id: int, row: Sequence[Any]) -> str:
+    """Checksum of an item row: its id and the columns of :func:`_row`, in that order."""
+    return hashlib.sha256(json.dumps([int(item_id), *row]).encode()).hexdigest()[:16]
+
+
+def _facts_hash(meta: dict[str, str]) -> str:
+    """Checksum of the gallery's fixed facts (:data:`FACT_KEYS`) in ``meta``."""
+    return hashlib.sha256(json.dumps([meta.get(key, "") for key in FACT_KEYS]).encode()).hexdigest()[:16]
 
 
 def _item(row: Sequence[Any]) -> GalleryItem:

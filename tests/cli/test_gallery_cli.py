@@ -312,3 +312,27 @@ def test_index_flags_reach_the_gallery_spec(tmp_path: Path, models: tuple[Path, 
     assert code == 1 and "shard_size must be 0 (one shard) or at least 10000" in error_lines(out)[0]
     code, out = invoke("gallery", "info", gallery)
     assert code == 0 and "shards" in out
+
+
+def test_check_reports_a_changed_row_and_remove_says_nothing_is_left(
+    tmp_path: Path, models: tuple[Path, Path]
+) -> None:
+    import sqlite3
+
+    alpha, _ = models
+    gallery = tmp_path / "g"
+    assert invoke("enroll", "-m", alpha, "-g", gallery, people(tmp_path / "people", frames=3))[0] == 0
+    code, out = invoke("gallery", "info", gallery, "--json", "--check")
+    check = json.loads(out)["check"]
+    assert code == 0 and (check["items"], check["identities"], check["checksums"]) == (6, 2, True)
+
+    code, out = invoke("gallery", "remove", gallery, "--id", "red")
+    assert code == 0 and "removed 3 items of 'red' (verified: none left in the database or the index)" in " ".join(
+        out.split()
+    )
+
+    with sqlite3.connect(gallery / "gallery.db") as db:
+        db.execute("UPDATE items SET identity = 'red' WHERE id = (SELECT MIN(id) FROM items)")
+    code, out = invoke("gallery", "info", gallery, "--check")
+    assert code == 1 and len(error_lines(out)) == 1
+    assert "database check failed: item" in out and "does not match its checksum" in out

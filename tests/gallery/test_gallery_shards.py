@@ -176,12 +176,16 @@ def test_format_1_gallery_is_read_and_upgraded_by_its_first_write(tmp_path: Path
     # What reid wrote before shards: no shards table, no vector or template keys, format 1.
     with sqlite3.connect(folder / DB_FILE) as db:
         db.execute("DROP TABLE shards")
-        db.execute("DELETE FROM meta WHERE key LIKE 'snapshot_vectors_%' OR key LIKE 'template_%'")
+        db.execute("ALTER TABLE items DROP COLUMN row_sha256")
+        db.execute(
+            "DELETE FROM meta WHERE key LIKE 'snapshot_vectors_%' OR key LIKE 'template_%' OR key = 'facts_sha256'"
+        )
         db.execute("UPDATE meta SET value = '1' WHERE key = 'format'")
     with open_gallery(folder) as old:
         assert len(old) == 40 and old.meta.format == 1 and old.shard_count == 1
         old.add(vectors[40:], metas(labels[40:], "b"))
-        assert old.meta.format == 2
+        assert old.meta.format == 3
     with open_gallery(folder) as upgraded:
-        assert len(upgraded) == 80 and upgraded.meta.format == 2
+        assert len(upgraded) == 80 and upgraded.meta.format == 3
+        assert upgraded.check(queries=10).checksums is True
         assert upgraded.search(centres[19], k=1)[0][0].identity == "id0019"
