@@ -30,6 +30,7 @@ from reid.detect import build_detector
 from reid.errors import ConfigError, DataError
 from reid.gallery import Gallery, resolve_gallery_path
 from reid.models import load_encoder
+from reid.paths import check_output_file
 from reid.pipeline import (
     DETECT_CHOICES,
     EnrolConfig,
@@ -38,7 +39,8 @@ from reid.pipeline import (
     QueryOutputs,
     QueryRun,
     QueryStats,
-    enrol,
+    check_outputs,
+    enrol_into,
     open_source,
     plan_enrolment,
 )
@@ -80,15 +82,16 @@ def enroll(
         nprobe=nprobe,
         shard_size=shard_size,
     )
+    if json_out:
+        check_output_file(json_out, "--json")
     entries = plan_enrolment(paths, identity)
     config = EnrolConfig(batch_size=batch_size)
     detector = build_detector(detect) if detect else None
     encoder = load_encoder(model)
-    with Gallery.open_or_create(resolve_gallery_path(gallery), encoder.card, spec) as store:
-        with make_progress() as progress:
-            task = progress.add_task("enrol", total=len(entries))
-            report = enrol(store, encoder, entries, config, detector, lambda n: progress.advance(task, n))
-        items, identities = len(store), store.identity_count
+    folder = resolve_gallery_path(gallery)
+    with make_progress() as progress:
+        task = progress.add_task("enrol", total=len(entries))
+        report = enrol_into(folder, encoder, entries, spec, config, detector, lambda n: progress.advance(task, n))
     if json_out:
         write_json(json_out, report.to_dict())
     problems = [(p, r) for p, r in report.skipped if not r.startswith("duplicate")]
@@ -99,7 +102,7 @@ def enroll(
     if report.per_identity:
         print_table("enrolled", ["identity", "added"], sorted(report.per_identity.items()))
     print_table(
-        f"gallery {store.folder}",
+        f"gallery {folder}",
         ["", "count"],
         [
             ("images given", report.images),
@@ -107,8 +110,8 @@ def enroll(
             ("duplicates skipped", report.duplicates),
             ("unreadable skipped", report.unreadable),
             ("no detection skipped", report.no_detection),
-            ("gallery items", items),
-            ("gallery identities", identities),
+            ("gallery items", report.gallery_items),
+            ("gallery identities", report.gallery_identities),
             ("seconds", report.seconds),
         ],
     )
@@ -148,6 +151,9 @@ def query(
     json_out: Path | None = typer.Option(None, "--json", help="Also write the summary as JSON here."),
 ) -> None:
     """Find enrolled people in images, a video, a camera or a stream."""
+    check_outputs(jsonl, save_video, save_crops)
+    if json_out:
+        check_output_file(json_out, "--json")
     config = QueryConfig(top_k=top_k, detect=detect, threshold=threshold, score=score, batch_size=batch_size)
     media = open_source(source, every=every, max_frames=max_frames)
     encoder = load_encoder(model)

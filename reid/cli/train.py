@@ -16,6 +16,7 @@ from reid.engine import StepInfo, TrainCallbacks, TrainConfig, train
 from reid.engine.demo import demo_config, run_demo
 from reid.engine.distributed import is_main_process
 from reid.errors import ConfigError
+from reid.paths import check_output_file
 
 METRIC_KEYS = ("rank1", "rank5", "rank10", "mAP", "mINP")
 
@@ -131,6 +132,8 @@ def train_command(
     Started as `torchrun --nproc_per_node N -m reid train ...` it trains in N processes;
     --p and --k are then per process (see docs/scaling.md).
     """
+    if json_file:
+        check_output_file(json_file, "--json")
     options: dict[str, Any] = {"mining": "hard", "margin": 0.3} if loss == "triplet" and not loss_option else {}
     options.update(parse_options(loss_option))
     try:

@@ -35,10 +35,11 @@ from reid.errors import DataError, ModelError, ReidError
 from reid.evaluation import RankingResult, evaluate_encoder
 from reid.losses import build_loss
 from reid.losses.registry import loss_options, typed_options
-from reid.models.card import IMAGENET_MEAN, IMAGENET_STD, ModelCard, atomic_write_bytes
+from reid.models.card import IMAGENET_MEAN, IMAGENET_STD, ModelCard, atomic_write_bytes, remove_stale_temporaries
 from reid.models.encoder import Encoder, TorchEncoder
 from reid.models.folder import save_model
 from reid.models.network import ReidNet
+from reid.paths import check_output_folder
 
 CHECKPOINT_FILE = "checkpoint.pt"
 
@@ -282,6 +283,7 @@ def train(config: TrainConfig, callbacks: TrainCallbacks | None = None) -> Train
     describes and leaves it on return or error.
     """
     config.validate()
+    check_output_folder(Path(config.out), "--out")
     with distributed_session(config.device, config.sync_bn) as ctx:
         return _train(config, callbacks or TrainCallbacks(), ctx)
 
@@ -296,6 +298,10 @@ def _train(config: TrainConfig, callbacks: TrainCallbacks, ctx: DistributedConte
     torch.manual_seed(config.seed)
     out = Path(config.out)
     checkpoint_path = out / CHECKPOINT_FILE
+    if ctx.is_main and out.is_dir():
+        # A run killed mid-write left its temporary checkpoint (as large as the model and
+        # optimizer state) behind.
+        remove_stale_temporaries(out)
     state = _read_resume_state(checkpoint_path, ctx) if config.resume else None
 
     dataset = ctx.rank_zero_first(lambda: load_dataset(config.data))

@@ -29,7 +29,7 @@ import sqlite3
 import time
 import zipfile
 from collections.abc import Iterator, Sequence
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
@@ -273,14 +273,17 @@ class Gallery:
         lock_timeout: float = 120.0,
         gpu: str | None = None,
     ) -> Gallery:
-        """A new, empty gallery for embeddings of the model ``card`` describes."""
+        """A new, empty gallery for embeddings of the model ``card`` describes.
+
+        A failed creation leaves nothing: no database, no lock, no folder it made.
+        """
         folder = Path(folder)
-        folder.mkdir(parents=True, exist_ok=True)
-        with gallery_lock(folder, exclusive=True, timeout=lock_timeout), _closed_on_error(cls(folder, lock_timeout, gpu)) as gallery:
-            if gallery._has_meta():
-                raise GalleryError(f"{folder}: a gallery already exists here")
-            gallery._initialize(card, spec or IndexSpec())
-            gallery._load()
+        with _made_for(folder), gallery_lock(folder, exclusive=True, timeout=lock_timeout), _new_removed_on_error(folder):
+            with _closed_on_error(cls(folder, lock_timeout, gpu)) as gallery:
+                if gallery._has_meta():
+                    raise GalleryError(f"{folder}: a gallery already exists here")
+                gallery._initialize(card, spec or IndexSpec())
+                gallery._load()
         return gallery
 
     @classmethod
@@ -312,18 +315,32 @@ class Gallery:
         folder = Path(folder)
         if folder.exists() and not folder.is_dir():
             raise GalleryError(f"{folder}: not a folder")
-        folder.mkdir(parents=True, exist_ok=True)
-        with gallery_lock(folder, exclusive=True, timeout=lock_timeout), _closed_on_error(cls(folder, lock_timeout, gpu)) as gallery:
-            if not gallery._has_meta():
-                gallery._initialize(card, spec or IndexSpec())
-            gallery._load()
-            gallery.check_model(card)
-            if spec is not None and spec != gallery.spec:
-                raise ConfigError(
-                    f"{folder}: gallery has a {_describe(gallery.spec, spec)} index, not "
-                    f"{_describe(spec, gallery.spec)}; change it with reid gallery reindex"
-                )
+        with _made_for(folder), gallery_lock(folder, exclusive=True, timeout=lock_timeout), _new_removed_on_error(folder):
+            with _closed_on_error(cls(folder, lock_timeout, gpu)) as gallery:
+                if not gallery._has_meta():
+                    gallery._initialize(card, spec or IndexSpec())
+                gallery._load()
+                gallery.check_model(card)
+                if spec is not None and spec != gallery.spec:
+                    raise ConfigError(
+                        f"{folder}: gallery has a {_describe(gallery.spec, spec)} index, not "
+                        f"{_describe(spec, gallery.spec)}; change it with reid gallery reindex"
+                    )
         return gallery
+
+    @classmethod
+    def discard_if_empty(cls, folder: str | Path, lock_timeout: float = 120.0) -> bool:
+        """Delete the gallery at ``folder`` when it holds no item (one created for work that
+        then added nothing), and the folder when nothing else is in it; True when deleted."""
+        folder = Path(folder)
+        with gallery_lock(folder, exclusive=True, timeout=lock_timeout), cls(folder, lock_timeout, "off") as gallery:
+            if gallery._has_meta() and gallery._query("SELECT 1 FROM items LIMIT 1"):
+                return False
+            gallery.close()
+            _remove_gallery_files(folder)
+        with suppress(OSError):
+            folder.rmdir()
+        return True
 
     def close(self) -> None:
         self._db.close()
@@ -1271,6 +1288,43 @@ class Gallery:
             raise ConfigError(f"{self.folder}: embeddings contain NaN or infinity")
         norms = np.linalg.norm(vectors, axis=1, keepdims=True)
         return np.ascontiguousarray(vectors / np.maximum(norms, 1e-12), dtype=np.float32)
+
+
+@contextmanager
+def _made_for(folder: Path) -> Iterator[None]:
+    """Make ``folder`` (and missing parents) for the block; if the block fails, remove the
+    folders it made that are left empty."""
+    made = [path for path in (folder, *folder.parents) if not path.exists()]
+    folder.mkdir(parents=True, exist_ok=True)
+    try:
+        yield
+    except BaseException:
+        for path in made:
+            with suppress(OSError):
+                path.rmdir()
+        raise
+
+
+@contextmanager
+def _new_removed_on_error(folder: Path) -> Iterator[None]:
+    """If ``folder`` holds no gallery yet and the block fails, remove the gallery files the
+    block left there (the caller holds the lock, so no other process is creating one)."""
+    new = not (folder / DB_FILE).is_file() or (folder / DB_FILE).stat().st_size == 0
+    try:
+        yield
+    except BaseException:
+        if new:
+            _remove_gallery_files(folder)
+        raise
+
+
+def _remove_gallery_files(folder: Path) -> None:
+    """Delete the files a gallery keeps in ``folder`` (never anything else there)."""
+    for path in folder.iterdir():
+        name = path.name
+        ours = name in (DB_FILE, f"{DB_FILE}-journal", LOCK_FILE) or name.lstrip(".").startswith(FILE_PREFIXES)
+        if ours and (path.is_file() or path.is_symlink()):
+            path.unlink(missing_ok=True)
 
 
 @contextmanager

@@ -22,7 +22,7 @@ import json
 import os
 from dataclasses import asdict, dataclass, field, fields, replace
 from pathlib import Path
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, BinaryIO, Literal
 
 from pydantic import Field, StrictBool, StrictInt, StrictStr, TypeAdapter, ValidationError
 
@@ -210,17 +210,61 @@ def file_fingerprint(path: Path) -> str:
     return digest.hexdigest()[:16]
 
 
+TEMP_MARK = ".tmp-"
+
+
 def atomic_write_bytes(path: Path, payload: bytes) -> None:
-    """Write a file so that readers see the old or the new content, never a mix."""
+    """Write a file so that readers see the old or the new content, never a mix.
+
+    The content goes first to ``.NAME.tmp-PID``, created anew without following links.
+    """
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
-    with open(tmp, "wb") as handle:
-        handle.write(payload)
-        handle.flush()
-        os.fsync(handle.fileno())
-    os.replace(tmp, path)
+    tmp = path.with_name(f".{path.name}{TEMP_MARK}{os.getpid()}")
+    try:
+        with open_new(tmp) as handle:
+            handle.write(payload)
+            handle.flush()
+            os.fsync(handle.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise
     fsync_dir(path.parent)
+
+
+def open_new(path: Path) -> BinaryIO:
+    """``path`` opened for writing as a new, empty file of this process.
+
+    Whatever is at ``path`` (a leftover, or a link planted there) is removed first, and the
+    file is created exclusively, so a link is never followed to write elsewhere.
+    """
+    path = Path(path)
+    path.unlink(missing_ok=True)
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o644)
+    return os.fdopen(fd, "wb")
+
+
+def remove_stale_temporaries(folder: Path) -> list[Path]:
+    """Delete the ``.NAME.tmp-PID`` files :func:`atomic_write_bytes` left in ``folder`` when
+    its process died mid-write (PID no longer running); returns the paths deleted."""
+    removed = []
+    for path in Path(folder).glob(f".*{TEMP_MARK}*"):
+        pid = path.name.rpartition(TEMP_MARK)[2]
+        if pid.isdigit() and not _running(int(pid)) and path.is_file():
+            path.unlink(missing_ok=True)
+            removed.append(path)
+    return removed
+
+
+def _running(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
 
 
 def fsync_dir(folder: Path) -> None:

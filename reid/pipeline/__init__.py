@@ -4,8 +4,16 @@ Library functions return data or yield results and never print; ``reid enroll`` 
 ``reid query`` are thin layers over them.
 """
 
-from reid.pipeline.enrol import EnrolConfig, EnrolEntry, EnrolReport, camera_of, enrol, plan_enrolment
-from reid.pipeline.outputs import CropWriter, JsonlWriter, QueryOutputs, VideoOutput, annotate
+from reid.pipeline.enrol import EnrolConfig, EnrolEntry, EnrolReport, camera_of, enrol, enrol_into, plan_enrolment
+from reid.pipeline.outputs import (
+    CropWriter,
+    JsonlWriter,
+    QueryOutputs,
+    VideoOutput,
+    annotate,
+    check_outputs,
+    safe_name,
+)
 from reid.pipeline.query import (
     DETECT_CHOICES,
     DetectionResult,
@@ -36,9 +44,12 @@ __all__ = [
     "VideoOutput",
     "annotate",
     "camera_of",
+    "check_outputs",
     "choose_detector",
     "enrol",
+    "enrol_into",
     "open_source",
     "plan_enrolment",
     "resolve_threshold",
+    "safe_name",
 ]

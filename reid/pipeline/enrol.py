@@ -25,7 +25,7 @@ import numpy as np
 from reid.data.io import is_image_file
 from reid.detect import DEFAULT_MARGIN, Detector, crop
 from reid.errors import ConfigError, DataError
-from reid.gallery import Gallery, ItemMeta
+from reid.gallery import DB_FILE, Gallery, IndexSpec, ItemMeta
 from reid.models.encoder import Encoder
 from reid.pipeline.sources import GLOB_CHARS
 
@@ -68,6 +68,8 @@ class EnrolReport:
     per_identity: Counter[str] = field(default_factory=Counter)
     skipped: list[tuple[str, str]] = field(default_factory=list)
     seconds: float = 0.0
+    gallery_items: int = 0
+    gallery_identities: int = 0
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -204,6 +206,35 @@ def enrol(
         if on_progress is not None:
             on_progress(len(batch))
     report.seconds = time.perf_counter() - started
+    return report
+
+
+def enrol_into(
+    folder: str | Path,
+    encoder: Encoder,
+    entries: Sequence[EnrolEntry],
+    spec: IndexSpec | None = None,
+    config: EnrolConfig | None = None,
+    detector: Detector | None = None,
+    on_progress: Callable[[int], None] | None = None,
+) -> EnrolReport:
+    """Open the gallery at ``folder``, or create it (index ``spec``) for ``encoder``'s
+    model, and :func:`enrol` ``entries`` into it.
+
+    A gallery this call creates is deleted again when nothing was added to it (every image
+    unusable, or a failure before the first batch), so a failed enrolment leaves no gallery
+    behind.  Raises what :meth:`Gallery.open_or_create` and :func:`enrol` raise.
+    """
+    folder = Path(folder)
+    new = not (folder / DB_FILE).is_file()
+    report: EnrolReport | None = None
+    try:
+        with Gallery.open_or_create(folder, encoder.card, spec) as gallery:
+            report = enrol(gallery, encoder, entries, config, detector, on_progress)
+            report.gallery_items, report.gallery_identities = len(gallery), gallery.identity_count
+    finally:
+        if new and (report is None or report.added == 0) and (folder / DB_FILE).is_file():
+            Gallery.discard_if_empty(folder)
     return report
 
 

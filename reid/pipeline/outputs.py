@@ -2,11 +2,16 @@
 
 Each writer flushes as it goes and :class:`QueryOutputs` closes all of them however the
 run ends, so a run stopped by Ctrl-C leaves complete JSON lines, a playable video of the
-frames seen so far, and every crop saved so far.
+frames seen so far, and every crop saved so far.  :func:`check_outputs` refuses outputs
+that cannot be written before any work starts.
+
+Crop folders are named after identity labels through :func:`safe_name`, and the folder of
+each label is recorded in ``identities.json`` beside them.
 """
 
 from __future__ import annotations
 
+import hashlib
 import json
 import re
 from pathlib import Path
@@ -17,12 +22,51 @@ import cv2
 import numpy as np
 
 from reid.errors import ConfigError, DataError
+from reid.gallery.files import write_bytes_atomic
+from reid.paths import check_output_file, check_output_folder
 from reid.pipeline.query import FrameResult
 
 FOURCC = {".mp4": "mp4v", ".m4v": "mp4v", ".mov": "mp4v", ".avi": "MJPG", ".mkv": "XVID"}
 KNOWN_COLOUR = (40, 200, 40)  # BGR
 UNKNOWN_COLOUR = (40, 40, 220)
 SAFE_NAME = re.compile(r"[^A-Za-z0-9._-]+")
+# A text used as a name as it is: safe characters, not starting with "." (".", "..",
+# hidden) or "-" (read as an option), and not ending like a hashed name.
+PLAIN_NAME = re.compile(r"[A-Za-z0-9_][A-Za-z0-9._-]*")
+NAME_HASH_DIGITS = 12
+HASHED_NAME = re.compile(rf"-[0-9a-f]{{{NAME_HASH_DIGITS}}}$")
+# Characters of a text kept in a name: far under the 255 bytes file systems allow, with
+# room for the hash and a file's own suffix.
+MAX_NAME = 64
+UNKNOWN_FOLDER = "unknown"
+CROP_MAP_FILE = "identities.json"
+
+
+def safe_name(text: str, reserved: frozenset[str] = frozenset()) -> str:
+    """A file or folder name for ``text``, unique for unique texts and never a path.
+
+    ``text`` itself when it is at most :data:`MAX_NAME` safe characters (letters, digits,
+    ``.``, ``_``, ``-``), does not start with ``.`` or ``-`` and is not in ``reserved``;
+    otherwise its first safe characters followed by ``-`` and a hash of the whole text.
+    """
+    if len(text) <= MAX_NAME and PLAIN_NAME.fullmatch(text) and not HASHED_NAME.search(text) and text not in reserved:
+        return text
+    stem = SAFE_NAME.sub("_", text)[:MAX_NAME].lstrip(".-") or "_"
+    digest = hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()[:NAME_HASH_DIGITS]
+    return f"{stem}-{digest}"
+
+
+def check_outputs(jsonl: Path | None = None, video: Path | None = None, crops: Path | None = None) -> None:
+    """Raise ConfigError, before any work, for an output that cannot be written: a file
+    where a folder must go or the reverse, a folder that cannot be made, a video suffix
+    OpenCV has no codec for."""
+    if video is not None and Path(video).suffix.lower() not in FOURCC:
+        raise ConfigError(f"{video}: video output must end in {', '.join(FOURCC)}")
+    for path, what in ((jsonl, "--jsonl"), (video, "--save-video")):
+        if path is not None:
+            check_output_file(Path(path), what)
+    if crops is not None:
+        check_output_folder(Path(crops), "--save-crops")
 
 
 def annotate(result: FrameResult) -> np.ndarray:
@@ -49,6 +93,7 @@ class JsonlWriter:
 
     def __init__(self, path: Path) -> None:
         self.path = Path(path)
+        check_outputs(jsonl=self.path)
         self.path.parent.mkdir(parents=True, exist_ok=True)
         self._handle: IO[str] = open(self.path, "w", encoding="utf-8")  # noqa: SIM115 - closed in close()
         self.lines = 0
@@ -68,9 +113,8 @@ class VideoOutput:
 
     def __init__(self, path: Path, fps: float) -> None:
         self.path = Path(path)
-        codec = FOURCC.get(self.path.suffix.lower())
-        if codec is None:
-            raise ConfigError(f"{self.path}: video output must end in {', '.join(FOURCC)}")
+        check_outputs(video=self.path)
+        codec = FOURCC[self.path.suffix.lower()]
         self.path.parent.mkdir(parents=True, exist_ok=True)
         self.fps = fps if fps > 0 else 10.0
         self.codec = codec
@@ -96,18 +140,34 @@ class VideoOutput:
 
 
 class CropWriter:
-    """Each detection's crop as ``DIR/<identity or unknown>/<source>_f<frame>_<n>.jpg``."""
+    """Each detection's crop as ``DIR/<folder>/<source>_f<frame>_<n>.jpg``.
+
+    ``<folder>`` is ``unknown`` for unnamed detections and :func:`safe_name` of the
+    identity otherwise; ``DIR/identities.json`` maps every folder to its identity.
+    """
 
     def __init__(self, folder: Path) -> None:
         self.folder = Path(folder)
+        check_outputs(crops=self.folder)
         self.folder.mkdir(parents=True, exist_ok=True)
         self.saved = 0
+        self.folders: dict[str, str | None] = {}
+
+    def folder_of(self, identity: str | None) -> Path:
+        """The folder of ``identity``'s crops (None: unknown), made and recorded when new."""
+        name = UNKNOWN_FOLDER if identity is None else safe_name(identity, frozenset({UNKNOWN_FOLDER, CROP_MAP_FILE}))
+        folder = self.folder / name
+        if name not in self.folders:
+            folder.mkdir(exist_ok=True)
+            self.folders[name] = identity
+            payload = json.dumps({"folders": dict(sorted(self.folders.items()))}, indent=2) + "\n"
+            write_bytes_atomic(self.folder / CROP_MAP_FILE, payload.encode())
+        return folder
 
     def write(self, result: FrameResult) -> None:
-        stem = SAFE_NAME.sub("_", Path(result.source).stem or "source")
+        stem = safe_name(Path(result.source).stem or "source")
         for n, detection in enumerate(result.detections):
-            folder = self.folder / SAFE_NAME.sub("_", detection.label)
-            folder.mkdir(exist_ok=True)
+            folder = self.folder_of(detection.identity)
             ok, payload = cv2.imencode(".jpg", cv2.cvtColor(detection.crop, cv2.COLOR_RGB2BGR))
             if not ok:
                 raise DataError(f"{folder}: cannot encode crop {n} of frame {result.frame}")

@@ -336,3 +336,46 @@ def test_check_reports_a_changed_row_and_remove_says_nothing_is_left(
     code, out = invoke("gallery", "info", gallery, "--check")
     assert code == 1 and len(error_lines(out)) == 1
     assert "database check failed: item" in out and "does not match its checksum" in out
+
+
+def test_labels_never_leave_the_crop_folder(tmp_path: Path, models: tuple[Path, Path]) -> None:
+    alpha, _ = models
+    gallery, crops = tmp_path / "g", tmp_path / "out" / "crops"
+    root = people(tmp_path / "people")
+    assert invoke("enroll", "-m", alpha, "-g", gallery, "--id", "..", root / "red")[0] == 0
+    assert invoke("enroll", "-m", alpha, "-g", gallery, "--id", "b" * 300, root / "blue")[0] == 0
+    code, out = invoke("query", "-m", alpha, "-g", gallery, root, "--save-crops", crops, "--threshold", "2")
+    assert code == 0, out
+    assert len(list(crops.rglob("*.jpg"))) == 4
+    assert list((tmp_path / "out").glob("*.jpg")) == [] and list(tmp_path.glob("*.jpg")) == []
+    mapping = json.loads((crops / "identities.json").read_text())["folders"]
+    assert set(mapping.values()) == {"..", "b" * 300}
+    assert all(".." != name and len(name) < 100 for name in mapping)
+
+
+def test_outputs_and_failed_creations_fail_early_and_leave_nothing(tmp_path: Path, models: tuple[Path, Path]) -> None:
+    alpha, _ = models
+    gallery = tmp_path / "g"
+    root = people(tmp_path / "people")
+    assert invoke("enroll", "-m", alpha, "-g", gallery, root)[0] == 0
+    a_file = tmp_path / "file.txt"
+    a_file.write_text("x")
+    code, out = invoke("query", "-m", alpha, "-g", gallery, root, "--save-crops", a_file)
+    assert code == 1 and error_lines(out) == [f"error: {a_file}: --save-crops needs a folder here; this is a file"]
+    code, out = invoke("query", "-m", alpha, "-g", gallery, root, "--jsonl", tmp_path, "--json", tmp_path / "s.json")
+    assert code == 1 and len(error_lines(out)) == 1 and "--jsonl needs a file name" in out
+    assert not (tmp_path / "s.json").exists()
+
+    new = tmp_path / "deep" / "new"
+    code, out = invoke("enroll", "-m", alpha, "-g", new, "--index", "ivfpq", "--pq-m", "7", root)
+    assert code == 1 and len(error_lines(out)) == 1
+    assert not (tmp_path / "deep").exists(), "a failed creation leaves no folder"
+
+    broken = tmp_path / "broken" / "x.jpg"
+    broken.parent.mkdir()
+    broken.write_bytes(b"not an image")
+    code, out = invoke("enroll", "-m", alpha, "-g", new, "--id", "x", broken)
+    assert code == 1 and "nothing enrolled" in error_lines(out)[0]
+    assert not new.exists(), "an enrolment that added nothing leaves no gallery"
+    code, out = invoke("enroll", "-m", alpha, "-g", gallery, "--id", "x", broken)
+    assert code == 1 and (gallery / "gallery.db").is_file(), "an existing gallery stays"

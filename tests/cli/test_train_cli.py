@@ -71,3 +71,18 @@ def test_train_errors_are_one_line(micro: Path, tmp_path: Path, args: list[str],
     assert message in result.output
     assert len(result.output.strip().splitlines()) == 1
     assert not (tmp_path / "m" / "weights.pt").exists()
+
+
+def test_unwritable_outputs_are_refused_before_training(micro: Path, tmp_path: Path) -> None:
+    a_file = tmp_path / "model.pt"
+    a_file.write_text("x")
+    common = ["train", "--data", f"market1501:{micro}", "--arch", "resnet18", "--pretrained", "none", "--size", "64x32",
+              "--p", "4", "--k", "2", "--epochs", "1", "--quiet"]
+    result = runner.invoke(app, [*common, "--out", str(a_file)])
+    assert result.exit_code == 1
+    assert [line for line in result.output.splitlines() if line] == [
+        f"error: {a_file}: --out needs a folder here; this is a file"
+    ]
+    result = runner.invoke(app, [*common, "--out", str(tmp_path / "m"), "--json", str(tmp_path)])
+    assert result.exit_code == 1 and "--json needs a file name; this is a folder" in result.output
+    assert not (tmp_path / "m").exists() and a_file.read_text() == "x"

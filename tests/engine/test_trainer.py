@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
 from dataclasses import replace
 from pathlib import Path
 
@@ -80,6 +83,29 @@ def test_resume_without_checkpoint_and_corrupt_checkpoint(micro_data: str, tmp_p
     with pytest.raises(ModelError, match="checkpoint cannot be read"):
         train(tiny_config(micro_data, tmp_path / "m", resume=True))
     assert (tmp_path / "m" / CHECKPOINT_FILE).read_bytes() == b"broken"
+
+
+def test_stale_temporary_checkpoints_are_removed_and_a_file_as_out_is_refused(micro_data: str, tmp_path: Path) -> None:
+    out = tmp_path / "m"
+    out.mkdir()
+    finished = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True)
+    stale = out / f".{CHECKPOINT_FILE}.tmp-{int(finished.stdout)}"
+    stale.write_bytes(b"x" * 1000)
+    # A temporary file of a process still running is its writer's, not a leftover.
+    live = out / f".{CHECKPOINT_FILE}.tmp-{os.getppid()}"
+    live.write_bytes(b"y")
+    train(tiny_config(micro_data, out, epochs=1))
+    assert not stale.exists() and live.exists()
+    assert sorted(p.name for p in out.glob(".*.tmp-*")) == [live.name]
+
+    a_file = tmp_path / "file.pt"
+    a_file.write_text("x")
+    steps: list[object] = []
+    with pytest.raises(ConfigError, match=r"file.pt: --out needs a folder here; this is a file"):
+        train(tiny_config(micro_data, a_file, epochs=1), TrainCallbacks(on_step=steps.append))
+    with pytest.raises(ConfigError, match=r"file.pt: --out needs a folder here; this is a file"):
+        train(tiny_config(micro_data, a_file / "m", epochs=1), TrainCallbacks(on_step=steps.append))
+    assert steps == [] and a_file.read_text() == "x"
 
 
 def test_resume_with_another_optimizer_is_refused(micro_data: str, tmp_path: Path) -> None:

@@ -339,3 +339,30 @@ def test_gallery_names_resolve_under_galleries(tmp_path: Path) -> None:
 def test_unknown_index_kind() -> None:
     with pytest.raises(ConfigError, match="unknown index"):
         IndexSpec("annoy")
+
+
+def test_a_failed_creation_leaves_no_folder(tmp_path: Path) -> None:
+    folder = tmp_path / "deep" / "new"
+    with pytest.raises(ConfigError, match="pq"):
+        Gallery.create(folder, make_card(), IndexSpec(kind="ivfpq", pq_m=7))
+    assert not (tmp_path / "deep").exists()
+    with pytest.raises(ConfigError, match="pq"):
+        Gallery.open_or_create(folder, make_card(), IndexSpec(kind="ivfpq", pq_m=7))
+    assert not (tmp_path / "deep").exists()
+    # An existing folder keeps what it held; only the gallery's own files go.
+    folder.mkdir(parents=True)
+    (folder / "notes.txt").write_text("mine")
+    with pytest.raises(ConfigError, match="pq"):
+        Gallery.create(folder, make_card(), IndexSpec(kind="ivfpq", pq_m=7))
+    assert [p.name for p in folder.iterdir()] == ["notes.txt"]
+
+
+def test_an_empty_gallery_is_discarded_and_a_filled_one_kept(tmp_path: Path) -> None:
+    vectors, labels, _ = clustered(2, 2)
+    Gallery.create(tmp_path / "empty", make_card()).close()
+    assert Gallery.discard_if_empty(tmp_path / "empty") and not (tmp_path / "empty").exists()
+    with Gallery.create(tmp_path / "full", make_card()) as gallery:
+        gallery.add(vectors, metas(labels))
+    assert not Gallery.discard_if_empty(tmp_path / "full")
+    with Gallery.open(tmp_path / "full") as gallery:
+        assert len(gallery) == 4

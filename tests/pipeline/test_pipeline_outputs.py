@@ -1,0 +1,89 @@
+"""Query outputs: crop folders named safely after any label, outputs checked before work."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from reid.errors import ConfigError
+from reid.pipeline import CropWriter, DetectionResult, FrameResult, QueryOutputs, check_outputs, safe_name
+from reid.pipeline.outputs import CROP_MAP_FILE, MAX_NAME, UNKNOWN_FOLDER
+
+HOSTILE = [
+    ".",
+    "..",
+    "...",
+    "../escape",
+    "a/b",
+    "/etc",
+    "x" * 300,
+    "y" * 10_000,
+    "-rf",
+    ".hidden",
+    "José Núñez",
+    "名前",
+    "unknown",
+    CROP_MAP_FILE,
+    "bob-0123456789ab",
+    "tab\there",
+    "",
+]
+
+
+def test_safe_names_are_plain_bounded_and_unique() -> None:
+    names = [safe_name(label, frozenset({UNKNOWN_FOLDER, CROP_MAP_FILE})) for label in HOSTILE + ["alice", "a_b"]]
+    assert len(set(names)) == len(names), "different labels share a folder"
+    for name in names:
+        assert name not in (".", "..", "", UNKNOWN_FOLDER, CROP_MAP_FILE)
+        assert "/" not in name and "\\" not in name and not name.startswith((".", "-"))
+        assert len(name.encode()) <= MAX_NAME + 13
+    assert names[-2:] == ["alice", "a_b"], "plain labels keep their own name"
+    assert safe_name("x" * 300) != safe_name("x" * 301)
+
+
+def frame(labels: list[str | None], number: int = 0) -> FrameResult:
+    crop = np.full((8, 4, 3), 128, np.uint8)
+    detections = [DetectionResult((0, 0, 4, 8), label, 0.1, [], None, crop) for label in labels]
+    return FrameResult(source="cam/street.mp4", frame=number, time=None, image=crop, detections=detections)
+
+
+def test_crops_of_any_label_stay_inside_the_folder_and_are_mapped(tmp_path: Path) -> None:
+    out = tmp_path / "sub" / "crops"
+    writer = CropWriter(out)
+    labels: list[str | None] = [label for label in HOSTILE if label] + [None]
+    for number in range(22):
+        writer.write(frame(labels, number))
+    assert writer.saved == 22 * len(labels)
+    written = sorted(out.rglob("*.jpg"))
+    assert len(written) == writer.saved
+    assert all(path.resolve().parent.parent == out.resolve() for path in written)
+    assert sorted(p.name for p in tmp_path.rglob("*.jpg") if out not in p.parents) == []
+    mapping = json.loads((out / CROP_MAP_FILE).read_text())["folders"]
+    assert sorted(mapping.values(), key=str) == sorted(labels, key=str)
+    for folder, label in mapping.items():
+        assert len(list((out / folder).glob("*.jpg"))) == 22, label
+    assert mapping[UNKNOWN_FOLDER] is None
+    assert mapping[safe_name("unknown", frozenset({UNKNOWN_FOLDER, CROP_MAP_FILE}))] == "unknown"
+
+
+def test_outputs_that_cannot_be_written_are_refused_before_work(tmp_path: Path) -> None:
+    folder = tmp_path / "folder"
+    folder.mkdir()
+    a_file = tmp_path / "file.txt"
+    a_file.write_text("x")
+    with pytest.raises(ConfigError, match=r"folder: --jsonl needs a file name; this is a folder"):
+        check_outputs(jsonl=folder)
+    with pytest.raises(ConfigError, match=r"file.txt: --save-crops needs a folder here; this is a file"):
+        check_outputs(crops=a_file)
+    with pytest.raises(ConfigError, match=r"file.txt: --jsonl needs a folder here; this is a file"):
+        check_outputs(jsonl=a_file / "events.jsonl")
+    with pytest.raises(ConfigError, match=r"out.gif: video output must end in"):
+        check_outputs(video=tmp_path / "out.gif")
+    with pytest.raises(ConfigError, match="this is a file"):
+        QueryOutputs(jsonl=tmp_path / "ok.jsonl", crops=a_file)
+    assert not (tmp_path / "ok.jsonl").exists()
+    check_outputs(jsonl=tmp_path / "new" / "deeper" / "e.jsonl", crops=tmp_path / "crops", video=tmp_path / "v.mp4")
+    assert not (tmp_path / "new").exists(), "checking makes nothing"
