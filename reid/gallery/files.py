@@ -29,6 +29,7 @@ import faiss
 import numpy as np
 
 from reid.errors import GalleryError
+from reid.paths import open_new
 
 SEGMENT_MAGIC = b"REIDSEG1"
 SEGMENT_HEADER = struct.Struct("<8sQQ")
@@ -79,8 +80,11 @@ def _temp(path: Path) -> Path:
 
 
 def _finish(tmp: Path, path: Path) -> FileRecord:
-    with open(tmp, "rb+") as handle:
-        os.fsync(handle.fileno())
+    fd = os.open(tmp, os.O_RDONLY | os.O_NOFOLLOW)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
     record = FileRecord(path.name, tmp.stat().st_size, _sha256(tmp))
     os.replace(tmp, path)
     fsync_dir(path.parent)
@@ -88,12 +92,15 @@ def _finish(tmp: Path, path: Path) -> FileRecord:
 
 
 def write_file_atomic(path: Path, write: Callable[[BinaryIO], None]) -> FileRecord:
-    """Write a file through ``write(handle)`` so that readers see the old file or the new one."""
+    """Write a file through ``write(handle)`` so that readers see the old file or the new one.
+
+    The temporary file is created anew, never through a link (see :func:`reid.paths.open_new`).
+    """
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = _temp(path)
     try:
-        with open(tmp, "wb") as handle:
+        with open_new(tmp) as handle:
             write(handle)
         return _finish(tmp, path)
     except BaseException:
@@ -102,13 +109,8 @@ def write_file_atomic(path: Path, write: Callable[[BinaryIO], None]) -> FileReco
 
 
 def write_snapshot(index: faiss.Index, path: Path) -> FileRecord:
-    tmp = _temp(path)
-    try:
-        faiss.write_index(index, str(tmp))
-        return _finish(tmp, path)
-    except BaseException:
-        tmp.unlink(missing_ok=True)
-        raise
+    # FAISS writes through our handle: given a path it would follow a link planted there.
+    return write_file_atomic(path, lambda handle: faiss.write_index(index, faiss.PyCallbackIOWriter(handle.write)))
 
 
 def write_segment(path: Path, ids: np.ndarray, vectors: np.ndarray) -> FileRecord:

@@ -26,12 +26,16 @@ def gallery_lock(folder: Path, exclusive: bool = True, timeout: float = 120.0) -
     """Hold the gallery's lock for the ``with`` block; wait at most ``timeout`` seconds."""
     path = Path(folder) / LOCK_FILE
     try:
+        # Never through a link: a link planted as the lock would make every opening create
+        # or lock its target, wherever that is.
         try:
-            fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+            fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW, 0o644)
         except PermissionError:
             # A read-only gallery can still be locked shared through a read-only handle.
-            fd = os.open(path, os.O_RDONLY)
+            fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW)
     except OSError as exc:
+        if path.is_symlink():
+            raise GalleryError(f"{path}: the gallery lock is a link; it must be a plain file in the gallery") from exc
         raise GalleryError(f"{path}: cannot open the gallery lock ({exc.strerror or exc})") from exc
     mode = fcntl.LOCK_EX if exclusive else fcntl.LOCK_SH
     deadline = time.monotonic() + timeout

@@ -870,6 +870,11 @@ class Gallery:
     # ----------------------------------------------------------------- internals
 
     def _connect(self) -> sqlite3.Connection:
+        # SQLite follows links; a database or journal planted as one would be read or
+        # written wherever it points.
+        for name in (DB_FILE, f"{DB_FILE}-journal"):
+            if (self.folder / name).is_symlink():
+                raise GalleryError(f"{self.folder / name}: is a link; a gallery's database must be a plain file in it")
         try:
             db = sqlite3.connect(str(self.db_path), timeout=60.0, isolation_level=None)
         except sqlite3.Error as exc:

@@ -22,11 +22,12 @@ import json
 import os
 from dataclasses import asdict, dataclass, field, fields, replace
 from pathlib import Path
-from typing import Annotated, Any, BinaryIO, Literal
+from typing import Annotated, Any, Literal
 
 from pydantic import Field, StrictBool, StrictInt, StrictStr, TypeAdapter, ValidationError
 
 from reid.errors import ModelError
+from reid.paths import open_new
 
 CARD_FILE = "card.json"
 WEIGHTS_FILE = "weights.pt"
@@ -231,18 +232,6 @@ def atomic_write_bytes(path: Path, payload: bytes) -> None:
         tmp.unlink(missing_ok=True)
         raise
     fsync_dir(path.parent)
-
-
-def open_new(path: Path) -> BinaryIO:
-    """``path`` opened for writing as a new, empty file of this process.
-
-    Whatever is at ``path`` (a leftover, or a link planted there) is removed first, and the
-    file is created exclusively, so a link is never followed to write elsewhere.
-    """
-    path = Path(path)
-    path.unlink(missing_ok=True)
-    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o644)
-    return os.fdopen(fd, "wb")
 
 
 def remove_stale_temporaries(folder: Path) -> list[Path]:

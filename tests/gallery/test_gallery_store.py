@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 import sqlite3
 from pathlib import Path
 
@@ -366,3 +367,31 @@ def test_an_empty_gallery_is_discarded_and_a_filled_one_kept(tmp_path: Path) -> 
     assert not Gallery.discard_if_empty(tmp_path / "full")
     with Gallery.open(tmp_path / "full") as gallery:
         assert len(gallery) == 4
+
+
+def test_links_planted_as_lock_database_or_temporary_file_are_not_followed(tmp_path: Path) -> None:
+    vectors, labels, _ = clustered(2, 2)
+    folder = tmp_path / "g"
+    with Gallery.create(folder, make_card()) as gallery:
+        gallery.add(vectors, metas(labels))
+    outside = tmp_path / "outside"
+    (folder / ".lock").unlink()
+    (folder / ".lock").symlink_to(outside / "planted.lock")
+    outside.mkdir()
+    with pytest.raises(GalleryError, match=r"\.lock: the gallery lock is a link"):
+        Gallery.open(folder)
+    assert list(outside.iterdir()) == [], "nothing is created where the link points"
+    (folder / ".lock").unlink()
+
+    victim = outside / "victim.txt"
+    victim.write_text("keep")
+    (folder / f".export.jsonl.tmp-{os.getpid()}").symlink_to(victim)
+    with Gallery.open(folder) as gallery:
+        assert gallery.export(folder / "export.jsonl") == 4
+    assert victim.read_text() == "keep" and len((folder / "export.jsonl").read_text().splitlines()) == 4
+
+    journal = folder / f"{DB_FILE}-journal"
+    journal.symlink_to(victim)
+    with pytest.raises(GalleryError, match="gallery.db-journal: is a link"):
+        Gallery.open(folder)
+    assert victim.read_text() == "keep"

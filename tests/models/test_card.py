@@ -4,6 +4,7 @@ changes an embedding."""
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 from typing import Any
 
@@ -11,7 +12,7 @@ import pytest
 
 from reid.errors import GalleryError, ModelError
 from reid.gallery import EmbeddingModel, Gallery
-from reid.models import ModelCard, build_network, load_card, load_encoder, load_model, save_model
+from reid.models import ModelCard, build_network, load_card, load_encoder, load_model, save_card, save_model
 from reid.models.card import (
     CARD_FILE,
     EMBEDDING_FIELDS,
@@ -188,3 +189,13 @@ def test_a_gallery_refuses_a_model_whose_card_changed(saved: Path, tmp_path: Pat
         gallery.check_model(encoder.card)
         with pytest.raises(GalleryError, match="gallery was made with model"):
             gallery.check_model(other.card)
+
+
+def test_a_link_planted_as_the_temporary_card_is_not_followed(saved: Path, tmp_path: Path) -> None:
+    folder = copy_model(saved, tmp_path / "m")
+    victim = tmp_path / "victim.txt"
+    victim.write_text("keep")
+    (folder / f".{CARD_FILE}.tmp-{os.getpid()}").symlink_to(victim)
+    save_card(load_card(folder), folder)
+    assert victim.read_text() == "keep" and load_card(folder).name == "t"
+    assert not (folder / f".{CARD_FILE}.tmp-{os.getpid()}").exists()
