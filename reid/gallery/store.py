@@ -278,7 +278,11 @@ class Gallery:
         A failed creation leaves nothing: no database, no lock, no folder it made.
         """
         folder = Path(folder)
-        with _made_for(folder), gallery_lock(folder, exclusive=True, timeout=lock_timeout), _new_removed_on_error(folder):
+        with (
+            _made_for(folder),
+            gallery_lock(folder, exclusive=True, timeout=lock_timeout),
+            _new_removed_on_error(folder),
+        ):
             with _closed_on_error(cls(folder, lock_timeout, gpu)) as gallery:
                 if gallery._has_meta():
                     raise GalleryError(f"{folder}: a gallery already exists here")
@@ -315,7 +319,11 @@ class Gallery:
         folder = Path(folder)
         if folder.exists() and not folder.is_dir():
             raise GalleryError(f"{folder}: not a folder")
-        with _made_for(folder), gallery_lock(folder, exclusive=True, timeout=lock_timeout), _new_removed_on_error(folder):
+        with (
+            _made_for(folder),
+            gallery_lock(folder, exclusive=True, timeout=lock_timeout),
+            _new_removed_on_error(folder),
+        ):
             with _closed_on_error(cls(folder, lock_timeout, gpu)) as gallery:
                 if not gallery._has_meta():
                     gallery._initialize(card, spec or IndexSpec())
@@ -675,7 +683,9 @@ class Gallery:
         """Ids of ``identity``'s items, ascending; GalleryError when the table and its
         identity index disagree on them (a damaged database)."""
         scanned = self._query("SELECT id FROM items NOT INDEXED WHERE identity = ? ORDER BY id", [identity])
-        indexed = self._query("SELECT id FROM items INDEXED BY items_identity WHERE identity = ? ORDER BY id", [identity])
+        indexed = self._query(
+            "SELECT id FROM items INDEXED BY items_identity WHERE identity = ? ORDER BY id", [identity]
+        )
         if scanned != indexed:
             raise GalleryError(
                 f"{self.db_path}: the database is damaged: the items table holds {len(scanned)} items of "
@@ -766,7 +776,9 @@ class Gallery:
             problems = [f"item {row[0]} has a value of the wrong type or an empty identity" for row in bad]
             raw = self._read_meta()
             if self.meta.format >= FORMAT and raw.get("facts_sha256") != _facts_hash(raw):
-                problems.append("the gallery's model, dimension, threshold or index options do not match their checksum")
+                problems.append(
+                    "the gallery's model, dimension, threshold or index options do not match their checksum"
+                )
             # A gallery of an older format has no checksums until its first write adds them.
             if self.meta.format >= FORMAT:
                 cursor = self._db.execute(f"SELECT {ITEM_COLUMNS}, row_sha256 FROM items NOT INDEXED ORDER BY id")
@@ -1068,10 +1080,15 @@ class Gallery:
                 self._db.execute(SHARDS_TABLE)
                 if "row_sha256" not in {row[1] for row in self._query("PRAGMA table_info(items)")}:
                     self._db.execute("ALTER TABLE items ADD COLUMN row_sha256 TEXT")
-                    self._db.executemany(
-                        "UPDATE items SET row_sha256 = ? WHERE id = ?",
-                        ((_row_hash(row[0], row[1:]), row[0]) for row in self._query(f"SELECT {ITEM_COLUMNS} FROM items")),
-                    )
+                    last = 0
+                    while rows := self._query(
+                        f"SELECT {ITEM_COLUMNS} FROM items WHERE id > ? ORDER BY id LIMIT ?", [last, ROWS_CHUNK]
+                    ):
+                        self._db.executemany(
+                            "UPDATE items SET row_sha256 = ? WHERE id = ?",
+                            ((_row_hash(row[0], row[1:]), row[0]) for row in rows),
+                        )
+                        last = rows[-1][0]
                 self._set_meta({"format": str(FORMAT), "facts_sha256": _facts_hash(self._read_meta())})
                 self._db.execute("COMMIT")
             except BaseException:
