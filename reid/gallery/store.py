@@ -87,6 +87,7 @@ from reid.gallery.shards import (
     train_template,
     write_shard,
 )
+from reid.paths import check_output_file
 
 DB_FILE = "gallery.db"
 # Format 2 added sealed shards, vector files and templates; format 3 a checksum of every
@@ -840,6 +841,7 @@ class Gallery:
         suffix = path.suffix.lower()
         if suffix not in (".npz", ".jsonl"):
             raise ConfigError(f"{path}: export to a .npz (embeddings and items) or a .jsonl (items) file")
+        check_output_file(path, "the export")
         with gallery_lock(self.folder, exclusive=False, timeout=self.lock_timeout):
             self._sync()
             write_file_atomic(path, self._write_jsonl if suffix == ".jsonl" else self._write_npz)

@@ -28,6 +28,7 @@ from reid.models.card import ModelCard, file_fingerprint, fsync_dir, seal_card
 from reid.models.encoder import preprocess
 from reid.models.folder import load_model, resolve_model_path
 from reid.models.onnx import ONNX_EXTRA, first_line, card_path_for, import_onnxruntime, write_card_file
+from reid.paths import check_output_file
 
 EXPORT_FORMATS = ("onnx", "torchscript")
 SUFFIXES = {"onnx": ".onnx", "torchscript": ".torchscript.pt"}
@@ -170,6 +171,8 @@ def export_model(
     folder = resolve_model_path(model)
     network, card = load_model(folder)
     path = Path(out) if out is not None else default_export_path(folder, card, fmt)
+    check_output_file(path, "--out")
+    check_output_file(card_path_for(path), "--out")
     if fmt == "onnx" and path.suffix != ".onnx":
         raise ConfigError(f"{path}: an ONNX export needs a file name ending in .onnx")
     onnx = _require_onnx(path) if fmt == "onnx" else None

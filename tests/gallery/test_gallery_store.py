@@ -388,6 +388,9 @@ def test_links_planted_as_lock_database_or_temporary_file_are_not_followed(tmp_p
     (folder / f".export.jsonl.tmp-{os.getpid()}").symlink_to(victim)
     with Gallery.open(folder) as gallery:
         assert gallery.export(folder / "export.jsonl") == 4
+        (tmp_path / "taken.jsonl").mkdir()
+        with pytest.raises(ConfigError, match="taken.jsonl: the export needs a file name"):
+            gallery.export(tmp_path / "taken.jsonl")
     assert victim.read_text() == "keep" and len((folder / "export.jsonl").read_text().splitlines()) == 4
 
     journal = folder / f"{DB_FILE}-journal"

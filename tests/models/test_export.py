@@ -107,6 +107,13 @@ def test_export_above_tolerance_fails_and_leaves_no_file(
     assert list(tmp_path.iterdir()) == []
 
 
+def test_export_to_a_folder_is_refused_before_exporting(tmp_path: Path, model: Path) -> None:
+    (tmp_path / "taken.onnx").mkdir()
+    with pytest.raises(ConfigError, match=r"taken.onnx: --out needs a file name; this is a folder"):
+        export_model(model, "onnx", tmp_path / "taken.onnx")
+    assert [p.name for p in tmp_path.iterdir()] == ["taken.onnx"]
+
+
 def test_export_input_errors(tmp_path: Path, model: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     with pytest.raises(ConfigError, match="choose one of onnx, torchscript"):
         export_model(model, "tflite")
