@@ -736,9 +736,10 @@ class Gallery:
 
         Verified: the size and SHA-256 of every file the database names; SQLite's full
         integrity check (every page, and every table row against every index entry); every
-        item row's column types; and, reloading the index files from disk, that their ids
-        are exactly the items' ids, each once.  Raises GalleryError with the first problem
-        found and how many more there are.
+        item row's column types and checksum, and the checksum of the gallery's fixed facts
+        (format 3 on); and, reloading the index files from disk, that their ids are exactly
+        the items' ids, each once.  Raises GalleryError with the first problem found and how
+        many more there are.
         """
         with gallery_lock(self.folder, exclusive=False, timeout=self.lock_timeout):
             self._sync()
