@@ -9,6 +9,7 @@ from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any, TypeVar
 
+import cv2
 import typer
 from rich.console import Console
 from rich.progress import (
@@ -21,30 +22,74 @@ from rich.progress import (
     TimeRemainingColumn,
 )
 from rich.table import Table
+from rich.text import Text
 
 from reid.errors import ReidError
 
-console = Console()
-err_console = Console(stderr=True)
+# Markup is off: paths, identity labels and sources are printed as they are, never
+# interpreted ("[/x]" in a file name is text); styled words are built as rich Text.
+console = Console(markup=False, highlight=False)
+err_console = Console(stderr=True, markup=False, highlight=False)
+SHOWN_SKIPS = 5
 
 F = TypeVar("F", bound=Callable[..., Any])
 
 
 def handle_errors(func: F) -> F:
-    """Turn a ReidError into one line on stderr and exit code 1; Ctrl-C into exit 130."""
+    """Turn a ReidError, or an operating-system error (a full disk, a read-only or
+    unreadable file), into one line on stderr naming the file, and exit code 1; Ctrl-C into
+    exit 130."""
 
     @functools.wraps(func)
     def wrapper(*args: Any, **kwargs: Any) -> Any:
         try:
             return func(*args, **kwargs)
         except ReidError as exc:
-            err_console.print(f"[bold red]error:[/] {exc}", highlight=False, soft_wrap=True)
+            print_error(str(exc))
+            raise typer.Exit(1) from None
+        except OSError as exc:
+            print_error(os_error_line(exc))
             raise typer.Exit(1) from None
         except KeyboardInterrupt:
             err_console.print("interrupted")
             raise typer.Exit(130) from None
 
     return wrapper  # type: ignore[return-value]
+
+
+def quiet_opencv() -> None:
+    """Stop OpenCV printing its own warnings (one per truncated file); the product names
+    every skipped file itself."""
+    cv2.utils.logging.setLogLevel(cv2.utils.logging.LOG_LEVEL_SILENT)
+
+
+def printable(text: object) -> str:
+    """``text`` with control characters (terminal escapes, newlines, bells) shown as
+    escapes, so that a label or path cannot move the cursor, recolour or forge lines."""
+    value = str(text)
+    if value.isprintable():
+        return value
+    return "".join(ch if ch.isprintable() else ch.encode("unicode_escape").decode("ascii") for ch in value)
+
+
+def os_error_line(exc: OSError) -> str:
+    """One line for an operating-system error: the file, then what went wrong."""
+    where = exc.filename if exc.filename is not None else "file system"
+    what = exc.strerror or type(exc).__name__
+    return f"{where}: {what}"
+
+
+def print_error(message: str) -> None:
+    err_console.print(Text.assemble(("error:", "bold red"), " ", printable(message)), soft_wrap=True)
+
+
+def print_skipped(skipped: Iterable[tuple[object, str]], what: str = "skipped") -> None:
+    """Name the first skipped inputs with their reasons, then how many more there were."""
+    items = list(skipped)
+    for path, reason in items[:SHOWN_SKIPS]:
+        err_console.print(f"{what} {printable(path)}: {printable(reason)}", soft_wrap=True)
+    if len(items) > SHOWN_SKIPS:
+        err_console.print(f"... and {len(items) - SHOWN_SKIPS} more {what}", soft_wrap=True)
 
 
 def make_progress(*extra: Any) -> Progress:
@@ -66,11 +111,11 @@ def make_progress(*extra: Any) -> Progress:
 def fmt(value: Any) -> str:
     if isinstance(value, float):
         return "nan" if math.isnan(value) else f"{value:.4f}"
-    return str(value)
+    return printable(value)
 
 
 def print_table(title: str, columns: list[str], rows: Iterable[Iterable[Any]]) -> None:
-    table = Table(title=title)
+    table = Table(title=printable(title))
     for column in columns:
         table.add_column(column, justify="right" if column != columns[0] else "left")
     for row in rows:

@@ -18,12 +18,13 @@ from __future__ import annotations
 
 import hashlib
 import os
+import re
 import secrets
 import struct
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import BinaryIO
+from typing import Any, BinaryIO
 
 import faiss
 import numpy as np
@@ -37,6 +38,13 @@ VECTORS_HEADER = struct.Struct("<8sQQ")
 VECTORS_DTYPE = np.dtype("<f2")
 
 
+# The only file names a gallery writes: PREFIX-GENERATION-TOKEN.SUFFIX.  A gallery folder
+# may come from someone else; a name read from its database that is anything else (a path
+# such as ../x or /x, a link name) must never be opened, written or deleted.
+FILE_NAME = re.compile(r"^(?:index|seg|vec|template)-\d{8}-[0-9a-f]{8}\.(?:faiss|bin|f16)$")
+SHA256_HEX = re.compile(r"^[0-9a-f]{64}$")
+
+
 @dataclass(frozen=True)
 class FileRecord:
     """A file of the gallery as the database remembers it."""
@@ -44,6 +52,20 @@ class FileRecord:
     name: str
     size: int
     sha256: str
+
+    @classmethod
+    def from_db(cls, name: Any, size: Any, sha256: Any) -> FileRecord:
+        """A record read from a database, checked: GalleryError ("gallery corrupt or
+        tampered") unless ``name`` is a plain file name of the gallery's own pattern,
+        ``size`` a non-negative whole number and ``sha256`` 64 hex digits, so that no
+        record read from a database can point outside its folder."""
+        if not isinstance(name, str) or not FILE_NAME.match(name):
+            raise GalleryError(f"gallery corrupt or tampered: file name {name!r} is not a gallery file name")
+        if isinstance(size, bool) or not isinstance(size, (int, str)) or not str(size).isdigit():
+            raise GalleryError(f"gallery corrupt or tampered: size {size!r} of {name} is not a byte count")
+        if not isinstance(sha256, str) or not SHA256_HEX.match(sha256):
+            raise GalleryError(f"gallery corrupt or tampered: checksum of {name} is not a SHA-256")
+        return cls(name, int(size), sha256)
 
 
 def new_name(prefix: str, generation: int, suffix: str) -> str:

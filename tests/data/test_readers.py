@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 from reid.data import load_dataset, relabel
-from reid.data.folders import camera_from_name
+from reid.data.cameras import camera_from_name
 from reid.errors import DataError
 
 
