@@ -8,8 +8,9 @@ from pathlib import Path
 import typer
 from rich.console import Console
 from rich.table import Table
+from rich.text import Text
 
-from reid import ReidError
+from reid import ReidError, printable
 from reid.gallery import Gallery
 from reid.models import load_encoder
 
@@ -24,8 +25,9 @@ from apps.face_checkin.checkin import (
 )
 from apps.face_checkin.demo import score_demo, stand_in_face_model, write_demo_inputs
 
-console = Console()
-err_console = Console(stderr=True)
+# Markup is off: file names and labels are printed as they are, never interpreted.
+console = Console(markup=False, highlight=False)
+err_console = Console(stderr=True, markup=False, highlight=False)
 app = typer.Typer(add_completion=False, pretty_exceptions_enable=False)
 
 
@@ -155,7 +157,7 @@ def main(
             summary["demo"] = vars(score_demo(decisions, scene.truth))
         (out / "summary.json").write_text(json.dumps(summary, indent=2) + "\n")
     except ReidError as exc:
-        err_console.print(f"[bold red]error:[/] {exc}", highlight=False, soft_wrap=True)
+        err_console.print(Text.assemble(("error:", "bold red"), " ", printable(exc)), soft_wrap=True)
         raise typer.Exit(1) from None
     table = Table(title=f"{config.mode} decisions (threshold {result.threshold:.4f})")
     table.add_column("decision")

@@ -25,6 +25,7 @@ from rich.table import Table
 from rich.text import Text
 
 from reid.errors import ReidError
+from reid.text import printable
 
 # Markup is off: paths, identity labels and sources are printed as they are, never
 # interpreted ("[/x]" in a file name is text); styled words are built as rich Text.
@@ -61,15 +62,6 @@ def quiet_opencv() -> None:
     """Stop OpenCV printing its own warnings (one per truncated file); the product names
     every skipped file itself."""
     cv2.utils.logging.setLogLevel(cv2.utils.logging.LOG_LEVEL_SILENT)
-
-
-def printable(text: object) -> str:
-    """``text`` with control characters (terminal escapes, newlines, bells) shown as
-    escapes, so that a label or path cannot move the cursor, recolour or forge lines."""
-    value = str(text)
-    if value.isprintable():
-        return value
-    return "".join(ch if ch.isprintable() else ch.encode("unicode_escape").decode("ascii") for ch in value)
 
 
 def os_error_line(exc: OSError) -> str:
