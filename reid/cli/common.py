@@ -31,7 +31,7 @@ from reid.text import printable
 # interpreted ("[/x]" in a file name is text); styled words are built as rich Text.
 console = Console(markup=False, highlight=False)
 err_console = Console(stderr=True, markup=False, highlight=False)
-SHOWN_SKIPS = 5
+SHOWN_SKIPS = 20
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -81,7 +81,7 @@ def print_skipped(skipped: Iterable[tuple[object, str]], what: str = "skipped") 
     for path, reason in items[:SHOWN_SKIPS]:
         err_console.print(f"{what} {printable(path)}: {printable(reason)}", soft_wrap=True)
     if len(items) > SHOWN_SKIPS:
-        err_console.print(f"... and {len(items) - SHOWN_SKIPS} more {what}", soft_wrap=True)
+        err_console.print(f"... and {len(items) - SHOWN_SKIPS} more {what}; --json lists every one", soft_wrap=True)
 
 
 def make_progress(*extra: Any) -> Progress:

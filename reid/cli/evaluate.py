@@ -46,6 +46,7 @@ def eval_command(
             batch_size=batch_size,
             rerank=rerank,
             on_progress=lambda done, _total: progress.update(task, completed=done),
+            skip_unreadable=True,
         )
     result = evaluation.result
     print_table(
@@ -72,6 +73,7 @@ def eval_command(
             "and figures are not comparable with the Market-1501 protocol.",
         )
     print_skipped(dataset.skipped, "not taken")
+    print_skipped(evaluation.skipped)
     if json_file is not None:
         payload = {
             **result.to_dict(include_cmc=True),
@@ -79,12 +81,18 @@ def eval_command(
             "data": data,
             "same_camera_filtering": dataset.cameras_known,
             "not_taken": [{"path": str(p), "reason": r} for p, r in dataset.skipped],
+            "skipped": [{"path": str(p), "reason": r} for p, r in evaluation.skipped],
         }
         write_json(json_file, payload)
         console.print(f"wrote {printable(json_file)}")
     if plot is not None:
         for path in write_ranking_plots(
-            plot, result, evaluation.query_features, evaluation.gallery_features, dataset.query, dataset.gallery
+            plot,
+            result,
+            evaluation.query_features,
+            evaluation.gallery_features,
+            evaluation.query_records,
+            evaluation.gallery_records,
         ):
             console.print(f"wrote {printable(path)}")
 

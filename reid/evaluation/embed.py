@@ -105,11 +105,15 @@ def embed_paths(
 
 
 class EncoderEvaluation(NamedTuple):
-    """Ranking metrics plus the features they came from (query rows, gallery rows)."""
+    """Ranking metrics plus the features they came from (query rows, gallery rows), the
+    records evaluated (those whose image could be read) and the images skipped."""
 
     result: RankingResult
     query_features: np.ndarray
     gallery_features: np.ndarray
+    query_records: list[ImageRecord]
+    gallery_records: list[ImageRecord]
+    skipped: list[tuple[Path, str]]
 
 
 def evaluate_encoder(
@@ -122,20 +126,36 @@ def evaluate_encoder(
     max_rank: int = 50,
     chunk_size: int | None = None,
     on_progress: ProgressFn | None = None,
+    skip_unreadable: bool = False,
 ) -> EncoderEvaluation:
     """Embed query and gallery images and evaluate them under the Market-1501 protocol.
 
     Distances are Euclidean between the encoder's L2-normalized embeddings.  An unreadable
-    image raises DataError naming the file: a ranking evaluation with holes is not comparable.
+    image raises DataError naming the file, or with ``skip_unreadable`` is left out of the
+    split and listed in ``skipped`` (the figures are then over the images that were read).
     """
     if not query_records:
         raise DataError("the dataset has no query images to evaluate")
     if not gallery_records:
         raise DataError("the dataset has no gallery images to evaluate")
     records = list(query_records) + list(gallery_records)
-    embeddings = embed_paths(encoder, [r.path for r in records], batch_size=batch_size, on_progress=on_progress)
+    embeddings = embed_paths(
+        encoder,
+        [r.path for r in records],
+        batch_size=batch_size,
+        on_progress=on_progress,
+        skip_unreadable=skip_unreadable,
+    )
     num_query = len(query_records)
-    q_feats, g_feats = embeddings.features[:num_query], embeddings.features[num_query:]
+    keep_q, keep_g = embeddings.embedded[:num_query], embeddings.embedded[num_query:]
+    query_records = [r for r, keep in zip(query_records, keep_q, strict=True) if keep]
+    gallery_records = [r for r, keep in zip(gallery_records, keep_g, strict=True) if keep]
+    if not query_records or not gallery_records:
+        side = "query" if not query_records else "gallery"
+        first = embeddings.failures[0][1]
+        raise DataError(f"no readable {side} image to evaluate ({len(embeddings.failures)} unreadable; first {first})")
+    q_feats = embeddings.features[:num_query][keep_q]
+    g_feats = embeddings.features[num_query:][keep_g]
     result = evaluate_features(
         q_feats,
         g_feats,
@@ -148,7 +168,7 @@ def evaluate_encoder(
         rerank=rerank,
         chunk_size=chunk_size,
     )
-    return EncoderEvaluation(result, q_feats, g_feats)
+    return EncoderEvaluation(result, q_feats, g_feats, query_records, gallery_records, embeddings.failures)
 
 
 @dataclass
