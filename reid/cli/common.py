@@ -5,13 +5,15 @@ from __future__ import annotations
 import functools
 import json
 import math
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, TypeVar
 
 import cv2
 import typer
 from rich.console import Console
+from rich.live import Live
 from rich.progress import (
     BarColumn,
     MofNCompleteColumn,
@@ -82,6 +84,18 @@ def print_skipped(skipped: Iterable[tuple[object, str]], what: str = "skipped") 
         err_console.print(f"{what} {printable(path)}: {printable(reason)}", soft_wrap=True)
     if len(items) > SHOWN_SKIPS:
         err_console.print(f"... and {len(items) - SHOWN_SKIPS} more {what}; --json lists every one", soft_wrap=True)
+
+
+@contextmanager
+def live_display(renderable: Any) -> Iterator[Live]:
+    """A rich Live view on stderr whose last line is always ended, so that what follows
+    (an error line, say) starts on its own line also when stderr is a file or a pipe."""
+    try:
+        with Live(renderable, console=err_console, refresh_per_second=4) as live:
+            yield live
+    finally:
+        if not err_console.is_terminal:
+            err_console.line()
 
 
 def make_progress(*extra: Any) -> Progress:

@@ -8,7 +8,6 @@ from pathlib import Path
 
 import typer
 from rich.console import Group
-from rich.live import Live
 from rich.table import Table
 from rich.text import Text
 
@@ -16,6 +15,7 @@ from reid.cli.common import (
     console,
     err_console,
     handle_errors,
+    live_display,
     make_progress,
     print_skipped,
     print_table,
@@ -168,9 +168,7 @@ def query(
         interrupted = False
         with QueryOutputs(jsonl, save_video, save_crops, fps) as outputs:
             recent: deque[FrameResult] = deque(maxlen=8)
-            with Live(
-                _live_view(recent, run.stats, media.expected_frames), console=err_console, refresh_per_second=4
-            ) as live:
+            with live_display(_live_view(recent, run.stats, media.expected_frames)) as live:
                 try:
                     for result in run:
                         outputs.write(result)

@@ -216,8 +216,8 @@ def score_pairs(
         no_face=no_face,
     )
     kept = [p for p in pair_set.pairs if emb.embedded[row[p.a]] and emb.embedded[row[p.b]]]
-    a = emb.features[[row[p.a] for p in kept]].reshape(len(kept), -1)
-    b = emb.features[[row[p.b] for p in kept]].reshape(len(kept), -1)
+    a = emb.features[[row[p.a] for p in kept]].reshape(len(kept), encoder.dim)
+    b = emb.features[[row[p.b] for p in kept]].reshape(len(kept), encoder.dim)
     folds = pair_set.fold_ids
     fold_ids = None if folds is None else np.array([p.fold for p in kept], dtype=np.int64)
     return PairScores(
