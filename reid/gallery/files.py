@@ -126,7 +126,14 @@ def write_file_atomic(path: Path, write: Callable[[BinaryIO], None]) -> FileReco
 def write_snapshot(index: faiss.Index, path: Path) -> FileRecord:
     tmp = _temp(path)
     try:
-        faiss.write_index(index, str(tmp))
+        try:
+            faiss.write_index(index, str(tmp))
+        except RuntimeError as exc:
+            # FAISS reports a failed write (a full disk, a read-only folder) as RuntimeError.
+            # Its message is a C++ assertion; the part after "failed:" is what the user can act on.
+            text = " ".join(str(exc).split())
+            detail = text.rsplit("failed: ", 1)[-1] if text else "write failed"
+            raise GalleryError(f"{path}: cannot write the index ({detail[:160]}); the gallery is unchanged") from None
         return _finish(tmp, path)
     except BaseException:
         tmp.unlink(missing_ok=True)

@@ -570,8 +570,7 @@ class Gallery:
             except BaseException as exc:
                 self._rollback()
                 path.unlink(missing_ok=True)
-                if isinstance(exc, sqlite3.Error):
-                    raise GalleryError(f"{self.db_path}: cannot write ({exc})") from exc
+                self._raise_write_error(exc)
                 raise
             try:
                 # IVF-PQ keeps reading these embeddings until compaction: from the mapped
@@ -815,9 +814,10 @@ class Gallery:
                 self._db.execute(statement)
             self._db.executemany("INSERT INTO meta (key, value) VALUES (?, ?)", meta.items())
             self._db.execute("COMMIT")
-        except BaseException:
+        except BaseException as exc:
             self._rollback()
             path.unlink(missing_ok=True)
+            self._raise_write_error(exc)
             raise
 
     def _read_meta(self) -> dict[str, str]:
@@ -948,8 +948,9 @@ class Gallery:
                 self._db.execute(SHARDS_TABLE)
                 self._set_meta({"format": str(FORMAT)})
                 self._db.execute("COMMIT")
-            except BaseException:
+            except BaseException as exc:
                 self._rollback()
+                self._raise_write_error(exc)
                 raise
             self.meta.format = FORMAT
 
@@ -1071,9 +1072,10 @@ class Gallery:
             )
             self._db.execute("DELETE FROM segments")
             self._db.execute("COMMIT")
-        except BaseException:
+        except BaseException as exc:
             self._rollback()
             _unlink(written, extra)
+            self._raise_write_error(exc)
             raise
         for item in written:
             if item.stored is not None:
@@ -1147,6 +1149,12 @@ class Gallery:
 
     def _set_meta(self, values: dict[str, str]) -> None:
         self._db.executemany("INSERT OR REPLACE INTO meta (key, value) VALUES (?, ?)", values.items())
+
+    def _raise_write_error(self, exc: BaseException) -> None:
+        """A database that cannot be written (read-only, disk full) becomes one GalleryError;
+        the transaction was rolled back, so the gallery is as it was."""
+        if isinstance(exc, sqlite3.Error):
+            raise GalleryError(f"{self.db_path}: cannot write ({exc}); the gallery is unchanged") from exc
 
     def _rollback(self) -> None:
         if self._db.in_transaction:

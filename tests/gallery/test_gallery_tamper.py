@@ -3,7 +3,10 @@ are checked, so nothing outside the folder is ever opened, written or deleted.""
 
 from __future__ import annotations
 
+import os
 import sqlite3
+import subprocess
+import sys
 from pathlib import Path
 
 import numpy as np
@@ -16,6 +19,7 @@ from reid.errors import GalleryError
 from reid.gallery import DB_FILE, Gallery, IndexSpec
 
 runner = CliRunner()
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def small_gallery(folder: Path) -> Path:
@@ -95,3 +99,35 @@ def test_an_untampered_sharded_gallery_still_opens_and_searches(tmp_path: Path) 
         assert len(gallery) == 250 and gallery.shard_count >= 2
         top = gallery.search(vectors[:1], 1)[0][0]
         assert top.identity == "id0000" and np.isfinite(top.distance)
+
+
+FULL_DISK = """
+import resource, signal, sys
+from reid.cli.app import app
+# Writes past the limit fail with EFBIG, as on a full disk, instead of killing the process.
+signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
+resource.setrlimit(resource.RLIMIT_FSIZE, (150_000, 150_000))
+app(sys.argv[1:])
+"""
+
+
+@pytest.mark.parametrize("command", [["reindex", "--index", "hnsw"], ["remove", "--id", "id0003"]])
+def test_a_full_disk_is_one_line_and_the_gallery_stays_intact(tmp_path: Path, command: list[str]) -> None:
+    vectors, labels, _ = clustered(20, 30, dim=128)
+    folder = tmp_path / "g"
+    with Gallery.create(folder, make_card(dim=128), IndexSpec("flat")) as gallery:
+        gallery.add(vectors, metas(labels))
+    before = {p.name: p.read_bytes() for p in folder.iterdir() if p.is_file() and p.name != ".lock"}
+    assert max(len(b) for b in before.values()) > 150_000, "the index must be larger than the write limit"
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")]))}
+    done = subprocess.run(
+        [sys.executable, "-c", FULL_DISK, "gallery", command[0], str(folder), *command[1:]],
+        capture_output=True, text=True, env=env, check=False,
+    )
+    errors = [line for line in done.stderr.splitlines() if line.startswith("error:")]
+    assert done.returncode == 1 and len(errors) == 1 and "Traceback" not in done.stderr, done.stderr
+    assert str(folder) in errors[0]
+    after = {p.name: p.read_bytes() for p in folder.iterdir() if p.is_file() and p.name != ".lock"}
+    assert after == before
+    with Gallery.open(folder) as gallery:
+        assert len(gallery) == 600 and gallery.index_kind == "flat"
