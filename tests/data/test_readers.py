@@ -217,3 +217,13 @@ def test_folder_copy_of_market_ranks_like_market(tmp_path: Path, market1501_mini
     by_market, by_folder = ranking(market), ranking(folder)
     assert by_folder.num_valid_queries == by_market.num_valid_queries
     assert by_folder.rank1 == by_market.rank1 and by_folder.mAP == pytest.approx(by_market.mAP)
+
+
+def test_market_copy_with_macos_leftovers_still_reads(tmp_path: Path) -> None:
+    root = make_market(tmp_path)
+    # A copy made on macOS carries "._" resource forks beside every image, and __MACOSX/.
+    (root / "query" / "._0005_c1s1_000401_00.jpg").write_bytes(b"\0\5\26\7")
+    (root / "__MACOSX").mkdir()
+    dataset = load_dataset(f"market1501:{root}")
+    assert [(r.pid, r.camid) for r in dataset.query] == [(5, 0)]
+    assert {p.name for p, _ in dataset.skipped} == {"._0005_c1s1_000401_00.jpg", "Thumbs.db"}
