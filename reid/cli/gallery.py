@@ -54,7 +54,10 @@ from reid.pipeline import (
 
 MODEL_HELP = "Model folder (a path such as ./m or a/m) or a bare name under models/."
 GALLERY_HELP = "Gallery folder (a path such as ./g or a/g), or a bare name under galleries/."
-NO_FACE_HELP = "A photo where the face model or detector finds no face: skip (counted and named), whole (take the whole photo), error (stop)."
+NO_FACE_HELP = (
+    "A photo where the face model or detector finds no face: skip (counted and named), "
+    "whole (take the whole photo), error (stop)."
+)
 
 
 @handle_errors
@@ -195,7 +198,8 @@ def _live_view(recent: deque[FrameResult], stats: QueryStats, expected: int | No
         table.add_column(column)
     for result in recent:
         labels = ", ".join(f"{d.label} {d.distance:.2f}" for d in result.detections) or "-"
-        table.add_row(printable(Path(result.source).name), str(result.frame), str(len(result.detections)), printable(labels))
+        name = printable(Path(result.source).name)
+        table.add_row(name, str(result.frame), str(len(result.detections)), printable(labels))
     total = f"/{expected}" if expected else ""
     line = Text(
         f"frames {stats.frames}{total}  detections {stats.detections}  named {stats.identified}  "

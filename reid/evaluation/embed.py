@@ -92,9 +92,8 @@ def embed_paths(
             failures += [(batch[j], str(item)) for j, item in enumerate(loaded) if isinstance(item, DataError)]
             if good:
                 policy = no_face if skip_unreadable or no_face == "whole" else "error"
-                out = embed_images(
-                    encoder, [loaded[j] for j in good], [str(batch[j]) for j in good], no_face=policy  # type: ignore[misc]
-                )
+                images = [loaded[j] for j in good]
+                out = embed_images(encoder, images, [str(batch[j]) for j in good], no_face=policy)  # type: ignore[arg-type]
                 rows = np.asarray([good[k] for k in out.kept], dtype=np.int64) + start
                 features[rows] = out.features
                 embedded[rows] = True

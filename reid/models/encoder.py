@@ -94,7 +94,9 @@ def check_embeddings(encoder: Encoder, features: np.ndarray, rows: int) -> None:
     """Raise ModelError unless ``features`` is (rows, dim) and every value is finite."""
     name = encoder.card.name
     if features.ndim != 2 or features.shape != (rows, encoder.dim):
-        raise ModelError(f"model {name!r} returned embeddings of shape {tuple(features.shape)}, expected ({rows}, {encoder.dim})")
+        raise ModelError(
+            f"model {name!r} returned embeddings of shape {tuple(features.shape)}, expected ({rows}, {encoder.dim})"
+        )
     if not np.isfinite(features).all():
         raise ModelError(f"model {name!r} returned non-finite embeddings (NaN or infinity); its weights are unusable")
 

@@ -144,7 +144,9 @@ class OnnxEncoder(Encoder):
         probe = self._run(np.zeros((self.batch_size or 1, 3, *self.card.input_size), dtype=np.float32))
         dim = probe.shape[1]
         if dim < 1:
-            raise ModelError(f"{self.path}: output {self.output_name!r} has an empty embedding (shape {list(probe.shape)})")
+            raise ModelError(
+                f"{self.path}: output {self.output_name!r} has an empty embedding (shape {list(probe.shape)})"
+            )
         if self.card.embedding_dim and self.card.embedding_dim != dim:
             raise ModelError(f"{self.path}: output has dimension {dim}, the card says {self.card.embedding_dim}")
         self.card.embedding_dim = int(dim)

@@ -31,6 +31,7 @@ from reid.models import ModelCard, build_network, save_model
 runner = CliRunner()
 ROOT = Path(__file__).resolve().parents[2]
 IS_ROOT = hasattr(os, "geteuid") and os.geteuid() == 0
+Inputs = tuple[Path, dict[str, str]]
 GOOD = {"ann/a.jpg", "ann/b.gif", "ann/c.jfif", "bob/d.jpg", "bob/e.png"}
 
 
@@ -89,7 +90,7 @@ def model(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 @pytest.fixture(scope="module")
-def inputs(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, dict[str, str]]:
+def inputs(tmp_path_factory: pytest.TempPathFactory) -> Inputs:
     root = tmp_path_factory.mktemp("inputs") / "people"
     return root, bad_and_good(root)
 
@@ -111,7 +112,7 @@ def assert_every_bad_named(reasons: dict[str, str], bad: dict[str, str]) -> None
         assert word in reasons[entry], f"{entry}: {reasons[entry]!r} does not say {word!r}"
 
 
-def test_enroll_stores_every_good_image_and_names_every_bad_one(tmp_path: Path, model: Path, inputs) -> None:  # noqa: ANN001
+def test_enroll_stores_every_good_image_and_names_every_bad_one(tmp_path: Path, model: Path, inputs: Inputs) -> None:
     root, bad = inputs
     gallery = tmp_path / "g"
     code, out = invoke("enroll", "-m", model, "-g", gallery, root, "--batch-size", "2", "--json", tmp_path / "e.json")
@@ -124,7 +125,7 @@ def test_enroll_stores_every_good_image_and_names_every_bad_one(tmp_path: Path, 
     assert json.loads(out)["items"] == len(GOOD)
 
 
-def test_query_answers_every_good_image(tmp_path: Path, model: Path, inputs) -> None:  # noqa: ANN001
+def test_query_answers_every_good_image(tmp_path: Path, model: Path, inputs: Inputs) -> None:
     root, bad = inputs
     gallery = tmp_path / "g"
     assert invoke("enroll", "-m", model, "-g", gallery, root)[0] == 0
@@ -137,7 +138,7 @@ def test_query_answers_every_good_image(tmp_path: Path, model: Path, inputs) -> 
     assert_every_bad_named(named(summary["unreadable"], root), bad)
 
 
-def test_eval_over_the_folder_names_what_it_left_out(tmp_path: Path, model: Path, inputs) -> None:  # noqa: ANN001
+def test_eval_over_the_folder_names_what_it_left_out(tmp_path: Path, model: Path, inputs: Inputs) -> None:
     root, bad = inputs
     code, out = invoke("eval", "-m", model, "--data", f"folder:{root}", "--json", tmp_path / "r.json")
     assert code == 0, out
@@ -148,13 +149,15 @@ def test_eval_over_the_folder_names_what_it_left_out(tmp_path: Path, model: Path
     assert figures["same_camera_filtering"] is False and "same-camera filtering" in out
 
 
-def test_verify_pairs_scores_the_good_pairs(tmp_path: Path, model: Path, inputs) -> None:  # noqa: ANN001
+def test_verify_pairs_scores_the_good_pairs(tmp_path: Path, model: Path, inputs: Inputs) -> None:
     root, bad = inputs
     lines = ["ann/a.jpg,ann/b.gif,1", "bob/d.jpg,bob/e.png,1", "ann/a.jpg,bob/d.jpg,0", "ann/c.jfif,bob/e.png,0"]
     lines += [f"ann/a.jpg,{entry},0" for entry in ("ann/cut.jpg", "ann/bomb.png", "ann/huge.jpg", "ann/text.jpg")]
     pairs = tmp_path / "pairs.csv"
     pairs.write_text("\n".join(lines) + "\n")
-    code, out = invoke("verify", "--pairs", pairs, "--root", root, "-m", model, "--folds", "2", "--json", tmp_path / "v.json")
+    code, out = invoke(
+        "verify", "--pairs", pairs, "--root", root, "-m", model, "--folds", "2", "--json", tmp_path / "v.json"
+    )
     assert code == 0, out
     result = json.loads((tmp_path / "v.json").read_text())
     assert (result["pairs_total"], result["pairs_scored"], result["pairs_unscored"]) == (8, 4, 4)
@@ -163,14 +166,14 @@ def test_verify_pairs_scores_the_good_pairs(tmp_path: Path, model: Path, inputs)
 
 
 @pytest.mark.parametrize("entry", ["ann/bomb.png", "ann/cut.jpg", "ann/huge.jpg", "ann/text.jpg", "ann/loop.jpg"])
-def test_verify_two_images_names_the_bad_one(model: Path, inputs, entry: str) -> None:  # noqa: ANN001
+def test_verify_two_images_names_the_bad_one(model: Path, inputs: Inputs, entry: str) -> None:
     root, bad = inputs
     code, out = invoke("verify", root / "ann" / "a.jpg", root / entry, "-m", model)
     errors = [line for line in out.splitlines() if line.startswith("error:")]
     assert code == 1 and len(errors) == 1 and Path(entry).name in errors[0]
 
 
-def test_enroll_as_a_process_prints_no_traceback_and_no_opencv_log(tmp_path: Path, model: Path, inputs) -> None:  # noqa: ANN001
+def test_enroll_as_a_process_prints_no_traceback_and_no_opencv_log(tmp_path: Path, model: Path, inputs: Inputs) -> None:
     root, bad = inputs
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")]))}
     done = subprocess.run(

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
@@ -64,16 +65,23 @@ def test_huge_sparse_file_is_refused_without_reading_it(tmp_path: Path) -> None:
         read_bytes(huge)
 
 
+def empty_file(path: Path) -> Path:
+    path.write_bytes(b"")
+    return path
+
+
 @pytest.mark.parametrize(
-    "make,problem",
+    "make,name,problem",
     [
-        (lambda p: truncated_jpg(p / "cut.jpg"), "not a readable image"),
-        (lambda p: random_bytes(p / "noise.png"), "not a readable image"),
-        (lambda p: (p / "empty.jpg").write_bytes(b"") and p / "empty.jpg" or p / "empty.jpg", "empty file"),
+        (truncated_jpg, "cut.jpg", "not a readable image"),
+        (random_bytes, "noise.png", "not a readable image"),
+        (empty_file, "empty.jpg", "empty file"),
     ],
 )
-def test_corrupt_images_are_one_data_error(tmp_path: Path, make, problem: str) -> None:  # noqa: ANN001
-    path = make(tmp_path)
+def test_corrupt_images_are_one_data_error(
+    tmp_path: Path, make: Callable[[Path], Path], name: str, problem: str
+) -> None:
+    path = make(tmp_path / name)
     with pytest.raises(DataError, match=problem) as caught:
         read_image(path)
     assert str(caught.value).startswith(str(path)) and "\n" not in str(caught.value)

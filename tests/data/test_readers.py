@@ -11,8 +11,9 @@ import pytest
 
 from reid.data import load_dataset, relabel
 from reid.data.cameras import camera_from_name
+from reid.data.records import ReidDataset
 from reid.errors import DataError
-from reid.evaluation import evaluate_features
+from reid.evaluation import RankingResult, evaluate_features
 
 
 def write_jpg(path: Path, value: int = 128) -> None:
@@ -204,7 +205,7 @@ def test_folder_copy_of_market_ranks_like_market(tmp_path: Path, market1501_mini
     folder = load_dataset(f"folder:{tmp_path}")
     assert folder.cameras_known
 
-    def ranking(dataset):  # noqa: ANN001, ANN202
+    def ranking(dataset: ReidDataset) -> RankingResult:
         names = sorted({r.path.name for r in dataset.query + dataset.gallery})
         rng = np.random.default_rng(0)
         table = dict(zip(names, rng.standard_normal((len(names), 16)), strict=True))
