@@ -146,7 +146,7 @@ def main(
                 encoder, config, lambda cam, done, total: progress.update(tasks[cam], completed=done, total=total)
             )
         files = write_outputs(result, config, model, suffix)
-    except ReidError as exc:
+    except (ReidError, OSError) as exc:  # an OS error names its file in one line too
         err_console.print(Text.assemble(("error:", "bold red"), " ", printable(exc)), soft_wrap=True)
         raise typer.Exit(1) from None
     _print_tables(result)

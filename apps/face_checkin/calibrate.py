@@ -279,7 +279,7 @@ def main(
     console = Console(markup=False, highlight=False)
     try:
         report = calibrate_on_people(model, people, out, None if best_accuracy else far, detect, max_impostors)
-    except ReidError as exc:
+    except (ReidError, OSError) as exc:  # an OS error names its file in one line too
         error = Text.assemble(("error:", "bold red"), " ", printable(exc))
         Console(stderr=True, markup=False).print(error, soft_wrap=True)
         raise typer.Exit(1) from None

@@ -156,7 +156,7 @@ def main(
         if scene is not None:
             summary["demo"] = vars(score_demo(decisions, scene.truth))
         (out / "summary.json").write_text(json.dumps(summary, indent=2) + "\n")
-    except ReidError as exc:
+    except (ReidError, OSError) as exc:  # an OS error names its file in one line too
         err_console.print(Text.assemble(("error:", "bold red"), " ", printable(exc)), soft_wrap=True)
         raise typer.Exit(1) from None
     table = Table(title=f"{config.mode} decisions (threshold {result.threshold:.4f})")

@@ -159,7 +159,11 @@ def verify_file(path: Path, record: FileRecord) -> None:
     size = path.stat().st_size
     if size != record.size:
         raise GalleryError(f"{path}: gallery file is truncated or altered ({size} bytes, expected {record.size})")
-    if _sha256(path) != record.sha256:
+    try:
+        digest = _sha256(path)
+    except OSError as exc:
+        raise GalleryError(f"{path}: cannot read gallery file ({exc.strerror or exc})") from None
+    if digest != record.sha256:
         raise GalleryError(f"{path}: gallery file is corrupt (checksum does not match the database)")
 
 
