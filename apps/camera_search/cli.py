@@ -11,6 +11,7 @@ from rich.table import Table
 from rich.text import Text
 
 from reid import ReidError, printable
+from reid.data import quiet_opencv
 from reid.detect import PersonDetectorConfig
 from reid.models import load_encoder
 
@@ -87,6 +88,7 @@ def main(
 ) -> None:
     """Detect and track people in each camera, embed every track, and name the tracks of the
     other cameras after the reference camera's tracks (or after the people of --gallery)."""
+    quiet_opencv()
     try:
         suffix = f".{video_format.lower().lstrip('.')}"
         if suffix not in VIDEO_CODECS:

@@ -11,6 +11,7 @@ from rich.table import Table
 from rich.text import Text
 
 from reid import ReidError, printable
+from reid.data import quiet_opencv
 from reid.gallery import Gallery
 from reid.models import load_encoder
 
@@ -74,6 +75,7 @@ def main(
 ) -> None:
     """Enrol people, then answer 1:N (who is this, or nobody known?) or, with --claim, 1:1
     (is this that person?) for every face, logging each decision with its distance."""
+    quiet_opencv()
     try:
         scene = None
         threshold_source = "--threshold"

@@ -5,7 +5,7 @@ from __future__ import annotations
 import typer
 
 from reid.cli import evaluate, export, gallery, train, verify
-from reid.cli.common import quiet_opencv
+from reid.data import quiet_opencv
 
 app = typer.Typer(
     name="reid",

@@ -10,7 +10,6 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, TypeVar
 
-import cv2
 import typer
 from rich.console import Console
 from rich.live import Live
@@ -58,12 +57,6 @@ def handle_errors(func: F) -> F:
             raise typer.Exit(130) from None
 
     return wrapper  # type: ignore[return-value]
-
-
-def quiet_opencv() -> None:
-    """Stop OpenCV printing its own warnings (one per truncated file); the product names
-    every skipped file itself."""
-    cv2.utils.logging.setLogLevel(cv2.utils.logging.LOG_LEVEL_SILENT)
 
 
 def os_error_line(exc: OSError) -> str:

@@ -68,6 +68,12 @@ class ImageLimits:
         return cls(**values)
 
 
+def quiet_opencv() -> None:
+    """Stop OpenCV printing its own warnings (one per truncated file) on the process's
+    stderr; commands call this once, as they name every skipped file themselves."""
+    cv2.utils.logging.setLogLevel(cv2.utils.logging.LOG_LEVEL_SILENT)
+
+
 def is_ignored(path: Path) -> bool:
     """Hidden files and folders (``.name``, AppleDouble ``._name``) and system leftovers."""
     return path.name.startswith(".") or path.name in SYSTEM_NAMES or path.name.startswith("~$")
