@@ -153,7 +153,7 @@ def _walk(folder: Path, keep: Callable[[Path], bool], recursive: bool, listing: 
             if keep(path):
                 listing.files.append(path)
             else:
-                listing.skipped.append((path, f"not an image or video file ({path.suffix or 'no extension'})"))
+                listing.skipped.append((path, f"not an image file ({path.suffix or 'no extension'})"))
         else:
             listing.skipped.append((path, kind))
 

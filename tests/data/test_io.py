@@ -122,7 +122,7 @@ def test_folder_walk_takes_images_and_names_everything_else(tmp_path: Path) -> N
     reasons = {p.relative_to(tmp_path).as_posix(): r for p, r in listing.skipped}
     for hidden in (".hidden.jpg", "._a.jpg", "__MACOSX", ".ipynb_checkpoints", "Thumbs.db", ".DS_Store"):
         assert reasons[hidden] == "hidden or system entry, not data"
-    assert reasons["notes.txt"].startswith("not an image or video file")
+    assert reasons["notes.txt"].startswith("not an image file (.txt)")
     assert reasons["moved.jpg"].startswith("link to nothing readable")
     assert reasons["loop"].startswith("link to nothing readable")
     assert reasons["sub/back-to-top"].startswith("folder link loops back")
