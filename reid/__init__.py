@@ -5,7 +5,8 @@ embeddings -> a gallery search, ranking metrics, or a same/different decision.
 """
 
 from reid.errors import ConfigError, DataError, GalleryError, ModelError, ReidError
+from reid.text import printable
 
 __version__ = "0.1.0"
 
-__all__ = ["ConfigError", "DataError", "GalleryError", "ModelError", "ReidError", "__version__"]
+__all__ = ["ConfigError", "DataError", "GalleryError", "ModelError", "ReidError", "__version__", "printable"]

@@ -1,5 +1,6 @@
-"""Output paths: checks made before any work, so that a run never fails at its end because
-of where it was told to write, and new files opened without following links."""
+"""Paths: how a model or gallery the user names becomes a folder, checks of output paths
+made before any work (so a run never fails at its end because of where it was told to
+write), and new files opened without following links."""
 
 from __future__ import annotations
 
@@ -38,3 +39,24 @@ def open_new(path: Path) -> BinaryIO:
     path.unlink(missing_ok=True)
     fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o644)
     return os.fdopen(fd, "wb")
+
+
+def has_folder_part(spec: str | Path) -> bool:
+    """True when the user wrote a path (``./x``, ``../x``, ``a/b``, ``/abs``, ``~/x``), not a bare name.
+
+    Path("./x") normalizes to "x", so the text as written is what counts.
+    """
+    text = os.fspath(spec)
+    separators = {"/", os.sep} | ({os.altsep} if os.altsep else set())
+    return any(sep in text for sep in separators) or text in (".", "..") or text.startswith("~")
+
+
+def resolve_named(spec: str | Path, home: Path) -> Path:
+    """A path as written when it has a folder part; a bare name is ``./NAME`` when that
+    exists, else ``home/NAME`` (``models/`` or ``galleries/``)."""
+    if has_folder_part(spec):
+        return Path(os.path.expanduser(os.fspath(spec)))
+    path = Path(spec)
+    if path.exists():
+        return path
+    return home / path

@@ -8,8 +8,10 @@ import typer
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
+from rich.text import Text
 
-from reid import ReidError
+from reid import ReidError, printable
+from reid.data import quiet_opencv
 from reid.detect import PersonDetectorConfig
 from reid.models import load_encoder
 
@@ -18,8 +20,9 @@ from apps.camera_search.outputs import VIDEO_CODECS, write_outputs
 from apps.camera_search.search import SearchConfig, SearchResult, run_search
 from apps.camera_search.tracking import TrackerConfig
 
-console = Console()
-err_console = Console(stderr=True)
+# Markup is off: file names and labels are printed as they are, never interpreted.
+console = Console(markup=False, highlight=False)
+err_console = Console(stderr=True, markup=False, highlight=False)
 app = typer.Typer(add_completion=False, pretty_exceptions_enable=False)
 DEMO_MODEL = Path("models/demo")
 
@@ -85,6 +88,7 @@ def main(
 ) -> None:
     """Detect and track people in each camera, embed every track, and name the tracks of the
     other cameras after the reference camera's tracks (or after the people of --gallery)."""
+    quiet_opencv()
     try:
         suffix = f".{video_format.lower().lstrip('.')}"
         if suffix not in VIDEO_CODECS:
@@ -144,8 +148,8 @@ def main(
                 encoder, config, lambda cam, done, total: progress.update(tasks[cam], completed=done, total=total)
             )
         files = write_outputs(result, config, model, suffix)
-    except ReidError as exc:
-        err_console.print(f"[bold red]error:[/] {exc}", highlight=False, soft_wrap=True)
+    except (ReidError, OSError) as exc:  # an OS error names its file in one line too
+        err_console.print(Text.assemble(("error:", "bold red"), " ", printable(exc)), soft_wrap=True)
         raise typer.Exit(1) from None
     _print_tables(result)
     if scene is not None:

@@ -20,7 +20,7 @@ import numpy as np
 from reid import ConfigError, GalleryError
 from reid.detect import PersonDetectorConfig, build_detector, crop_detections
 from reid.gallery import DB_FILE, Gallery, ItemMeta
-from reid.models import Encoder
+from reid.models import Encoder, embed_images
 from reid.pipeline import MediaSource, open_source
 
 from apps.camera_search.tracking import IouTracker, Observation, Track, TrackerConfig
@@ -180,7 +180,7 @@ def process_camera(
 
     def embed_pending() -> None:
         tick = time.perf_counter()
-        embeddings = encoder.embed([c for _, c in pending])
+        embeddings = _embed(encoder, [c for _, c in pending], source.spec)
         for (track, _), embedding in zip(pending, embeddings, strict=True):
             track.add_embedding(embedding)
         pending.clear()
@@ -204,7 +204,7 @@ def process_camera(
             embeddings = None
             if per_frame:
                 tick = time.perf_counter()
-                embeddings = encoder.embed(crops)
+                embeddings = _embed(encoder, crops, source.spec)
                 timing["embed"] += time.perf_counter() - tick
             tick = time.perf_counter()
             observations = [Observation(frame.index, frame.time, found[i].box, found[i].score) for i in kept]
@@ -351,3 +351,10 @@ def run_search(
     events.sort(key=lambda e: (e.camera, e.track))
     interrupted = any(c.interrupted for c in cameras)
     return SearchResult(cameras, events, threshold, threshold_source, folder, mode, interrupted)
+
+
+def _embed(encoder: Encoder, crops: list[np.ndarray], source: str) -> np.ndarray:
+    """Embeddings of person crops, one per crop (a face model takes a faceless crop whole);
+    ModelError on non-finite embeddings."""
+    names = [f"{source} crop {i}" for i in range(len(crops))]
+    return embed_images(encoder, crops, names, no_face="whole").features

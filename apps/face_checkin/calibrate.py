@@ -33,8 +33,9 @@ import numpy as np
 import typer
 from rich.console import Console
 from rich.table import Table
+from rich.text import Text
 
-from reid import ConfigError, DataError, ReidError
+from reid import ConfigError, DataError, ReidError, printable
 from reid.evaluation import (
     ThresholdChoice,
     calibrate_model,
@@ -275,11 +276,12 @@ def main(
     ),
 ) -> None:
     """Calibrate a face model's threshold on half the people and measure it on the other half."""
-    console = Console()
+    console = Console(markup=False, highlight=False)
     try:
         report = calibrate_on_people(model, people, out, None if best_accuracy else far, detect, max_impostors)
-    except ReidError as exc:
-        Console(stderr=True).print(f"[bold red]error:[/] {exc}", highlight=False, soft_wrap=True)
+    except (ReidError, OSError) as exc:  # an OS error names its file in one line too
+        error = Text.assemble(("error:", "bold red"), " ", printable(exc))
+        Console(stderr=True, markup=False).print(error, soft_wrap=True)
         raise typer.Exit(1) from None
     choice, held = report.choice, report.held_out
     table = Table(title=f"threshold {choice.threshold:.4f} ({choice.criterion}), written into {report.model}")

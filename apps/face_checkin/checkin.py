@@ -37,7 +37,7 @@ from reid import ConfigError, DataError
 from reid.data import read_image
 from reid.detect import DEFAULT_MARGIN, Box, Detector, build_detector, crop
 from reid.gallery import Gallery, IdentityMatch, ItemMeta
-from reid.models import Encoder
+from reid.models import Encoder, embed_images
 from reid.pipeline import MediaSource, open_source, plan_enrolment
 
 DETECT_MODES = ("auto", "face", "none")
@@ -131,20 +131,15 @@ class FaceFinder:
 
 
 def embed_each(encoder: Encoder, images: list[np.ndarray]) -> tuple[np.ndarray, list[str | None]]:
-    """Embed a batch; when the encoder refuses an image (dlib-face finding no face raises
-    DataError), embed one by one and give each refused image a zero row and its reason."""
-    try:
-        return encoder.embed(images), [None] * len(images)
-    except DataError:
-        pass
+    """Embed a batch; an image the encoder refuses (dlib-face finding no face) gets a zero
+    row and its reason.  Non-finite embeddings raise ModelError."""
+    names = [f"image {i + 1} of {len(images)}" for i in range(len(images))]
+    result = embed_images(encoder, images, names, no_face="skip")
     rows = np.zeros((len(images), encoder.dim), np.float32)
-    problems: list[str | None] = []
-    for i, image in enumerate(images):
-        try:
-            rows[i] = encoder.embed([image])[0]
-            problems.append(None)
-        except DataError as exc:
-            problems.append(str(exc))
+    rows[result.kept] = result.features
+    problems: list[str | None] = [None] * len(images)
+    for position, reason in result.failures:
+        problems[position] = reason
     return rows, problems
 
 

@@ -8,8 +8,10 @@ from pathlib import Path
 import typer
 from rich.console import Console
 from rich.table import Table
+from rich.text import Text
 
-from reid import ReidError
+from reid import ReidError, printable
+from reid.data import quiet_opencv
 from reid.gallery import Gallery
 from reid.models import load_encoder
 
@@ -24,8 +26,9 @@ from apps.face_checkin.checkin import (
 )
 from apps.face_checkin.demo import score_demo, stand_in_face_model, write_demo_inputs
 
-console = Console()
-err_console = Console(stderr=True)
+# Markup is off: file names and labels are printed as they are, never interpreted.
+console = Console(markup=False, highlight=False)
+err_console = Console(stderr=True, markup=False, highlight=False)
 app = typer.Typer(add_completion=False, pretty_exceptions_enable=False)
 
 
@@ -72,6 +75,7 @@ def main(
 ) -> None:
     """Enrol people, then answer 1:N (who is this, or nobody known?) or, with --claim, 1:1
     (is this that person?) for every face, logging each decision with its distance."""
+    quiet_opencv()
     try:
         scene = None
         threshold_source = "--threshold"
@@ -154,8 +158,8 @@ def main(
         if scene is not None:
             summary["demo"] = vars(score_demo(decisions, scene.truth))
         (out / "summary.json").write_text(json.dumps(summary, indent=2) + "\n")
-    except ReidError as exc:
-        err_console.print(f"[bold red]error:[/] {exc}", highlight=False, soft_wrap=True)
+    except (ReidError, OSError) as exc:  # an OS error names its file in one line too
+        err_console.print(Text.assemble(("error:", "bold red"), " ", printable(exc)), soft_wrap=True)
         raise typer.Exit(1) from None
     table = Table(title=f"{config.mode} decisions (threshold {result.threshold:.4f})")
     table.add_column("decision")

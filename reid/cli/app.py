@@ -5,6 +5,7 @@ from __future__ import annotations
 import typer
 
 from reid.cli import evaluate, export, gallery, train, verify
+from reid.data import quiet_opencv
 
 app = typer.Typer(
     name="reid",
@@ -16,3 +17,9 @@ app = typer.Typer(
 
 for module in (train, evaluate, verify, gallery, export):
     module.register(app)
+
+
+@app.callback()
+def main() -> None:
+    """Person re-identification and face verification: train, evaluate, enrol, query, verify, export."""
+    quiet_opencv()

@@ -5,12 +5,14 @@ from __future__ import annotations
 import functools
 import json
 import math
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, TypeVar
 
 import typer
 from rich.console import Console
+from rich.live import Live
 from rich.progress import (
     BarColumn,
     MofNCompleteColumn,
@@ -21,30 +23,72 @@ from rich.progress import (
     TimeRemainingColumn,
 )
 from rich.table import Table
+from rich.text import Text
 
 from reid.errors import ReidError
+from reid.text import printable
 
-console = Console()
-err_console = Console(stderr=True)
+# Markup is off: paths, identity labels and sources are printed as they are, never
+# interpreted ("[/x]" in a file name is text); styled words are built as rich Text.
+console = Console(markup=False, highlight=False)
+err_console = Console(stderr=True, markup=False, highlight=False)
+SHOWN_SKIPS = 20
 
 F = TypeVar("F", bound=Callable[..., Any])
 
 
 def handle_errors(func: F) -> F:
-    """Turn a ReidError into one line on stderr and exit code 1; Ctrl-C into exit 130."""
+    """Turn a ReidError, or an operating-system error (a full disk, a read-only or
+    unreadable file), into one line on stderr naming the file, and exit code 1; Ctrl-C into
+    exit 130."""
 
     @functools.wraps(func)
     def wrapper(*args: Any, **kwargs: Any) -> Any:
         try:
             return func(*args, **kwargs)
         except ReidError as exc:
-            err_console.print(f"[bold red]error:[/] {exc}", highlight=False, soft_wrap=True)
+            print_error(str(exc))
+            raise typer.Exit(1) from None
+        except OSError as exc:
+            print_error(os_error_line(exc))
             raise typer.Exit(1) from None
         except KeyboardInterrupt:
             err_console.print("interrupted")
             raise typer.Exit(130) from None
 
     return wrapper  # type: ignore[return-value]
+
+
+def os_error_line(exc: OSError) -> str:
+    """One line for an operating-system error: the file, then what went wrong."""
+    where = exc.filename if exc.filename is not None else "file system"
+    what = exc.strerror or type(exc).__name__
+    return f"{where}: {what}"
+
+
+def print_error(message: str) -> None:
+    err_console.print(Text.assemble(("error:", "bold red"), " ", printable(message)), soft_wrap=True)
+
+
+def print_skipped(skipped: Iterable[tuple[object, str]], what: str = "skipped") -> None:
+    """Name the first skipped inputs with their reasons, then how many more there were."""
+    items = list(skipped)
+    for path, reason in items[:SHOWN_SKIPS]:
+        err_console.print(f"{what} {printable(path)}: {printable(reason)}", soft_wrap=True)
+    if len(items) > SHOWN_SKIPS:
+        err_console.print(f"... and {len(items) - SHOWN_SKIPS} more {what}; --json lists every one", soft_wrap=True)
+
+
+@contextmanager
+def live_display(renderable: Any) -> Iterator[Live]:
+    """A rich Live view on stderr whose last line is always ended, so that what follows
+    (an error line, say) starts on its own line also when stderr is a file or a pipe."""
+    try:
+        with Live(renderable, console=err_console, refresh_per_second=4) as live:
+            yield live
+    finally:
+        if not err_console.is_terminal:
+            err_console.line()
 
 
 def make_progress(*extra: Any) -> Progress:
@@ -66,11 +110,11 @@ def make_progress(*extra: Any) -> Progress:
 def fmt(value: Any) -> str:
     if isinstance(value, float):
         return "nan" if math.isnan(value) else f"{value:.4f}"
-    return str(value)
+    return printable(value)
 
 
 def print_table(title: str, columns: list[str], rows: Iterable[Iterable[Any]]) -> None:
-    table = Table(title=title)
+    table = Table(title=printable(title))
     for column in columns:
         table.add_column(column, justify="right" if column != columns[0] else "left")
     for row in rows:

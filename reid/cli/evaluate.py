@@ -6,7 +6,7 @@ from pathlib import Path
 
 import typer
 
-from reid.cli.common import console, handle_errors, make_progress, print_table, write_json
+from reid.cli.common import console, handle_errors, make_progress, print_skipped, print_table, printable, write_json
 from reid.cli.model_options import INPUT_SIZE_OPTION, MEAN_OPTION, RGB_OPTION, STD_OPTION, preprocessing_from_flags
 from reid.data import load_dataset
 from reid.evaluation import evaluate_encoder
@@ -46,6 +46,7 @@ def eval_command(
             batch_size=batch_size,
             rerank=rerank,
             on_progress=lambda done, _total: progress.update(task, completed=done),
+            skip_unreadable=True,
         )
     result = evaluation.result
     print_table(
@@ -59,21 +60,41 @@ def eval_command(
             ["mINP", f"{result.mINP:.2%}"],
             ["queries evaluated", f"{result.num_valid_queries} of {result.num_query}"],
             ["gallery images", result.num_gallery],
+            ["same-camera filtering", "on" if dataset.cameras_known else "OFF (no camera ids in file names)"],
         ],
     )
     console.print(
         f"AP: {result.ap_definition}; mINP: Ye et al. 2021.  "
         f"{result.num_skipped_queries} queries without a cross-camera true match were skipped.",
-        highlight=False,
     )
+    if not dataset.cameras_known:
+        console.print(
+            "note: the split has no camera ids, so same-identity same-camera gallery items are not removed "
+            "and figures are not comparable with the Market-1501 protocol.",
+        )
+    print_skipped(dataset.skipped, "not taken")
+    print_skipped(evaluation.skipped)
     if json_file is not None:
-        write_json(json_file, {**result.to_dict(include_cmc=True), "model": encoder.card.name, "data": data})
-        console.print(f"wrote {json_file}", highlight=False)
+        payload = {
+            **result.to_dict(include_cmc=True),
+            "model": encoder.card.name,
+            "data": data,
+            "same_camera_filtering": dataset.cameras_known,
+            "not_taken": [{"path": str(p), "reason": r} for p, r in dataset.skipped],
+            "skipped": [{"path": str(p), "reason": r} for p, r in evaluation.skipped],
+        }
+        write_json(json_file, payload)
+        console.print(f"wrote {printable(json_file)}")
     if plot is not None:
         for path in write_ranking_plots(
-            plot, result, evaluation.query_features, evaluation.gallery_features, dataset.query, dataset.gallery
+            plot,
+            result,
+            evaluation.query_features,
+            evaluation.gallery_features,
+            evaluation.query_records,
+            evaluation.gallery_records,
         ):
-            console.print(f"wrote {path}", highlight=False)
+            console.print(f"wrote {printable(path)}")
 
 
 def register(app: typer.Typer) -> None:

@@ -8,11 +8,20 @@ from pathlib import Path
 
 import typer
 from rich.console import Group
-from rich.live import Live
 from rich.table import Table
 from rich.text import Text
 
-from reid.cli.common import console, err_console, handle_errors, make_progress, print_table, write_json
+from reid.cli.common import (
+    console,
+    err_console,
+    handle_errors,
+    live_display,
+    make_progress,
+    print_skipped,
+    print_table,
+    printable,
+    write_json,
+)
 from reid.cli.index_options import (
     EF_SEARCH_OPTION,
     NLIST_OPTION,
@@ -45,9 +54,12 @@ from reid.pipeline import (
     plan_enrolment,
 )
 
-MODEL_HELP = "Model folder (from reid train) or name under models/."
-GALLERY_HELP = "Gallery folder, or a name under galleries/."
-SHOWN_SKIPS = 5
+MODEL_HELP = "Model folder (a path such as ./m or a/m) or a bare name under models/."
+GALLERY_HELP = "Gallery folder (a path such as ./g or a/g), or a bare name under galleries/."
+NO_FACE_HELP = (
+    "A photo where the face model or detector finds no face: skip (counted and named), "
+    "whole (take the whole photo), error (stop)."
+)
 
 
 @handle_errors
@@ -66,6 +78,7 @@ def enroll(
     nprobe: int | None = NPROBE_OPTION,
     shard_size: int | None = SHARD_SIZE_OPTION,
     batch_size: int = typer.Option(32, "--batch-size", help="Images embedded and committed together."),
+    no_face: str = typer.Option("skip", "--no-face", help=NO_FACE_HELP),
     json_out: Path | None = typer.Option(None, "--json", help="Also write the report as JSON here."),
 ) -> None:
     """Enrol images of known people into a gallery (created when new).
@@ -85,7 +98,7 @@ def enroll(
     if json_out:
         check_output_file(json_out, "--json")
     entries = plan_enrolment(paths, identity)
-    config = EnrolConfig(batch_size=batch_size)
+    config = EnrolConfig(batch_size=batch_size, no_face=no_face)
     detector = build_detector(detect) if detect else None
     encoder = load_encoder(model)
     folder = resolve_gallery_path(gallery)
@@ -95,10 +108,7 @@ def enroll(
     if json_out:
         write_json(json_out, report.to_dict())
     problems = [(p, r) for p, r in report.skipped if not r.startswith("duplicate")]
-    for path, reason in problems[:SHOWN_SKIPS]:
-        err_console.print(f"skipped {path}: {reason}", highlight=False, soft_wrap=True)
-    if len(problems) > SHOWN_SKIPS:
-        err_console.print(f"... and {len(problems) - SHOWN_SKIPS} more skipped", highlight=False, soft_wrap=True)
+    print_skipped(problems)
     if report.per_identity:
         print_table("enrolled", ["identity", "added"], sorted(report.per_identity.items()))
     print_table(
@@ -110,13 +120,14 @@ def enroll(
             ("duplicates skipped", report.duplicates),
             ("unreadable skipped", report.unreadable),
             ("no detection skipped", report.no_detection),
+            ("not images skipped", report.not_images),
             ("gallery items", report.gallery_items),
             ("gallery identities", report.gallery_identities),
             ("seconds", report.seconds),
         ],
     )
     failed = report.unreadable + report.no_detection
-    if report.added == 0 and failed:
+    if report.added == 0 and failed and not report.duplicates:
         path, reason = problems[0]
         raise DataError(f"{path}: {reason}; nothing enrolled ({failed} of {report.images} images unusable)")
 
@@ -148,13 +159,16 @@ def query(
         "best", "--score", help="Identity distance: best (nearest item) or mean (over its items)."
     ),
     batch_size: int = typer.Option(32, "--batch-size", help="Crops embedded together."),
+    no_face: str = typer.Option("skip", "--no-face", help=NO_FACE_HELP),
     json_out: Path | None = typer.Option(None, "--json", help="Also write the summary as JSON here."),
 ) -> None:
     """Find enrolled people in images, a video, a camera or a stream."""
     check_outputs(jsonl, save_video, save_crops)
     if json_out:
         check_output_file(json_out, "--json")
-    config = QueryConfig(top_k=top_k, detect=detect, threshold=threshold, score=score, batch_size=batch_size)
+    config = QueryConfig(
+        top_k=top_k, detect=detect, threshold=threshold, score=score, batch_size=batch_size, no_face=no_face
+    )
     media = open_source(source, every=every, max_frames=max_frames)
     encoder = load_encoder(model)
     with Gallery.open(resolve_gallery_path(gallery)) as store:
@@ -163,9 +177,7 @@ def query(
         interrupted = False
         with QueryOutputs(jsonl, save_video, save_crops, fps) as outputs:
             recent: deque[FrameResult] = deque(maxlen=8)
-            with Live(
-                _live_view(recent, run.stats, media.expected_frames), console=err_console, refresh_per_second=4
-            ) as live:
+            with live_display(_live_view(recent, run.stats, media.expected_frames)) as live:
                 try:
                     for result in run:
                         outputs.write(result)
@@ -177,17 +189,13 @@ def query(
     if json_out:
         write_json(json_out, {"source": source, "threshold": run.threshold, **stats.to_dict()})
     _print_summary(stats, run.threshold)
-    if stats.unreadable:
-        err_console.print(
-            f"skipped {len(stats.unreadable)} unreadable images; first: {stats.unreadable[0][1]}",
-            highlight=False,
-            soft_wrap=True,
-        )
+    print_skipped(stats.unreadable)
     if interrupted:
         err_console.print("interrupted; outputs keep every frame answered so far")
         raise typer.Exit(130)
     if stats.frames == 0 and stats.unreadable:
-        raise DataError(f"{source}: no readable image ({stats.unreadable[0][1]})")
+        path, reason = stats.unreadable[0]
+        raise DataError(f"{source}: no readable image ({len(stats.unreadable)} skipped; first {path}: {reason})")
 
 
 def _live_view(recent: deque[FrameResult], stats: QueryStats, expected: int | None) -> Group:
@@ -196,7 +204,8 @@ def _live_view(recent: deque[FrameResult], stats: QueryStats, expected: int | No
         table.add_column(column)
     for result in recent:
         labels = ", ".join(f"{d.label} {d.distance:.2f}" for d in result.detections) or "-"
-        table.add_row(Path(result.source).name, str(result.frame), str(len(result.detections)), labels)
+        name = printable(Path(result.source).name)
+        table.add_row(name, str(result.frame), str(len(result.detections)), printable(labels))
     total = f"/{expected}" if expected else ""
     line = Text(
         f"frames {stats.frames}{total}  detections {stats.detections}  named {stats.identified}  "

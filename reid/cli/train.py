@@ -183,7 +183,7 @@ def train_command(
         path, reason = result.skipped_images[0]
         err_console.print(f"skipped {len(result.skipped_images)} unreadable images, e.g. {reason}")
     last = result.history[-1] if result.history else {}
-    console.print(f"model written to [bold]{result.model_dir}[/] (fingerprint {result.card.fingerprint}) in {result.seconds:.0f} s")
+    console.print(f"model written to {result.model_dir} (fingerprint {result.card.fingerprint}) in {result.seconds:.0f} s")
     if "eval" in last:
         print_table("evaluation (Market-1501 protocol)", ["model", *METRIC_KEYS, "valid queries"], [metric_row(str(result.model_dir), last["eval"])])
     if json_file:
@@ -216,7 +216,7 @@ def demo_command(
         ["encoder", *METRIC_KEYS, "valid queries"],
         [metric_row("untrained", result.untrained.to_dict()), metric_row("trained", result.trained.to_dict())],
     )
-    console.print(f"trained model in [bold]{result.model_dir}[/]; total {result.seconds:.0f} s")
+    console.print(f"trained model in {result.model_dir}; total {result.seconds:.0f} s")
     if json_file:
         write_json(json_file, result.to_dict())
 

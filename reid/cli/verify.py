@@ -5,8 +5,9 @@ from __future__ import annotations
 from pathlib import Path
 
 import typer
+from rich.text import Text
 
-from reid.cli.common import console, handle_errors, make_progress, print_table, write_json
+from reid.cli.common import console, handle_errors, make_progress, print_table, printable, write_json
 from reid.cli.model_options import INPUT_SIZE_OPTION, MEAN_OPTION, RGB_OPTION, STD_OPTION, preprocessing_from_flags
 from reid.errors import ConfigError
 from reid.evaluation import PairScores, VerificationResult, calibrate_model, compare_images, read_pairs, verify_pairs
@@ -19,6 +20,10 @@ ENCODER_HELP = "Model folder, a model's name under models/, an .onnx file, or dl
 DETECT_HELP = "face: crop each photo to its largest face first (no face is an error); none: use images as they are."
 PAIRS_HELP = "Pair file: LFW pairs.txt, or CSV lines 'path_a,path_b,label' (label 1 same, 0 different)."
 ROOT_HELP = "Folder the pair file's paths are relative to (default: the pair file's folder)."
+NO_FACE_HELP = (
+    "A photo in which the face model (or --detect face) finds no face: whole (embed the whole photo), "
+    "skip (with --pairs: count its pairs as unscored; two images: an error), error (stop)."
+)
 SHOWN_FAILURES = 5
 
 
@@ -26,11 +31,12 @@ def _report_skipped(scores: PairScores) -> None:
     if not scores.skipped_images:
         return
     console.print(
-        f"skipped {len(scores.skipped_images)} unreadable images and the {scores.num_pairs_skipped} pairs using them:",
+        f"skipped {len(scores.skipped_images)} unreadable images and the {scores.num_pairs_skipped} pairs using them "
+        "(unscored):",
         highlight=False,
     )
     for _path, reason in scores.skipped_images[:SHOWN_FAILURES]:
-        console.print(f"  {reason}", highlight=False)
+        console.print(f"  {printable(reason)}")
     if len(scores.skipped_images) > SHOWN_FAILURES:
         console.print(f"  ... and {len(scores.skipped_images) - SHOWN_FAILURES} more", highlight=False)
 
@@ -58,23 +64,28 @@ def _verify_pair_file(
     json_file: Path | None,
     plot: Path | None,
     preprocessing: Preprocessing | None,
+    no_face: str,
 ) -> None:
     encoder = load_encoder(model, preprocessing=preprocessing)
     pair_set = read_pairs(pairs, root)
-    prepare = image_preparer(detect)
+    prepare = image_preparer(detect, no_face)
     with make_progress() as progress:
         task = progress.add_task("embedding", total=len(pair_set.image_paths()))
-        result, scores = verify_pairs(
+        verification = verify_pairs(
             encoder,
             pair_set,
             folds=folds,
             batch_size=batch_size,
             prepare=prepare,
+            no_face=no_face,
             on_progress=lambda done, _total: progress.update(task, completed=done),
         )
+    result, scores = verification
     _report_skipped(scores)
     rows = [
-        [f"accuracy ({result.folds}-fold)", f"{result.accuracy:.2%} ± {result.accuracy_std:.2%}"],
+        [f"accuracy ({result.folds}-fold, scored pairs)", f"{result.accuracy:.2%} ± {result.accuracy_std:.2%}"],
+        ["accuracy (unscored pairs as errors)", f"{verification.accuracy_with_unscored:.2%}"],
+        ["pairs scored", f"{scores.distances.size} of {scores.num_pairs_total}"],
         ["ROC AUC", f"{result.auc:.4f}"],
         ["EER", f"{result.eer:.2%}"],
     ]
@@ -93,7 +104,9 @@ def _verify_pair_file(
             **result.to_dict(),
             "model": encoder.card.name,
             "pairs": str(pairs),
+            **verification.summary(),
             "skipped_images": len(scores.skipped_images),
+            "skipped": [{"path": str(p), "reason": r} for p, r in scores.skipped_images],
             "skipped_pairs": scores.num_pairs_skipped,
         }
         write_json(json_file, payload)
@@ -113,6 +126,7 @@ def verify_command(
     root: Path | None = typer.Option(None, "--root", help=ROOT_HELP),
     folds: int = typer.Option(10, "--folds", min=2, help="Folds for a CSV pair file (LFW's pairs.txt brings its own)."),
     detect: str = typer.Option("none", "--detect", help=DETECT_HELP),
+    no_face: str = typer.Option("skip", "--no-face", help=NO_FACE_HELP),
     batch_size: int = typer.Option(64, "--batch-size", min=1, help="Images per encoder batch."),
     json_file: Path | None = typer.Option(None, "--json", help="Also write the result to this JSON file."),
     plot: Path | None = typer.Option(
@@ -129,7 +143,7 @@ def verify_command(
         if image_a is not None:
             raise ConfigError("give either two images or --pairs FILE, not both")
         _verify_pair_file(
-            model, pairs, root or pairs.parent, folds, detect, batch_size, json_file, plot, preprocessing
+            model, pairs, root or pairs.parent, folds, detect, batch_size, json_file, plot, preprocessing, no_face
         )
         return
     if image_a is None or image_b is None:
@@ -138,12 +152,20 @@ def verify_command(
         raise ConfigError("--plot needs --pairs")
     encoder = load_encoder(model, preprocessing=preprocessing)
     decision = compare_images(
-        encoder, image_a, image_b, threshold=threshold, model_name=model, prepare=image_preparer(detect)
+        encoder,
+        image_a,
+        image_b,
+        threshold=threshold,
+        model_name=model,
+        prepare=image_preparer(detect, no_face),
+        no_face=no_face,
     )
-    verdict = "[green]same identity[/]" if decision.same else "[red]different identities[/]"
+    verdict = ("same identity", "green") if decision.same else ("different identities", "red")
     console.print(
-        f"distance {decision.distance:.4f} {'<=' if decision.same else '>'} "
-        f"threshold {decision.threshold:.4f}: {verdict}"
+        Text.assemble(
+            f"distance {decision.distance:.4f} {'<=' if decision.same else '>'} threshold {decision.threshold:.4f}: ",
+            verdict,
+        )
     )
     console.print(f"threshold from: {decision.threshold_source}", highlight=False)
     if json_file is not None:

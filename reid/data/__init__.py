@@ -9,7 +9,7 @@ from dataclasses import asdict
 from pathlib import Path
 
 from reid.data.folders import read_identity_folders
-from reid.data.io import read_image
+from reid.data.io import quiet_opencv, read_image
 from reid.data.market import read_market_style, read_msmt17
 from reid.data.records import ImageRecord, ReidDataset, relabel
 from reid.data.synthetic import SyntheticConfig, generate_synthetic
@@ -52,6 +52,7 @@ __all__ = [
     "SyntheticConfig",
     "generate_synthetic",
     "load_dataset",
+    "quiet_opencv",
     "read_image",
     "relabel",
 ]

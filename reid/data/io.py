@@ -1,31 +1,287 @@
-"""Safe image reading: every failure becomes a DataError that names the file."""
+"""Which files are images or videos, how folders are listed, and safe image reading.
+
+One rule for every command: a file is an image or a video by its extension (every
+extension OpenCV or Pillow decodes), or, for a file named explicitly with another
+extension, by its content.  Hidden files and the leftovers of operating systems,
+archives and notebooks are never data.  Reading an image is bounded: the file size is
+checked before it is read and the pixel count its header declares before it is decoded,
+so a decompression bomb or a huge sparse file is a DataError naming the file, like any
+truncated or corrupt image.
+"""
 
 from __future__ import annotations
 
+import io
+import os
+import stat
+import warnings
+from collections.abc import Callable
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import cv2
 import numpy as np
+from PIL import Image, UnidentifiedImageError
 
-from reid.errors import DataError
+from reid.errors import ConfigError, DataError
 
-IMAGE_SUFFIXES = (".jpg", ".jpeg", ".png", ".bmp", ".pgm", ".ppm", ".tif", ".tiff", ".webp")
+# Every still-image extension OpenCV's imdecode or Pillow reads.
+IMAGE_SUFFIXES = (
+    ".jpg", ".jpeg", ".jpe", ".jfif", ".png", ".bmp", ".dib", ".pgm", ".ppm", ".pbm", ".pnm", ".pxm",
+    ".pfm", ".sr", ".ras", ".tif", ".tiff", ".webp", ".gif", ".jp2", ".j2k", ".hdr", ".pic", ".exr", ".avif",
+    ".tga", ".ico",
+)  # fmt: skip
+VIDEO_SUFFIXES = (".mp4", ".avi", ".mov", ".mkv", ".webm", ".m4v", ".mpg", ".mpeg", ".wmv", ".flv", ".ts", ".3gp")
+# Folders and files that operating systems, archivers and notebooks leave beside data.
+SYSTEM_NAMES = frozenset(
+    {"__MACOSX", "Thumbs.db", "ehthumbs.db", "desktop.ini", "$RECYCLE.BIN", "System Volume Information",
+     "__pycache__", "lost+found", "Icon\r"}
+)  # fmt: skip
+MAX_PIXELS_ENV = "REID_MAX_IMAGE_PIXELS"
+MAX_BYTES_ENV = "REID_MAX_IMAGE_BYTES"
+
+
+@dataclass(frozen=True)
+class ImageLimits:
+    """Bounds on one image: ``max_pixels`` (width x height as the header declares it) and
+    ``max_bytes`` (file size).  Defaults: 120 megapixels (a 108 MP phone photo passes,
+    about 360 MB decoded) and 256 MiB."""
+
+    max_pixels: int = 120_000_000
+    max_bytes: int = 256 * 1024 * 1024
+
+    def __post_init__(self) -> None:
+        if self.max_pixels < 1 or self.max_bytes < 1:
+            raise ConfigError(f"image limits must be positive, got {self.max_pixels} pixels, {self.max_bytes} bytes")
+
+    @classmethod
+    def from_env(cls) -> ImageLimits:
+        """The defaults, or ``REID_MAX_IMAGE_PIXELS`` / ``REID_MAX_IMAGE_BYTES`` when set."""
+        values = {}
+        for name, key in ((MAX_PIXELS_ENV, "max_pixels"), (MAX_BYTES_ENV, "max_bytes")):
+            text = os.environ.get(name, "").strip()
+            if text:
+                try:
+                    values[key] = int(text)
+                except ValueError:
+                    raise ConfigError(f"{name}={text!r}: expected a whole number") from None
+        return cls(**values)
+
+
+def quiet_opencv() -> None:
+    """Stop OpenCV printing its own warnings (one per truncated file) on the process's
+    stderr; commands call this once, as they name every skipped file themselves."""
+    cv2.utils.logging.setLogLevel(cv2.utils.logging.LOG_LEVEL_SILENT)
+
+
+def is_ignored(path: Path) -> bool:
+    """Hidden files and folders (``.name``, AppleDouble ``._name``) and system leftovers."""
+    return path.name.startswith(".") or path.name in SYSTEM_NAMES or path.name.startswith("~$")
+
+
+def media_kind(path: Path) -> str | None:
+    """"image" or "video" by the file's extension, None for any other file."""
+    suffix = path.suffix.lower()
+    if suffix in IMAGE_SUFFIXES:
+        return "image"
+    if suffix in VIDEO_SUFFIXES:
+        return "video"
+    return None
+
+
+def sniff_kind(path: Path) -> str | None:
+    """The kind of a file named explicitly: by extension, else "image" when Pillow knows
+    its header, else None (callers may still try it as a video)."""
+    kind = media_kind(path)
+    if kind is not None:
+        return kind
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            with Image.open(path):
+                return "image"
+    except (OSError, UnidentifiedImageError, Image.DecompressionBombError, ValueError):
+        return None
 
 
 def is_image_file(path: Path) -> bool:
-    return path.is_file() and path.suffix.lower() in IMAGE_SUFFIXES
+    return not is_ignored(path) and media_kind(path) == "image" and path.is_file()
 
 
-def read_image(path: str | Path) -> np.ndarray:
-    """Read an image file as an RGB uint8 array of shape (H, W, 3)."""
-    path = Path(path)
+@dataclass
+class Listing:
+    """Files of a folder walk that were taken, and every entry not taken with the reason."""
+
+    files: list[Path] = field(default_factory=list)
+    skipped: list[tuple[Path, str]] = field(default_factory=list)
+
+
+def list_media(folder: Path, keep: Callable[[Path], bool] | None = None, recursive: bool = True) -> Listing:
+    """Walk ``folder`` (sorted, following links to folders once) and take the image files.
+
+    Nothing is left out silently: hidden and system entries, files of other kinds, and
+    entries that cannot be read (a dangling link, a link loop, a folder that cannot be
+    listed) are in ``skipped`` with the reason.  ``keep`` overrides which files are taken.
+    """
+    keep = keep or (lambda path: media_kind(path) == "image")
+    listing = Listing()
+    _walk(Path(folder), keep, recursive, listing, set())
+    return listing
+
+
+def _walk(folder: Path, keep: Callable[[Path], bool], recursive: bool, listing: Listing, seen: set[Path]) -> None:
     try:
-        payload = np.fromfile(path, dtype=np.uint8)
+        real = folder.resolve(strict=True)
+        entries = sorted(os.scandir(folder), key=lambda entry: entry.name)
+    except (OSError, RuntimeError) as exc:
+        listing.skipped.append((folder, f"cannot list folder ({_reason(exc)})"))
+        return
+    if real in seen:
+        listing.skipped.append((folder, "folder link loops back to a folder already read"))
+        return
+    seen.add(real)
+    for entry in entries:
+        path = folder / entry.name
+        if is_ignored(path):
+            listing.skipped.append((path, "hidden or system entry, not data"))
+            continue
+        kind = entry_kind(path)
+        if kind == "folder":
+            if recursive:
+                _walk(path, keep, recursive, listing, seen)
+        elif kind == "file":
+            if keep(path):
+                listing.files.append(path)
+            else:
+                listing.skipped.append((path, f"not an image file ({path.suffix or 'no extension'})"))
+        else:
+            listing.skipped.append((path, kind))
+
+
+def entry_kind(path: Path) -> str:
+    """"folder", "file", or the reason the entry is neither readable folder nor file."""
+    try:
+        mode = path.stat().st_mode
     except OSError as exc:
-        raise DataError(f"{path}: cannot read ({exc.strerror or exc})") from exc
-    if payload.size == 0:
+        if path.is_symlink():
+            return f"link to nothing readable ({_reason(exc)})"
+        return f"cannot read ({_reason(exc)})"
+    if stat.S_ISDIR(mode):
+        return "folder"
+    if stat.S_ISREG(mode):
+        return "file"
+    return "not a regular file or folder"
+
+
+def _reason(exc: BaseException) -> str:
+    if isinstance(exc, OSError):
+        return exc.strerror or type(exc).__name__
+    return str(exc) or type(exc).__name__
+
+
+def read_bytes(path: str | Path, limits: ImageLimits | None = None) -> bytes:
+    """The bytes of an image file, refusing one over ``limits.max_bytes`` before reading it."""
+    path = Path(path)
+    limits = limits or ImageLimits.from_env()
+    try:
+        with open(path, "rb") as handle:
+            size = os.fstat(handle.fileno()).st_size
+            if size > limits.max_bytes:
+                raise DataError(f"{path}: file is {size} bytes, over the image limit of {limits.max_bytes}")
+            # Read one byte past the limit: a file that grows, or a device, cannot slip through.
+            payload = handle.read(limits.max_bytes + 1)
+    except IsADirectoryError:
+        raise DataError(f"{path}: is a folder, not an image") from None
+    except OSError as exc:
+        raise DataError(f"{path}: cannot read ({_reason(exc)})") from exc
+    if len(payload) > limits.max_bytes:
+        raise DataError(f"{path}: file is over the image limit of {limits.max_bytes} bytes")
+    if not payload:
         raise DataError(f"{path}: empty file")
-    image = cv2.imdecode(payload, cv2.IMREAD_COLOR)
-    if image is None or image.size == 0:
-        raise DataError(f"{path}: not a readable image")
-    return cv2.cvtColor(image, cv2.COLOR_BGR2RGB)
+    return payload
+
+
+def decode_image(payload: bytes, source: str | Path, limits: ImageLimits | None = None) -> np.ndarray:
+    """Decode an image file's bytes as RGB uint8 (H, W, 3); DataError naming ``source``.
+
+    The header's declared size is checked against ``limits.max_pixels`` before decoding.
+    OpenCV decodes; Pillow decodes what OpenCV cannot (GIF, for one).
+    """
+    limits = limits or ImageLimits.from_env()
+    if not payload:
+        raise DataError(f"{source}: empty file")
+    declared = _declared_size(payload)
+    if declared is not None:
+        _check_pixels(source, *declared, limits)
+    try:
+        image = cv2.imdecode(np.frombuffer(payload, np.uint8), cv2.IMREAD_COLOR)
+    except cv2.error as exc:
+        raise DataError(f"{source}: not a readable image ({_first_line(exc)})") from None
+    if image is not None and image.size:
+        _check_pixels(source, image.shape[1], image.shape[0], limits)
+        return cv2.cvtColor(image, cv2.COLOR_BGR2RGB)
+    if declared is None:
+        raise DataError(f"{source}: not a readable image (truncated, corrupt or of an unknown format)")
+    return _pillow_decode(payload, source)
+
+
+def read_image(path: str | Path, limits: ImageLimits | None = None) -> np.ndarray:
+    """Read an image file as an RGB uint8 array of shape (H, W, 3).
+
+    Raises DataError naming the file when it cannot be read, is empty, is over the size
+    or pixel limits (:class:`ImageLimits`, default from the environment) or does not decode.
+    """
+    limits = limits or ImageLimits.from_env()
+    return decode_image(read_bytes(path, limits), path, limits)
+
+
+def _declared_size(payload: bytes) -> tuple[int, int] | None:
+    """(width, height) as the header declares it, without decoding pixels; None if no
+    Pillow plugin knows the format.
+
+    The plugins are asked directly, as ``Image.open`` does, but without its own bomb check,
+    so that every oversized image gets the same message and the limit stays ours.
+    """
+    Image.init()
+    prefix = payload[:16]
+    for name in Image.ID:
+        factory, accept = Image.OPEN[name]
+        if accept is not None and not accept(prefix):
+            continue
+        try:
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")
+                image = factory(io.BytesIO(payload), "")
+                width, height = image.size
+        except Exception:  # noqa: BLE001 - plugins refuse a header with many kinds of errors
+            continue
+        return int(width), int(height)
+    return None
+
+
+def _check_pixels(source: str | Path, width: int, height: int, limits: ImageLimits) -> None:
+    if width * height > limits.max_pixels:
+        raise DataError(
+            f"{source}: image declares {width} x {height} pixels, over the limit of {limits.max_pixels} "
+            f"({MAX_PIXELS_ENV})"
+        )
+    if width < 1 or height < 1:
+        raise DataError(f"{source}: image declares an empty size {width} x {height}")
+
+
+def _pillow_decode(payload: bytes, source: str | Path) -> np.ndarray:
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            with Image.open(io.BytesIO(payload)) as image:
+                rgb = np.asarray(image.convert("RGB"), dtype=np.uint8)
+    except (OSError, ValueError, SyntaxError, Image.DecompressionBombError) as exc:
+        raise DataError(f"{source}: not a readable image ({_first_line(exc)})") from None
+    if rgb.ndim != 3 or rgb.size == 0:
+        raise DataError(f"{source}: not a readable image")
+    return np.ascontiguousarray(rgb)
+
+
+def _first_line(exc: BaseException) -> str:
+    lines = [line.strip() for line in str(exc).splitlines() if line.strip()]
+    return lines[-1][:200] if lines else type(exc).__name__

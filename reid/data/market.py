@@ -12,10 +12,12 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
+from reid.data.cameras import camera_from_name
+from reid.data.io import list_media
 from reid.data.records import ImageRecord, ReidDataset
 from reid.errors import DataError
 
-MARKET_NAME = re.compile(r"^(-?\d+)_c(\d+)")
+MARKET_PID = re.compile(r"^(-?\d+)_")
 
 
 @dataclass(frozen=True)
@@ -37,22 +39,25 @@ class MarketLayout:
 
 def parse_market_name(path: Path) -> tuple[int, int]:
     """Return ``(pid, camid)`` (camid 0-based) from a Market/Duke-style file name."""
-    match = MARKET_NAME.match(path.name)
-    if match is None:
+    match = MARKET_PID.match(path.name)
+    cam = camera_from_name(path.name.split(".")[0])
+    if match is None or cam is None:
         raise DataError(f"{path}: file name does not follow PPPP_cC... (pid, camera) naming")
-    pid, cam = int(match.group(1)), int(match.group(2))
+    pid = int(match.group(1))
     if cam < 1:
         raise DataError(f"{path}: camera number must start at 1")
     return pid, cam - 1
 
 
-def _read_split(folder: Path, keep_distractors: bool) -> list[ImageRecord]:
+def _read_split(
+    folder: Path, keep_distractors: bool, skipped: list[tuple[Path, str]]
+) -> list[ImageRecord]:
     if not folder.is_dir():
         raise DataError(f"{folder}: folder not found")
     records = []
-    for path in sorted(folder.iterdir()):
-        if not path.name.lower().endswith(".jpg"):
-            continue
+    listing = list_media(folder, keep=lambda path: path.name.lower().endswith(".jpg"), recursive=False)
+    skipped += listing.skipped
+    for path in listing.files:
         pid, camid = parse_market_name(path)
         if pid == -1 or (pid == 0 and not keep_distractors):
             continue
@@ -74,12 +79,14 @@ def read_market_style(root: Path, name: str) -> ReidDataset:
             f"{root}: not a {name} layout (missing {', '.join(m + '/' for m in missing)}; expected "
             "bounding_box_train/, query/, bounding_box_test/)"
         )
+    skipped: list[tuple[Path, str]] = []
     return ReidDataset(
         name=name,
         root=root,
-        train=_read_split(layout.train_dir, keep_distractors=False),
-        query=_read_split(layout.query_dir, keep_distractors=False),
-        gallery=_read_split(layout.gallery_dir, keep_distractors=True),
+        train=_read_split(layout.train_dir, False, skipped),
+        query=_read_split(layout.query_dir, False, skipped),
+        gallery=_read_split(layout.gallery_dir, True, skipped),
+        skipped=skipped,
     )
 
 

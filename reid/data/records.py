@@ -17,13 +17,20 @@ class ImageRecord:
 
 @dataclass
 class ReidDataset:
-    """A dataset with a training split and a query/gallery evaluation split."""
+    """A dataset with a training split and a query/gallery evaluation split.
+
+    ``cameras_known`` is False when the evaluation split carries no camera ids, so that
+    the Market-1501 rule "same identity and same camera is not a match" removes nothing;
+    ``skipped`` lists every folder entry that was not taken, with the reason.
+    """
 
     name: str
     root: Path
     train: list[ImageRecord] = field(default_factory=list)
     query: list[ImageRecord] = field(default_factory=list)
     gallery: list[ImageRecord] = field(default_factory=list)
+    cameras_known: bool = True
+    skipped: list[tuple[Path, str]] = field(default_factory=list)
 
     @property
     def num_train_ids(self) -> int:

@@ -20,7 +20,7 @@ from reid.errors import DataError, ModelError
 from reid.evaluation.pairs import PairSet
 from reid.evaluation.ranking import RankingResult, evaluate_features
 from reid.evaluation.verification import VerificationResult, verification_metrics
-from reid.models.encoder import Encoder
+from reid.models.encoder import Encoder, embed_images
 
 ProgressFn = Callable[[int, int], None]
 # Turns a decoded RGB image into what the encoder sees (a face crop, say); may raise DataError.
@@ -63,11 +63,14 @@ def embed_paths(
     on_progress: ProgressFn | None = None,
     skip_unreadable: bool = False,
     prepare: PrepareFn | None = None,
+    no_face: str = "skip",
 ) -> Embeddings:
     """Embed image files in batches; the next batch is decoded while this one is embedded.
 
-    An unreadable image raises DataError naming the file, or with ``skip_unreadable`` is
-    left out and listed in ``failures`` (its row of ``features`` stays zero).
+    An unreadable image (or one the encoder refuses, such as a photo without a face for a
+    face model, unless ``no_face`` is "whole") raises DataError naming the file, or with
+    ``skip_unreadable`` is left out and listed in ``failures`` (its row of ``features``
+    stays zero).  Non-finite embeddings raise ModelError.
     """
     if batch_size < 1:
         raise DataError(f"batch size must be at least 1, got {batch_size}")
@@ -88,26 +91,28 @@ def embed_paths(
             good = [j for j, item in enumerate(loaded) if not isinstance(item, DataError)]
             failures += [(batch[j], str(item)) for j, item in enumerate(loaded) if isinstance(item, DataError)]
             if good:
-                rows = np.asarray(good) + start
-                out = encoder.embed([loaded[j] for j in good])  # type: ignore[misc]
-                if out.shape != (len(good), encoder.dim):
-                    raise ModelError(
-                        f"encoder {encoder.card.name!r} returned shape {out.shape}, "
-                        f"expected ({len(good)}, {encoder.dim})"
-                    )
-                features[rows] = out
+                policy = no_face if skip_unreadable or no_face == "whole" else "error"
+                images = [loaded[j] for j in good]
+                out = embed_images(encoder, images, [str(batch[j]) for j in good], no_face=policy)  # type: ignore[arg-type]
+                rows = np.asarray([good[k] for k in out.kept], dtype=np.int64) + start
+                features[rows] = out.features
                 embedded[rows] = True
+                failures += [(batch[good[k]], f"{batch[good[k]]}: {reason}") for k, reason in out.failures]
             if on_progress is not None:
                 on_progress(start + len(batch), total)
     return Embeddings(features, embedded, failures)
 
 
 class EncoderEvaluation(NamedTuple):
-    """Ranking metrics plus the features they came from (query rows, gallery rows)."""
+    """Ranking metrics plus the features they came from (query rows, gallery rows), the
+    records evaluated (those whose image could be read) and the images skipped."""
 
     result: RankingResult
     query_features: np.ndarray
     gallery_features: np.ndarray
+    query_records: list[ImageRecord]
+    gallery_records: list[ImageRecord]
+    skipped: list[tuple[Path, str]]
 
 
 def evaluate_encoder(
@@ -120,20 +125,36 @@ def evaluate_encoder(
     max_rank: int = 50,
     chunk_size: int | None = None,
     on_progress: ProgressFn | None = None,
+    skip_unreadable: bool = False,
 ) -> EncoderEvaluation:
     """Embed query and gallery images and evaluate them under the Market-1501 protocol.
 
     Distances are Euclidean between the encoder's L2-normalized embeddings.  An unreadable
-    image raises DataError naming the file: a ranking evaluation with holes is not comparable.
+    image raises DataError naming the file, or with ``skip_unreadable`` is left out of the
+    split and listed in ``skipped`` (the figures are then over the images that were read).
     """
     if not query_records:
         raise DataError("the dataset has no query images to evaluate")
     if not gallery_records:
         raise DataError("the dataset has no gallery images to evaluate")
     records = list(query_records) + list(gallery_records)
-    embeddings = embed_paths(encoder, [r.path for r in records], batch_size=batch_size, on_progress=on_progress)
+    embeddings = embed_paths(
+        encoder,
+        [r.path for r in records],
+        batch_size=batch_size,
+        on_progress=on_progress,
+        skip_unreadable=skip_unreadable,
+    )
     num_query = len(query_records)
-    q_feats, g_feats = embeddings.features[:num_query], embeddings.features[num_query:]
+    keep_q, keep_g = embeddings.embedded[:num_query], embeddings.embedded[num_query:]
+    query_records = [r for r, keep in zip(query_records, keep_q, strict=True) if keep]
+    gallery_records = [r for r, keep in zip(gallery_records, keep_g, strict=True) if keep]
+    if not query_records or not gallery_records:
+        side = "query" if not query_records else "gallery"
+        first = embeddings.failures[0][1]
+        raise DataError(f"no readable {side} image to evaluate ({len(embeddings.failures)} unreadable; first {first})")
+    q_feats = embeddings.features[:num_query][keep_q]
+    g_feats = embeddings.features[num_query:][keep_g]
     result = evaluate_features(
         q_feats,
         g_feats,
@@ -146,7 +167,7 @@ def evaluate_encoder(
         rerank=rerank,
         chunk_size=chunk_size,
     )
-    return EncoderEvaluation(result, q_feats, g_feats)
+    return EncoderEvaluation(result, q_feats, g_feats, query_records, gallery_records, embeddings.failures)
 
 
 @dataclass
@@ -177,17 +198,25 @@ def score_pairs(
     batch_size: int = 64,
     on_progress: ProgressFn | None = None,
     prepare: PrepareFn | None = None,
+    no_face: str = "skip",
 ) -> PairScores:
-    """Embed every distinct image once and measure each pair; unreadable images (and, with
-    ``prepare``, images where it fails, such as no face found) are skipped and counted."""
+    """Embed every distinct image once and measure each pair; unreadable images (and
+    images where ``prepare`` or a face model finds no face, unless ``no_face`` is "whole")
+    are skipped and counted, and so are the pairs that use them."""
     unique = pair_set.image_paths()
     row = {path: i for i, path in enumerate(unique)}
     emb = embed_paths(
-        encoder, unique, batch_size=batch_size, on_progress=on_progress, skip_unreadable=True, prepare=prepare
+        encoder,
+        unique,
+        batch_size=batch_size,
+        on_progress=on_progress,
+        skip_unreadable=True,
+        prepare=prepare,
+        no_face=no_face,
     )
     kept = [p for p in pair_set.pairs if emb.embedded[row[p.a]] and emb.embedded[row[p.b]]]
-    a = emb.features[[row[p.a] for p in kept]].reshape(len(kept), -1)
-    b = emb.features[[row[p.b] for p in kept]].reshape(len(kept), -1)
+    a = emb.features[[row[p.a] for p in kept]].reshape(len(kept), encoder.dim)
+    b = emb.features[[row[p.b] for p in kept]].reshape(len(kept), encoder.dim)
     folds = pair_set.fold_ids
     fold_ids = None if folds is None else np.array([p.fold for p in kept], dtype=np.int64)
     return PairScores(
@@ -203,6 +232,22 @@ class PairVerification(NamedTuple):
     result: VerificationResult
     scores: PairScores
 
+    @property
+    def accuracy_with_unscored(self) -> float:
+        """Accuracy over every pair of the set, the unscored ones counted as errors (the
+        LFW practice): accuracy over the scored pairs x scored / all."""
+        return self.result.accuracy * self.scores.distances.size / max(self.scores.num_pairs_total, 1)
+
+    def summary(self) -> dict[str, float | int]:
+        """The pair counts and both accuracies, for reports."""
+        return {
+            "pairs_total": self.scores.num_pairs_total,
+            "pairs_scored": int(self.scores.distances.size),
+            "pairs_unscored": self.scores.num_pairs_skipped,
+            "accuracy_scored_pairs": self.result.accuracy,
+            "accuracy_unscored_as_errors": self.accuracy_with_unscored,
+        }
+
 
 def verify_pairs(
     encoder: Encoder,
@@ -212,10 +257,14 @@ def verify_pairs(
     batch_size: int = 64,
     on_progress: ProgressFn | None = None,
     prepare: PrepareFn | None = None,
+    no_face: str = "skip",
 ) -> PairVerification:
     """LFW-style verification of a pair set: folds from the file when it defines them
-    (LFW's pairs.txt), else ``folds`` stratified folds in file order."""
-    scores = score_pairs(encoder, pair_set, batch_size=batch_size, on_progress=on_progress, prepare=prepare)
+    (LFW's pairs.txt), else ``folds`` stratified folds in file order.  Metrics are over
+    the scored pairs; :attr:`PairVerification.accuracy_with_unscored` counts the rest as errors."""
+    scores = score_pairs(
+        encoder, pair_set, batch_size=batch_size, on_progress=on_progress, prepare=prepare, no_face=no_face
+    )
     if scores.distances.size == 0:
         raise DataError(f"{pair_set.source}: no pair has two readable images ({len(scores.skipped_images)} unreadable)")
     fold_spec = scores.fold_ids if scores.fold_ids is not None and len(np.unique(scores.fold_ids)) > 1 else folds
@@ -242,9 +291,14 @@ def compare_images(
     threshold: float | None = None,
     model_name: str | None = None,
     prepare: PrepareFn | None = None,
+    no_face: str = "error",
 ) -> PairDecision:
     """Distance between two images and the same/different decision at the threshold given,
-    else at the model card's calibrated threshold."""
+    else at the model card's calibrated threshold.
+
+    Raises DataError naming the file that cannot be read or (unless ``no_face`` is
+    "whole") shows no face to a face model, and ModelError on non-finite embeddings.
+    """
     if threshold is None:
         if encoder.threshold is None:
             name = model_name or encoder.card.name
@@ -255,6 +309,7 @@ def compare_images(
     else:
         source = "given"
     images = [_load(Path(path_a), prepare), _load(Path(path_b), prepare)]
-    features = encoder.embed(images)
+    policy = "whole" if no_face == "whole" else "error"
+    features = embed_images(encoder, images, [str(path_a), str(path_b)], no_face=policy).features
     distance = float(pair_distance(features[:1], features[1:])[0])
     return PairDecision(distance, float(threshold), distance <= threshold, source)

@@ -9,19 +9,26 @@ import numpy as np
 from reid.detect import DEFAULT_MARGIN, Detector, build_detector, crop
 from reid.errors import ConfigError, DataError
 from reid.evaluation.embed import PrepareFn
+from reid.models.encoder import NO_FACE_CHOICES
 
 DETECT_CHOICES = ("none", "face")
 
 
 class FaceCropper:
-    """Replaces a photo by the crop of its largest face; no face is an error, not a guess."""
+    """Replaces a photo by the crop of its largest face; no face is a DataError (the photo
+    is skipped or stops the job), or with ``whole_fallback`` the photo is taken whole."""
 
-    def __init__(self, detector: Detector, margin: float = DEFAULT_MARGIN["face"]) -> None:
+    def __init__(
+        self, detector: Detector, margin: float = DEFAULT_MARGIN["face"], whole_fallback: bool = False
+    ) -> None:
         self.detector = detector
         self.margin = margin
+        self.whole_fallback = whole_fallback
 
     def __call__(self, image: np.ndarray, path: Path) -> np.ndarray:
         found = self.detector.detect(image)
+        if not found and self.whole_fallback:
+            return image
         if not found:
             raise DataError(f"{path}: no face found (use --detect none for images that are already face crops)")
         # The largest face is the subject of a verification photo; bystanders are smaller.
@@ -29,10 +36,13 @@ class FaceCropper:
         return crop(image, best.box, self.margin)
 
 
-def image_preparer(detect: str) -> PrepareFn | None:
-    """What to do to each photo before embedding it: nothing, or crop it to the face."""
+def image_preparer(detect: str, no_face: str = "skip") -> PrepareFn | None:
+    """What to do to each photo before embedding it: nothing, or crop it to the face
+    (``no_face`` "whole": a photo without a face is taken whole)."""
+    if no_face not in NO_FACE_CHOICES:
+        raise ConfigError(f"--no-face {no_face!r}: choose one of {', '.join(NO_FACE_CHOICES)}")
     if detect == "none":
         return None
     if detect == "face":
-        return FaceCropper(build_detector("face"))
+        return FaceCropper(build_detector("face"), whole_fallback=no_face == "whole")
     raise ConfigError(f"--detect {detect!r}: choose one of {', '.join(DETECT_CHOICES)}")

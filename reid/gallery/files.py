@@ -18,12 +18,13 @@ from __future__ import annotations
 
 import hashlib
 import os
+import re
 import secrets
 import struct
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import BinaryIO
+from typing import Any, BinaryIO
 
 import faiss
 import numpy as np
@@ -38,6 +39,13 @@ VECTORS_HEADER = struct.Struct("<8sQQ")
 VECTORS_DTYPE = np.dtype("<f2")
 
 
+# The only file names a gallery writes: PREFIX-GENERATION-TOKEN.SUFFIX.  A gallery folder
+# may come from someone else; a name read from its database that is anything else (a path
+# such as ../x or /x, a link name) must never be opened, written or deleted.
+FILE_NAME = re.compile(r"^(?:index|seg|vec|template)-\d{8}-[0-9a-f]{8}\.(?:faiss|bin|f16)$")
+SHA256_HEX = re.compile(r"^[0-9a-f]{64}$")
+
+
 @dataclass(frozen=True)
 class FileRecord:
     """A file of the gallery as the database remembers it."""
@@ -45,6 +53,20 @@ class FileRecord:
     name: str
     size: int
     sha256: str
+
+    @classmethod
+    def from_db(cls, name: Any, size: Any, sha256: Any) -> FileRecord:
+        """A record read from a database, checked: GalleryError ("gallery corrupt or
+        tampered") unless ``name`` is a plain file name of the gallery's own pattern,
+        ``size`` a non-negative whole number and ``sha256`` 64 hex digits, so that no
+        record read from a database can point outside its folder."""
+        if not isinstance(name, str) or not FILE_NAME.match(name):
+            raise GalleryError(f"gallery corrupt or tampered: file name {name!r} is not a gallery file name")
+        if isinstance(size, bool) or not isinstance(size, (int, str)) or not str(size).isdigit():
+            raise GalleryError(f"gallery corrupt or tampered: size {size!r} of {name} is not a byte count")
+        if not isinstance(sha256, str) or not SHA256_HEX.match(sha256):
+            raise GalleryError(f"gallery corrupt or tampered: checksum of {name} is not a SHA-256")
+        return cls(name, int(size), sha256)
 
 
 def new_name(prefix: str, generation: int, suffix: str) -> str:
@@ -103,14 +125,28 @@ def write_file_atomic(path: Path, write: Callable[[BinaryIO], None]) -> FileReco
         with open_new(tmp) as handle:
             write(handle)
         return _finish(tmp, path)
+    except OSError as exc:
+        tmp.unlink(missing_ok=True)
+        # Name the file being written, not its hidden temporary (a full disk has no name).
+        raise OSError(exc.errno, exc.strerror or str(exc), str(path)) from None
     except BaseException:
         tmp.unlink(missing_ok=True)
         raise
 
 
 def write_snapshot(index: faiss.Index, path: Path) -> FileRecord:
-    # FAISS writes through our handle: given a path it would follow a link planted there.
-    return write_file_atomic(path, lambda handle: faiss.write_index(index, faiss.PyCallbackIOWriter(handle.write)))
+    def write(handle: BinaryIO) -> None:
+        try:
+            # FAISS writes through our handle: given a path it would follow a link planted there.
+            faiss.write_index(index, faiss.PyCallbackIOWriter(handle.write))
+        except RuntimeError as exc:
+            # FAISS reports a failed write (a full disk, a read-only folder) as RuntimeError.
+            # Its message is a C++ assertion; the part after "failed:" is what the user can act on.
+            text = " ".join(str(exc).split())
+            detail = text.rsplit("failed: ", 1)[-1] if text else "write failed"
+            raise GalleryError(f"{path}: cannot write the index ({detail[:160]}); the gallery is unchanged") from None
+
+    return write_file_atomic(path, write)
 
 
 def write_segment(path: Path, ids: np.ndarray, vectors: np.ndarray) -> FileRecord:
@@ -132,7 +168,11 @@ def verify_file(path: Path, record: FileRecord) -> None:
     size = path.stat().st_size
     if size != record.size:
         raise GalleryError(f"{path}: gallery file is truncated or altered ({size} bytes, expected {record.size})")
-    if _sha256(path) != record.sha256:
+    try:
+        digest = _sha256(path)
+    except OSError as exc:
+        raise GalleryError(f"{path}: cannot read gallery file ({exc.strerror or exc})") from None
+    if digest != record.sha256:
         raise GalleryError(f"{path}: gallery file is corrupt (checksum does not match the database)")
 
 

@@ -110,6 +110,18 @@ class GalleryMeta:
     created: str
     format: int = 1
 
+    def __post_init__(self) -> None:
+        # Read back from a database that may have been edited: types and ranges, once.
+        if self.dim < 1:
+            raise ValueError(f"embedding dimension {self.dim} is not positive")
+        if self.threshold is not None and not 0.0 <= self.threshold <= 2.0:
+            raise ValueError(f"threshold {self.threshold} is not a distance between unit embeddings (0..2)")
+        if self.format < 1:
+            raise ValueError(f"format {self.format} is not a gallery format")
+        for name in ("model_fingerprint", "model_name", "model_kind", "created"):
+            if not isinstance(getattr(self, name), str):
+                raise ValueError(f"{name} is not text")
+
 
 @dataclass
 class GalleryInfo:

@@ -87,7 +87,7 @@ from reid.gallery.shards import (
     train_template,
     write_shard,
 )
-from reid.paths import check_output_file
+from reid.paths import check_output_file, resolve_named
 
 DB_FILE = "gallery.db"
 # Format 2 added sealed shards, vector files and templates; format 3 a checksum of every
@@ -149,11 +149,8 @@ RERANK_ROWS = 65_536
 
 
 def resolve_gallery_path(spec: str | Path) -> Path:
-    """A gallery folder from a path, or from a bare name under ``galleries/``."""
-    path = Path(spec)
-    if path.exists() or path.is_absolute() or len(path.parts) > 1:
-        return path
-    return DEFAULT_GALLERIES / path
+    """A gallery folder from a path (``./g``, ``a/g``: that path), or from a bare name under ``galleries/``."""
+    return resolve_named(spec, DEFAULT_GALLERIES)
 
 
 def _now() -> str:
@@ -618,8 +615,7 @@ class Gallery:
             except BaseException as exc:
                 self._rollback()
                 path.unlink(missing_ok=True)
-                if isinstance(exc, sqlite3.Error):
-                    raise GalleryError(f"{self.db_path}: cannot write ({_one_line(exc)})") from exc
+                self._raise_write_error(exc)
                 raise
             try:
                 # IVF-PQ keeps reading these embeddings until compaction: from the mapped
@@ -942,15 +938,19 @@ class Gallery:
                 self._db.execute(statement)
             self._db.executemany("INSERT INTO meta (key, value) VALUES (?, ?)", meta.items())
             self._db.execute("COMMIT")
-        except BaseException:
+        except BaseException as exc:
             self._rollback()
             path.unlink(missing_ok=True)
+            self._raise_write_error(exc)
             raise
 
     def _read_meta(self) -> dict[str, str]:
         return dict(self._query("SELECT key, value FROM meta"))
 
     def _read_state(self) -> _DiskState:
+        """The gallery's state as its database records it, every value checked: a name that
+        is not a gallery file name, a negative count or a dimension that is not positive
+        means the database is corrupt or was tampered with, and nothing is opened."""
         raw = self._read_meta()
         try:
             self.meta = GalleryMeta(
@@ -963,28 +963,35 @@ class Gallery:
                 format=int(raw["format"]),
             )
             spec = IndexSpec.from_dict(json.loads(raw["index_spec"]))
-            snapshot = FileRecord(raw["snapshot_name"], int(raw["snapshot_size"]), raw["snapshot_sha256"])
-            active = ShardRecord(snapshot, int(raw["snapshot_count"]), _meta_file(raw, "snapshot_vectors"))
+            snapshot = FileRecord.from_db(raw["snapshot_name"], raw["snapshot_size"], raw["snapshot_sha256"])
+            active = ShardRecord(snapshot, _count(raw["snapshot_count"]), _meta_file(raw, "snapshot_vectors"))
             template = _meta_file(raw, "template")
-            generation = int(raw["generation"])
-        except (KeyError, ValueError, ConfigError) as exc:
+            generation = _count(raw["generation"])
+        except (KeyError, ValueError, TypeError, ConfigError) as exc:
             raise GalleryError(f"{self.db_path}: gallery metadata is incomplete or malformed ({exc})") from exc
+        except GalleryError as exc:
+            raise GalleryError(f"{self.db_path}: {exc}") from None
         if self.meta.format > FORMAT:
             raise GalleryError(f"{self.db_path}: gallery format {self.meta.format} is newer than this reid reads")
-        sealed = []
-        if "shards" in self._tables():
-            for name, size, sha, count, vname, vsize, vsha in self._query(
-                "SELECT name, size, sha256, count, vectors_name, vectors_size, vectors_sha256 "
-                "FROM shards ORDER BY position"
-            ):
-                vectors = FileRecord(vname, int(vsize), vsha) if vname else None
-                sealed.append(ShardRecord(FileRecord(name, int(size), sha), int(count), vectors))
-        segments = [
-            (seq, FileRecord(name, size, sha), count)
-            for seq, name, size, sha, count in self._query(
-                "SELECT seq, name, size, sha256, count FROM segments ORDER BY seq"
-            )
-        ]
+        try:
+            sealed = []
+            if "shards" in self._tables():
+                for name, size, sha, count, vname, vsize, vsha in self._query(
+                    "SELECT name, size, sha256, count, vectors_name, vectors_size, vectors_sha256 "
+                    "FROM shards ORDER BY position"
+                ):
+                    vectors = FileRecord.from_db(vname, vsize, vsha) if vname else None
+                    sealed.append(ShardRecord(FileRecord.from_db(name, size, sha), _count(count), vectors))
+            segments = [
+                (seq, FileRecord.from_db(name, size, sha), _count(count))
+                for seq, name, size, sha, count in self._query(
+                    "SELECT seq, name, size, sha256, count FROM segments ORDER BY seq"
+                )
+            ]
+        except (ValueError, TypeError) as exc:
+            raise GalleryError(f"{self.db_path}: gallery corrupt or tampered ({exc})") from None
+        except GalleryError as exc:
+            raise GalleryError(f"{self.db_path}: {exc}") from None
         return _DiskState(generation, spec, active, sealed, template, segments)
 
     def _read_shard(self, record: ShardRecord, spec: IndexSpec) -> Shard:
@@ -1094,8 +1101,9 @@ class Gallery:
                         last = rows[-1][0]
                 self._set_meta({"format": str(FORMAT), "facts_sha256": _facts_hash(self._read_meta())})
                 self._db.execute("COMMIT")
-            except BaseException:
+            except BaseException as exc:
                 self._rollback()
+                self._raise_write_error(exc)
                 raise
             self.meta.format = FORMAT
 
@@ -1221,8 +1229,7 @@ class Gallery:
         except BaseException as exc:
             self._rollback()
             _unlink(written, extra)
-            if isinstance(exc, sqlite3.Error):
-                raise GalleryError(f"{self.db_path}: cannot write ({_one_line(exc)})") from exc
+            self._raise_write_error(exc)
             raise
         for item in written:
             if item.stored is not None:
@@ -1296,6 +1303,12 @@ class Gallery:
 
     def _set_meta(self, values: dict[str, str]) -> None:
         self._db.executemany("INSERT OR REPLACE INTO meta (key, value) VALUES (?, ?)", values.items())
+
+    def _raise_write_error(self, exc: BaseException) -> None:
+        """A database that cannot be written (read-only, disk full) becomes one GalleryError;
+        the transaction was rolled back, so the gallery is as it was."""
+        if isinstance(exc, sqlite3.Error):
+            raise GalleryError(f"{self.db_path}: cannot write ({_one_line(exc)}); the gallery is unchanged") from exc
 
     def _rollback(self) -> None:
         if self._db.in_transaction:
@@ -1395,7 +1408,14 @@ def _file_meta(prefix: str, record: FileRecord | None) -> dict[str, str]:
 def _meta_file(raw: dict[str, str], prefix: str) -> FileRecord | None:
     """A file record stored under ``prefix`` in meta; absent (format 1) or empty means none."""
     name = raw.get(f"{prefix}_name", "")
-    return FileRecord(name, int(raw[f"{prefix}_size"]), raw[f"{prefix}_sha256"]) if name else None
+    return FileRecord.from_db(name, raw[f"{prefix}_size"], raw[f"{prefix}_sha256"]) if name else None
+
+
+def _count(value: Any) -> int:
+    """A count read from the database: a non-negative whole number, else ValueError."""
+    if isinstance(value, bool) or not isinstance(value, (int, str)) or int(value) < 0:
+        raise ValueError(f"{value!r} is not a count")
+    return int(value)
 
 
 def _active_meta(record: ShardRecord) -> dict[str, str]:

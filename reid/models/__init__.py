@@ -4,7 +4,16 @@ implementations (own PyTorch model, ONNX file, dlib's face descriptor), and expo
 from reid.models.backbones import BACKBONES
 from reid.models.card import ModelCard, load_card, save_card
 from reid.models.dlib_face import DLIB_FACE, DlibFaceEncoder
-from reid.models.encoder import Encoder, TorchEncoder, l2_normalize, preprocess
+from reid.models.encoder import (
+    NO_FACE_CHOICES,
+    EmbedResult,
+    Encoder,
+    TorchEncoder,
+    check_embeddings,
+    embed_images,
+    l2_normalize,
+    preprocess,
+)
 from reid.models.export import EXPORT_FORMATS, ExportResult, export_model
 from reid.models.folder import load_encoder, load_model, save_model
 from reid.models.network import ReidNet, build_network
@@ -13,6 +22,8 @@ from reid.models.onnx import OnnxEncoder, Preprocessing, card_path_for
 __all__ = [
     "BACKBONES",
     "DLIB_FACE",
+    "NO_FACE_CHOICES",
+    "EmbedResult",
     "EXPORT_FORMATS",
     "DlibFaceEncoder",
     "Encoder",
@@ -24,6 +35,8 @@ __all__ = [
     "TorchEncoder",
     "build_network",
     "card_path_for",
+    "check_embeddings",
+    "embed_images",
     "export_model",
     "l2_normalize",
     "load_card",

@@ -28,11 +28,12 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+import cv2
 import numpy as np
 
 from reid.errors import DataError, ModelError
 from reid.models.card import ModelCard, file_fingerprint, seal_card, verify_card
-from reid.models.encoder import Encoder, l2_normalize
+from reid.models.encoder import EmbedResult, Encoder, l2_normalize
 
 DLIB_FACE = "dlib-face"
 DLIB_EXTRA = 'pip install "reid[dlib]"'
@@ -155,18 +156,18 @@ class DlibFaceEncoder(Encoder):
                 return max(found, key=lambda rect: rect.area())
         return None
 
+    def _no_face(self) -> str:
+        return f"no face found by dlib's HOG detector (upsampled up to {self.max_upsample} times)"
+
     def face_chip(self, image: np.ndarray, source: str | Path = "image") -> np.ndarray:
         """The aligned 150x150 RGB chip of the largest face; DataError naming ``source`` if none."""
-        if image.ndim == 2:
-            image = np.repeat(image[:, :, None], 3, axis=2)
-        if image.ndim != 3 or image.shape[2] != 3:
-            raise DataError(f"{source}: expected an RGB or grey image, got shape {list(image.shape)}")
-        image = np.ascontiguousarray(image, dtype=np.uint8)
+        image = _rgb(image, source)
         face = self._detect(image)
         if face is None:
-            raise DataError(
-                f"{source}: no face found by dlib's HOG detector (upsampled up to {self.max_upsample} times)"
-            )
+            raise DataError(f"{source}: {self._no_face()}")
+        return self._chip(image, face)
+
+    def _chip(self, image: np.ndarray, face: Any) -> np.ndarray:
         shape = self._landmarks(image, face)
         return self._dlib.get_face_chip(image, shape, size=CHIP_SIZE, padding=CHIP_PADDING)
 
@@ -181,7 +182,38 @@ class DlibFaceEncoder(Encoder):
         """Unit-norm descriptors of chips from :meth:`face_chip`."""
         return l2_normalize(self.raw_descriptors(chips))
 
+    def embed_each(self, images: Sequence[np.ndarray], whole_fallback: bool = False) -> EmbedResult:
+        """Chips of the largest faces; a photo without one is a failure, or with
+        ``whole_fallback`` is taken whole (resized to a chip, unaligned)."""
+        chips, kept, failures = [], [], []
+        for position, raw in enumerate(images):
+            image = _rgb(raw, f"image {position + 1} of {len(images)}")
+            face = self._detect(image)
+            if face is not None:
+                chips.append(self._chip(image, face))
+            elif whole_fallback:
+                chips.append(cv2.resize(image, (CHIP_SIZE, CHIP_SIZE), interpolation=cv2.INTER_AREA))
+            else:
+                failures.append((position, self._no_face()))
+                continue
+            kept.append(position)
+        return EmbedResult(self.embed_chips(chips), kept, failures)
+
     def embed(self, images: Sequence[np.ndarray]) -> np.ndarray:
-        total = len(images)
-        chips = [self.face_chip(image, f"image {i + 1} of {total} in this batch") for i, image in enumerate(images)]
-        return self.embed_chips(chips)
+        """Embeddings of the largest face of each image; DataError naming the first image
+        (by its position in ``images``) without a face.  :func:`reid.models.encoder.embed_images`
+        names files instead and can skip such images."""
+        result = self.embed_each(images)
+        if result.failures:
+            position, reason = result.failures[0]
+            raise DataError(f"image {position + 1} of {len(images)} in this batch: {reason}")
+        return result.features
+
+
+def _rgb(image: np.ndarray, source: str | Path) -> np.ndarray:
+    """A contiguous RGB uint8 array, grey images repeated over three channels."""
+    if image.ndim == 2:
+        image = np.repeat(image[:, :, None], 3, axis=2)
+    if image.ndim != 3 or image.shape[2] != 3:
+        raise DataError(f"{source}: expected an RGB or grey image, got shape {list(image.shape)}")
+    return np.ascontiguousarray(image, dtype=np.uint8)

@@ -9,12 +9,31 @@ from __future__ import annotations
 
 from abc import ABC, abstractmethod
 from collections.abc import Sequence
+from dataclasses import dataclass, field
 
 import cv2
 import numpy as np
 import torch
 
+from reid.errors import ConfigError, DataError, ModelError
 from reid.models.card import ModelCard
+
+# What to do with a photo in which a face model finds no face: embed the whole image,
+# skip it (counted and named), or stop with an error naming it.
+NO_FACE_CHOICES = ("whole", "skip", "error")
+
+
+@dataclass
+class EmbedResult:
+    """Embeddings of the images that could be embedded.
+
+    ``features`` is (len(kept), dim) float32 with unit rows; ``kept`` holds the input
+    positions they belong to; ``failures`` holds (position, reason) for the others.
+    """
+
+    features: np.ndarray
+    kept: list[int]
+    failures: list[tuple[int, str]] = field(default_factory=list)
 
 
 class Encoder(ABC):
@@ -37,6 +56,49 @@ class Encoder(ABC):
     @abstractmethod
     def embed(self, images: Sequence[np.ndarray]) -> np.ndarray:
         """Return an (N, dim) float32 array of unit-norm rows, one per image."""
+
+    def embed_each(self, images: Sequence[np.ndarray], whole_fallback: bool = False) -> EmbedResult:
+        """Embed what can be embedded and say why the rest cannot.
+
+        Encoders that can refuse one image (a face model on a photo without a face) override
+        this; ``whole_fallback`` asks them to embed such an image whole instead.
+        """
+        return EmbedResult(self.embed(images), list(range(len(images))))
+
+
+def embed_images(
+    encoder: Encoder, images: Sequence[np.ndarray], sources: Sequence[str], no_face: str = "skip"
+) -> EmbedResult:
+    """Embed ``images`` (named ``sources`` in errors) and check what the encoder returned.
+
+    ``no_face`` (one of NO_FACE_CHOICES) says what happens to an image the encoder refuses:
+    "whole" embeds it whole, "skip" leaves it in ``failures``, "error" raises DataError
+    naming it.  Raises ModelError when the encoder returns a wrong shape or a non-finite
+    value, since every distance computed from it would be meaningless.
+    """
+    if no_face not in NO_FACE_CHOICES:
+        raise ConfigError(f"--no-face {no_face!r}: choose one of {', '.join(NO_FACE_CHOICES)}")
+    if len(images) != len(sources):
+        raise ValueError(f"{len(images)} images for {len(sources)} source names")
+    if not images:
+        return EmbedResult(np.zeros((0, encoder.dim), np.float32), [])
+    result = encoder.embed_each(images, whole_fallback=no_face == "whole")
+    if no_face == "error" and result.failures:
+        position, reason = result.failures[0]
+        raise DataError(f"{sources[position]}: {reason}")
+    check_embeddings(encoder, result.features, len(result.kept))
+    return result
+
+
+def check_embeddings(encoder: Encoder, features: np.ndarray, rows: int) -> None:
+    """Raise ModelError unless ``features`` is (rows, dim) and every value is finite."""
+    name = encoder.card.name
+    if features.ndim != 2 or features.shape != (rows, encoder.dim):
+        raise ModelError(
+            f"model {name!r} returned embeddings of shape {tuple(features.shape)}, expected ({rows}, {encoder.dim})"
+        )
+    if not np.isfinite(features).all():
+        raise ModelError(f"model {name!r} returned non-finite embeddings (NaN or infinity); its weights are unusable")
 
 
 def preprocess(images: Sequence[np.ndarray], card: ModelCard) -> np.ndarray:

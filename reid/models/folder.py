@@ -31,6 +31,7 @@ from reid.models.dlib_face import DLIB_FACE, DlibFaceEncoder
 from reid.models.encoder import Encoder, TorchEncoder
 from reid.models.network import ReidNet, build_network
 from reid.models.onnx import OnnxEncoder, Preprocessing
+from reid.paths import resolve_named
 
 
 def save_model(network: ReidNet, card: ModelCard, folder: Path) -> ModelCard:
@@ -92,11 +93,8 @@ def default_device() -> str:
 
 
 def resolve_model_path(spec: str | Path) -> Path:
-    """A model given by path, or by bare name of a folder under ``models/``."""
-    path = Path(spec)
-    if not path.exists() and not path.is_absolute() and (Path("models") / path).is_dir():
-        return Path("models") / path
-    return path
+    """A model given by path (``./m``, ``a/m``: that path), or by bare name of a folder under ``models/``."""
+    return resolve_named(spec, Path("models"))
 
 
 def load_encoder(

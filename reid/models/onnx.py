@@ -25,7 +25,7 @@ import numpy as np
 
 from reid.errors import ConfigError, ModelError
 from reid.models.card import ModelCard, atomic_write_bytes, file_fingerprint, seal_card, validate_card, verify_card
-from reid.models.encoder import Encoder, l2_normalize, preprocess
+from reid.models.encoder import Encoder, check_embeddings, l2_normalize, preprocess
 
 CARD_SUFFIX = ".card.json"
 ONNX_EXTRA = 'pip install "reid[onnx]"'
@@ -149,6 +149,10 @@ class OnnxEncoder(Encoder):
         self._check_signature(given_size)
         probe = self._run(np.zeros((self.batch_size or 1, 3, *self.card.input_size), dtype=np.float32))
         dim = probe.shape[1]
+        if dim < 1:
+            raise ModelError(
+                f"{self.path}: output {self.output_name!r} has an empty embedding (shape {list(probe.shape)})"
+            )
         if self.card.embedding_dim and self.card.embedding_dim != dim:
             raise ModelError(f"{self.path}: output has dimension {dim}, the card says {self.card.embedding_dim}")
         self.card = seal_card(replace(self.card, embedding_dim=int(dim)), fingerprint)
@@ -215,6 +219,5 @@ class OnnxEncoder(Encoder):
         if len(images) == 0:
             return np.zeros((0, self.dim), dtype=np.float32)
         features = self._run(preprocess(images, self.card))
-        if not np.isfinite(features).all():
-            raise ModelError(f"{self.path}: the model returned non-finite values")
+        check_embeddings(self, features, len(images))
         return l2_normalize(features)

@@ -3,15 +3,18 @@
 Identities come from ``--id NAME`` or from folders: a folder argument must hold
 ``<identity>/<image>`` sub-folders, and a file (or glob match) belongs to the identity named
 by its parent folder.  Duplicate images (same SHA-256 of the file bytes, in the gallery or
-earlier in the run) and unreadable or empty images are skipped and counted; with a
-detector, images where it finds nobody are skipped and counted too.
+earlier in the run) and unreadable, empty, oversized or corrupt images are skipped and
+counted; so are images where a detector finds nobody or a face model finds no face
+(``no_face``: "skip"; "whole" takes the whole image instead; "error" stops at the first,
+keeping the batches committed before it).  Entries of the folders given that are not
+images (hidden and system files, other kinds of files, unreadable links and folders)
+are named in the report too.
 """
 
 from __future__ import annotations
 
 import glob as globbing
 import hashlib
-import re
 import time
 from collections import Counter
 from collections.abc import Callable, Sequence
@@ -19,18 +22,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import cv2
-import numpy as np
-
-from reid.data.io import is_image_file
+from reid.data.cameras import camera_from_name
+from reid.data.folders import identity_folders
+from reid.data.io import ImageLimits, decode_image, is_image_file, list_media, read_bytes
 from reid.detect import DEFAULT_MARGIN, Detector, crop
 from reid.errors import ConfigError, DataError
 from reid.gallery import DB_FILE, Gallery, IndexSpec, ItemMeta
-from reid.models.encoder import Encoder
+from reid.models.encoder import NO_FACE_CHOICES, Encoder, embed_images
 from reid.pipeline.sources import GLOB_CHARS
-
-# Market-1501 style names carry the camera: 0002_c3s1_000551_01.jpg -> camera "c3".
-CAMERA_TOKEN = re.compile(r"^-?\d+_c(\d+)")
 
 
 @dataclass(frozen=True)
@@ -49,10 +48,22 @@ class EnrolConfig:
 
     batch_size: int = 32
     margin: float | None = None
+    no_face: str = "skip"
 
     def __post_init__(self) -> None:
         if self.batch_size < 1:
             raise ConfigError(f"batch size must be at least 1, got {self.batch_size}")
+        if self.no_face not in NO_FACE_CHOICES:
+            raise ConfigError(f"--no-face {self.no_face!r}: choose one of {', '.join(NO_FACE_CHOICES)}")
+
+
+class EnrolPlan(list[EnrolEntry]):
+    """The images to enrol (a list of entries) and, in ``skipped``, every entry of the
+    folders and globs given that is not taken, with the reason."""
+
+    def __init__(self, entries: Sequence[EnrolEntry] = (), skipped: Sequence[tuple[str, str]] = ()) -> None:
+        super().__init__(entries)
+        self.skipped: list[tuple[str, str]] = list(skipped)
 
 
 @dataclass
@@ -65,6 +76,7 @@ class EnrolReport:
     duplicates: int = 0
     unreadable: int = 0
     no_detection: int = 0
+    not_images: int = 0
     per_identity: Counter[str] = field(default_factory=Counter)
     skipped: list[tuple[str, str]] = field(default_factory=list)
     seconds: float = 0.0
@@ -79,6 +91,7 @@ class EnrolReport:
             "duplicates": self.duplicates,
             "unreadable": self.unreadable,
             "no_detection": self.no_detection,
+            "not_images": self.not_images,
             "identities": dict(sorted(self.per_identity.items())),
             "skipped": [{"path": p, "reason": r} for p, r in self.skipped],
             "seconds": round(self.seconds, 3),
@@ -86,27 +99,31 @@ class EnrolReport:
 
 
 def camera_of(path: Path) -> str | None:
-    match = CAMERA_TOKEN.match(path.name)
-    return f"c{match.group(1)}" if match else None
+    """The camera of an image file as ``c<N>`` (see :func:`reid.data.cameras.camera_from_name`)."""
+    camera = camera_from_name(path.name)
+    return None if camera is None else f"c{camera}"
 
 
-def plan_enrolment(paths: Sequence[str | Path], identity: str | None = None) -> list[EnrolEntry]:
+def plan_enrolment(paths: Sequence[str | Path], identity: str | None = None) -> EnrolPlan:
     """Resolve files, folders and globs into images with identities; raise DataError on bad layout."""
     if not paths:
         raise ConfigError("give at least one image, folder or glob to enrol")
     if identity is not None and not identity.strip():
         raise ConfigError("--id must not be empty")
     entries: list[EnrolEntry] = []
+    skipped: list[tuple[str, str]] = []
     for spec in paths:
         text = str(spec)
         path = Path(text)
         if GLOB_CHARS & set(text) and not path.exists():
-            matches = sorted(Path(p) for p in globbing.glob(text, recursive=True) if is_image_file(Path(p)))
+            found = sorted(Path(p) for p in globbing.glob(text, recursive=True))
+            matches = [p for p in found if is_image_file(p)]
             if not matches:
                 raise DataError(f"{text}: no images match this pattern")
+            skipped += [(str(p), "not an image file") for p in found if p not in matches and not p.is_dir()]
             entries += [_entry(p, identity or p.parent.name) for p in matches]
         elif path.is_dir():
-            entries += _folder_entries(path, identity)
+            entries += _folder_entries(path, identity, skipped)
         elif path.is_file():
             entries.append(_entry(path, identity or path.parent.resolve().name))
         else:
@@ -118,28 +135,34 @@ def plan_enrolment(paths: Sequence[str | Path], identity: str | None = None) -> 
         if key not in seen:
             seen.add(key)
             unique.append(entry)
-    return unique
+    return EnrolPlan(unique, skipped)
 
 
 def _entry(path: Path, identity: str) -> EnrolEntry:
     return EnrolEntry(path, identity, camera_of(path))
 
 
-def _folder_entries(folder: Path, identity: str | None) -> list[EnrolEntry]:
+def _folder_entries(folder: Path, identity: str | None, skipped: list[tuple[str, str]]) -> list[EnrolEntry]:
     if identity is not None:
-        images = sorted(p for p in folder.rglob("*") if is_image_file(p))
-        if not images:
+        listing = list_media(folder)
+        skipped += [(str(p), reason) for p, reason in listing.skipped]
+        if not listing.files:
             raise DataError(f"{folder}: folder holds no images")
-        return [_entry(p, identity) for p in images]
-    loose = sorted(p for p in folder.iterdir() if is_image_file(p))
+        return [_entry(p, identity) for p in listing.files]
+    outside: list[tuple[Path, str]] = []
+    subfolders = identity_folders(folder, outside)
+    loose = [p for p, _ in outside if is_image_file(p)]
     if loose:
         raise DataError(
             f"{folder}: images lie directly in the folder ({loose[0].name}, ...); "
             "expected ROOT/<identity>/<image> sub-folders, or give --id NAME"
         )
+    skipped += [(str(p), reason) for p, reason in outside]
     entries = []
-    for sub in sorted(p for p in folder.iterdir() if p.is_dir()):
-        entries += [_entry(p, sub.name) for p in sorted(sub.rglob("*")) if is_image_file(p)]
+    for sub in subfolders:
+        listing = list_media(sub)
+        skipped += [(str(p), reason) for p, reason in listing.skipped]
+        entries += [_entry(p, sub.name) for p in listing.files]
     if not entries:
         raise DataError(f"{folder}: no images in ROOT/<identity>/<image> sub-folders")
     return entries
@@ -157,46 +180,65 @@ def enrol(
 
     Each batch is committed atomically, so an interrupted enrolment keeps every batch
     finished before the interruption.  ``on_progress(n)`` is called as n images are handled.
+    ``entries`` from :func:`plan_enrolment` bring the folder entries not taken into the report.
+    Raises ModelError on non-finite embeddings, before the batch is committed.
     """
     config = config or EnrolConfig()
     gallery.check_model(encoder.card)
+    limits = ImageLimits.from_env()
     report = EnrolReport(gallery=str(gallery.folder), images=len(entries))
+    if isinstance(entries, EnrolPlan):
+        report.not_images = len(entries.skipped)
+        report.skipped += entries.skipped
     margin = config.margin if config.margin is not None else DEFAULT_MARGIN.get(getattr(detector, "kind", ""), 0.0)
     started = time.perf_counter()
     seen: set[str] = set()
     for start in range(0, len(entries), config.batch_size):
         batch = entries[start : start + config.batch_size]
         crops, items = [], []
-        payloads = [_read_bytes(entry.path) for entry in batch]
-        hashes = [hashlib.sha256(p).hexdigest() if p else "" for p in payloads]
+        payloads = [_read_bytes(entry.path, limits) for entry in batch]
+        hashes = [hashlib.sha256(p).hexdigest() if isinstance(p, bytes) else "" for p in payloads]
         known = gallery.known_hashes([h for h in hashes if h])
         for entry, payload, digest in zip(batch, payloads, hashes, strict=True):
-            if digest in known or digest in seen:
+            if digest and (digest in known or digest in seen):
                 report.duplicates += 1
                 report.skipped.append((str(entry.path), "duplicate of an enrolled image"))
                 continue
-            image, problem = _decode(payload)
-            if image is None:
+            try:
+                if isinstance(payload, DataError):
+                    raise payload
+                image = decode_image(payload, entry.path, limits)
+            except DataError as exc:
                 report.unreadable += 1
-                report.skipped.append((str(entry.path), problem))
+                report.skipped.append((str(entry.path), _reason(exc, entry.path)))
                 continue
             box = (0, 0, int(image.shape[1]), int(image.shape[0]))
             if detector is not None:
                 found = detector.detect(image)
-                if not found:
+                if found:
+                    # An enrolment photo shows one person; the largest detection is that person.
+                    box = max(found, key=lambda d: d.area).box
+                    image = crop(image, box, margin)
+                elif config.no_face == "error":
+                    raise DataError(f"{entry.path}: no {detector.kind} found")
+                elif config.no_face == "skip":
                     report.no_detection += 1
                     report.skipped.append((str(entry.path), f"no {detector.kind} found"))
                     continue
-                # An enrolment photo shows one person; the largest detection is that person.
-                box = max(found, key=lambda d: d.area).box
-                image = crop(image, box, margin)
             seen.add(digest)
             crops.append(image)
             items.append(
                 ItemMeta(entry.identity, source=str(entry.path), camera=entry.camera, box=box, image_hash=digest)
             )
         if crops:
-            result = gallery.add(encoder.embed(crops), items)
+            embedded = embed_images(encoder, crops, [item.source for item in items], config.no_face)
+            for position, reason in embedded.failures:
+                report.no_detection += 1
+                report.skipped.append((items[position].source, reason))
+                seen.discard(items[position].image_hash or "")
+            items = [items[position] for position in embedded.kept]
+        if items:
+            result = gallery.add(embedded.features, items)
             for position in result.duplicates:
                 report.duplicates += 1
                 report.skipped.append((items[position].source, "duplicate of an enrolled image"))
@@ -238,17 +280,13 @@ def enrol_into(
     return report
 
 
-def _read_bytes(path: Path) -> bytes:
+def _read_bytes(path: Path, limits: ImageLimits) -> bytes | DataError:
     try:
-        return path.read_bytes()
-    except OSError:
-        return b""
+        return read_bytes(path, limits)
+    except DataError as exc:
+        return exc
 
 
-def _decode(payload: bytes) -> tuple[np.ndarray | None, str]:
-    if not payload:
-        return None, "empty or unreadable file"
-    image = cv2.imdecode(np.frombuffer(payload, np.uint8), cv2.IMREAD_COLOR)
-    if image is None or image.size == 0:
-        return None, "not a readable image"
-    return cv2.cvtColor(image, cv2.COLOR_BGR2RGB), ""
+def _reason(exc: DataError, path: Path) -> str:
+    """The problem without the file name the report already gives beside it."""
+    return str(exc).removeprefix(f"{path}: ")

@@ -20,7 +20,7 @@ import numpy as np
 from reid.detect import DEFAULT_MARGIN, Box, Detector, build_detector, crop
 from reid.errors import ConfigError
 from reid.gallery import SCORES, Gallery, IdentityMatch
-from reid.models.encoder import Encoder
+from reid.models.encoder import NO_FACE_CHOICES, Encoder, embed_images
 from reid.pipeline.sources import Frame, MediaSource
 
 DETECT_CHOICES = ("auto", "person", "face", "none")
@@ -48,6 +48,7 @@ class QueryConfig:
     score: str = "best"
     batch_size: int = 32
     margin: float | None = None
+    no_face: str = "skip"
 
     def __post_init__(self) -> None:
         if self.top_k < 1:
@@ -58,6 +59,8 @@ class QueryConfig:
             raise ConfigError(f"unknown identity score {self.score!r}; choose one of {', '.join(SCORES)}")
         if self.batch_size < 1:
             raise ConfigError(f"batch size must be at least 1, got {self.batch_size}")
+        if self.no_face not in NO_FACE_CHOICES:
+            raise ConfigError(f"--no-face {self.no_face!r}: choose one of {', '.join(NO_FACE_CHOICES)}")
         if self.threshold is not None and not 0 < self.threshold <= 2:
             raise ConfigError(f"--threshold is a distance between unit embeddings, in (0, 2]; got {self.threshold}")
 
@@ -228,20 +231,27 @@ class QueryRun:
             return
         timing = self.stats.stage_seconds
         crops = [c for _, frame_crops, _, _ in pending for c in frame_crops]
-        matches: list[list[IdentityMatch]] = []
+        sources = [_crop_name(frame, n) for frame, frame_crops, _, _ in pending for n in range(len(frame_crops))]
+        matches: list[list[IdentityMatch] | None] = [None] * len(crops)
         if crops:
             tick = time.perf_counter()
-            embeddings = self.encoder.embed(crops)
+            embedded = embed_images(self.encoder, crops, sources, self.config.no_face)
             timing["embed"] += time.perf_counter() - tick
-            tick = time.perf_counter()
-            matches = self.gallery.search(embeddings, self.config.top_k, self.config.score)
-            timing["search"] += time.perf_counter() - tick
+            self.stats.unreadable += [(sources[position], reason) for position, reason in embedded.failures]
+            if embedded.kept:
+                tick = time.perf_counter()
+                found = self.gallery.search(embedded.features, self.config.top_k, self.config.score)
+                timing["search"] += time.perf_counter() - tick
+                for position, top_k in zip(embedded.kept, found, strict=True):
+                    matches[position] = top_k
         at = 0
         for frame, frame_crops, boxes, scores in pending:
             result = FrameResult(frame.source, frame.index, frame.time, frame.image)
             for image, box, score in zip(frame_crops, boxes, scores, strict=True):
                 top = matches[at]
                 at += 1
+                if top is None:
+                    continue
                 nearest = top[0] if top else None
                 distance = nearest.distance if nearest is not None else float("inf")
                 identity = nearest.identity if nearest is not None and distance <= self.threshold else None
@@ -258,3 +268,10 @@ class QueryRun:
         else:
             self.stats.identified += 1
             self.stats.per_identity[identity] += 1
+
+
+def _crop_name(frame: Frame, number: int) -> str:
+    """How a crop is named in the summary: the image file, or the frame and crop of a video."""
+    if frame.time is None and number == 0:
+        return frame.source
+    return f"{frame.source} frame {frame.index} crop {number}"

@@ -16,10 +16,9 @@ from pathlib import Path
 import cv2
 import numpy as np
 
-from reid.data.io import IMAGE_SUFFIXES, is_image_file, read_image
+from reid.data.io import ImageLimits, is_image_file, list_media, read_image, sniff_kind
 from reid.errors import ConfigError, DataError
 
-VIDEO_SUFFIXES = (".mp4", ".avi", ".mov", ".mkv", ".webm", ".m4v", ".mpg", ".mpeg", ".wmv", ".flv", ".ts", ".3gp")
 GLOB_CHARS = set("*?[")
 
 
@@ -73,13 +72,14 @@ class MediaSource:
 
     def _image_frames(self) -> Iterator[Frame]:
         kept = 0
+        limits = ImageLimits.from_env()
         for position, path in enumerate(self.paths):
             if position % self.every:
                 continue
             if self.max_frames is not None and kept >= self.max_frames:
                 return
             try:
-                image = read_image(path)
+                image = read_image(path, limits)
             except DataError as exc:
                 # A batch job skips and counts bad images instead of dying on the first.
                 self.unreadable.append((str(path), str(exc)))
@@ -96,12 +96,12 @@ class MediaSource:
                 index += 1
                 # grab() without retrieve() skips the colour conversion of dropped frames.
                 if not capture.grab():
-                    return
+                    break
                 if index % self.every:
                     continue
                 ok, bgr = capture.retrieve()
                 if not ok or bgr is None or bgr.size == 0:
-                    return
+                    break
                 if self.kind == "video" and self.fps:
                     stamp: float | None = index / self.fps
                 else:
@@ -110,6 +110,8 @@ class MediaSource:
                 yield Frame(self.spec, index, stamp, cv2.cvtColor(bgr, cv2.COLOR_BGR2RGB))
         finally:
             capture.release()
+        if kept == 0:
+            raise DataError(f"{self.spec}: the {self.kind} yielded no decodable frame")
 
 
 def _open_capture(spec: str, kind: str) -> cv2.VideoCapture:
@@ -136,18 +138,21 @@ def open_source(spec: str | Path, every: int = 1, max_frames: int | None = None)
         return MediaSource(text, "stream", **options)
     path = Path(text)
     if GLOB_CHARS & set(text) and not path.exists():
-        paths = sorted(Path(p) for p in globbing.glob(text, recursive=True) if is_image_file(Path(p)))
+        found = sorted(Path(p) for p in globbing.glob(text, recursive=True))
+        paths = [p for p in found if is_image_file(p)]
         if not paths:
             raise DataError(f"{text}: no images match this pattern")
-        return MediaSource(text, "images", paths, **options)
+        skipped = [(str(p), "not an image file") for p in found if p not in paths and not p.is_dir()]
+        return MediaSource(text, "images", paths, unreadable=skipped, **options)
     if path.is_dir():
-        paths = sorted(p for p in path.rglob("*") if is_image_file(p))
-        if not paths:
-            raise DataError(f"{path}: folder holds no images ({', '.join(IMAGE_SUFFIXES)})")
-        return MediaSource(text, "images", paths, **options)
+        listing = list_media(path)
+        if not listing.files:
+            raise DataError(f"{path}: folder holds no images ({len(listing.skipped)} other entries)")
+        skipped = [(str(p), reason) for p, reason in listing.skipped]
+        return MediaSource(text, "images", listing.files, unreadable=skipped, **options)
     if not path.exists():
         raise DataError(f"{path}: no such file, folder or camera")
-    if path.suffix.lower() in IMAGE_SUFFIXES:
+    if sniff_kind(path) == "image":
         return MediaSource(text, "images", [path], **options)
     return _video_source(path, **options)
 

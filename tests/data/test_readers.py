@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import cv2
@@ -9,8 +10,10 @@ import numpy as np
 import pytest
 
 from reid.data import load_dataset, relabel
-from reid.data.folders import camera_from_name
+from reid.data.cameras import camera_from_name
+from reid.data.records import ReidDataset
 from reid.errors import DataError
+from reid.evaluation import RankingResult, evaluate_features
 
 
 def write_jpg(path: Path, value: int = 128) -> None:
@@ -115,7 +118,20 @@ def test_flat_folder_is_a_wrong_layout(tmp_path: Path) -> None:
         load_dataset(f"folder:{tmp_path}")
 
 
-@pytest.mark.parametrize("name,camera", [("x_c3_1.jpg", 3), ("cam12-a.png", 12), ("img.camera2.jpg", 2), ("cactus.jpg", None)])
+@pytest.mark.parametrize(
+    "name,camera",
+    [
+        ("x_c3_1.jpg", 3),
+        ("cam12-a.png", 12),
+        ("img.camera2.jpg", 2),
+        ("cactus.jpg", None),
+        ("0002_c1s1_000451_03.jpg", 1),  # Market-1501: camera and sequence in one token
+        ("-1_c6s2_000001_00.jpg", 6),
+        ("0005_c2_f0046985.jpg", 2),  # DukeMTMC-reID
+        ("c4s1_0001.png", 4),
+        ("disc3s1.jpg", None),
+    ],
+)
 def test_camera_token(name: str, camera: int | None) -> None:
     assert camera_from_name(name) == camera
 
@@ -128,3 +144,87 @@ def test_real_market1501_subset(market1501_mini: Path) -> None:
     assert len(dataset.gallery) == 1082
     assert sum(r.pid == 0 for r in dataset.gallery) == 300
     assert {r.camid for r in dataset.train} == set(range(6))
+
+
+def test_folder_layout_reads_market_camera_tokens(tmp_path: Path) -> None:
+    """Market-1501 names under identity folders keep their cameras, so same-camera gallery
+    items are removed exactly as with the market1501: reader."""
+    for name in ("0002_c1s1_000451_03.jpg", "0002_c1s1_000476_01.jpg", "0002_c2s1_000301_01.jpg"):
+        write_jpg(tmp_path / "0002" / name)
+    dataset = load_dataset(f"folder:{tmp_path}")
+    assert sorted(r.camid for r in dataset.train) == [1, 1, 2]
+    assert dataset.cameras_known
+
+
+def test_folder_layout_without_cameras_says_so(tmp_path: Path) -> None:
+    for name in ("a.jpg", "b.jpg"):
+        write_jpg(tmp_path / "ann" / name)
+    dataset = load_dataset(f"folder:{tmp_path}")
+    assert not dataset.cameras_known and len({r.camid for r in dataset.train}) == 2
+
+
+def test_folder_layout_names_every_entry_it_does_not_take(tmp_path: Path) -> None:
+    write_jpg(tmp_path / "ann" / "c1_a.jpg")
+    write_jpg(tmp_path / "ann" / "c2_b.jpg")
+    write_jpg(tmp_path / ".hidden" / "c1_x.jpg")
+    write_jpg(tmp_path / "__MACOSX" / "ann" / "._c1_a.jpg")
+    (tmp_path / "ann" / ".DS_Store").write_bytes(b"\0" * 8)
+    (tmp_path / "ann" / "notes.txt").write_text("not a photo")
+    (tmp_path / "loose.jpg").write_bytes(b"")
+    (tmp_path / "bob").symlink_to(tmp_path / "gone")  # an identity folder that was moved away
+    (tmp_path / "eve").symlink_to("eve")  # a link loop where a folder is expected
+    dataset = load_dataset(f"folder:{tmp_path}")
+    assert {r.path.parent.name for r in dataset.train} == {"ann"} and len(dataset.train) == 2
+    reasons = {p.name: r for p, r in dataset.skipped}
+    assert set(reasons) == {".hidden", "__MACOSX", ".DS_Store", "notes.txt", "loose.jpg", "bob", "eve"}
+    assert reasons["bob"].startswith("link to nothing readable") and reasons["eve"].startswith("link to nothing")
+    assert reasons["loose.jpg"] == "file outside the identity folders"
+
+
+@pytest.mark.skipif(hasattr(os, "geteuid") and os.geteuid() == 0, reason="permissions do not stop root")
+def test_unreadable_identity_folder_is_named(tmp_path: Path) -> None:
+    write_jpg(tmp_path / "ann" / "a.jpg")
+    write_jpg(tmp_path / "bob" / "b.jpg")
+    (tmp_path / "bob").chmod(0)
+    try:
+        dataset = load_dataset(f"folder:{tmp_path}")
+    finally:
+        (tmp_path / "bob").chmod(0o755)
+    assert [p.name for p, r in dataset.skipped if r.startswith("cannot list folder")] == ["bob"]
+
+
+def test_folder_copy_of_market_ranks_like_market(tmp_path: Path, market1501_mini: Path) -> None:
+    """The same files read as market1501: and as folder: (identity folders keeping the
+    Market-1501 names) give the same cameras, hence the same metrics."""
+    market = load_dataset(f"market1501:{market1501_mini}")
+    for split, records in (("train", market.train), ("query", market.query), ("gallery", market.gallery)):
+        for record in records:
+            link = tmp_path / split / f"{record.pid:04d}" / record.path.name
+            link.parent.mkdir(parents=True, exist_ok=True)
+            link.symlink_to(record.path)
+    folder = load_dataset(f"folder:{tmp_path}")
+    assert folder.cameras_known
+
+    def ranking(dataset: ReidDataset) -> RankingResult:
+        names = sorted({r.path.name for r in dataset.query + dataset.gallery})
+        rng = np.random.default_rng(0)
+        table = dict(zip(names, rng.standard_normal((len(names), 16)), strict=True))
+        split = (dataset.query, dataset.gallery)
+        feats = [np.stack([table[r.path.name] for r in part]) for part in split]
+        pids = [np.array([int(r.path.name.split("_")[0]) for r in part]) for part in split]
+        cams = [np.array([r.camid - (dataset.name == "folder") for r in part]) for part in split]
+        return evaluate_features(feats[0], feats[1], pids[0], pids[1], cams[0], cams[1])
+
+    by_market, by_folder = ranking(market), ranking(folder)
+    assert by_folder.num_valid_queries == by_market.num_valid_queries
+    assert by_folder.rank1 == by_market.rank1 and by_folder.mAP == pytest.approx(by_market.mAP)
+
+
+def test_market_copy_with_macos_leftovers_still_reads(tmp_path: Path) -> None:
+    root = make_market(tmp_path)
+    # A copy made on macOS carries "._" resource forks beside every image, and __MACOSX/.
+    (root / "query" / "._0005_c1s1_000401_00.jpg").write_bytes(b"\0\5\26\7")
+    (root / "__MACOSX").mkdir()
+    dataset = load_dataset(f"market1501:{root}")
+    assert [(r.pid, r.camid) for r in dataset.query] == [(5, 0)]
+    assert {p.name for p, _ in dataset.skipped} == {"._0005_c1s1_000401_00.jpg", "Thumbs.db"}

@@ -69,8 +69,9 @@ def test_evaluate_encoder_on_written_images(tmp_path):
     assert result.rank1 == 1.0 and result.mAP == 1.0
     assert result.num_query == 5 and result.num_gallery == 11 and result.num_valid_queries == 5
     assert evaluation.query_features.shape == (5, 3)
-    result_tuple, q_feats, g_feats = evaluation
+    result_tuple, q_feats, g_feats, q_records, g_records, skipped = evaluation
     assert result_tuple is result and g_feats.shape == (11, 3)
+    assert (len(q_records), len(g_records), skipped) == (5, 11, [])
     assert seen[-1] == (16, 16) and [d for d, _ in seen] == sorted(d for d, _ in seen)
 
 
@@ -108,6 +109,15 @@ def test_unreadable_image_names_the_file(tmp_path):
         evaluate_encoder(ColourEncoder(), query, gallery)
 
 
+def test_unreadable_image_can_be_left_out_and_named(tmp_path):
+    query, gallery = colour_split(tmp_path)
+    broken = tmp_path / "broken.png"
+    broken.write_bytes(b"not an image")
+    evaluation = evaluate_encoder(ColourEncoder(), query, gallery + [ImageRecord(broken, 3, 2)], skip_unreadable=True)
+    assert evaluation.result.num_gallery == len(gallery) == len(evaluation.gallery_records)
+    assert [path.name for path, _ in evaluation.skipped] == ["broken.png"]
+
+
 def test_real_network_on_written_images(tmp_path):
     card = ModelCard(name="t", architecture="resnet18", embedding_dim=64, input_size=(64, 32), num_classes=0)
     save_model(build_network(card), card, tmp_path / "m")
@@ -133,6 +143,13 @@ def colour_pairs(tmp_path: Path) -> Path:
     path = tmp_path / "pairs.csv"
     path.write_text("\n".join(lines) + "\n")
     return path
+
+
+def test_no_readable_pair_is_one_data_error(tmp_path):
+    """Every pair unscored (a wrong --root, say) is a clear error, not a reshape failure."""
+    pair_set = read_pairs(colour_pairs(tmp_path), tmp_path / "elsewhere")
+    with pytest.raises(DataError, match="no pair has two readable images"):
+        verify_pairs(ColourEncoder(), pair_set, folds=3)
 
 
 def test_verify_pairs_skips_and_counts_unreadable(tmp_path):

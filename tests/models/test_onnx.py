@@ -210,3 +210,34 @@ def test_eval_and_verify_accept_onnx_files_and_flags(tmp_path: Path, dynamic_fil
     ]:
         result = runner.invoke(app, ["eval", "--model", str(dynamic_file), "--data", f"market1501:{root}", *bad])
         assert result.exit_code == 1 and message in result.output, result.output
+
+
+class EmptyEmbedding(nn.Module):
+    """Returns an (N, 0) array: two dimensions, but nothing in them."""
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return x.flatten(1)[:, :0]
+
+
+class NanEmbedding(TinyEncoder):
+    """A broken export: every value NaN."""
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return super().forward(x) * float("nan")
+
+
+def test_an_empty_embedding_output_is_refused_on_load(tmp_path: Path) -> None:
+    path = to_onnx(EmptyEmbedding(), tmp_path / "empty.onnx", torch.zeros(1, 3, 32, 16))
+    with pytest.raises(ModelError, match=r"empty\.onnx: output 'output' has an empty embedding"):
+        OnnxEncoder(path, Preprocessing(input_size=(32, 16)))
+
+
+def test_an_onnx_file_returning_nan_stops_verify_with_the_common_line(tmp_path: Path) -> None:
+    path = to_onnx(NanEmbedding(), tmp_path / "nan.onnx", torch.zeros(1, 3, 32, 16))
+    a, b = (tmp_path / "a.png", tmp_path / "b.png")
+    for target, image in zip((a, b), images(2), strict=True):
+        cv2.imwrite(str(target), image)
+    command = ["verify", str(a), str(b), "-m", str(path), "--input-size", "32x16", "--threshold", "1"]
+    result = CliRunner().invoke(app, command)
+    errors = [line for line in result.output.splitlines() if line.startswith("error:")]
+    assert result.exit_code == 1 and len(errors) == 1 and "returned non-finite embeddings" in errors[0]

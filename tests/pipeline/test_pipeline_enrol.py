@@ -75,7 +75,7 @@ def test_enrol_counts_duplicates_and_unreadable(tmp_path: Path, encoder: Encoder
         item = gallery.items("red")[0]
         assert item.image_hash and len(item.image_hash) == 64 and item.box is not None
     payload = report.to_dict()
-    assert payload["added"] == 6 and {s["reason"] for s in payload["skipped"]} >= {"not a readable image"}
+    assert payload["added"] == 6 and any(s["reason"].startswith("not a readable image") for s in payload["skipped"])
 
 
 def test_enrolled_crops_are_found_again(tmp_path: Path, encoder: Encoder) -> None:

@@ -7,6 +7,7 @@ from pathlib import Path
 import cv2
 import numpy as np
 import pytest
+from bad_inputs import good_jpg, pillow_image
 
 from reid.errors import ConfigError, DataError
 from reid.pipeline import open_source
@@ -44,7 +45,8 @@ def test_images_folders_and_globs(tmp_path: Path) -> None:
     frames = list(folder.frames())
     assert [Path(f.source).name for f in frames] == ["a.jpg", "b.png", "c.png"]
     assert [f.index for f in frames] == [0, 1, 3] and all(f.time is None for f in frames)
-    assert len(folder.unreadable) == 1 and "broken.png" in folder.unreadable[0][0]
+    # The broken image and the text file are both named: nothing is left out silently.
+    assert sorted(Path(p).name for p, _ in folder.unreadable) == ["broken.png", "notes.txt"]
     assert [Path(f.source).name for f in open_source(str(tmp_path / "*.png")).frames()] == ["b.png"]
     single = open_source(tmp_path / "a.jpg")
     assert single.kind == "images" and len(list(single.frames())) == 1
@@ -73,3 +75,26 @@ def test_cameras_and_streams_are_recognised(tmp_path: Path) -> None:
     missing_camera = open_source("97")
     with pytest.raises(DataError, match="97: cannot open camera"):
         list(missing_camera.frames())
+
+
+def test_a_video_without_a_decodable_frame_is_an_error(tmp_path: Path) -> None:
+    empty = tmp_path / "empty.avi"
+    writer = cv2.VideoWriter(str(empty), cv2.VideoWriter_fourcc(*"MJPG"), 10, (64, 48))
+    writer.release()
+    source = open_source(empty)
+    assert source.kind == "video"
+    with pytest.raises(DataError, match=r"empty\.avi: the video yielded no decodable frame"):
+        list(source.frames())
+
+
+def test_a_gif_or_an_image_under_another_extension_is_an_image(tmp_path: Path) -> None:
+    gif = pillow_image(tmp_path / "photo.gif", "GIF")
+    renamed = good_jpg(tmp_path / "photo.data")
+    for path in (gif, renamed):
+        source = open_source(path)
+        assert source.kind == "images"
+        assert [f.image.shape[2] for f in source.frames()] == [3]
+    folder = open_source(tmp_path)
+    # In a folder, the extension decides: the .data file is named, not guessed at.
+    assert [Path(p).name for p in folder.paths] == ["photo.gif"]
+    assert [Path(p).name for p, _ in folder.unreadable] == ["photo.data"]

@@ -1,0 +1,128 @@
+"""Which files are images, how folders are walked, and bounded image reading."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable
+from pathlib import Path
+
+import numpy as np
+import pytest
+from bad_inputs import (
+    dangling_link,
+    good_jpg,
+    pillow_image,
+    png_bomb,
+    random_bytes,
+    sparse_file,
+    symlink_loop,
+    truncated_jpg,
+)
+
+from reid.data.io import (
+    MAX_PIXELS_ENV,
+    ImageLimits,
+    list_media,
+    media_kind,
+    read_bytes,
+    read_image,
+    sniff_kind,
+)
+from reid.errors import ConfigError, DataError
+
+
+def test_png_bomb_is_refused_before_decoding(tmp_path: Path) -> None:
+    bomb = png_bomb(tmp_path / "bomb.png")
+    with pytest.raises(DataError, match=r"bomb\.png: image declares 60000 x 60000 pixels, over the limit"):
+        read_image(bomb)
+
+
+def test_30000_square_png_is_over_the_default_limit(tmp_path: Path) -> None:
+    bomb = png_bomb(tmp_path / "big.png", 30000, 30000)
+    with pytest.raises(DataError, match="30000 x 30000 pixels"):
+        read_image(bomb)
+
+
+def test_pixel_limit_is_configurable(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    photo = good_jpg(tmp_path / "photo.jpg", size=(100, 100))
+    assert read_image(photo).shape == (100, 100, 3)
+    with pytest.raises(DataError, match="100 x 100 pixels, over the limit of 5000"):
+        read_image(photo, ImageLimits(max_pixels=5000))
+    monkeypatch.setenv(MAX_PIXELS_ENV, "5000")
+    with pytest.raises(DataError, match="over the limit of 5000"):
+        read_image(photo)
+    monkeypatch.setenv(MAX_PIXELS_ENV, "lots")
+    with pytest.raises(ConfigError, match="REID_MAX_IMAGE_PIXELS"):
+        read_image(photo)
+
+
+def test_huge_sparse_file_is_refused_without_reading_it(tmp_path: Path) -> None:
+    try:
+        huge = sparse_file(tmp_path / "huge.jpg", 30 * 1024**3)
+    except OSError as exc:
+        pytest.skip(f"this file system cannot hold a sparse 30 GiB file ({exc.strerror})")
+    with pytest.raises(DataError, match=r"huge\.jpg: file is 32212254720 bytes, over the image limit"):
+        read_bytes(huge)
+
+
+def empty_file(path: Path) -> Path:
+    path.write_bytes(b"")
+    return path
+
+
+@pytest.mark.parametrize(
+    "make,name,problem",
+    [
+        (truncated_jpg, "cut.jpg", "not a readable image"),
+        (random_bytes, "noise.png", "not a readable image"),
+        (empty_file, "empty.jpg", "empty file"),
+    ],
+)
+def test_corrupt_images_are_one_data_error(
+    tmp_path: Path, make: Callable[[Path], Path], name: str, problem: str
+) -> None:
+    path = make(tmp_path / name)
+    with pytest.raises(DataError, match=problem) as caught:
+        read_image(path)
+    assert str(caught.value).startswith(str(path)) and "\n" not in str(caught.value)
+
+
+def test_gif_and_jfif_are_images_by_extension_and_decode(tmp_path: Path) -> None:
+    gif = pillow_image(tmp_path / "a.gif", "GIF")
+    jfif = pillow_image(tmp_path / "b.jfif", "JPEG")
+    for path in (gif, jfif):
+        assert media_kind(path) == "image"
+        image = read_image(path)
+        assert image.shape == (64, 32, 3) and image.dtype == np.uint8
+    assert media_kind(tmp_path / "clip.MP4") == "video" and media_kind(tmp_path / "notes.txt") is None
+
+
+def test_content_decides_for_an_unknown_extension(tmp_path: Path) -> None:
+    photo = good_jpg(tmp_path / "photo.data")
+    assert sniff_kind(photo) == "image"
+    assert sniff_kind(random_bytes(tmp_path / "blob.data")) is None
+
+
+def test_folder_walk_takes_images_and_names_everything_else(tmp_path: Path) -> None:
+    good_jpg(tmp_path / "a.jpg")
+    good_jpg(tmp_path / "sub" / "b.jpg")
+    pillow_image(tmp_path / "c.gif", "GIF")
+    good_jpg(tmp_path / ".hidden.jpg")
+    good_jpg(tmp_path / "._a.jpg")  # AppleDouble resource fork of a.jpg
+    good_jpg(tmp_path / "__MACOSX" / "x.jpg")
+    good_jpg(tmp_path / ".ipynb_checkpoints" / "y.jpg")
+    (tmp_path / "Thumbs.db").write_bytes(b"\x00" * 16)
+    (tmp_path / ".DS_Store").write_bytes(b"\x00" * 16)
+    (tmp_path / "notes.txt").write_text("not a photo")
+    dangling_link(tmp_path / "moved.jpg")
+    symlink_loop(tmp_path / "loop")
+    os.symlink(tmp_path, tmp_path / "sub" / "back-to-top")
+    listing = list_media(tmp_path)
+    assert [p.relative_to(tmp_path).as_posix() for p in listing.files] == ["a.jpg", "c.gif", "sub/b.jpg"]
+    reasons = {p.relative_to(tmp_path).as_posix(): r for p, r in listing.skipped}
+    for hidden in (".hidden.jpg", "._a.jpg", "__MACOSX", ".ipynb_checkpoints", "Thumbs.db", ".DS_Store"):
+        assert reasons[hidden] == "hidden or system entry, not data"
+    assert reasons["notes.txt"].startswith("not an image file (.txt)")
+    assert reasons["moved.jpg"].startswith("link to nothing readable")
+    assert reasons["loop"].startswith("link to nothing readable")
+    assert reasons["sub/back-to-top"].startswith("folder link loops back")
