@@ -276,9 +276,11 @@ def merge_layer(lower: dict[str, Any], upper: dict[str, Any]) -> dict[str, Any]:
     are merged key by key.
     """
     merged = {**lower, **upper}
+    below, options = lower.get("metric_options") or {}, upper.get("metric_options", {})
+    if not isinstance(below, dict) or not isinstance(options, dict):
+        return merged  # not a mapping: left for type validation to name
     same_loss = upper.get("metric_loss", lower.get("metric_loss")) == lower.get("metric_loss")
-    lower_options = dict(lower.get("metric_options") or {}) if same_loss else {}
-    merged["metric_options"] = {**lower_options, **dict(upper.get("metric_options") or {})}
+    merged["metric_options"] = {**(below if same_loss else {}), **options}
     return merged
 
 

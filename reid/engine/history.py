@@ -83,7 +83,7 @@ def require_tensorboard(folder: Path) -> type:
 
 def _event_writer(folder: Path, purge_step: int | None) -> Any:
     """A SummaryWriter into ``folder``; ``purge_step`` hides the events a stopped run wrote
-    at or after the step a resumed run starts from."""
+    at or after that step."""
     writer_class = require_tensorboard(folder)
     try:
         return writer_class(log_dir=str(folder), purge_step=purge_step)
@@ -106,7 +106,8 @@ class TrainingLog:
 
     def __enter__(self) -> TrainingLog:
         if self.tensorboard is not None:
-            self._writer = _event_writer(self.tensorboard, self.start_step if self.start_step > 0 else None)
+            # The epoch the run resumes after was logged at start_step itself; later steps are stale.
+            self._writer = _event_writer(self.tensorboard, self.start_step + 1 if self.start_step > 0 else None)
         write_history(self.folder, self.history)
         return self
 
