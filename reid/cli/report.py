@@ -6,7 +6,6 @@ from pathlib import Path
 from typing import Any, Optional
 
 import typer
-import yaml
 
 from reid.cli.common import console, handle_errors, print_table, write_json
 from reid.engine.report import model_report
@@ -52,7 +51,7 @@ def report_command(
         console.print(f"{report.folder}: no model card yet (training has not finished)", highlight=False)
     if report.recipe is not None:
         console.print("recipe (config.yaml):", highlight=False)
-        console.print(yaml.safe_dump(report.recipe, sort_keys=False, default_flow_style=None).rstrip(), highlight=False, markup=False)
+        console.print(report.recipe.to_yaml().rstrip(), highlight=False, markup=False)
     else:
         console.print("no config.yaml: the model was trained before recipes were saved", highlight=False)
     last = report.last_epoch

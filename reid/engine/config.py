@@ -207,8 +207,9 @@ class TrainConfig:
             return TypeAdapter(cls).validate_python(values)
         except ValidationError as exc:
             error = exc.errors()[0]
-            key = ".".join(str(part) for part in error["loc"]) or "config"
-            raise ConfigValueError(str(error["loc"][0]) if error["loc"] else key, f"{error['msg'][0].lower()}{error['msg'][1:]} (got {error['input']!r})") from None
+            key = str(error["loc"][0]) if error["loc"] else "config"
+            message = error["msg"]
+            raise ConfigValueError(key, f"{message[:1].lower()}{message[1:]} (got {error['input']!r})") from None
 
 
 RECIPE_KEYS = tuple(f.name for f in fields(TrainConfig) if f.name not in ACTION_KEYS)

@@ -17,14 +17,15 @@ from reid.models.folder import resolve_model_path
 class ModelReport:
     """A model folder's training record.
 
-    ``card`` is None while a run has not finished; ``recipe`` is None for a model trained
-    before recipes were saved; ``history`` comes from ``history.jsonl`` or, for such older
-    models, from the card. ``curves_written`` says whether ``curves`` was drawn just now.
+    ``card`` is None while a run has not finished; ``recipe`` (from ``config.yaml``) is
+    None for a model trained before recipes were saved; ``history`` comes from
+    ``history.jsonl`` or, for such older models, from the card. ``curves_written`` says
+    whether ``curves`` was drawn just now.
     """
 
     folder: Path
     card: ModelCard | None
-    recipe: dict[str, Any] | None
+    recipe: TrainConfig | None
     history: list[dict[str, Any]] = field(default_factory=list)
     curves: Path | None = None
     curves_written: bool = False
@@ -45,7 +46,7 @@ class ModelReport:
         return {
             "folder": str(self.folder),
             "card": None if self.card is None else self.card.to_dict(),
-            "recipe": self.recipe,
+            "recipe": None if self.recipe is None else self.recipe.to_recipe(),
             "epochs_recorded": len(self.history),
             "last_epoch": self.last_epoch,
             "metrics": self.metrics,
@@ -70,7 +71,7 @@ def model_report(spec: str | Path) -> ModelReport:
     if not any(present.values()):
         raise ModelError(f"{folder}: not a model folder (no {CARD_FILE}, {CONFIG_FILE} or {HISTORY_FILE})")
     card = load_card(folder) if present[CARD_FILE] else None
-    recipe = resolve_config(TrainConfig(), folder / CONFIG_FILE).to_recipe() if present[CONFIG_FILE] else None
+    recipe = resolve_config(TrainConfig(), folder / CONFIG_FILE) if present[CONFIG_FILE] else None
     if present[HISTORY_FILE]:
         history = read_history(folder)
     else:

@@ -37,7 +37,7 @@ def test_finished_model_reports_card_recipe_figures_and_draws_missing_curves(tmp
     folder = model_folder(tmp_path)
     report = model_report(folder)
     assert report.card is not None and report.card.name == "m"
-    assert report.recipe == TrainConfig(out=folder, architecture="resnet18", epochs=3).to_recipe()
+    assert report.recipe == TrainConfig(out=folder, architecture="resnet18", epochs=3)
     assert report.last_epoch == HISTORY[-1]
     assert report.metrics == {"rank1": 0.4, "mAP": 0.3, "mINP": 0.1}  # the last evaluated epoch's
     assert report.curves == folder / CURVES_FILE and report.curves_written
