@@ -148,7 +148,7 @@ def train_command(
         None, "--gather-embeddings/--no-gather-embeddings", help="Under torchrun: the metric loss mines over the embeddings of every process."
     ),
     tensorboard: Optional[Path] = typer.Option(
-        None, "--tensorboard", help='Also write the history as TensorBoard event files into this folder (pip install "reid[tensorboard]").'
+        None, "--tensorboard", help='Also write the history as TensorBoard event files into this folder (needs the tensorboard extra).'
     ),
     json_file: Optional[Path] = typer.Option(None, "--json", help="Write the training summary as JSON."),
     quiet: bool = typer.Option(False, "--quiet", help="No progress bar."),

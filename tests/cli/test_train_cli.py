@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import sys
 from pathlib import Path
 
 import pytest
@@ -137,4 +138,18 @@ def test_bad_config_is_one_line(tmp_path: Path, text: str, args: list[str], mess
     assert result.output.strip() == "error: " + result.output.strip().removeprefix("error: ")
     assert message.format(file=recipe) in result.output
     assert len(result.output.strip().splitlines()) == 1
+    assert not (tmp_path / "m").exists()
+
+
+def test_tensorboard_without_its_package_is_one_line(micro: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delitem(sys.modules, "torch.utils.tensorboard", raising=False)
+    monkeypatch.setitem(sys.modules, "tensorboard", None)  # what Python sees when it is not installed
+    result = runner.invoke(app, [
+        "train", "--data", f"market1501:{micro}", "--out", str(tmp_path / "m"), "--tensorboard", str(tmp_path / "tb"), "--quiet",
+    ])
+    assert result.exit_code == 1
+    assert result.output.strip() == (
+        f"error: --tensorboard {tmp_path / 'tb'}: writing TensorBoard files needs the tensorboard package, "
+        'which is not installed: pip install "reid[tensorboard]"'
+    )
     assert not (tmp_path / "m").exists()
