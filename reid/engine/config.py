@@ -18,7 +18,7 @@ import yaml
 from pydantic import TypeAdapter, ValidationError
 
 from reid.errors import ConfigError, ModelError
-from reid.losses.registry import LOSS_NAMES, typed_options
+from reid.losses.registry import LOSS_NAMES, convert_options
 from reid.models.backbones import BACKBONES
 from reid.models.card import atomic_write_bytes
 from reid.models.network import POOLINGS
@@ -176,7 +176,7 @@ class TrainConfig:
         problems = [(key, problem) for ok, key, problem in checks if not ok]
         if not problems and self.uses_metric_loss:
             try:
-                typed_options(self.metric_loss, **self.metric_options)
+                convert_options(self.metric_loss, **self.metric_options)
             except ConfigError as exc:
                 problems.append(("metric_options", str(exc)))
         return problems
@@ -316,7 +316,7 @@ def resolve_config(base: TrainConfig, config_file: Path | None = None, overrides
     except ConfigValueError as exc:
         raise ConfigError(f"{where(exc.key)}: {exc.problem}") from None
     if config.uses_metric_loss:
-        config = replace(config, metric_options=typed_options(config.metric_loss, **config.metric_options))
+        config = replace(config, metric_options=convert_options(config.metric_loss, **config.metric_options))
     return config
 
 
@@ -349,7 +349,7 @@ def check_resume_config(config: TrainConfig, folder: Path) -> None:
         raise ModelError(f"cannot check the run to resume: {exc}") from None
     current, before = config.to_recipe(), saved.to_recipe()
     if config.uses_metric_loss:
-        current["metric_options"] = typed_options(config.metric_loss, **config.metric_options)
+        current["metric_options"] = convert_options(config.metric_loss, **config.metric_options)
     for key in RESUME_FIXED_KEYS:
         if current[key] != before[key]:
             raise ModelError(

@@ -157,3 +157,13 @@ def test_resume_check_compares_what_is_trained(tmp_path: Path) -> None:
     (tmp_path / CONFIG_FILE).write_text("architecture: [\n")
     with pytest.raises(ModelError, match="cannot check the run to resume: .*config.yaml: not valid YAML"):
         check_resume_config(started, tmp_path)
+
+
+def test_options_the_trainer_fills_in_are_not_asked_of_a_recipe(tmp_path: Path) -> None:
+    """SoftTriple needs num_classes and embedding_dim, which training takes from the data and network."""
+    TrainConfig(metric_loss="softtriple", metric_options={}).validate()
+    recipe = write(tmp_path / "r.yaml", "metric_loss: softtriple\nmetric_options: {centers_per_class: '1'}\n")
+    config = resolve_config(TrainConfig(), recipe, {"ce_weight": 0.0})
+    assert config.metric_options == {"centers_per_class": 1}
+    write_config(config, tmp_path)
+    check_resume_config(config, tmp_path)
