@@ -4,18 +4,18 @@ from __future__ import annotations
 
 import typer
 
-from reid.cli import evaluate, export, gallery, train, verify
+from reid.cli import evaluate, export, gallery, report, train, verify
 from reid.data import quiet_opencv
 
 app = typer.Typer(
     name="reid",
-    help="Person re-identification and face verification: train, evaluate, enrol, query, verify, export.",
+    help="Person re-identification and face verification: train, evaluate, enrol, query, verify, export, report.",
     no_args_is_help=True,
     add_completion=False,
     pretty_exceptions_enable=False,
 )
 
-for module in (train, evaluate, verify, gallery, export):
+for module in (train, evaluate, verify, gallery, export, report):
     module.register(app)
 
 

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import Iterator
-from dataclasses import replace
 from pathlib import Path
 from typing import Any, Optional
 
@@ -13,8 +12,10 @@ from rich.progress import Progress, TextColumn
 
 from reid.cli.common import console, err_console, handle_errors, make_progress, print_table, write_json
 from reid.engine import StepInfo, TrainCallbacks, TrainConfig, train
+from reid.engine.config import CONFIG_FILE, resolve_config
 from reid.engine.demo import demo_config, run_demo
 from reid.engine.distributed import is_main_process
+from reid.engine.history import CURVES_FILE, HISTORY_FILE
 from reid.errors import ConfigError
 from reid.paths import check_output_file
 
@@ -27,6 +28,13 @@ def parse_size(text: str) -> tuple[int, int]:
     except ValueError:
         raise ConfigError(f"--size {text!r}: expected HxW, e.g. 256x128") from None
     return height, width
+
+
+def parse_milestones(text: str) -> tuple[int, ...]:
+    try:
+        return tuple(int(m) for m in text.split(",") if m.strip())
+    except ValueError:
+        raise ConfigError(f"--milestones {text!r}: expected comma-separated epochs, e.g. 40,70") from None
 
 
 def parse_options(items: list[str]) -> dict[str, str]:
@@ -88,93 +96,88 @@ def metric_row(label: str, metrics: dict[str, Any]) -> list[Any]:
     return [label, *(metrics[k] for k in METRIC_KEYS), metrics.get("num_valid_queries", "")]
 
 
+def given(**values: Any) -> dict[str, Any]:
+    """The options the user gave, by config key; the rest stays with the recipe's defaults."""
+    return {key: value for key, value in values.items() if value is not None}
+
+
+def print_recipe(config: TrainConfig) -> None:
+    """The effective config as YAML on stdout, plain text so that it can be saved as a file."""
+    typer.echo(config.to_yaml(), nl=False)
+
+
+CONFIG_HELP = "YAML recipe (the keys --print-config prints); options given on the command line override it."
+PRINT_CONFIG_HELP = "Print the effective config (defaults, then --config, then options) as YAML and exit."
+
+
 @handle_errors
 def train_command(
-    data: str = typer.Option("synthetic", "--data", help="Dataset: synthetic, market1501:PATH, dukemtmc:PATH, msmt17:PATH or folder:PATH."),
-    out: Optional[Path] = typer.Option(None, "--out", help="Model folder to write (default models/ARCH-KIND)."),
-    arch: str = typer.Option("resnet50", "--arch", help="Backbone: resnet18, resnet34, resnet50, resnet101, resnext50_32x4d, mobilenet_v3_small/large."),
-    pretrained: str = typer.Option("imagenet", "--pretrained", help="imagenet (from the local torch cache if present), none, or a state_dict file."),
-    pooling: str = typer.Option("avg", "--pooling", help="avg or gem."),
+    config_file: Optional[Path] = typer.Option(None, "--config", help=CONFIG_HELP),
+    print_config: bool = typer.Option(False, "--print-config", help=PRINT_CONFIG_HELP),
+    data: Optional[str] = typer.Option(None, "--data", help="Dataset: synthetic, market1501:PATH, dukemtmc:PATH, msmt17:PATH or folder:PATH."),
+    out: Optional[Path] = typer.Option(None, "--out", help="Model folder to write (unset: models/ARCH-KIND)."),
+    arch: Optional[str] = typer.Option(None, "--arch", help="Backbone: resnet18, resnet34, resnet50, resnet101, resnext50_32x4d, mobilenet_v3_small/large."),
+    pretrained: Optional[str] = typer.Option(None, "--pretrained", help="imagenet (from the local torch cache if present), none, or a state_dict file."),
+    pooling: Optional[str] = typer.Option(None, "--pooling", help="avg or gem."),
     embedding_dim: Optional[int] = typer.Option(None, "--embedding-dim", help="Add a linear reduction to this dimension."),
-    size: str = typer.Option("256x128", "--size", help="Input size HxW."),
-    p: int = typer.Option(16, "--p", "-P", help="Identities per batch (per process under torchrun, which needs the spelling -P)."),
-    k: int = typer.Option(4, "--k", "-K", help="Images per identity in a batch."),
-    epochs: int = typer.Option(60, "--epochs"),
+    size: Optional[str] = typer.Option(None, "--size", help="Input size HxW."),
+    p: Optional[int] = typer.Option(None, "--p", "-P", help="Identities per batch (per process under torchrun, which needs the spelling -P)."),
+    k: Optional[int] = typer.Option(None, "--k", "-K", help="Images per identity in a batch."),
+    epochs: Optional[int] = typer.Option(None, "--epochs"),
     max_steps: Optional[int] = typer.Option(None, "--max-steps", help="Stop after this many steps in all."),
-    optimizer: str = typer.Option("adam", "--optimizer", help="adam, adamw or sgd."),
-    lr: float = typer.Option(3.5e-4, "--lr"),
-    weight_decay: float = typer.Option(5e-4, "--weight-decay"),
-    warmup: int = typer.Option(10, "--warmup", help="Warm-up epochs (linear from 10% of --lr)."),
-    schedule: str = typer.Option("step", "--schedule", help="step, cosine or constant."),
-    milestones: str = typer.Option("40,70", "--milestones", help="Epochs where the step schedule multiplies lr by --gamma."),
-    gamma: float = typer.Option(0.1, "--gamma"),
+    optimizer: Optional[str] = typer.Option(None, "--optimizer", help="adam, adamw or sgd."),
+    lr: Optional[float] = typer.Option(None, "--lr"),
+    weight_decay: Optional[float] = typer.Option(None, "--weight-decay"),
+    warmup: Optional[int] = typer.Option(None, "--warmup", help="Warm-up epochs (linear from 10% of --lr)."),
+    schedule: Optional[str] = typer.Option(None, "--schedule", help="step, cosine or constant."),
+    milestones: Optional[str] = typer.Option(None, "--milestones", help="Comma-separated epochs where the step schedule multiplies lr by --gamma."),
+    gamma: Optional[float] = typer.Option(None, "--gamma"),
     grad_clip: Optional[float] = typer.Option(None, "--grad-clip", help="Clip the gradient norm to this value."),
-    amp: bool = typer.Option(True, "--amp/--no-amp", help="Mixed precision on CUDA."),
-    seed: int = typer.Option(0, "--seed"),
-    ce_weight: float = typer.Option(1.0, "--ce-weight", help="Weight of identity cross-entropy (0 disables it)."),
-    label_smoothing: float = typer.Option(0.1, "--label-smoothing"),
-    loss: str = typer.Option("triplet", "--loss", help="Metric loss: triplet, contrastive, lifted, centroid_triplet, softtriple, or none."),
+    amp: Optional[bool] = typer.Option(None, "--amp/--no-amp", help="Mixed precision on CUDA."),
+    seed: Optional[int] = typer.Option(None, "--seed"),
+    ce_weight: Optional[float] = typer.Option(None, "--ce-weight", help="Weight of identity cross-entropy (0 disables it)."),
+    label_smoothing: Optional[float] = typer.Option(None, "--label-smoothing"),
+    loss: Optional[str] = typer.Option(None, "--loss", help="Metric loss: triplet, contrastive, lifted, centroid_triplet, softtriple, or none."),
     loss_option: list[str] = typer.Option([], "--loss-option", help="KEY=VALUE option of the metric loss (repeatable), e.g. mining=hard."),
-    metric_weight: float = typer.Option(1.0, "--metric-weight", help="Weight of the metric loss (0 disables it)."),
-    eval_every: int = typer.Option(0, "--eval-every", help="Evaluate on the query/gallery split every N epochs (and at the end)."),
-    resume: bool = typer.Option(False, "--resume", help="Continue from OUT/checkpoint.pt."),
+    metric_weight: Optional[float] = typer.Option(None, "--metric-weight", help="Weight of the metric loss (0 disables it)."),
+    eval_every: Optional[int] = typer.Option(None, "--eval-every", help="Evaluate on the query/gallery split every N epochs (and at the end)."),
+    resume: bool = typer.Option(False, "--resume", help="Continue from OUT/checkpoint.pt (the config must train what OUT/config.yaml says)."),
     device: Optional[str] = typer.Option(None, "--device", help="cpu, cuda, cuda:1 ... (default: cuda if available)."),
     threads: Optional[int] = typer.Option(None, "--threads", help="CPU threads for PyTorch."),
-    sync_bn: bool = typer.Option(False, "--sync-bn", help="Under torchrun on CUDA: BatchNorm statistics over the global batch."),
-    gather_embeddings: bool = typer.Option(
-        False, "--gather-embeddings", help="Under torchrun: the metric loss mines over the embeddings of every process."
+    sync_bn: Optional[bool] = typer.Option(None, "--sync-bn/--no-sync-bn", help="Under torchrun on CUDA: BatchNorm statistics over the global batch."),
+    gather_embeddings: Optional[bool] = typer.Option(
+        None, "--gather-embeddings/--no-gather-embeddings", help="Under torchrun: the metric loss mines over the embeddings of every process."
+    ),
+    tensorboard: Optional[Path] = typer.Option(
+        None, "--tensorboard", help='Also write the history as TensorBoard event files into this folder (needs the tensorboard extra).'
     ),
     json_file: Optional[Path] = typer.Option(None, "--json", help="Write the training summary as JSON."),
     quiet: bool = typer.Option(False, "--quiet", help="No progress bar."),
 ) -> None:
     """Train an encoder with cross-entropy + a metric loss on P x K batches.
 
-    Started as `torchrun --nproc_per_node N -m reid train ...` it trains in N processes;
-    --p and --k are then per process (see docs/scaling.md).
+    Every default is in the recipe `reid train --print-config` prints; --config FILE.yaml
+    replaces the keys it holds, and the options given replace those. The model folder
+    receives config.yaml, history.jsonl and curves.png. Started as
+    `torchrun --nproc_per_node N -m reid train ...` it trains in N processes; --p and --k
+    are then per process (see docs/scaling.md).
     """
     if json_file:
         check_output_file(json_file, "--json")
-    options: dict[str, Any] = {"mining": "hard", "margin": 0.3} if loss == "triplet" and not loss_option else {}
-    options.update(parse_options(loss_option))
-    try:
-        milestone_list = tuple(int(m) for m in milestones.split(",") if m.strip())
-    except ValueError:
-        raise ConfigError(f"--milestones {milestones!r}: expected comma-separated epochs") from None
-    kind = data.partition(":")[0]
-    config = TrainConfig(
-        data=data,
-        out=out or Path("models") / f"{arch}-{kind}",
-        architecture=arch,
-        pretrained=None if pretrained == "none" else pretrained,
-        pooling=pooling,
-        embedding_dim=embedding_dim,
-        input_size=parse_size(size),
-        p=p,
-        k=k,
-        epochs=epochs,
-        max_steps=max_steps,
-        optimizer=optimizer,
-        lr=lr,
-        weight_decay=weight_decay,
-        warmup_epochs=warmup,
-        schedule=schedule,
-        milestones=milestone_list,
-        gamma=gamma,
-        grad_clip=grad_clip,
-        amp=amp,
-        seed=seed,
-        ce_weight=ce_weight,
-        label_smoothing=label_smoothing,
-        metric_loss=loss,
-        metric_options=options,
-        metric_weight=metric_weight if loss != "none" else 0.0,
-        eval_every=eval_every,
-        resume=resume,
-        device=device,
-        threads=threads,
-        sync_bn=sync_bn,
-        gather_embeddings=gather_embeddings,
+    overrides = given(
+        data=data, out=out, architecture=arch, pretrained=pretrained, pooling=pooling, embedding_dim=embedding_dim,
+        input_size=parse_size(size) if size is not None else None, p=p, k=k, epochs=epochs, max_steps=max_steps,
+        optimizer=optimizer, lr=lr, weight_decay=weight_decay, warmup_epochs=warmup, schedule=schedule,
+        milestones=parse_milestones(milestones) if milestones is not None else None, gamma=gamma, grad_clip=grad_clip,
+        amp=amp, seed=seed, ce_weight=ce_weight, label_smoothing=label_smoothing, metric_loss=loss,
+        metric_options=parse_options(loss_option) if loss_option else None, metric_weight=metric_weight,
+        eval_every=eval_every, resume=resume or None, device=device, threads=threads, sync_bn=sync_bn,
+        gather_embeddings=gather_embeddings, tensorboard=tensorboard,
     )
+    config = resolve_config(TrainConfig(), config_file, overrides)
+    if print_config:
+        print_recipe(config)
+        return
     with training_progress(quiet or not is_main_process()) as callbacks:
         result = train(config, callbacks)
     if result.rank != 0:
@@ -184,6 +187,9 @@ def train_command(
         err_console.print(f"skipped {len(result.skipped_images)} unreadable images, e.g. {reason}")
     last = result.history[-1] if result.history else {}
     console.print(f"model written to {result.model_dir} (fingerprint {result.card.fingerprint}) in {result.seconds:.0f} s")
+    console.print(f"recipe, history and curves: {CONFIG_FILE}, {HISTORY_FILE}, {CURVES_FILE} in the same folder", highlight=False)
+    if config.tensorboard is not None:
+        console.print(f"TensorBoard event files in {config.tensorboard}", highlight=False)
     if "eval" in last:
         print_table("evaluation (Market-1501 protocol)", ["model", *METRIC_KEYS, "valid queries"], [metric_row(str(result.model_dir), last["eval"])])
     if json_file:
@@ -195,20 +201,27 @@ def train_command(
 
 @handle_errors
 def demo_command(
-    out: Path = typer.Option(Path("models/demo"), "--out", help="Where the trained demo model goes."),
-    data: str = typer.Option("synthetic", "--data", help="Dataset to run the demo on (default: the built-in synthetic set)."),
+    config_file: Optional[Path] = typer.Option(None, "--config", help=CONFIG_HELP),
+    print_config: bool = typer.Option(False, "--print-config", help=PRINT_CONFIG_HELP),
+    out: Optional[Path] = typer.Option(None, "--out", help="Where the trained demo model goes."),
+    data: Optional[str] = typer.Option(None, "--data", help="Dataset to run the demo on (default: the built-in synthetic set)."),
     epochs: Optional[int] = typer.Option(None, "--epochs", help="Override the demo's number of epochs."),
-    p: int = typer.Option(16, "--p", help="Identities per batch."),
-    k: int = typer.Option(4, "--k", help="Images per identity in a batch."),
+    p: Optional[int] = typer.Option(None, "--p", help="Identities per batch."),
+    k: Optional[int] = typer.Option(None, "--k", help="Images per identity in a batch."),
     json_file: Optional[Path] = typer.Option(None, "--json", help="Write {untrained, trained, seconds} as JSON."),
     threads: Optional[int] = typer.Option(None, "--threads", help="CPU threads for PyTorch."),
     quiet: bool = typer.Option(False, "--quiet", help="No progress bar."),
 ) -> None:
-    """The main job on built-in data: generate, evaluate untrained, train, evaluate trained."""
-    config = demo_config(out)
-    if epochs is not None:
-        config = replace(config, epochs=epochs)
-    config = replace(config, data=data, threads=threads, p=p, k=k)
+    """The main job on built-in data: generate, evaluate untrained, train, evaluate trained.
+
+    The demo's recipe is `reid demo --print-config` (configs/demo.yaml); --config and the
+    options given override it.
+    """
+    overrides = given(out=out, data=data, epochs=epochs, p=p, k=k, threads=threads)
+    config = resolve_config(demo_config(), config_file, overrides)
+    if print_config:
+        print_recipe(config)
+        return
     with training_progress(quiet) as callbacks:
         result = run_demo(config, callbacks)
     print_table(

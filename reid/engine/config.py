@@ -1,20 +1,90 @@
-"""Training configuration."""
+"""Training configuration: the one home of training defaults, and recipes as YAML files.
+
+A recipe is every :class:`TrainConfig` field but ``resume`` (an action, not part of what
+is trained), written as a YAML mapping with the field names as keys. The effective config
+of a run is built in layers: the defaults (TrainConfig's, or the demo's), then a file's
+keys, then the keys given on the command line. :func:`resolve_config` builds it and names
+the layer that supplied a bad value: the file by path, a command-line value by its option.
+"""
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, field
+import difflib
+from dataclasses import asdict, dataclass, field, fields, replace
 from pathlib import Path
 from typing import Any
 
-from reid.errors import ConfigError
+import yaml
+from pydantic import TypeAdapter, ValidationError
+
+from reid.errors import ConfigError, ModelError
+from reid.losses.registry import LOSS_NAMES, convert_options
+from reid.models.backbones import BACKBONES
+from reid.models.card import atomic_write_bytes
+from reid.models.network import POOLINGS
+
+CONFIG_FILE = "config.yaml"
+OPTIMIZERS = ("adam", "adamw", "sgd")
+SCHEDULES = ("step", "cosine", "constant")
+NO_METRIC_LOSS = ("", "none")
+
+# Command-line spellings of the keys whose option name differs from the key.
+OPTION_NAMES = {
+    "architecture": "--arch",
+    "input_size": "--size",
+    "warmup_epochs": "--warmup",
+    "metric_loss": "--loss",
+    "metric_options": "--loss-option",
+}
+
+# What a run asks to do rather than what it trains; never read from or written to a file.
+ACTION_KEYS = ("resume",)
+
+# What a resumed run must share with the run that wrote the checkpoint: the data, the
+# network, the losses and the optimizer whose state the checkpoint holds. Schedule, length,
+# batch shape and where things run may change between the two.
+RESUME_FIXED_KEYS = (
+    "data",
+    "architecture",
+    "pretrained",
+    "pooling",
+    "last_stride",
+    "embedding_dim",
+    "input_size",
+    "optimizer",
+    "seed",
+    "ce_weight",
+    "label_smoothing",
+    "metric_loss",
+    "metric_options",
+    "metric_weight",
+)
+
+
+def default_out(architecture: str, data: str) -> Path:
+    """Where a model goes when no ``out`` is given: ``models/ARCH-KIND``."""
+    return Path("models") / f"{architecture}-{data.partition(':')[0]}"
+
+
+class ConfigValueError(ConfigError):
+    """A value of one config key is wrong; ``key`` lets the caller say where it came from."""
+
+    def __init__(self, key: str, problem: str) -> None:
+        super().__init__(f"{key}: {problem}")
+        self.key = key
+        self.problem = problem
 
 
 @dataclass
 class TrainConfig:
-    """Everything ``reid train`` can set; defaults are the BNNeck strong baseline (Luo et al. 2019)."""
+    """Everything ``reid train`` can set; defaults are the BNNeck strong baseline (Luo et al. 2019).
+
+    ``out`` left empty means ``models/ARCH-KIND`` (``models/resnet50-market1501``);
+    ``pretrained`` ``"none"`` means random initialisation, like None.
+    """
 
     data: str = "synthetic"
-    out: Path = Path("models/reid")
+    out: Path | None = None
     name: str = ""
     architecture: str = "resnet50"
     pretrained: str | None = "imagenet"
@@ -50,24 +120,239 @@ class TrainConfig:
     # Used only when torchrun starts several processes; see docs/scaling.md.
     sync_bn: bool = False
     gather_embeddings: bool = False
+    tensorboard: Path | None = None
+
+    def __post_init__(self) -> None:
+        if self.out is None or str(self.out) == "":
+            self.out = default_out(self.architecture, self.data)
+        self.out = Path(self.out)
+        if self.tensorboard is not None:
+            self.tensorboard = Path(self.tensorboard)
+        if isinstance(self.pretrained, str) and self.pretrained.lower() == "none":
+            self.pretrained = None
+        self.input_size = tuple(self.input_size)  # type: ignore[assignment]
+        self.milestones = tuple(self.milestones)
+
+    @property
+    def uses_metric_loss(self) -> bool:
+        return self.metric_loss not in NO_METRIC_LOSS and self.metric_weight > 0
 
     def validate(self) -> None:
-        if self.epochs < 1:
-            raise ConfigError(f"--epochs must be at least 1 (got {self.epochs})")
-        if self.optimizer not in ("adam", "adamw", "sgd"):
-            raise ConfigError(f"--optimizer {self.optimizer!r}: choose adam, adamw or sgd")
-        if self.schedule not in ("step", "cosine", "constant"):
-            raise ConfigError(f"--schedule {self.schedule!r}: choose step, cosine or constant")
-        if self.ce_weight < 0 or self.metric_weight < 0 or self.ce_weight + self.metric_weight == 0:
-            raise ConfigError("loss weights must be >= 0 and not both 0 (--ce-weight, --metric-weight)")
-        if self.lr <= 0:
-            raise ConfigError(f"--lr must be positive (got {self.lr})")
-        if len(self.input_size) != 2 or min(self.input_size) < 16:
-            raise ConfigError(f"--size must be HxW with both at least 16 (got {self.input_size})")
+        """Raise :class:`ConfigValueError` naming the first key whose value is out of range."""
+        for key, problem in self._problems():
+            raise ConfigValueError(key, problem)
+
+    def _problems(self) -> list[tuple[str, str]]:
+        checks: list[tuple[bool, str, str]] = [
+            (self.architecture in BACKBONES, "architecture", f"{self.architecture!r} is not one of {', '.join(BACKBONES)}"),
+            (self.pooling in POOLINGS, "pooling", f"{self.pooling!r} is not one of {', '.join(POOLINGS)}"),
+            (self.last_stride in (1, 2), "last_stride", f"must be 1 or 2 (got {self.last_stride})"),
+            (self.embedding_dim is None or self.embedding_dim >= 1, "embedding_dim", f"must be at least 1 (got {self.embedding_dim})"),
+            (len(self.input_size) == 2 and min(self.input_size) >= 16, "input_size", f"must be HxW with both at least 16 (got {self.input_size})"),
+            (self.p >= 2, "p", f"a P x K batch needs at least 2 identities (got {self.p})"),
+            (self.k >= 1, "k", f"a P x K batch needs at least 1 image per identity (got {self.k})"),
+            (self.epochs >= 1, "epochs", f"must be at least 1 (got {self.epochs})"),
+            (self.max_steps is None or self.max_steps >= 1, "max_steps", f"must be at least 1 (got {self.max_steps})"),
+            (self.optimizer in OPTIMIZERS, "optimizer", f"{self.optimizer!r} is not one of {', '.join(OPTIMIZERS)}"),
+            (self.lr > 0, "lr", f"must be positive (got {self.lr})"),
+            (self.weight_decay >= 0, "weight_decay", f"must be >= 0 (got {self.weight_decay})"),
+            (0 <= self.momentum < 1, "momentum", f"must be in [0, 1) (got {self.momentum})"),
+            (self.warmup_epochs >= 0, "warmup_epochs", f"must be >= 0 (got {self.warmup_epochs})"),
+            (self.schedule in SCHEDULES, "schedule", f"{self.schedule!r} is not one of {', '.join(SCHEDULES)}"),
+            (all(m >= 1 for m in self.milestones) and list(self.milestones) == sorted(self.milestones),
+             "milestones", f"must be increasing epochs >= 1 (got {list(self.milestones)})"),
+            (self.gamma > 0, "gamma", f"must be positive (got {self.gamma})"),
+            (self.grad_clip is None or self.grad_clip > 0, "grad_clip", f"must be positive (got {self.grad_clip})"),
+            (self.ce_weight >= 0, "ce_weight", f"must be >= 0 (got {self.ce_weight})"),
+            (self.metric_weight >= 0, "metric_weight", f"must be >= 0 (got {self.metric_weight})"),
+            (self.ce_weight > 0 or self.uses_metric_loss, "ce_weight", "is 0 and no metric loss is used: nothing would be trained"),
+            (0 <= self.label_smoothing < 1, "label_smoothing", f"must be in [0, 1) (got {self.label_smoothing})"),
+            (self.metric_loss in (*NO_METRIC_LOSS, *LOSS_NAMES), "metric_loss",
+             f"unknown loss {self.metric_loss!r}; choose one of {', '.join(LOSS_NAMES)} or none"),
+            (self.eval_every >= 0, "eval_every", f"must be >= 0 (got {self.eval_every})"),
+            (self.eval_batch_size >= 1, "eval_batch_size", f"must be at least 1 (got {self.eval_batch_size})"),
+            (self.threads is None or self.threads >= 1, "threads", f"must be at least 1 (got {self.threads})"),
+        ]
+        problems = [(key, problem) for ok, key, problem in checks if not ok]
+        if not problems and self.uses_metric_loss:
+            try:
+                convert_options(self.metric_loss, **self.metric_options)
+            except ConfigError as exc:
+                problems.append(("metric_options", str(exc)))
+        return problems
 
     def to_dict(self) -> dict[str, Any]:
+        """Every field as plain YAML/JSON values (paths as strings, tuples as lists)."""
         data = asdict(self)
-        data["out"] = str(self.out)
+        for key in ("out", "tensorboard"):
+            data[key] = None if data[key] is None else str(data[key])
         data["input_size"] = list(self.input_size)
         data["milestones"] = list(self.milestones)
         return data
+
+    def to_recipe(self) -> dict[str, Any]:
+        """:meth:`to_dict` without the action keys: what a config file holds."""
+        return {key: value for key, value in self.to_dict().items() if key not in ACTION_KEYS}
+
+    def to_yaml(self) -> str:
+        """The recipe as YAML, every key present (defaults included), in field order."""
+        return yaml.safe_dump(self.to_recipe(), sort_keys=False, default_flow_style=None)
+
+    @classmethod
+    def from_dict(cls, values: dict[str, Any]) -> TrainConfig:
+        """Build a config from plain values, converting what converts losslessly
+        (``"1e-3"`` to 0.001, a list to a tuple); a wrong type raises
+        :class:`ConfigValueError` naming the key."""
+        try:
+            return TypeAdapter(cls).validate_python(values)
+        except ValidationError as exc:
+            error = exc.errors()[0]
+            key = str(error["loc"][0]) if error["loc"] else "config"
+            message = error["msg"]
+            raise ConfigValueError(key, f"{message[:1].lower()}{message[1:]} (got {error['input']!r})") from None
+
+
+RECIPE_KEYS = tuple(f.name for f in fields(TrainConfig) if f.name not in ACTION_KEYS)
+
+
+def option_name(key: str) -> str:
+    """The command-line option that sets ``key`` (``--arch`` for ``architecture``)."""
+    return OPTION_NAMES.get(key, "--" + key.replace("_", "-"))
+
+
+class _UniqueKeyLoader(yaml.SafeLoader):
+    """YAML's safe loader, refusing a key given twice (plain YAML keeps the last silently)."""
+
+    def construct_mapping(self, node: yaml.MappingNode, deep: bool = False) -> dict[Any, Any]:
+        seen: dict[Any, int] = {}
+        for key_node, _ in node.value:
+            key = self.construct_object(key_node, deep=deep)
+            line = key_node.start_mark.line + 1
+            if key in seen:
+                raise yaml.constructor.ConstructorError(None, None, f"key {key!r} appears twice (lines {seen[key]} and {line})")
+            seen[key] = line
+        return super().construct_mapping(node, deep=deep)
+
+
+def read_config_file(path: Path) -> dict[str, Any]:
+    """The keys of a recipe file, checked to be known recipe keys (not yet their values).
+
+    Raises:
+        ConfigError: the file is missing, not YAML, not a mapping or has an unknown key;
+            one line naming the file.
+    """
+    path = Path(path)
+    try:
+        text = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise ConfigError(f"{path}: config file not found") from None
+    except (OSError, UnicodeDecodeError) as exc:
+        raise ConfigError(f"{path}: config file cannot be read ({exc.__class__.__name__})") from None
+    try:
+        data = yaml.load(text, Loader=_UniqueKeyLoader)
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        where = f"line {mark.line + 1}: " if mark is not None else ""
+        problem = getattr(exc, "problem", None) or str(exc)
+        raise ConfigError(f"{path}: not valid YAML ({where}{' '.join(str(problem).split())})") from None
+    if data is None:
+        return {}
+    if not isinstance(data, dict):
+        raise ConfigError(f"{path}: expected a mapping of config keys to values, found a {type(data).__name__}")
+    for key in data:
+        if key in ACTION_KEYS:
+            raise ConfigError(f"{path}: {key} is not a recipe key; give {option_name(key)} on the command line")
+        if key not in RECIPE_KEYS:
+            close = difflib.get_close_matches(str(key), RECIPE_KEYS, n=1)
+            hint = f" (did you mean {close[0]!r}?)" if close else ""
+            raise ConfigError(f"{path}: unknown key {key!r}{hint}")
+    return data
+
+
+def merge_layer(lower: dict[str, Any], upper: dict[str, Any]) -> dict[str, Any]:
+    """``upper``'s keys over ``lower``'s.
+
+    Loss options belong to their loss: a layer that names another loss without giving
+    options starts from that loss's own defaults, and options given for the same loss
+    are merged key by key.
+    """
+    merged = {**lower, **upper}
+    below, options = lower.get("metric_options") or {}, upper.get("metric_options", {})
+    if not isinstance(below, dict) or not isinstance(options, dict):
+        return merged  # not a mapping: left for type validation to name
+    same_loss = upper.get("metric_loss", lower.get("metric_loss")) == lower.get("metric_loss")
+    merged["metric_options"] = {**(below if same_loss else {}), **options}
+    return merged
+
+
+def resolve_config(base: TrainConfig, config_file: Path | None = None, overrides: dict[str, Any] | None = None) -> TrainConfig:
+    """The effective config: ``base``, then the keys of ``config_file``, then ``overrides``
+    (the options given on the command line, by key).
+
+    Loss options come back converted to their types. ``out`` left empty in every layer is
+    derived from the final architecture and data.
+
+    Raises:
+        ConfigError: one line naming the file and key, or the option, of the bad value.
+    """
+    overrides = dict(overrides or {})
+    from_file = read_config_file(config_file) if config_file is not None else {}
+    values = base.to_dict()
+    if base.out == default_out(base.architecture, base.data):
+        # The base's out was derived, so it follows the architecture and data of the later layers.
+        values["out"] = None
+    values = merge_layer(merge_layer(values, from_file), overrides)
+
+    def where(key: str) -> str:
+        if key in overrides:
+            return option_name(key)
+        if key in from_file:
+            return f"{config_file}: {key}"
+        return key
+
+    try:
+        config = TrainConfig.from_dict(values)
+        config.validate()
+    except ConfigValueError as exc:
+        raise ConfigError(f"{where(exc.key)}: {exc.problem}") from None
+    if config.uses_metric_loss:
+        config = replace(config, metric_options=convert_options(config.metric_loss, **config.metric_options))
+    return config
+
+
+def write_config(config: TrainConfig, folder: Path) -> Path:
+    """Write the recipe of ``config`` as ``folder/config.yaml`` atomically; returns its path."""
+    path = Path(folder) / CONFIG_FILE
+    try:
+        atomic_write_bytes(path, config.to_yaml().encode())
+    except OSError as exc:
+        raise ModelError(f"{path}: cannot write the training config ({exc.strerror or exc.__class__.__name__})") from exc
+    return path
+
+
+def check_resume_config(config: TrainConfig, folder: Path) -> None:
+    """Refuse to resume the run in ``folder`` with a config that trains something else.
+
+    Compares the keys in :data:`RESUME_FIXED_KEYS` with ``folder/config.yaml``; a folder
+    without one (a checkpoint from before configs were written) is not checked.
+
+    Raises:
+        ModelError: the saved config cannot be read, or a fixed key differs; one line
+            naming the file, the key and both values.
+    """
+    path = Path(folder) / CONFIG_FILE
+    if not path.is_file():
+        return
+    try:
+        saved = resolve_config(TrainConfig(), path)
+    except ConfigError as exc:
+        raise ModelError(f"cannot check the run to resume: {exc}") from None
+    current, before = config.to_recipe(), saved.to_recipe()
+    if config.uses_metric_loss:
+        current["metric_options"] = convert_options(config.metric_loss, **config.metric_options)
+    for key in RESUME_FIXED_KEYS:
+        if current[key] != before[key]:
+            raise ModelError(
+                f"{path}: the run to resume was started with {key}={before[key]!r}, this run has {current[key]!r}; "
+                f"resume with --config {path}, or train into another --out"
+            )

@@ -4,6 +4,9 @@ The network's pre-BN feature feeds the metric loss and its classifier logits fee
 identity cross-entropy (BNNeck); the total is ``ce_weight * CE + metric_weight * metric``.
 Every epoch ends with an atomic checkpoint (``checkpoint.pt``) from which ``resume``
 continues bit-for-bit in the data order; the finished model lands as a model folder.
+The folder also holds the run's effective config (``config.yaml``, what a resumed run is
+checked against) and its record (``history.jsonl``, ``curves.png``; see
+:mod:`reid.engine.history`).
 
 Started by ``torchrun`` the same loop runs in every process under DistributedDataParallel:
 each process trains on its own P identities of every global step, gradients are averaged
@@ -12,6 +15,7 @@ over the processes, and rank 0 alone calls the callbacks, evaluates and writes f
 
 from __future__ import annotations
 
+import contextlib
 import io
 import math
 import time
@@ -29,8 +33,9 @@ from torch.nn.parallel import DistributedDataParallel
 from reid.data import ReidDataset, load_dataset, read_image, relabel
 from reid.data.sampler import PKSampler
 from reid.data.transforms import AugmentConfig, augment, resize_chw
-from reid.engine.config import TrainConfig
+from reid.engine.config import TrainConfig, check_resume_config, write_config
 from reid.engine.distributed import DistributedContext, distributed_session, gather_rows
+from reid.engine.history import TrainingLog, require_tensorboard
 from reid.errors import DataError, ModelError, ReidError
 from reid.evaluation import RankingResult, evaluate_encoder
 from reid.losses import build_loss
@@ -164,7 +169,7 @@ def _build_optimizer(config: TrainConfig, network: ReidNet, metric: torch.nn.Mod
 def metric_options(config: TrainConfig, num_classes: int, dim: int) -> dict[str, Any] | None:
     """The metric loss's typed options, with the class count and dimension a loss with
     its own centers needs; None when no metric loss is used."""
-    if config.metric_weight == 0 or not config.metric_loss or config.metric_loss == "none":
+    if not config.uses_metric_loss:
         return None
     options = dict(config.metric_options)
     accepted = loss_options(config.metric_loss)
@@ -258,15 +263,18 @@ class TrainingObjective(nn.Module):
         return ce, self.metric(feature, targets)
 
 
-def _read_resume_state(checkpoint_path: Path, ctx: DistributedContext) -> dict[str, Any]:
-    """Rank 0 reads the checkpoint and sends it to every process, so that other machines
-    resume without a copy of rank 0's files; a missing or broken file stops every process."""
+def _read_resume_state(checkpoint_path: Path, ctx: DistributedContext, config: TrainConfig) -> dict[str, Any]:
+    """Rank 0 checks ``config`` against the run's saved config, reads the checkpoint and
+    sends it to every process, so that other machines resume without a copy of rank 0's
+    files; a missing or broken file or a config that trains something else stops every
+    process."""
     state: dict[str, Any] | None = None
     error: ReidError | None = None
     if ctx.is_main:
         try:
             if not checkpoint_path.is_file():
                 raise ModelError(f"{checkpoint_path}: no checkpoint to resume from")
+            check_resume_config(config, checkpoint_path.parent)
             state = _load_checkpoint(checkpoint_path)
         except ModelError as exc:
             error = exc
@@ -284,11 +292,15 @@ def train(config: TrainConfig, callbacks: TrainCallbacks | None = None) -> Train
     """
     config.validate()
     check_output_folder(Path(config.out), "--out")
-    with distributed_session(config.device, config.sync_bn) as ctx:
-        return _train(config, callbacks or TrainCallbacks(), ctx)
+    if config.tensorboard is not None:
+        require_tensorboard(config.tensorboard)
+    with distributed_session(config.device, config.sync_bn) as ctx, contextlib.ExitStack() as resources:
+        return _train(config, callbacks or TrainCallbacks(), ctx, resources)
 
 
-def _train(config: TrainConfig, callbacks: TrainCallbacks, ctx: DistributedContext) -> TrainResult:
+def _train(
+    config: TrainConfig, callbacks: TrainCallbacks, ctx: DistributedContext, resources: contextlib.ExitStack
+) -> TrainResult:
     started = time.perf_counter()
     device = ctx.device
     if not ctx.is_main:
@@ -302,7 +314,7 @@ def _train(config: TrainConfig, callbacks: TrainCallbacks, ctx: DistributedConte
         # A run killed mid-write left its temporary checkpoint (as large as the model and
         # optimizer state) behind.
         remove_stale_temporaries(out)
-    state = _read_resume_state(checkpoint_path, ctx) if config.resume else None
+    state = _read_resume_state(checkpoint_path, ctx, config) if config.resume else None
 
     dataset = ctx.rank_zero_first(lambda: load_dataset(config.data))
     images, kept, skipped = load_images(dataset.train, tuple(config.input_size))
@@ -380,6 +392,11 @@ def _train(config: TrainConfig, callbacks: TrainCallbacks, ctx: DistributedConte
             "checkpoint_world_size": None if state is None else state.get("world_size", 1),
         })
 
+    log: TrainingLog | None = None
+    if ctx.is_main:
+        write_config(config, out)
+        log = resources.enter_context(TrainingLog(out, history, config.tensorboard, step_total))
+
     generator = torch.Generator().manual_seed(config.seed)
     aug = AugmentConfig()
     batch_size = config.p * config.k
@@ -434,6 +451,8 @@ def _train(config: TrainConfig, callbacks: TrainCallbacks, ctx: DistributedConte
         entry: dict[str, Any] = {k: v / steps_done for k, v in sums.items()}
         entry["epoch"] = epoch + 1
         entry["images_per_second"] = seen / max(time.perf_counter() - epoch_start, 1e-9)
+        entry["lr"] = optimizer.param_groups[0]["lr"]
+        entry["step"] = step_total
         entry["world_size"] = ctx.world_size
         last_epoch = epoch + 1 == config.epochs or (config.max_steps is not None and step_total >= config.max_steps)
         if config.eval_every and ((epoch + 1) % config.eval_every == 0 or last_epoch):
@@ -458,6 +477,8 @@ def _train(config: TrainConfig, callbacks: TrainCallbacks, ctx: DistributedConte
             if metric is not None:
                 checkpoint["metric"] = metric.state_dict()
             _save_checkpoint(checkpoint_path, checkpoint)
+        if log is not None:
+            log.epoch_done(entry)
         if callbacks.on_epoch:
             callbacks.on_epoch(epoch, entry)
         if last_epoch:
@@ -470,6 +491,8 @@ def _train(config: TrainConfig, callbacks: TrainCallbacks, ctx: DistributedConte
         card.metrics = {"dataset": config.data, "protocol": "market1501", **final_eval}
     if ctx.is_main:
         card = save_model(network, card, out)
+    if log is not None:
+        log.finish()
     # Every process returns once the model folder is written, with the card as saved.
     card = ctx.broadcast(card)
     return TrainResult(

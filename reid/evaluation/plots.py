@@ -13,6 +13,7 @@ import cv2
 import numpy as np
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
+from matplotlib.ticker import MaxNLocator
 
 from reid.data.io import read_image
 from reid.data.records import ImageRecord
@@ -182,3 +183,51 @@ def write_verification_plots(out_dir: str | Path, result: VerificationResult) ->
     """``roc.png`` and ``distance_histogram.png``."""
     out = Path(out_dir)
     return [plot_roc(result, out / "roc.png"), plot_histograms(result, out / "distance_histogram.png")]
+
+
+def plot_training_curves(history: Sequence[dict], path: str | Path, title: str = "training") -> Path:
+    """A training run's history as one picture: the loss parts (epoch means) and the
+    learning rate against the global step at each epoch's end, and Rank-1 and mAP against
+    the epoch for the epochs that were evaluated.
+
+    ``history`` is the list of epoch entries a run records (``history.jsonl``); entries
+    written before steps were recorded are placed by epoch instead.
+
+    Raises:
+        DataError: ``history`` is empty.
+    """
+    if not history:
+        raise DataError(f"{path}: no epochs to draw")
+    by_step = all("step" in entry for entry in history)
+    x = [entry["step"] if by_step else entry["epoch"] for entry in history]
+    evaluated = [entry for entry in history if "eval" in entry]
+    fig = Figure(figsize=(7, 8 if evaluated else 5.5), dpi=100)
+    axes = fig.subplots(3 if evaluated else 2, 1)
+    losses, lr_axis = axes[0], axes[1]
+    for key, label in (("loss", "total"), ("ce", "cross-entropy"), ("metric", "metric loss")):
+        values = [entry.get(key) for entry in history]
+        if any(v is not None for v in values):
+            losses.plot(x, [np.nan if v is None else v for v in values], marker="o", markersize=3, label=label)
+    losses.set_ylabel("loss (epoch mean)")
+    losses.legend(fontsize=8)
+    losses.grid(alpha=0.3)
+    losses.set_title(f"{title}: {len(history)} epochs", fontsize=9)
+    lr_axis.plot(x, [entry.get("lr", np.nan) for entry in history], marker="o", markersize=3, color="tab:purple")
+    lr_axis.set_ylabel("learning rate (last step)")
+    lr_axis.set_xlabel("step" if by_step else "epoch")
+    lr_axis.grid(alpha=0.3)
+    losses.set_xlabel(lr_axis.get_xlabel())
+    for axis in axes:
+        axis.xaxis.set_major_locator(MaxNLocator(integer=True))
+    if evaluated:
+        ranking = axes[2]
+        epochs = [entry["epoch"] for entry in evaluated]
+        for key, label in (("rank1", "Rank-1"), ("mAP", "mAP")):
+            ranking.plot(epochs, [entry["eval"][key] * 100 for entry in evaluated], marker="o", markersize=3, label=label)
+        ranking.set_xlabel("epoch")
+        ranking.set_ylabel("%")
+        ranking.set_ylim(0, 100)
+        ranking.legend(fontsize=8)
+        ranking.grid(alpha=0.3)
+    fig.tight_layout()
+    return _save_figure(fig, Path(path))

@@ -83,8 +83,10 @@ def loss_options(name: str) -> dict[str, Any]:
     return {key: parameter.default for key, parameter in parameters.items()}
 
 
-def typed_options(name: str, **options: Any) -> dict[str, Any]:
-    """Check ``options`` against loss ``name`` and convert command-line strings to their types."""
+def convert_options(name: str, **options: Any) -> dict[str, Any]:
+    """Check that loss ``name`` has every option in ``options`` and convert command-line
+    strings to their types; options it requires but that are not given are not asked for
+    (a recipe leaves those the trainer fills in, such as ``num_classes``)."""
     accepted = loss_options(name)
     unknown = sorted(set(options) - set(accepted))
     if unknown:
@@ -92,11 +94,18 @@ def typed_options(name: str, **options: Any) -> dict[str, Any]:
         raise ConfigError(
             f"{name}: unknown option {', '.join(unknown)}; valid options: {valid}"
         )
-    missing = [k for k, d in accepted.items() if d is inspect.Parameter.empty and k not in options]
-    if missing:
-        raise ConfigError(f"{name}: missing option {', '.join(missing)}")
     hints = typing.get_type_hints(_LOSSES[name].__init__)
     return {key: _convert(name, key, value, hints.get(key)) for key, value in options.items()}
+
+
+def typed_options(name: str, **options: Any) -> dict[str, Any]:
+    """Check ``options`` against loss ``name`` (all its required options given) and convert
+    command-line strings to their types."""
+    typed = convert_options(name, **options)
+    missing = [k for k, d in loss_options(name).items() if d is inspect.Parameter.empty and k not in options]
+    if missing:
+        raise ConfigError(f"{name}: missing option {', '.join(missing)}")
+    return typed
 
 
 def build_loss(name: str, **options: Any) -> nn.Module:

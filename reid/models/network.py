@@ -36,6 +36,9 @@ class AvgPool(nn.Module):
         return F.adaptive_avg_pool2d(x, 1).flatten(1)
 
 
+POOLINGS: dict[str, type[nn.Module]] = {"avg": AvgPool, "gem": GeM}
+
+
 class NetOutput(NamedTuple):
     feature: torch.Tensor
     embedding: torch.Tensor
@@ -56,12 +59,9 @@ class ReidNet(nn.Module):
     ) -> None:
         super().__init__()
         self.backbone, channels, self.pretrained_note = build_backbone(architecture, last_stride, pretrained)
-        if pooling == "avg":
-            self.pool: nn.Module = AvgPool()
-        elif pooling == "gem":
-            self.pool = GeM()
-        else:
-            raise ConfigError(f"unknown pooling {pooling!r}; choose avg or gem")
+        if pooling not in POOLINGS:
+            raise ConfigError(f"unknown pooling {pooling!r}; choose {' or '.join(POOLINGS)}")
+        self.pool: nn.Module = POOLINGS[pooling]()
         embedding_dim = embedding_dim or channels
         self.reduction = (
             nn.Identity() if embedding_dim == channels else nn.Linear(channels, embedding_dim, bias=False)

@@ -3,13 +3,17 @@
 from __future__ import annotations
 
 import json
+import sys
 from pathlib import Path
 
 import pytest
+import yaml
 from typer.testing import CliRunner
 
 from reid.cli import app
 from reid.data import SyntheticConfig, generate_synthetic
+from reid.engine import TrainConfig
+from reid.engine.demo import demo_config
 
 MICRO = SyntheticConfig(seed=5, train_ids=8, test_ids=4, cameras_per_id=(2, 2), images_per_camera=(2, 2), distractors=2, junk=1)
 runner = CliRunner()
@@ -30,7 +34,8 @@ def test_train_writes_a_model_folder(micro: Path, tmp_path: Path) -> None:
     assert result.exit_code == 0, result.output
     card = json.loads((out / "card.json").read_text())
     assert card["architecture"] == "resnet18" and card["input_size"] == [64, 32]
-    assert card["loss"]["metric"] == {"name": "triplet", "weight": 1.0, "mining": "hard", "soft": True}
+    # Options given on the command line join the recipe's options of the same loss.
+    assert card["loss"]["metric"] == {"name": "triplet", "weight": 1.0, "mining": "hard", "margin": 0.3, "soft": True}
     assert 0.0 <= card["metrics"]["rank1"] <= 1.0
     summary = json.loads((tmp_path / "t.json").read_text())
     assert summary["history"][0]["epoch"] == 1 and "eval" in summary["history"][0]
@@ -86,3 +91,80 @@ def test_unwritable_outputs_are_refused_before_training(micro: Path, tmp_path: P
     result = runner.invoke(app, [*common, "--out", str(tmp_path / "m"), "--json", str(tmp_path)])
     assert result.exit_code == 1 and "--json needs a file name; this is a folder" in result.output
     assert not (tmp_path / "m").exists() and a_file.read_text() == "x"
+
+
+def test_print_config_file_train_round_trip(micro: Path, tmp_path: Path) -> None:
+    out = tmp_path / "m"
+    printed = runner.invoke(app, [
+        "train", "--print-config", "--data", f"market1501:{micro}", "--out", str(out), "--arch", "resnet18",
+        "--pretrained", "none", "--size", "64x32", "--p", "4", "--k", "2", "--epochs", "1", "--threads", "2",
+        "--loss-option", "margin=0.2",
+    ])
+    assert printed.exit_code == 0, printed.output
+    assert not out.exists()  # printing trains nothing
+    recipe = yaml.safe_load(printed.stdout)
+    assert recipe["metric_options"] == {"mining": "hard", "margin": 0.2} and recipe["input_size"] == [64, 32]
+    assert recipe["lr"] == TrainConfig().lr  # defaults included
+    (tmp_path / "recipe.yaml").write_text(printed.stdout)
+    again = runner.invoke(app, ["train", "--config", str(tmp_path / "recipe.yaml"), "--print-config"])
+    assert again.stdout == printed.stdout
+    trained = runner.invoke(app, ["train", "--config", str(tmp_path / "recipe.yaml"), "--quiet"])
+    assert trained.exit_code == 0, trained.output
+    assert (out / "config.yaml").read_text() == printed.stdout
+    assert json.loads((out / "card.json").read_text())["training"]["metric_options"] == {"mining": "hard", "margin": 0.2}
+
+
+def test_options_override_the_file(tmp_path: Path) -> None:
+    (tmp_path / "r.yaml").write_text("epochs: 30\nlr: 0.01\nmetric_options: {margin: 0.5}\nsync_bn: true\n")
+    result = runner.invoke(app, [
+        "train", "--config", str(tmp_path / "r.yaml"), "--epochs", "2", "--loss-option", "mining=all", "--no-sync-bn", "--print-config",
+    ])
+    assert result.exit_code == 0, result.output
+    recipe = yaml.safe_load(result.stdout)
+    assert (recipe["epochs"], recipe["lr"], recipe["sync_bn"]) == (2, 0.01, False)
+    assert recipe["metric_options"] == {"mining": "all", "margin": 0.5}
+    assert recipe["architecture"] == TrainConfig().architecture
+
+
+def test_demo_config_layers_over_the_demo_recipe(tmp_path: Path) -> None:
+    (tmp_path / "r.yaml").write_text("epochs: 5\nlr: 0.001\n")
+    result = runner.invoke(app, ["demo", "--config", str(tmp_path / "r.yaml"), "--epochs", "2", "--print-config"])
+    assert result.exit_code == 0, result.output
+    recipe = yaml.safe_load(result.stdout)
+    demo = demo_config()
+    assert (recipe["epochs"], recipe["lr"], recipe["name"], recipe["input_size"]) == (2, 0.001, demo.name, list(demo.input_size))
+
+
+@pytest.mark.parametrize(
+    "text,args,message",
+    [
+        ("lrr: 0.1\n", [], "{file}: unknown key 'lrr' (did you mean 'lr'?)"),
+        ("epochs: ten\n", [], "{file}: epochs: input should be a valid integer"),
+        ("momentum: 1.5\n", [], "{file}: momentum: must be in [0, 1) (got 1.5)"),
+        ("lr: 0.1\n", ["--lr", "-1"], "--lr: must be positive (got -1.0)"),
+        ("epochs: [\n", [], "{file}: not valid YAML (line"),
+    ],
+)
+def test_bad_config_is_one_line(tmp_path: Path, text: str, args: list[str], message: str) -> None:
+    recipe = tmp_path / "bad.yaml"
+    recipe.write_text(text)
+    result = runner.invoke(app, ["train", "--config", str(recipe), "--out", str(tmp_path / "m"), "--quiet", *args])
+    assert result.exit_code == 1
+    assert result.output.strip() == "error: " + result.output.strip().removeprefix("error: ")
+    assert message.format(file=recipe) in result.output
+    assert len(result.output.strip().splitlines()) == 1
+    assert not (tmp_path / "m").exists()
+
+
+def test_tensorboard_without_its_package_is_one_line(micro: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delitem(sys.modules, "torch.utils.tensorboard", raising=False)
+    monkeypatch.setitem(sys.modules, "tensorboard", None)  # what Python sees when it is not installed
+    result = runner.invoke(app, [
+        "train", "--data", f"market1501:{micro}", "--out", str(tmp_path / "m"), "--tensorboard", str(tmp_path / "tb"), "--quiet",
+    ])
+    assert result.exit_code == 1
+    assert result.output.strip() == (
+        f"error: --tensorboard {tmp_path / 'tb'}: writing TensorBoard files needs the tensorboard package, "
+        'which is not installed: pip install "reid[tensorboard]"'
+    )
+    assert not (tmp_path / "m").exists()

@@ -8,6 +8,7 @@ from torch import nn
 
 from reid.errors import ConfigError
 from reid.losses import LOSS_NAMES, build_loss, loss_options
+from reid.losses.registry import convert_options, typed_options
 
 
 def test_loss_names() -> None:
@@ -78,6 +79,14 @@ def test_unknown_option_lists_the_valid_ones() -> None:
 def test_required_options_are_reported() -> None:
     with pytest.raises(ConfigError, match="num_classes, embedding_dim"):
         build_loss("softtriple")
+    with pytest.raises(ConfigError, match="num_classes, embedding_dim"):
+        typed_options("softtriple", centers_per_class=1)
+
+
+def test_convert_options_checks_and_converts_only_what_is_given() -> None:
+    assert convert_options("softtriple", centers_per_class="1") == {"centers_per_class": 1}
+    with pytest.raises(ConfigError, match="softtriple: unknown option centres"):
+        convert_options("softtriple", centres=1)
 
 
 def test_command_line_strings_are_converted() -> None:

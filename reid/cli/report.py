@@ -1,0 +1,77 @@
+"""``reid report``: a model folder's card, recipe, last figures and training curves."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any, Optional
+
+import typer
+
+from reid.cli.common import console, handle_errors, print_table, write_json
+from reid.engine.report import model_report
+from reid.models.card import ModelCard
+
+RANKING_KEYS = (("rank1", "Rank-1"), ("rank5", "Rank-5"), ("rank10", "Rank-10"), ("mAP", "mAP"), ("mINP", "mINP"))
+EPOCH_KEYS = (("epoch", "epoch"), ("step", "step"), ("loss", "loss"), ("ce", "cross-entropy"), ("metric", "metric loss"),
+              ("lr", "learning rate"), ("images_per_second", "images/s"))
+
+
+def options_text(options: dict[str, Any]) -> str:
+    return ", ".join(f"{key}={value}" for key, value in options.items()) or "none"
+
+
+def card_rows(card: ModelCard) -> list[list[Any]]:
+    metric = card.loss.get("metric") or {}
+    data = card.training_data
+    return [
+        ["name", card.name],
+        ["architecture", f"{card.architecture}, {card.pooling} pooling, last stride {card.last_stride}"],
+        ["input", f"{card.input_size[0]}x{card.input_size[1]} {card.channel_order.upper()}"],
+        ["embedding", f"{card.embedding_dim}-d, L2-normalized"],
+        ["initialised from", card.pretrained],
+        ["cross-entropy", options_text(card.loss.get("cross_entropy") or {})],
+        ["metric loss", options_text(metric)],
+        ["training data", f"{data.get('spec', '-')}: {data.get('train_images', '?')} images of {data.get('train_identities', '?')} identities" if data else "-"],
+        ["threshold", "-" if card.threshold is None else f"{card.threshold:.4f} (Euclidean, unit embeddings; {card.threshold_source or 'no source'})"],
+        ["fingerprint", card.fingerprint or "-"],
+        ["created", card.created or "-"],
+    ]
+
+
+@handle_errors
+def report_command(
+    model: str = typer.Argument(..., help="Model folder, or a model's name under models/."),
+    json_file: Optional[Path] = typer.Option(None, "--json", help="Also write the report as JSON."),
+) -> None:
+    """Print a model's card, its training recipe and its last figures; draw curves.png if it is missing."""
+    report = model_report(model)
+    if report.card is not None:
+        print_table(f"model card ({report.folder})", ["field", "value"], card_rows(report.card))
+    else:
+        console.print(f"{report.folder}: no model card yet (training has not finished)", highlight=False)
+    if report.recipe is not None:
+        console.print("recipe (config.yaml):", highlight=False)
+        console.print(report.recipe.to_yaml().rstrip(), highlight=False, markup=False)
+    else:
+        console.print("no config.yaml: the model was trained before recipes were saved", highlight=False)
+    last = report.last_epoch
+    if last is not None:
+        print_table(
+            f"last epoch of {len(report.history)} recorded",
+            ["figure", "value"],
+            [[label, f"{last[key]:.3g}" if key in ("lr", "images_per_second") else last[key]] for key, label in EPOCH_KEYS if key in last],
+        )
+    metrics = report.metrics
+    if metrics:
+        print_table("ranking (Market-1501 protocol)", ["metric", "value"],
+                    [[label, f"{metrics[key]:.2%}"] for key, label in RANKING_KEYS if key in metrics])
+    if report.curves is not None:
+        console.print(f"curves: {report.curves}" + (" (drawn now)" if report.curves_written else ""), highlight=False)
+    else:
+        console.print("no curves: no epoch recorded", highlight=False)
+    if json_file is not None:
+        write_json(json_file, report.to_dict())
+
+
+def register(app: typer.Typer) -> None:
+    app.command("report")(report_command)

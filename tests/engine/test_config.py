@@ -1,0 +1,169 @@
+"""Recipes as YAML files: reading, validation, layering, round trip, the resume check."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from pathlib import Path
+
+import pytest
+import yaml
+
+from reid.engine.config import (
+    CONFIG_FILE,
+    RECIPE_KEYS,
+    TrainConfig,
+    check_resume_config,
+    resolve_config,
+    write_config,
+)
+from reid.engine.demo import demo_config
+from reid.errors import ConfigError, ModelError
+
+CONFIGS = Path(__file__).resolve().parents[2] / "configs"
+
+
+def write(path: Path, text: str) -> Path:
+    path.write_text(text)
+    return path
+
+
+@pytest.mark.parametrize("recipe", sorted(CONFIGS.glob("*.yaml")), ids=lambda p: p.name)
+def test_every_recipe_in_configs_is_valid(recipe: Path) -> None:
+    keys = yaml.safe_load(recipe.read_text())
+    config = resolve_config(TrainConfig(), recipe)
+    config.validate()
+    for key, value in keys.items():
+        assert config.to_recipe()[key] == value, key
+    assert config.resume is False
+
+
+def test_configs_hold_the_recommended_recipes() -> None:
+    names = {path.name for path in CONFIGS.glob("*.yaml")}
+    assert names == {"demo.yaml", "market1501-cpu-resnet18.yaml", "market1501-bot-resnet50.yaml"}
+    assert resolve_config(TrainConfig(), CONFIGS / "demo.yaml") == demo_config()
+    bot = resolve_config(TrainConfig(), CONFIGS / "market1501-bot-resnet50.yaml")
+    assert (bot.architecture, bot.input_size, bot.p, bot.k, bot.epochs, bot.milestones) == ("resnet50", (256, 128), 16, 4, 120, (40, 70))
+    assert "Rank-1 94.1, mAP 85.7" in (CONFIGS / "market1501-bot-resnet50.yaml").read_text()
+    cpu = resolve_config(TrainConfig(), CONFIGS / "market1501-cpu-resnet18.yaml")
+    assert (cpu.architecture, cpu.device) == ("resnet18", "cpu")
+
+
+def test_yaml_round_trip_gives_the_same_config(tmp_path: Path) -> None:
+    config = TrainConfig(
+        data="folder:/data/people", out=tmp_path / "m", architecture="resnet18", input_size=(64, 32),
+        lr=1e-5, milestones=(3, 9), grad_clip=5.0, metric_loss="contrastive",
+        metric_options={"form": "chopra", "normalize": True}, tensorboard=tmp_path / "tb", pretrained=None,
+    )
+    text = config.to_yaml()
+    assert set(yaml.safe_load(text)) == set(RECIPE_KEYS)
+    again = resolve_config(TrainConfig(), write(tmp_path / "c.yaml", text))
+    assert again == config
+    assert again.to_yaml() == text
+
+
+def test_layers_defaults_then_file_then_options(tmp_path: Path) -> None:
+    recipe = write(tmp_path / "r.yaml", "epochs: 7\nlr: 1e-3\nmetric_options: {margin: 0.5}\n")
+    config = resolve_config(TrainConfig(), recipe, {"epochs": 2, "metric_options": {"mining": "all"}})
+    assert config.epochs == 2  # the option over the file
+    assert config.lr == 0.001  # the file over the default; YAML reads 1e-3 as text, it converts
+    assert config.weight_decay == TrainConfig().weight_decay  # the default where neither says
+    # Options of the same loss merge key by key, and come back typed.
+    assert config.metric_options == {"mining": "all", "margin": 0.5}
+    typed = resolve_config(TrainConfig(), None, {"metric_options": {"margin": "0.2", "soft": "true"}})
+    assert typed.metric_options == {"mining": "hard", "margin": 0.2, "soft": True}
+
+
+def test_another_loss_starts_from_its_own_options(tmp_path: Path) -> None:
+    recipe = write(tmp_path / "r.yaml", "metric_loss: contrastive\nmetric_options: {form: chopra}\n")
+    assert resolve_config(TrainConfig(), recipe).metric_options == {"form": "chopra"}
+    assert resolve_config(TrainConfig(), recipe, {"metric_loss": "lifted"}).metric_options == {}
+    both = resolve_config(TrainConfig(), recipe, {"metric_options": {"normalize": "true"}})
+    assert both.metric_options == {"form": "chopra", "normalize": True}
+
+
+def test_out_follows_the_final_architecture_and_data(tmp_path: Path) -> None:
+    assert TrainConfig().out == Path("models/resnet50-synthetic")
+    recipe = write(tmp_path / "r.yaml", "architecture: resnet18\n")
+    assert resolve_config(TrainConfig(), recipe, {"data": "market1501:/x"}).out == Path("models/resnet18-market1501")
+    assert resolve_config(demo_config(), recipe).out == Path("models/demo")
+    assert resolve_config(TrainConfig(), None, {"pretrained": "none"}).pretrained is None
+
+
+@pytest.mark.parametrize(
+    "text,message",
+    [
+        ("lrr: 0.1\n", "unknown key 'lrr' (did you mean 'lr'?)"),
+        ("colour: red\n", "unknown key 'colour'"),
+        ("resume: true\n", "resume is not a recipe key; give --resume on the command line"),
+        ("epochs: ten\n", "epochs: input should be a valid integer"),
+        ("input_size: [256, 128, 3]\n", "input_size: tuple should have at most 2 items"),
+        ("amp: sometimes\n", "amp: input should be a valid boolean"),
+        ("metric_options: [hard]\n", "metric_options: input should be a valid dictionary"),
+        ("lr: -0.1\n", "lr: must be positive (got -0.1)"),
+        ("epochs: 0\n", "epochs: must be at least 1 (got 0)"),
+        ("p: 1\n", "p: a P x K batch needs at least 2 identities (got 1)"),
+        ("input_size: [8, 8]\n", "input_size: must be HxW with both at least 16"),
+        ("optimizer: rmsprop\n", "optimizer: 'rmsprop' is not one of adam, adamw, sgd"),
+        ("architecture: vgg16\n", "architecture: 'vgg16' is not one of resnet18"),
+        ("label_smoothing: 1.5\n", "label_smoothing: must be in [0, 1) (got 1.5)"),
+        ("milestones: [70, 40]\n", "milestones: must be increasing epochs >= 1"),
+        ("metric_loss: arcface\n", "metric_loss: unknown loss 'arcface'"),
+        ("metric_options: {margn: 0.3}\n", "metric_options: triplet: unknown option margn"),
+        ("metric_options: {margin: wide}\n", "metric_options: triplet: option margin='wide' is not a valid float"),
+        ("ce_weight: 0\nmetric_loss: none\n", "ce_weight: is 0 and no metric loss is used"),
+        ("epochs: 3\nepochs: 4\n", "not valid YAML (key 'epochs' appears twice (lines 1 and 2))"),
+        ("epochs: [3\n", "not valid YAML (line"),
+        ("- epochs\n- 3\n", "expected a mapping of config keys to values, found a list"),
+    ],
+)
+def test_bad_config_is_one_line_naming_the_file_and_key(tmp_path: Path, text: str, message: str) -> None:
+    recipe = write(tmp_path / "bad.yaml", text)
+    with pytest.raises(ConfigError) as caught:
+        resolve_config(TrainConfig(), recipe)
+    line = str(caught.value)
+    assert line.startswith(f"{recipe}: "), line
+    assert message in line, line
+    assert "\n" not in line
+
+
+def test_missing_file_and_bad_option_name_their_source(tmp_path: Path) -> None:
+    with pytest.raises(ConfigError, match=r"nope.yaml: config file not found$"):
+        resolve_config(TrainConfig(), tmp_path / "nope.yaml")
+    # A bad value from the command line names the option, even when a file set the key too.
+    recipe = write(tmp_path / "r.yaml", "lr: 0.1\nwarmup_epochs: 2\n")
+    with pytest.raises(ConfigError, match=r"^--lr: must be positive \(got -1.0\)$"):
+        resolve_config(TrainConfig(), recipe, {"lr": -1.0})
+    with pytest.raises(ConfigError, match=r"^--warmup: must be >= 0 \(got -2\)$"):
+        resolve_config(TrainConfig(), recipe, {"warmup_epochs": -2})
+    # Used as a library, the key itself is named.
+    with pytest.raises(ConfigError, match=r"^gamma: must be positive \(got 0.0\)$"):
+        TrainConfig(gamma=0.0).validate()
+
+
+def test_resume_check_compares_what_is_trained(tmp_path: Path) -> None:
+    started = TrainConfig(out=tmp_path, architecture="resnet18", epochs=10)
+    write_config(started, tmp_path)
+    assert yaml.safe_load((tmp_path / CONFIG_FILE).read_text()) == started.to_recipe()
+    # Length, learning rate, schedule and where it runs may change.
+    check_resume_config(replace(started, epochs=30, lr=1e-4, schedule="cosine", threads=1, resume=True), tmp_path)
+    for key, value in [("architecture", "resnet50"), ("input_size", (128, 64)), ("optimizer", "sgd"),
+                       ("data", "market1501:/elsewhere"), ("metric_options", {"mining": "all", "margin": 0.3})]:
+        with pytest.raises(ModelError) as caught:
+            check_resume_config(replace(started, **{key: value}), tmp_path)
+        assert str(caught.value).startswith(f"{tmp_path / CONFIG_FILE}: the run to resume was started with {key}=")
+        assert f"resume with --config {tmp_path / CONFIG_FILE}" in str(caught.value)
+    # Options given as text compare by their typed values.
+    check_resume_config(replace(started, metric_options={"mining": "hard", "margin": "0.3"}), tmp_path)
+    (tmp_path / CONFIG_FILE).write_text("architecture: [\n")
+    with pytest.raises(ModelError, match="cannot check the run to resume: .*config.yaml: not valid YAML"):
+        check_resume_config(started, tmp_path)
+
+
+def test_options_the_trainer_fills_in_are_not_asked_of_a_recipe(tmp_path: Path) -> None:
+    """SoftTriple needs num_classes and embedding_dim, which training takes from the data and network."""
+    TrainConfig(metric_loss="softtriple", metric_options={}).validate()
+    recipe = write(tmp_path / "r.yaml", "metric_loss: softtriple\nmetric_options: {centers_per_class: '1'}\n")
+    config = resolve_config(TrainConfig(), recipe, {"ce_weight": 0.0})
+    assert config.metric_options == {"centers_per_class": 1}
+    write_config(config, tmp_path)
+    check_resume_config(config, tmp_path)
