@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import typer
 
-from reid.cli import evaluate, export, gallery, train, verify
+from reid.cli import evaluate, export, gallery, models, train, verify
 
 app = typer.Typer(
     name="reid",
@@ -14,5 +14,5 @@ app = typer.Typer(
     pretty_exceptions_enable=False,
 )
 
-for module in (train, evaluate, verify, gallery, export):
+for module in (train, evaluate, verify, gallery, export, models):
     module.register(app)

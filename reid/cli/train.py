@@ -16,6 +16,7 @@ from reid.engine import StepInfo, TrainCallbacks, TrainConfig, train
 from reid.engine.demo import demo_config, run_demo
 from reid.engine.distributed import is_main_process
 from reid.errors import ConfigError
+from reid.models.backbones import known_architectures
 
 METRIC_KEYS = ("rank1", "rank5", "rank10", "mAP", "mINP")
 
@@ -91,8 +92,12 @@ def metric_row(label: str, metrics: dict[str, Any]) -> list[Any]:
 def train_command(
     data: str = typer.Option("synthetic", "--data", help="Dataset: synthetic, market1501:PATH, dukemtmc:PATH, msmt17:PATH or folder:PATH."),
     out: Optional[Path] = typer.Option(None, "--out", help="Model folder to write (default models/ARCH-KIND)."),
-    arch: str = typer.Option("resnet50", "--arch", help="Backbone: resnet18, resnet34, resnet50, resnet101, resnext50_32x4d, mobilenet_v3_small/large."),
-    pretrained: str = typer.Option("imagenet", "--pretrained", help="imagenet (from the local torch cache if present), none, or a state_dict file."),
+    arch: str = typer.Option("resnet50", "--arch", help=f"Backbone: {', '.join(known_architectures())}."),
+    pretrained: str = typer.Option(
+        "imagenet", "--pretrained",
+        help="imagenet (cached, else downloaded, else an error), none (train from scratch), a name from `reid models list`, "
+        "or a checkpoint file (torchreid, fast-reid, DataParallel).",
+    ),
     pooling: str = typer.Option("avg", "--pooling", help="avg or gem."),
     embedding_dim: Optional[int] = typer.Option(None, "--embedding-dim", help="Add a linear reduction to this dimension."),
     size: str = typer.Option("256x128", "--size", help="Input size HxW."),
@@ -213,6 +218,7 @@ def demo_command(
         ["encoder", *METRIC_KEYS, "valid queries"],
         [metric_row("untrained", result.untrained.to_dict()), metric_row("trained", result.trained.to_dict())],
     )
+    console.print(f"{result.train.card.architecture}, {result.train.pretrained_note}", highlight=False, soft_wrap=True)
     console.print(f"trained model in [bold]{result.model_dir}[/]; total {result.seconds:.0f} s")
     if json_file:
         write_json(json_file, result.to_dict())
