@@ -321,7 +321,11 @@ def fetch(name: str) -> Path:
     Raises ModelError for an unknown name, a download that fails (one line naming the
     artefact, its origin and where to place it by hand) or a file whose hash is wrong.
     """
-    artefact = get_artefact(name)
+    return fetch_artefact(get_artefact(name))
+
+
+def fetch_artefact(artefact: Artefact) -> Path:
+    """:func:`fetch` for an entry given whole."""
     path = artefact_path(artefact)
     if is_valid(artefact, path):
         return path
