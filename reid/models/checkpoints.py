@@ -11,6 +11,7 @@ names for its plain ResNet BoT; and our own model-folder weights. Files are read
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -21,7 +22,6 @@ from reid.errors import ModelError
 from reid.models.backbones import backbone_spec, source_key_mapper, timm_model, torchvision_model
 from reid.models.registry import Artefact
 
-LAYOUTS = ("native", "fastreid", "reid")
 SOURCES = {"torchreid": "native", "torchvision": "native", "fastreid": "fastreid", "reid": "reid"}
 _HEADS = ("reduction.", "bnneck.", "classifier.")
 
@@ -113,6 +113,35 @@ class Placed:
     unplaced: list[str] = field(default_factory=list)
 
 
+_DROP = "drop"
+
+
+def _fastreid_name(key: str, mapper: Callable[[str], str | None]) -> str | None:
+    if key.startswith("backbone."):
+        mapped = mapper(key.removeprefix("backbone."))
+        return None if mapped is None else f"backbone.{mapped}"
+    if key.startswith("heads.bottleneck.0."):
+        return "bnneck." + key.removeprefix("heads.bottleneck.0.")
+    if key in ("heads.classifier.weight", "heads.weight"):
+        return "classifier.weight"
+    if key in ("pixel_mean", "pixel_std") or key.startswith("heads."):
+        return _DROP
+    return None
+
+
+def _native_name(key: str, mapper: Callable[[str], str | None], family: str) -> str | None:
+    mapped = mapper(key)
+    if mapped is not None:
+        return f"backbone.{mapped}"
+    if family == "osnet" and key.startswith("fc."):
+        return "reduction." + key.removeprefix("fc.")
+    if key in ("classifier.weight", "classifier.bias") and family != "timm":
+        return key  # torchreid's identity classifier
+    if key.startswith(("fc.", "classifier.")):
+        return _DROP  # torchvision's / timm's ImageNet classifier
+    return None
+
+
 def place(state: dict[str, torch.Tensor], architecture: str, layout: str) -> Placed:
     """Rename a checkpoint's tensors to ReidNet's names for ``architecture``.
 
@@ -126,36 +155,15 @@ def place(state: dict[str, torch.Tensor], architecture: str, layout: str) -> Pla
     placed = Placed()
     for key, tensor in state.items():
         if layout == "reid":
-            placed.state[key] = tensor
-            continue
-        if layout == "fastreid":
-            if key.startswith("backbone."):
-                target = mapper(key.removeprefix("backbone."))
-                target = None if target is None else f"backbone.{target}"
-            elif key.startswith("heads.bottleneck.0."):
-                target = "bnneck." + key.removeprefix("heads.bottleneck.0.")
-            elif key in ("heads.classifier.weight", "heads.weight"):
-                target = "classifier.weight"
-            elif key in ("pixel_mean", "pixel_std") or key.startswith("heads."):
-                placed.dropped.append(key)
-                continue
-            else:
-                target = None
+            target: str | None = key
+        elif layout == "fastreid":
+            target = _fastreid_name(key, mapper)
         else:
-            mapped = mapper(key)
-            if mapped is not None:
-                target = f"backbone.{mapped}"
-            elif family == "osnet" and key.startswith("fc."):
-                target = "reduction." + key.removeprefix("fc.")
-            elif key in ("classifier.weight", "classifier.bias") and family != "timm":
-                target = key  # torchreid's identity classifier
-            elif key.startswith(("fc.", "classifier.")):
-                placed.dropped.append(key)  # torchvision's / timm's ImageNet classifier
-                continue
-            else:
-                target = None
+            target = _native_name(key, mapper, family)
         if target is None:
             placed.unplaced.append(key)
+        elif target == _DROP:
+            placed.dropped.append(key)
         else:
             placed.state[target] = tensor
     return placed

@@ -4,6 +4,7 @@ artefacts from PyPI wheels placed on their architectures."""
 from __future__ import annotations
 
 import dataclasses
+import json
 from pathlib import Path
 
 import matplotlib
@@ -159,8 +160,6 @@ def test_models_cli(imagenet_wheels: dict[str, Path], tmp_path: Path) -> None:
     runner = CliRunner()
     listed = runner.invoke(app, ["models", "list", "--json", str(tmp_path / "r.json")])
     assert listed.exit_code == 0, listed.output
-    import json
-
     rows = {row["name"]: row for row in json.loads((tmp_path / "r.json").read_text())}
     assert rows["efficientnet_lite0.imagenet"]["cached"] is True
     assert rows["osnet_x1_0.market1501"]["licence"].startswith("MIT")
