@@ -152,6 +152,11 @@ def test_import_cli(torchreid_net: OSNet, tmp_path: Path) -> None:
     done = runner.invoke(app, ["import", str(tmp_path / "osnet.pth"), "--arch", ARCH, "--out", str(tmp_path / "m"), "--from", "torchreid"])
     assert done.exit_code == 0, done.output
     assert (tmp_path / "m" / "weights.pt").is_file() and (tmp_path / "m" / "card.json").is_file()
+    exported = runner.invoke(app, ["export", "--model", str(tmp_path / "m"), "--format", "onnx", "--out", str(tmp_path / "m.onnx")])
+    assert exported.exit_code == 0, exported.output
+    onnx_rows = load_encoder(tmp_path / "m.onnx", device="cpu").embed([torch.zeros(256, 128, 3, dtype=torch.uint8).numpy()])
+    torch_rows = load_encoder(tmp_path / "m", device="cpu").embed([torch.zeros(256, 128, 3, dtype=torch.uint8).numpy()])
+    assert abs(onnx_rows - torch_rows).max() < 1e-4
     torch.save(Whole(), tmp_path / "whole.pth")
     bad = runner.invoke(app, ["import", str(tmp_path / "whole.pth"), "--arch", ARCH, "--out", str(tmp_path / "w")])
     assert bad.exit_code == 1
