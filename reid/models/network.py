@@ -16,7 +16,7 @@ from torch import nn
 from reid.errors import ConfigError
 from reid.models.backbones import build_backbone
 from reid.models.card import ModelCard
-from reid.models.pretrained import apply_start, resolve_start
+from reid.models.pretrained import Start, apply_start, resolve_start
 
 # bnneck: BN feature is the embedding (ours); fc: Linear + BN + ReLU, torchreid's OSNet head;
 # none: the pooled feature itself, torchreid's ResNet.
@@ -63,7 +63,7 @@ class ReidNet(nn.Module):
         embedding_dim: int | None = None,
         pooling: str = "avg",
         last_stride: int = 1,
-        pretrained: str | None = "imagenet",
+        pretrained: str | Start | None = "imagenet",
         neck: str = "bnneck",
         pretrained_source: str | None = None,
     ) -> None:

@@ -65,10 +65,13 @@ def offline_imagenet(architecture: str) -> Artefact | None:
     return None
 
 
-def resolve_start(architecture: str, pretrained: str | Path | None, source: str | None = None) -> Start | None:
+def resolve_start(architecture: str, pretrained: str | Path | Start | None, source: str | None = None) -> Start | None:
     """Turn a ``--pretrained`` value into tensors: None/``none`` for random weights,
     ``imagenet``, a registry name (``osnet_x1_0.market1501``) or a checkpoint file whose
-    format is detected unless ``source`` (torchreid, fastreid, reid) says it."""
+    format is detected unless ``source`` (torchreid, fastreid, reid) says it. A Start
+    already resolved is returned as it is."""
+    if isinstance(pretrained, Start):
+        return pretrained
     if pretrained is None or str(pretrained) in NO_START:
         return None
     if pretrained == "imagenet":
