@@ -342,10 +342,11 @@ def fetch_artefact(artefact: Artefact) -> Path:
             _download_url(artefact, scratch / "download")
             payload = (scratch / "download").read_bytes()
     actual = hashlib.sha256(payload).hexdigest()
-    if artefact.sha256 and actual != artefact.sha256:
-        raise ModelError(f"{artefact.name}: the file from {artefact.origin} has SHA-256 {actual[:16]}…, expected {artefact.sha256[:16]}…")
+    expected = expected_sha256(artefact)
+    if expected and actual != expected:
+        raise ModelError(f"{artefact.name}: the file from {artefact.origin} has SHA-256 {actual[:16]}…, expected {expected[:16]}…")
     atomic_write_bytes(path, payload)
-    if not artefact.sha256:
+    if not expected:
         atomic_write_bytes(_recorded_hash_file(path), (actual + "\n").encode())
     return path
 

@@ -167,3 +167,20 @@ def test_models_cli(imagenet_wheels: dict[str, Path], tmp_path: Path) -> None:
     assert where.exit_code == 0 and where.output.strip() == str(imagenet_wheels["mobilenet_v2.imagenet-deepsort"])
     bad = runner.invoke(app, ["models", "fetch", "nothing.here"])
     assert bad.exit_code == 1 and len(bad.output.strip().splitlines()) == 1
+
+
+def test_unpublished_hash_is_recorded_at_first_download_and_held_to(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("REID_CACHE_DIR", str(tmp_path / "cache"))
+    source = tmp_path / "published.pth"
+    torch.save({"w": torch.arange(4.0)}, source)
+    artefact = dataclasses.replace(ARTEFACTS["osnet_x0_25.imagenet"], name="local.test", location=source.as_uri(), sha256="")
+    path = fetch_artefact(artefact)
+    recorded = path.with_name(path.name + ".sha256")
+    assert recorded.read_text().strip() == file_sha256(source) == file_sha256(path)
+    path.write_bytes(b"bit rot")
+    assert fetch_artefact(artefact) == path and file_sha256(path) == file_sha256(source)
+    # The publisher replaces the file: a refetch no longer matches what was first recorded.
+    torch.save({"w": torch.zeros(4)}, source)
+    path.write_bytes(b"bit rot")
+    with pytest.raises(ModelError, match="expected"):
+        fetch_artefact(artefact)
