@@ -15,6 +15,7 @@ import torch
 from torch import nn
 
 from reid.errors import ModelError
+from reid.models.backbones import backbone_spec
 from reid.models.checkpoints import SOURCES, artefact_state, detect_layout, fit, place, read_state
 from reid.models.registry import ARTEFACTS, Artefact, cached, fetch, imagenet_artefacts, installed_member
 
@@ -72,6 +73,7 @@ def resolve_start(architecture: str, pretrained: str | Path | Start | None, sour
     already resolved is returned as it is."""
     if isinstance(pretrained, Start):
         return pretrained
+    backbone_spec(architecture)  # an unknown architecture is named as such, not as missing weights
     if pretrained is None or str(pretrained) in NO_START:
         return None
     if pretrained == "imagenet":
