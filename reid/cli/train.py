@@ -17,6 +17,7 @@ from reid.engine.demo import demo_config, run_demo
 from reid.engine.distributed import is_main_process
 from reid.engine.history import CURVES_FILE, HISTORY_FILE
 from reid.errors import ConfigError
+from reid.models.backbones import known_architectures
 from reid.paths import check_output_file
 
 METRIC_KEYS = ("rank1", "rank5", "rank10", "mAP", "mINP")
@@ -116,8 +117,12 @@ def train_command(
     print_config: bool = typer.Option(False, "--print-config", help=PRINT_CONFIG_HELP),
     data: Optional[str] = typer.Option(None, "--data", help="Dataset: synthetic, market1501:PATH, dukemtmc:PATH, msmt17:PATH or folder:PATH."),
     out: Optional[Path] = typer.Option(None, "--out", help="Model folder to write (unset: models/ARCH-KIND)."),
-    arch: Optional[str] = typer.Option(None, "--arch", help="Backbone: resnet18, resnet34, resnet50, resnet101, resnext50_32x4d, mobilenet_v3_small/large."),
-    pretrained: Optional[str] = typer.Option(None, "--pretrained", help="imagenet (from the local torch cache if present), none, or a state_dict file."),
+    arch: Optional[str] = typer.Option(None, "--arch", help=f"Backbone: {', '.join(known_architectures())}."),
+    pretrained: Optional[str] = typer.Option(
+        None, "--pretrained",
+        help="imagenet (cached, else downloaded, else an error), none (train from scratch), a name from `reid models list`, "
+        "or a checkpoint file (torchreid, fast-reid, DataParallel).",
+    ),
     pooling: Optional[str] = typer.Option(None, "--pooling", help="avg or gem."),
     embedding_dim: Optional[int] = typer.Option(None, "--embedding-dim", help="Add a linear reduction to this dimension."),
     size: Optional[str] = typer.Option(None, "--size", help="Input size HxW."),
@@ -229,6 +234,7 @@ def demo_command(
         ["encoder", *METRIC_KEYS, "valid queries"],
         [metric_row("untrained", result.untrained.to_dict()), metric_row("trained", result.trained.to_dict())],
     )
+    console.print(f"{result.train.card.architecture}, {result.train.pretrained_note}", soft_wrap=True)
     console.print(f"trained model in {result.model_dir}; total {result.seconds:.0f} s")
     if json_file:
         write_json(json_file, result.to_dict())

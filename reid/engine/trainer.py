@@ -44,6 +44,7 @@ from reid.models.card import IMAGENET_MEAN, IMAGENET_STD, ModelCard, atomic_writ
 from reid.models.encoder import Encoder, TorchEncoder
 from reid.models.folder import save_model
 from reid.models.network import ReidNet
+from reid.models.pretrained import resolve_start
 from reid.paths import check_output_folder
 
 CHECKPOINT_FILE = "checkpoint.pt"
@@ -315,6 +316,8 @@ def _train(
         # optimizer state) behind.
         remove_stale_temporaries(out)
     state = _read_resume_state(checkpoint_path, ctx, config) if config.resume else None
+    # Resolved before the images are decoded, so a missing ImageNet download fails at once.
+    start = resolve_start(config.architecture, config.pretrained)
 
     dataset = ctx.rank_zero_first(lambda: load_dataset(config.data))
     images, kept, skipped = load_images(dataset.train, tuple(config.input_size))
@@ -330,7 +333,7 @@ def _train(
         embedding_dim=config.embedding_dim,
         pooling=config.pooling,
         last_stride=config.last_stride,
-        pretrained=config.pretrained,
+        pretrained=start,
     ).to(device)
     if config.sync_bn and ctx.distributed:
         network = nn.SyncBatchNorm.convert_sync_batchnorm(network)

@@ -1,84 +1,132 @@
-"""torchvision backbones, cut before their classifier, with Re-ID's last-stride-1 trick.
+"""Backbones cut before their classifier: torchvision's (ResNet with Re-ID's last-stride-1
+trick), timm's EfficientNet-Lite0 and OSNet.
 
-ImageNet weights are loaded only from a local file or the torch hub cache: a download
-would hang on machines without internet, so a missing file means random initialisation
-and a note saying so.
+A backbone maps (N, 3, H, W) float images to an (N, C, h, w) feature map. Each backbone
+also knows how the parameter names of its source implementation (torchvision, timm,
+torchreid) become ours, so pretrained weights and imported checkpoints load by name.
+Weights are never loaded here; see :mod:`reid.models.pretrained`.
 """
 
 from __future__ import annotations
 
+import importlib.util
+from collections import OrderedDict
+from collections.abc import Callable
 from dataclasses import dataclass
-from pathlib import Path
 
-import torch
 import torchvision
 from torch import nn
 
-from reid.errors import ConfigError, ModelError
+from reid.errors import ConfigError
+from reid.models.osnet import OSNET_VARIANTS, osnet_features
 
 
 @dataclass(frozen=True)
 class BackboneSpec:
+    """An architecture: its family (torchvision, timm or osnet), builder name and output channels."""
+
+    family: str
     builder: str
     out_dim: int
-    weights: str
 
 
 BACKBONES: dict[str, BackboneSpec] = {
-    "resnet18": BackboneSpec("resnet18", 512, "ResNet18_Weights"),
-    "resnet34": BackboneSpec("resnet34", 512, "ResNet34_Weights"),
-    "resnet50": BackboneSpec("resnet50", 2048, "ResNet50_Weights"),
-    "resnet101": BackboneSpec("resnet101", 2048, "ResNet101_Weights"),
-    "resnext50_32x4d": BackboneSpec("resnext50_32x4d", 2048, "ResNeXt50_32X4D_Weights"),
-    "mobilenet_v3_small": BackboneSpec("mobilenet_v3_small", 576, "MobileNet_V3_Small_Weights"),
-    "mobilenet_v3_large": BackboneSpec("mobilenet_v3_large", 960, "MobileNet_V3_Large_Weights"),
+    "resnet18": BackboneSpec("torchvision", "resnet18", 512),
+    "resnet34": BackboneSpec("torchvision", "resnet34", 512),
+    "resnet50": BackboneSpec("torchvision", "resnet50", 2048),
+    "resnet101": BackboneSpec("torchvision", "resnet101", 2048),
+    "resnext50_32x4d": BackboneSpec("torchvision", "resnext50_32x4d", 2048),
+    "mobilenet_v2": BackboneSpec("torchvision", "mobilenet_v2", 1280),
+    "mobilenet_v3_small": BackboneSpec("torchvision", "mobilenet_v3_small", 576),
+    "mobilenet_v3_large": BackboneSpec("torchvision", "mobilenet_v3_large", 960),
+    "efficientnet_lite0": BackboneSpec("timm", "efficientnet_lite0", 1280),
+    **{name: BackboneSpec("osnet", name, spec.channels[3]) for name, spec in OSNET_VARIANTS.items()},
 }
 
-
-def _imagenet_weights_file(spec: BackboneSpec) -> Path:
-    weights = getattr(torchvision.models, spec.weights).IMAGENET1K_V1
-    return Path(torch.hub.get_dir()) / "checkpoints" / Path(weights.url).name
+# timm's EfficientNet, up to its last BatchNorm+activation, under timm's own names.
+_TIMM_STAGES = ("conv_stem", "bn1", "blocks", "conv_head", "bn2")
 
 
-def build_backbone(
-    name: str, last_stride: int = 1, pretrained: str | Path | None = "imagenet"
-) -> tuple[nn.Module, int, str]:
-    """Return ``(feature extractor, output channels, provenance note)``.
+def known_architectures() -> list[str]:
+    """Every architecture name ``--arch``, model cards and imports accept."""
+    return list(BACKBONES)
 
-    ``pretrained`` is ``"imagenet"`` (use the torch hub cache if it holds the file),
-    a path to a state_dict file, or None for random initialisation.
-    """
+
+def architecture_available(name: str) -> bool:
+    """False when an architecture needs a library this installation lacks (timm)."""
+    return backbone_spec(name).family != "timm" or importlib.util.find_spec("timm") is not None
+
+
+def backbone_spec(name: str) -> BackboneSpec:
+    """The spec of ``name``; raises ConfigError naming the choices for an unknown one."""
     if name not in BACKBONES:
         raise ConfigError(f"unknown architecture {name!r}; choose one of {', '.join(BACKBONES)}")
-    spec = BACKBONES[name]
-    model = getattr(torchvision.models, spec.builder)(weights=None)
-    note = "random initialisation"
-    source: Path | None = None
-    if pretrained == "imagenet":
-        cached = _imagenet_weights_file(spec)
-        if cached.is_file():
-            source = cached
-        else:
-            note = f"random initialisation (no ImageNet weights for {name} at {cached.name} in the torch hub cache)"
-    elif pretrained:
-        source = Path(pretrained)
-        if not source.is_file():
-            raise ModelError(f"{source}: pretrained weights file not found")
-    if source is not None:
-        try:
-            state = torch.load(source, map_location="cpu", weights_only=True)
-            model.load_state_dict(state)
-        except Exception as exc:
-            raise ModelError(f"{source}: cannot load as {name} weights ({exc})") from exc
-        note = f"ImageNet weights from {source.name}"
+    return BACKBONES[name]
 
-    if name.startswith(("resnet", "resnext")):
+
+def torchvision_model(name: str) -> nn.Module:
+    """The whole torchvision classifier of a torchvision-family architecture, random weights."""
+    return getattr(torchvision.models, backbone_spec(name).builder)(weights=None)
+
+
+def timm_model(name: str) -> nn.Module:
+    """The whole timm classifier of a timm-family architecture, random weights.
+
+    Raises ConfigError when timm is not installed (it comes with the ``pretrained`` extra).
+    """
+    if not architecture_available(name):
+        raise ConfigError(f"architecture {name} needs timm: pip install 'reid[pretrained]'")
+    import timm
+
+    return timm.create_model(backbone_spec(name).builder, pretrained=False)
+
+
+def _is_resnet(name: str) -> bool:
+    return name.startswith(("resnet", "resnext"))
+
+
+def build_backbone(name: str, last_stride: int = 1) -> tuple[nn.Module, int]:
+    """Return ``(feature extractor, output channels)`` with random weights.
+
+    ``last_stride`` 1 removes the stride of ResNet's last stage (Luo et al. 2019): twice the
+    feature-map resolution for the same parameters. Raises ConfigError for an unknown name.
+    """
+    spec = backbone_spec(name)
+    if spec.family == "osnet":
+        return osnet_features(name), spec.out_dim
+    if spec.family == "timm":
+        model = timm_model(name)
+        return nn.Sequential(OrderedDict((stage, getattr(model, stage)) for stage in _TIMM_STAGES)), spec.out_dim
+    model = torchvision_model(name)
+    if _is_resnet(name):
         if last_stride == 1:
             block = model.layer4[0]
             strided = block.conv2 if hasattr(block, "conv3") else block.conv1
             strided.stride = (1, 1)
             block.downsample[0].stride = (1, 1)
-        features = nn.Sequential(*list(model.children())[:-2])
-    else:
-        features = model.features
-    return features, spec.out_dim, note
+        return nn.Sequential(*list(model.children())[:-2]), spec.out_dim
+    return model.features, spec.out_dim
+
+
+def source_key_mapper(name: str) -> Callable[[str], str | None]:
+    """How a parameter name of the architecture's source implementation (torchvision,
+    timm or torchreid, without any prefix) becomes a name inside our backbone; None for
+    parameters outside the backbone (the source's pooling, fc and classifier)."""
+    spec = backbone_spec(name)
+    if spec.family == "osnet":
+        # Our OSNet backbone is a Sequential of torchreid's own stage names.
+        stages = tuple(f"{stage}." for stage in ("conv1", "maxpool", "conv2", "pool2", "conv3", "pool3", "conv4", "conv5"))
+        return lambda key: key if key.startswith(stages) else None
+    if spec.family == "timm":
+        stages = tuple(f"{stage}." for stage in _TIMM_STAGES)
+        return lambda key: key if key.startswith(stages) else None
+    if _is_resnet(name):
+        # The backbone is Sequential(children[:-2]): conv1 -> 0, bn1 -> 1, layer1 -> 4, ...
+        index = {child: str(i) for i, child in enumerate(("conv1", "bn1", "relu", "maxpool", "layer1", "layer2", "layer3", "layer4"))}
+
+        def resnet_key(key: str) -> str | None:
+            head, _, rest = key.partition(".")
+            return f"{index[head]}.{rest}" if head in index else None
+
+        return resnet_key
+    return lambda key: key.removeprefix("features.") if key.startswith("features.") else None

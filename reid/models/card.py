@@ -61,6 +61,11 @@ Std = Annotated[float, Field(strict=True, gt=0.0, le=255.0, allow_inf_nan=False)
 Distance = Annotated[float, Field(strict=True, ge=0.0, le=2.0, allow_inf_nan=False)]
 Fingerprint = Annotated[StrictStr, Field(pattern=r"^([0-9a-f]{16})?$")]
 
+# bnneck: BN feature is the embedding (reid train's); fc: Linear + BN + ReLU, torchreid's OSNet
+# head; none: the pooled feature itself, torchreid's ResNet.
+NECKS = ("bnneck", "fc", "none")
+POOLINGS = ("avg", "gem")
+
 
 @dataclass
 class ModelCard:
@@ -79,8 +84,8 @@ class ModelCard:
     mean: tuple[Mean, Mean, Mean] = IMAGENET_MEAN
     std: tuple[Std, Std, Std] = IMAGENET_STD
     channel_order: Literal["rgb", "bgr"] = "rgb"
-    pooling: Literal["avg", "gem"] = "avg"
-    neck: Literal["bnneck", "none"] = "bnneck"
+    pooling: Literal[POOLINGS] = "avg"  # type: ignore[valid-type]
+    neck: Literal[NECKS] = "bnneck"  # type: ignore[valid-type]
     last_stride: Annotated[StrictInt, Field(ge=1, le=2)] = 1
     num_classes: Annotated[StrictInt, Field(ge=0, le=100_000_000)] = 0
     pretrained: StrictStr = "none"

@@ -71,11 +71,8 @@ def load_model(folder: Path) -> tuple[ReidNet, ModelCard]:
     weights = folder / WEIGHTS_FILE
     state = load_state(weights)
     card = verify_card(card, file_fingerprint(weights), str(folder / CARD_FILE), str(weights))
-    if card.format != "torch" or card.neck != "bnneck":
-        raise ModelError(
-            f"{folder / CARD_FILE}: a model folder holds a torch model with a BNNeck, "
-            f"not format {card.format!r} with neck {card.neck!r}"
-        )
+    if card.format != "torch":
+        raise ModelError(f"{folder / CARD_FILE}: a model folder holds a torch model, not format {card.format!r}")
     try:
         network = build_network(card, pretrained=None)
     except ConfigError as exc:

@@ -15,7 +15,9 @@ from torch import nn
 
 from reid.errors import ConfigError
 from reid.models.backbones import build_backbone
-from reid.models.card import ModelCard
+from reid.models.card import NECKS, ModelCard
+from reid.models.pretrained import Start, apply_start, resolve_start
+
 
 
 class GeM(nn.Module):
@@ -46,7 +48,13 @@ class NetOutput(NamedTuple):
 
 
 class ReidNet(nn.Module):
-    """Backbone -> pooling -> [linear reduction] -> BNNeck -> classifier."""
+    """Backbone -> pooling -> neck -> classifier.
+
+    ``neck`` is ``bnneck`` (optional linear reduction, then BatchNorm; what ``reid train``
+    trains), ``fc`` (torchreid's OSNet head: Linear + BatchNorm1d + ReLU to
+    ``embedding_dim``) or ``none`` (the pooled feature). ``pretrained`` is what
+    :func:`reid.models.pretrained.resolve_start` accepts; loading it may raise ModelError.
+    """
 
     def __init__(
         self,
@@ -55,26 +63,41 @@ class ReidNet(nn.Module):
         embedding_dim: int | None = None,
         pooling: str = "avg",
         last_stride: int = 1,
-        pretrained: str | None = "imagenet",
+        pretrained: str | Start | None = "imagenet",
+        neck: str = "bnneck",
+        pretrained_source: str | None = None,
     ) -> None:
         super().__init__()
-        self.backbone, channels, self.pretrained_note = build_backbone(architecture, last_stride, pretrained)
+        if neck not in NECKS:
+            raise ConfigError(f"unknown neck {neck!r}; choose one of {', '.join(NECKS)}")
+        start = resolve_start(architecture, pretrained, pretrained_source)
+        self.backbone, channels = build_backbone(architecture, last_stride)
         if pooling not in POOLINGS:
             raise ConfigError(f"unknown pooling {pooling!r}; choose {' or '.join(POOLINGS)}")
         self.pool: nn.Module = POOLINGS[pooling]()
         embedding_dim = embedding_dim or channels
-        self.reduction = (
-            nn.Identity() if embedding_dim == channels else nn.Linear(channels, embedding_dim, bias=False)
-        )
-        self.bnneck = nn.BatchNorm1d(embedding_dim)
-        # A BN bias would shift every embedding alike and fight the classifier (Luo et al. 2019).
-        self.bnneck.bias.requires_grad_(False)
+        self.bnneck: nn.Module = nn.Identity()
+        if neck == "fc":
+            self.reduction: nn.Module = nn.Sequential(
+                nn.Linear(channels, embedding_dim), nn.BatchNorm1d(embedding_dim), nn.ReLU(inplace=True)
+            )
+        elif neck == "none":
+            self.reduction = nn.Identity()
+            embedding_dim = channels
+        else:
+            self.reduction = (
+                nn.Identity() if embedding_dim == channels else nn.Linear(channels, embedding_dim, bias=False)
+            )
+            self.bnneck = nn.BatchNorm1d(embedding_dim)
+            # A BN bias would shift every embedding alike and fight the classifier (Luo et al. 2019).
+            self.bnneck.bias.requires_grad_(False)
+            nn.init.constant_(self.bnneck.weight, 1.0)
+            nn.init.constant_(self.bnneck.bias, 0.0)
         self.classifier = nn.Linear(embedding_dim, num_classes, bias=False) if num_classes > 0 else None
         self.embedding_dim = embedding_dim
-        nn.init.constant_(self.bnneck.weight, 1.0)
-        nn.init.constant_(self.bnneck.bias, 0.0)
         if self.classifier is not None:
             nn.init.normal_(self.classifier.weight, std=0.001)
+        self.pretrained_note = apply_start(self, architecture, start)
 
     def forward(self, images: torch.Tensor) -> NetOutput:
         feature = self.reduction(self.pool(self.backbone(images)))
@@ -92,4 +115,5 @@ def build_network(card: ModelCard, pretrained: str | None = None) -> ReidNet:
         pooling=card.pooling,
         last_stride=card.last_stride,
         pretrained=pretrained,
+        neck=card.neck,
     )

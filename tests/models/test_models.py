@@ -40,10 +40,7 @@ def test_gem_pooling_and_unknown_options() -> None:
         ReidNet("vgg", 2, pretrained=None)
 
 
-def test_missing_imagenet_weights_fall_back_with_a_note(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(torch.hub, "get_dir", lambda: str(tmp_path))
-    net = ReidNet("resnet18", 2, pretrained="imagenet")
-    assert net.pretrained_note.startswith("random initialisation (no ImageNet weights")
+def test_missing_pretrained_file_is_one_line(tmp_path: Path) -> None:
     with pytest.raises(ModelError, match="pretrained weights file not found"):
         ReidNet("resnet18", 2, pretrained=str(tmp_path / "none.pth"))
 
@@ -56,6 +53,7 @@ def test_local_weights_file_is_loaded(tmp_path: Path) -> None:
     net = ReidNet("resnet18", 2, pretrained=str(tmp_path / "r18.pth"))
     assert torch.equal(net.backbone[0].weight, reference.conv1.weight)
     assert "r18.pth" in net.pretrained_note
+    assert "classifier (2 tensors) dropped" in net.pretrained_note
 
 
 def test_model_folder_round_trip(tmp_path: Path) -> None:

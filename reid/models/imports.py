@@ -1,0 +1,67 @@
+"""``reid import``: turn a checkpoint from elsewhere (torchreid, fast-reid, DataParallel
+wrappers) into a model folder that every command takes like one trained here."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from reid.models.backbones import backbone_spec
+from reid.models.card import IMAGENET_MEAN, IMAGENET_STD, ModelCard
+from reid.models.checkpoints import SOURCES, detect_layout, read_state
+from reid.models.folder import save_model
+from reid.models.network import ReidNet
+
+
+def _head(state: dict, architecture: str, layout: str) -> tuple[str, int | None, int]:
+    """``(neck, embedding_dim, last_stride)`` of the network the checkpoint was saved from."""
+    if layout == "fastreid":
+        bn = state.get("heads.bottleneck.0.weight")
+        return "bnneck", None if bn is None else int(bn.shape[0]), 1
+    if layout == "reid":
+        return "bnneck", int(state["bnneck.weight"].shape[0]), 1
+    if backbone_spec(architecture).family == "osnet" and "fc.0.weight" in state:
+        return "fc", int(state["fc.0.weight"].shape[0]), 1
+    # torchreid's plain ResNets keep ResNet's last stride 2 and embed the pooled feature.
+    return "none", None, 2
+
+
+def import_model(
+    path: Path,
+    architecture: str,
+    out: Path,
+    source: str | None = None,
+    last_stride: int | None = None,
+    input_size: tuple[int, int] = (256, 128),
+) -> ModelCard:
+    """Write ``out`` as a model folder holding the checkpoint's weights and a card.
+
+    The card carries the source's preprocessing (RGB, ``input_size`` HxW, ImageNet
+    mean/std, as torchreid and fast-reid train) and a neck that reproduces the source's
+    eval-mode feature: torchreid's OSNet ``fc`` output, torchreid's ResNet pooled feature,
+    fast-reid's BNNeck feature. The classifier is dropped. Raises ModelError (one line
+    naming the file) for a file that is not a state_dict or does not fit ``architecture``.
+    """
+    path, out = Path(path), Path(out)
+    state = read_state(path)
+    layout = SOURCES[source] if source else detect_layout(state)
+    neck, embedding_dim, default_stride = _head(state, architecture, layout)
+    stride = default_stride if last_stride is None else last_stride
+    network = ReidNet(
+        architecture, num_classes=0, embedding_dim=embedding_dim, last_stride=stride,
+        pretrained=str(path), neck=neck, pretrained_source=source,
+    ).eval()
+    card = ModelCard(
+        name=out.name,
+        architecture=architecture,
+        embedding_dim=network.embedding_dim,
+        input_size=input_size,
+        mean=IMAGENET_MEAN,
+        std=IMAGENET_STD,
+        channel_order="rgb",
+        neck=neck,
+        last_stride=stride,
+        num_classes=0,
+        pretrained=network.pretrained_note,
+        training_data={"imported_from": path.name, "format": source or layout},
+    )
+    return save_model(network, card, out)

@@ -1,0 +1,99 @@
+"""Where a network's training starts: ``--pretrained imagenet``, a registry artefact by
+name, a checkpoint file, or ``none``.
+
+``imagenet`` means it: the registry's cached ImageNet weights for the architecture, else a
+download, else a one-line error that says how to train from scratch. There is no silent
+random start.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+import torch
+from torch import nn
+
+from reid.errors import ModelError
+from reid.models.backbones import backbone_spec
+from reid.models.checkpoints import SOURCES, artefact_state, detect_layout, fit, place, read_state
+from reid.models.registry import ARTEFACTS, Artefact, cached, fetch, imagenet_artefacts, installed_member
+
+NO_START = ("none", "")
+
+
+@dataclass
+class Start:
+    """Tensors to start from, their naming layout and a description for the card."""
+
+    state: dict[str, torch.Tensor]
+    layout: str
+    label: str
+
+
+def _artefact_start(artefact: Artefact, path: Path) -> Start:
+    return Start(artefact_state(artefact, path), "native", f"{artefact.name} ({artefact.description}, {artefact.licence})")
+
+
+def imagenet_start(architecture: str) -> Start:
+    """The architecture's ImageNet weights: a cached artefact, else the first that downloads.
+
+    Raises ModelError when none is known for the architecture, or none can be fetched
+    (the first artefact's offline message, plus how to train from scratch).
+    """
+    artefacts = imagenet_artefacts(architecture)
+    if not artefacts:
+        raise ModelError(f"no ImageNet weights are known for {architecture}; train from scratch with --pretrained none")
+    for artefact in artefacts:
+        path = cached(artefact)
+        if path is not None:
+            return _artefact_start(artefact, path)
+    first_error: ModelError | None = None
+    for artefact in artefacts:
+        try:
+            return _artefact_start(artefact, fetch(artefact.name))
+        except ModelError as exc:
+            first_error = first_error or exc
+    raise ModelError(f"{first_error}; or train from scratch with --pretrained none")
+
+
+def offline_imagenet(architecture: str) -> Artefact | None:
+    """An ImageNet artefact for the architecture that needs no network: cached, or inside
+    an installed package. None when every start would need a download."""
+    for artefact in imagenet_artefacts(architecture):
+        if cached(artefact) is not None or (artefact.source == "wheel" and installed_member(artefact) is not None):
+            return artefact
+    return None
+
+
+def resolve_start(architecture: str, pretrained: str | Path | Start | None, source: str | None = None) -> Start | None:
+    """Turn a ``--pretrained`` value into tensors: None/``none`` for random weights,
+    ``imagenet``, a registry name (``osnet_x1_0.market1501``) or a checkpoint file whose
+    format is detected unless ``source`` (torchreid, fastreid, reid) says it. A Start
+    already resolved is returned as it is."""
+    if isinstance(pretrained, Start):
+        return pretrained
+    backbone_spec(architecture)  # an unknown architecture is named as such, not as missing weights
+    if pretrained is None or str(pretrained) in NO_START:
+        return None
+    if pretrained == "imagenet":
+        return imagenet_start(architecture)
+    if str(pretrained) in ARTEFACTS:
+        artefact = ARTEFACTS[str(pretrained)]
+        if artefact.architecture != architecture:
+            raise ModelError(f"{artefact.name} holds {artefact.architecture} weights; it cannot start {architecture}")
+        return _artefact_start(artefact, fetch(artefact.name))
+    path = Path(pretrained)
+    if not path.is_file():
+        raise ModelError(f"{path}: pretrained weights file not found (nor a registry name; see `reid models list`)")
+    state = read_state(path)
+    layout = SOURCES[source] if source else detect_layout(state)
+    return Start(state, layout, str(path))
+
+
+def apply_start(network: nn.Module, architecture: str, start: Start | None) -> str:
+    """Load a start into a ReidNet; returns the provenance note for its card."""
+    if start is None:
+        return "random initialisation (--pretrained none)"
+    notes = fit(network, place(start.state, architecture, start.layout), architecture, start.label)
+    return f"started from {start.label}" + (f"; {', '.join(notes)}" if notes else "")

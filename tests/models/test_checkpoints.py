@@ -1,0 +1,165 @@
+"""Checkpoints from elsewhere: every supported format imports and embeds exactly as the
+network it came from; every bad file gives one line naming the file and the misfit."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+import torch
+import torchvision
+from torch import nn
+from typer.testing import CliRunner
+
+from reid.cli import app
+from reid.errors import ModelError
+from reid.models import ReidNet, load_encoder, load_model
+from reid.models.card import IMAGENET_MEAN
+from reid.models.imports import import_model
+from reid.models.osnet import OSNet
+
+from test_osnet import seeded
+
+ARCH = "osnet_x0_25"
+
+
+@pytest.fixture(scope="module")
+def torchreid_net() -> OSNet:
+    """A torchreid-layout OSNet trained on 751 identities (seeded weights and BN statistics)."""
+    net = OSNet(ARCH, num_classes=751)
+    net.load_state_dict(seeded(net.state_dict()))
+    return net.eval()
+
+
+def images(seed: int = 3) -> torch.Tensor:
+    return torch.randn(3, 3, 256, 128, generator=torch.Generator().manual_seed(seed))
+
+
+FORMATS = {
+    "bare": lambda state: state,
+    "dataparallel": lambda state: {f"module.{k}": v for k, v in state.items()},
+    "wrapped-state_dict": lambda state: {"state_dict": {f"module.{k}": v for k, v in state.items()}, "epoch": 60},
+    "wrapped-model": lambda state: {"model": state, "optimizer": {}},
+}
+
+
+@pytest.mark.parametrize("fmt", list(FORMATS))
+def test_torchreid_formats_import_with_the_same_embeddings(fmt: str, torchreid_net: OSNet, tmp_path: Path) -> None:
+    torch.save(FORMATS[fmt](torchreid_net.state_dict()), tmp_path / "osnet.pth")
+    card = import_model(tmp_path / "osnet.pth", ARCH, tmp_path / "model")
+    assert (card.architecture, card.embedding_dim, card.neck, card.num_classes) == (ARCH, 512, "fc", 0)
+    assert card.input_size == (256, 128) and card.mean == IMAGENET_MEAN and card.channel_order == "rgb"
+    assert "classifier of 751 classes dropped" in card.pretrained
+    network, loaded = load_model(tmp_path / "model")
+    assert loaded.fingerprint == card.fingerprint
+    with torch.no_grad():
+        assert torch.allclose(network.eval()(images()).embedding, torchreid_net(images()), atol=1e-5)
+
+
+def fastreid_checkpoint(tmp_path: Path) -> tuple[Path, nn.Module, nn.BatchNorm1d]:
+    """fast-reid's BoT layout on a ResNet-18: backbone./heads. names, last stride 1, BNNeck."""
+    torch.manual_seed(5)
+    backbone = torchvision.models.resnet18(weights=None)
+    bottleneck = nn.BatchNorm1d(512)
+    for bn in [m for m in backbone.modules() if isinstance(m, nn.BatchNorm2d)] + [bottleneck]:
+        bn.running_mean.uniform_(-0.2, 0.2)
+        bn.running_var.uniform_(0.5, 1.5)
+        bn.weight.data.uniform_(0.5, 1.5)
+    state = {f"backbone.{k}": v for k, v in backbone.state_dict().items() if not k.startswith("fc.")}
+    state.update({f"heads.bottleneck.0.{k}": v for k, v in bottleneck.state_dict().items()})
+    state["heads.classifier.weight"] = torch.randn(751, 512)
+    state["pixel_mean"] = torch.tensor([123.675, 116.28, 103.53]).view(1, -1, 1, 1)
+    state["pixel_std"] = torch.tensor([58.395, 57.12, 57.375]).view(1, -1, 1, 1)
+    torch.save({"model": state, "iteration": 1000}, tmp_path / "bot.pth")
+    backbone.layer4[0].conv1.stride = (1, 1)
+    backbone.layer4[0].downsample[0].stride = (1, 1)
+    return tmp_path / "bot.pth", backbone.eval(), bottleneck.eval()
+
+
+def test_fastreid_bot_imports_with_the_same_embeddings(tmp_path: Path) -> None:
+    path, backbone, bottleneck = fastreid_checkpoint(tmp_path)
+    card = import_model(path, "resnet18", tmp_path / "model")
+    assert (card.neck, card.last_stride, card.embedding_dim) == ("bnneck", 1, 512)
+    network, _ = load_model(tmp_path / "model")
+    x = images()
+    with torch.no_grad():
+        body = nn.Sequential(*list(backbone.children())[:-2])
+        expected = bottleneck(body(x).mean(dim=(2, 3)))
+        assert torch.allclose(network.eval()(x).embedding, expected, atol=1e-4)
+    encoder = load_encoder(tmp_path / "model", device="cpu")
+    rows = encoder.embed([torch.randint(0, 255, (300, 120, 3), dtype=torch.uint8).numpy()])
+    assert rows.shape == (1, 512) and abs(float((rows**2).sum()) - 1.0) < 1e-4
+
+
+def test_torchreid_resnet_keeps_its_last_stride(tmp_path: Path) -> None:
+    reference = torchvision.models.resnet18(weights=None).eval()
+    state = {k: v for k, v in reference.state_dict().items() if not k.startswith("fc.")}
+    state["classifier.weight"], state["classifier.bias"] = torch.randn(751, 512), torch.zeros(751)
+    torch.save(state, tmp_path / "r18.pth")
+    card = import_model(tmp_path / "r18.pth", "resnet18", tmp_path / "model", source="torchreid")
+    assert (card.neck, card.last_stride) == ("none", 2)
+    network, _ = load_model(tmp_path / "model")
+    reference.fc = nn.Identity()
+    with torch.no_grad():
+        assert torch.allclose(network.eval()(images()).embedding, reference(images()), atol=1e-5)
+
+
+def test_fine_tuning_from_a_torchreid_file_drops_the_classifier(torchreid_net: OSNet, tmp_path: Path) -> None:
+    torch.save({"state_dict": torchreid_net.state_dict()}, tmp_path / "osnet.pth.tar")
+    net = ReidNet(ARCH, num_classes=10, pretrained=str(tmp_path / "osnet.pth.tar"))
+    assert "its classifier of 751 classes dropped" in net.pretrained_note
+    assert net.pretrained_note.count(";") == 1, "one note, not a list of keys"
+    assert torch.equal(net.backbone.conv1.conv.weight, torchreid_net.conv1.conv.weight)
+    assert net.classifier.weight.shape == (10, 128)
+
+
+class Whole(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.layer = nn.Linear(2, 2)
+
+
+def bad_files(tmp_path: Path, torchreid_net: OSNet) -> dict[str, tuple[Path, str]]:
+    torch.save(Whole(), tmp_path / "whole.pth")
+    (tmp_path / "notes.pth").write_text("these are not weights\n")
+    torch.save({"epoch": 3, "lr": 0.1}, tmp_path / "meta.pth")
+    torch.save(torchvision.models.resnet18(weights=None).state_dict(), tmp_path / "resnet.pth")
+    wider = OSNet("osnet_x0_5", num_classes=751)
+    torch.save(wider.state_dict(), tmp_path / "wider.pth")
+    return {
+        "pickled": (tmp_path / "whole.pth", "test_checkpoints.Whole), not weights"),
+        "text": (tmp_path / "notes.pth", "not a PyTorch checkpoint"),
+        "no tensors": (tmp_path / "meta.pth", "without any tensor"),
+        "other architecture": (tmp_path / "resnet.pth", "backbone tensors missing (first backbone.conv1.conv.weight)"),
+        "other width": (tmp_path / "wider.pth", "layer backbone.conv1.conv.weight is [32, 3, 7, 7] in the file but [16, 3, 7, 7] here"),
+    }
+
+
+def test_each_bad_file_gives_one_line(torchreid_net: OSNet, tmp_path: Path) -> None:
+    for label, (path, expected) in bad_files(tmp_path, torchreid_net).items():
+        with pytest.raises(ModelError) as info:
+            import_model(path, ARCH, tmp_path / f"out-{label}")
+        message = str(info.value)
+        assert message.startswith(str(path)), label
+        assert expected in message, (label, message)
+        assert "\n" not in message and "\x1b" not in message and len(message) < 300, (label, message)
+        assert not (tmp_path / f"out-{label}").exists(), label
+
+
+def test_import_cli(torchreid_net: OSNet, tmp_path: Path) -> None:
+    torch.save({f"module.{k}": v for k, v in torchreid_net.state_dict().items()}, tmp_path / "osnet.pth")
+    runner = CliRunner()
+    done = runner.invoke(app, ["import", str(tmp_path / "osnet.pth"), "--arch", ARCH, "--out", str(tmp_path / "m"), "--from", "torchreid"])
+    assert done.exit_code == 0, done.output
+    assert (tmp_path / "m" / "weights.pt").is_file() and (tmp_path / "m" / "card.json").is_file()
+    exported = runner.invoke(app, ["export", "--model", str(tmp_path / "m"), "--format", "onnx", "--out", str(tmp_path / "m.onnx")])
+    assert exported.exit_code == 0, exported.output
+    onnx_rows = load_encoder(tmp_path / "m.onnx", device="cpu").embed([torch.zeros(256, 128, 3, dtype=torch.uint8).numpy()])
+    torch_rows = load_encoder(tmp_path / "m", device="cpu").embed([torch.zeros(256, 128, 3, dtype=torch.uint8).numpy()])
+    assert abs(onnx_rows - torch_rows).max() < 1e-4
+    torch.save(Whole(), tmp_path / "whole.pth")
+    bad = runner.invoke(app, ["import", str(tmp_path / "whole.pth"), "--arch", ARCH, "--out", str(tmp_path / "w")])
+    assert bad.exit_code == 1
+    assert len(bad.output.strip().splitlines()) == 1 and "pickled whole model" in bad.output
+    wrong = runner.invoke(app, ["import", str(tmp_path / "osnet.pth"), "--arch", ARCH, "--out", str(tmp_path / "x"), "--from", "caffe"])
+    assert wrong.exit_code == 1 and "--from 'caffe'" in wrong.output
