@@ -188,6 +188,8 @@ class TrainConfig:
             data[key] = None if data[key] is None else str(data[key])
         data["input_size"] = list(self.input_size)
         data["milestones"] = list(self.milestones)
+        # Written as the word the option takes, so a saved recipe reads as it would be typed.
+        data["pretrained"] = "none" if self.pretrained is None else self.pretrained
         return data
 
     def to_recipe(self) -> dict[str, Any]:

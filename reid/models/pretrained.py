@@ -17,7 +17,7 @@ from torch import nn
 from reid.errors import ModelError
 from reid.models.backbones import backbone_spec
 from reid.models.checkpoints import SOURCES, artefact_state, detect_layout, fit, place, read_state
-from reid.models.registry import ARTEFACTS, Artefact, cached, fetch, imagenet_artefacts, installed_member
+from reid.models.registry import ARTEFACTS, Artefact, cached, fetch, imagenet_artefacts
 
 NO_START = ("none", "")
 
@@ -55,15 +55,6 @@ def imagenet_start(architecture: str) -> Start:
         except ModelError as exc:
             first_error = first_error or exc
     raise ModelError(f"{first_error}; or train from scratch with --pretrained none")
-
-
-def offline_imagenet(architecture: str) -> Artefact | None:
-    """An ImageNet artefact for the architecture that needs no network: cached, or inside
-    an installed package. None when every start would need a download."""
-    for artefact in imagenet_artefacts(architecture):
-        if cached(artefact) is not None or (artefact.source == "wheel" and installed_member(artefact) is not None):
-            return artefact
-    return None
 
 
 def resolve_start(architecture: str, pretrained: str | Path | Start | None, source: str | None = None) -> Start | None:
