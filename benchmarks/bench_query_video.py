@@ -28,7 +28,7 @@ import torch
 from reid.detect import PersonDetector, PersonDetectorConfig
 from reid.gallery import Gallery, ItemMeta
 from reid.models import BACKBONES, ModelCard, build_network, load_encoder, save_model
-from reid.pipeline import QueryConfig, QueryOutputs, QueryRun, open_source
+from reid.pipeline import QueryConfig, QueryOutputs, QueryRun, TrackSummary, open_source
 from reid.pipeline.synthetic import write_street_video
 
 REAL_VIDEO = Path(__file__).resolve().parents[1].parent / "shared" / "data" / "video" / "vtest.avi"
@@ -107,14 +107,16 @@ def main() -> None:
             gallery, encoder, source, QueryConfig(batch_size=args.batch_size, track=not args.no_track), detector=detector
         )
         annotate_s = 0.0
+        tracks: list[TrackSummary] = []
         with QueryOutputs(
             video=work / "out.mp4" if args.save_video else None, fps=(source.fps or 10) / args.every
         ) as outputs:
             for result in run:
+                tracks += result.ended_tracks
                 tick = time.perf_counter()
                 outputs.write(result)
                 annotate_s += time.perf_counter() - tick
-    tracks = run.finish_tracks()
+    tracks += run.finish_tracks()
     stats = run.stats
     frames = max(stats.frames, 1)
     stages = dict(stats.stage_seconds)

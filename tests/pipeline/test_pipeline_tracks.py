@@ -117,8 +117,9 @@ def test_tracks_on_the_real_pedestrian_video(tmp_path: Path, encoder: Encoder, p
         source = open_source(pedestrian_video, max_frames=24)
         run = QueryRun(gallery, encoder, source, QueryConfig(threshold=1.0))
         results = list(run)
-        summaries = run.finish_tracks()
-    assert len(results) == 24
+        summaries = [s for r in results for s in r.ended_tracks] + run.finish_tracks()
+    assert len(results) == 24 and run.stats.tracks == len(summaries)
+    assert len({s.track for s in summaries}) == len(summaries), "each track is summarized once"
     detections = sum(len(r.detections) for r in results)
     assert summaries and len(summaries) < detections / 2, "people are followed over many frames"
     assert max(s.frames for s in summaries) >= 8
