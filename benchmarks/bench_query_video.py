@@ -1,6 +1,6 @@
 """Frames per second of ``reid query`` on a video, broken down by stage.
 
-Runs the library behind ``reid query`` (decode, detect, embed, search; optionally annotate
+Runs the library behind ``reid query`` (decode, detect, embed, track, search; optionally annotate
 and write the output video) on the real pedestrian video (``../shared/data/video/vtest.avi``,
 768x576) when it is there, else on a synthetic street video, and prints seconds, ms per
 frame and share of the wall time for each stage, with decoding alone measured beside it.
@@ -28,7 +28,7 @@ import torch
 from reid.detect import PersonDetector, PersonDetectorConfig
 from reid.gallery import Gallery, ItemMeta
 from reid.models import BACKBONES, ModelCard, build_network, load_encoder, save_model
-from reid.pipeline import QueryConfig, QueryOutputs, QueryRun, open_source
+from reid.pipeline import QueryConfig, QueryOutputs, QueryRun, TrackSummary, open_source
 from reid.pipeline.synthetic import write_street_video
 
 REAL_VIDEO = Path(__file__).resolve().parents[1].parent / "shared" / "data" / "video" / "vtest.avi"
@@ -59,6 +59,7 @@ def main() -> None:
     parser.add_argument("--detect-scale", type=float, default=1.0)
     parser.add_argument("--gallery-items", type=int, default=10_000)
     parser.add_argument("--save-video", action="store_true", help="also annotate and write an output video")
+    parser.add_argument("--no-track", action="store_true", help="decide every detection alone")
     args = parser.parse_args()
 
     work = Path(tempfile.mkdtemp(prefix="bench-query-"))
@@ -102,15 +103,20 @@ def main() -> None:
 
     detector = PersonDetector(PersonDetectorConfig(scale=args.detect_scale))
     with Gallery.open(work / "gallery") as gallery:
-        run = QueryRun(gallery, encoder, source, QueryConfig(batch_size=args.batch_size), detector=detector)
+        run = QueryRun(
+            gallery, encoder, source, QueryConfig(batch_size=args.batch_size, track=not args.no_track), detector=detector
+        )
         annotate_s = 0.0
+        tracks: list[TrackSummary] = []
         with QueryOutputs(
             video=work / "out.mp4" if args.save_video else None, fps=(source.fps or 10) / args.every
         ) as outputs:
             for result in run:
+                tracks += result.ended_tracks
                 tick = time.perf_counter()
                 outputs.write(result)
                 annotate_s += time.perf_counter() - tick
+    tracks += run.finish_tracks()
     stats = run.stats
     frames = max(stats.frames, 1)
     stages = dict(stats.stage_seconds)
@@ -131,6 +137,12 @@ def main() -> None:
         f"\nreid query: {stats.fps:.2f} frames/s end to end; decoding alone: {decode_fps:.0f} frames/s; "
         f"embedding: {stats.detections / max(stages['embed'], 1e-9):.1f} crops/s"
     )
+    if run.tracker is not None:
+        lengths = [t.frames for t in tracks]
+        print(
+            f"tracks of at least 2 boxes: {len(tracks)}, {np.mean(lengths) if lengths else 0:.1f} frames a track "
+            f"(median {np.median(lengths) if lengths else 0:.0f}, longest {max(lengths, default=0)})"
+        )
 
 
 if __name__ == "__main__":

@@ -6,16 +6,11 @@ camera's tracks or after the people of an existing gallery.  See README.md.
 """
 
 from apps.camera_search.search import CameraRun, SearchConfig, SearchResult, TrackEvent, run_search
-from apps.camera_search.tracking import IouTracker, Observation, Track, TrackerConfig
 
 __all__ = [
     "CameraRun",
-    "IouTracker",
-    "Observation",
     "SearchConfig",
     "SearchResult",
-    "Track",
     "TrackEvent",
-    "TrackerConfig",
     "run_search",
 ]

@@ -14,11 +14,11 @@ from reid import ReidError, printable
 from reid.data import quiet_opencv
 from reid.detect import PersonDetectorConfig
 from reid.models import load_encoder
+from reid.track import TrackerConfig
 
 from apps.camera_search.demo import demo_threshold, score_demo, stand_in_model, write_demo_videos
 from apps.camera_search.outputs import VIDEO_CODECS, write_outputs
 from apps.camera_search.search import SearchConfig, SearchResult, run_search
-from apps.camera_search.tracking import TrackerConfig
 
 # Markup is off: file names and labels are printed as they are, never interpreted.
 console = Console(markup=False, highlight=False)

@@ -25,9 +25,9 @@ from reid.data import ImageRecord, SyntheticConfig, load_dataset, read_image
 from reid.detect import Box
 from reid.evaluation import ThresholdChoice, choose_threshold, embed_paths, pair_distance
 from reid.models import Encoder, ModelCard, build_network, save_model
+from reid.track import iou
 
 from apps.camera_search.search import SearchResult, track_label
-from apps.camera_search.tracking import iou
 
 # A seed whose two synthetic cameras OpenCV's HOG people detector sees reasonably well:
 # the renderer's blocky figures are harder for it than real people.

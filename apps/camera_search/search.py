@@ -22,8 +22,7 @@ from reid.detect import PersonDetectorConfig, build_detector, crop_detections
 from reid.gallery import DB_FILE, Gallery, ItemMeta
 from reid.models import Encoder, embed_images
 from reid.pipeline import MediaSource, open_source
-
-from apps.camera_search.tracking import IouTracker, Observation, Track, TrackerConfig
+from reid.track import Observation, Track, Tracker, TrackerConfig
 
 # Called as (camera, frames done, frames expected or None) while a camera is processed.
 ProgressFn = Callable[[int, int, int | None], None]
@@ -172,7 +171,7 @@ def process_camera(
 ) -> CameraRun:
     """Detect people in every kept frame of ``source``, embed them and link them into tracks."""
     detector = build_detector("person", config.detector)
-    tracker = IouTracker(camera, config.tracker)
+    tracker = Tracker(camera, config.tracker)
     run = CameraRun(camera, source.spec, source.fps)
     timing = run.stage_seconds
     per_frame = config.tracker.appearance is not None
@@ -213,7 +212,7 @@ def process_camera(
             if not per_frame:
                 # Without appearance gating the tracker never looks at embeddings, so
                 # crops of many frames wait to be embedded together: far fewer, fuller batches.
-                pending.extend(zip(tracks, crops, strict=True))
+                pending.extend((t, c) for t, c in zip(tracks, crops, strict=True) if t is not None)
                 if len(pending) >= config.batch_size:
                     embed_pending()
             run.frames += 1

@@ -40,6 +40,7 @@ from reid.errors import ConfigError, DataError
 from reid.gallery import Gallery, resolve_gallery_path
 from reid.models import load_encoder
 from reid.paths import check_output_file
+from reid.track import TrackerConfig
 from reid.pipeline import (
     DETECT_CHOICES,
     EnrolConfig,
@@ -147,6 +148,18 @@ def query(
         None, "--save-video", help="Write the frames with boxes and labels (.mp4, .avi)."
     ),
     save_crops: Path | None = typer.Option(None, "--save-crops", help="Save each crop under DIR/<identity>/."),
+    tracks: Path | None = typer.Option(
+        None, "--tracks", help="Write one JSON object per ended track here (videos, cameras, streams)."
+    ),
+    track: bool = typer.Option(
+        True, "--track/--no-track", help="Link detections into tracks and name each track by its mean embedding."
+    ),
+    high_score: float | None = typer.Option(
+        None,
+        "--track-high-score",
+        help="Detector score from which a detection may start a track; weaker ones only continue tracks "
+        "(default: every detection may).",
+    ),
     detect: str = typer.Option(
         "auto",
         "--detect",
@@ -163,11 +176,18 @@ def query(
     json_out: Path | None = typer.Option(None, "--json", help="Also write the summary as JSON here."),
 ) -> None:
     """Find enrolled people in images, a video, a camera or a stream."""
-    check_outputs(jsonl, save_video, save_crops)
+    check_outputs(jsonl, save_video, save_crops, tracks)
     if json_out:
         check_output_file(json_out, "--json")
     config = QueryConfig(
-        top_k=top_k, detect=detect, threshold=threshold, score=score, batch_size=batch_size, no_face=no_face
+        top_k=top_k,
+        detect=detect,
+        threshold=threshold,
+        score=score,
+        batch_size=batch_size,
+        no_face=no_face,
+        track=track,
+        tracker=TrackerConfig(high_score=high_score),
     )
     media = open_source(source, every=every, max_frames=max_frames)
     encoder = load_encoder(model)
@@ -175,7 +195,7 @@ def query(
         run = QueryRun(store, encoder, media, config)
         fps = (media.fps or 10.0) / (every if media.fps else 1)
         interrupted = False
-        with QueryOutputs(jsonl, save_video, save_crops, fps) as outputs:
+        with QueryOutputs(jsonl, save_video, save_crops, fps, tracks) as outputs:
             recent: deque[FrameResult] = deque(maxlen=8)
             with live_display(_live_view(recent, run.stats, media.expected_frames)) as live:
                 try:
@@ -185,6 +205,7 @@ def query(
                         live.update(_live_view(recent, run.stats, media.expected_frames))
                 except KeyboardInterrupt:
                     interrupted = True
+            outputs.write_tracks(run.finish_tracks())
     stats = run.stats
     if json_out:
         write_json(json_out, {"source": source, "threshold": run.threshold, **stats.to_dict()})
@@ -209,7 +230,7 @@ def _live_view(recent: deque[FrameResult], stats: QueryStats, expected: int | No
     total = f"/{expected}" if expected else ""
     line = Text(
         f"frames {stats.frames}{total}  detections {stats.detections}  named {stats.identified}  "
-        f"unknown {stats.unknown}  {stats.fps:.1f} frames/s"
+        f"unknown {stats.unknown}  tracks ended {stats.tracks}  {stats.fps:.1f} frames/s"
     )
     return Group(table, line)
 

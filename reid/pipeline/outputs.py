@@ -1,4 +1,4 @@
-"""Where query results go: JSON lines, an annotated video, crop images.
+"""Where query results go: JSON lines, an annotated video, crop images, ended tracks.
 
 Each writer flushes as it goes and :class:`QueryOutputs` closes all of them however the
 run ends, so a run stopped by Ctrl-C leaves complete JSON lines, a playable video of the
@@ -24,7 +24,7 @@ import numpy as np
 from reid.errors import ConfigError, DataError
 from reid.gallery.files import write_bytes_atomic
 from reid.paths import check_output_file, check_output_folder
-from reid.pipeline.query import FrameResult
+from reid.pipeline.query import FrameResult, TrackSummary
 
 FOURCC = {".mp4": "mp4v", ".m4v": "mp4v", ".mov": "mp4v", ".avi": "MJPG", ".mkv": "XVID"}
 KNOWN_COLOUR = (40, 200, 40)  # BGR
@@ -56,13 +56,15 @@ def safe_name(text: str, reserved: frozenset[str] = frozenset()) -> str:
     return f"{stem}-{digest}"
 
 
-def check_outputs(jsonl: Path | None = None, video: Path | None = None, crops: Path | None = None) -> None:
+def check_outputs(
+    jsonl: Path | None = None, video: Path | None = None, crops: Path | None = None, tracks: Path | None = None
+) -> None:
     """Raise ConfigError, before any work, for an output that cannot be written: a file
     where a folder must go or the reverse, a folder that cannot be made, a video suffix
     OpenCV has no codec for."""
     if video is not None and Path(video).suffix.lower() not in FOURCC:
         raise ConfigError(f"{video}: video output must end in {', '.join(FOURCC)}")
-    for path, what in ((jsonl, "--jsonl"), (video, "--save-video")):
+    for path, what in ((jsonl, "--jsonl"), (video, "--save-video"), (tracks, "--tracks")):
         if path is not None:
             check_output_file(Path(path), what)
     if crops is not None:
@@ -70,7 +72,8 @@ def check_outputs(jsonl: Path | None = None, video: Path | None = None, crops: P
 
 
 def annotate(result: FrameResult) -> np.ndarray:
-    """The frame as BGR with each detection's box, label and distance drawn on it."""
+    """The frame as BGR with each detection's box, label and distance drawn on it; a
+    tracked detection's label starts with its track number and names the track's identity."""
     canvas = cv2.cvtColor(result.image, cv2.COLOR_RGB2BGR)
     scale = max(0.4, min(canvas.shape[:2]) / 600)
     thickness = max(1, round(scale * 2))
@@ -79,6 +82,8 @@ def annotate(result: FrameResult) -> np.ndarray:
         colour = KNOWN_COLOUR if detection.identity is not None else UNKNOWN_COLOUR
         cv2.rectangle(canvas, (x, y), (x + w, y + h), colour, thickness)
         text = f"{detection.label} {detection.distance:.2f}" if np.isfinite(detection.distance) else detection.label
+        if detection.track is not None:
+            text = f"#{detection.track} {text}"
         (tw, th), base = cv2.getTextSize(text, cv2.FONT_HERSHEY_SIMPLEX, scale, 1)
         top = max(0, y - th - base - 2)
         cv2.rectangle(canvas, (x, top), (x + tw + 2, top + th + base + 2), colour, cv2.FILLED)
@@ -101,6 +106,29 @@ class JsonlWriter:
     def write(self, result: FrameResult) -> None:
         for event in result.events():
             self._handle.write(json.dumps(event) + "\n")
+            self.lines += 1
+        self._handle.flush()
+
+    def close(self) -> None:
+        self._handle.close()
+
+
+class TracksWriter:
+    """One JSON object per ended track (:meth:`TrackSummary.to_dict`), flushed as written."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = Path(path)
+        check_outputs(tracks=self.path)
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        self._handle: IO[str] = open(self.path, "w", encoding="utf-8")  # noqa: SIM115 - closed in close()
+        self.lines = 0
+
+    def write(self, result: FrameResult) -> None:
+        self.write_tracks(result.ended_tracks)
+
+    def write_tracks(self, tracks: list[TrackSummary]) -> None:
+        for track in tracks:
+            self._handle.write(json.dumps(track.to_dict()) + "\n")
             self.lines += 1
         self._handle.flush()
 
@@ -187,27 +215,36 @@ class QueryOutputs:
         video: Path | None = None,
         crops: Path | None = None,
         fps: float = 10.0,
+        tracks: Path | None = None,
     ) -> None:
         self.jsonl: JsonlWriter | None = None
         self.video: VideoOutput | None = None
         self.crops: CropWriter | None = None
+        self.tracks: TracksWriter | None = None
         try:
             self.video = VideoOutput(video, fps) if video else None
             self.crops = CropWriter(crops) if crops else None
             self.jsonl = JsonlWriter(jsonl) if jsonl else None
+            self.tracks = TracksWriter(tracks) if tracks else None
         except BaseException:
             self.close()
             raise
 
+    def _writers(self) -> list[JsonlWriter | VideoOutput | CropWriter | TracksWriter]:
+        return [w for w in (self.jsonl, self.video, self.crops, self.tracks) if w is not None]
+
     def write(self, result: FrameResult) -> None:
-        for writer in (self.jsonl, self.video, self.crops):
-            if writer is not None:
-                writer.write(result)
+        for writer in self._writers():
+            writer.write(result)
+
+    def write_tracks(self, tracks: list[TrackSummary]) -> None:
+        """Tracks that ended with the run (end of source, or Ctrl-C)."""
+        if self.tracks is not None:
+            self.tracks.write_tracks(tracks)
 
     def close(self) -> None:
-        for writer in (self.jsonl, self.video, self.crops):
-            if writer is not None:
-                writer.close()
+        for writer in self._writers():
+            writer.close()
 
     def __enter__(self) -> QueryOutputs:
         return self

@@ -5,6 +5,11 @@ the crops in batches, search the gallery's top-k identities, and label each dete
 with the nearest identity when its distance is at most the threshold, ``unknown`` (None)
 otherwise.  :class:`QueryRun` yields one :class:`FrameResult` per frame, in order, and
 keeps running totals and per-stage timings in :attr:`QueryRun.stats`.
+
+On videos, cameras and streams the detections are linked into tracks
+(:class:`reid.track.Tracker`) and each tracked detection is decided by its track's mean
+embedding so far, so one person walking through the scene keeps one answer that only
+grows surer; each track is summarized (:class:`TrackSummary`) once it ends.
 """
 
 from __future__ import annotations
@@ -22,6 +27,7 @@ from reid.errors import ConfigError
 from reid.gallery import SCORES, Gallery, IdentityMatch
 from reid.models.encoder import NO_FACE_CHOICES, Encoder, embed_images
 from reid.pipeline.sources import Frame, MediaSource
+from reid.track import Observation, Track, Tracker, TrackerConfig
 
 DETECT_CHOICES = ("auto", "person", "face", "none")
 # Frames waiting for their crops to fill a batch are held in memory; stretches of video
@@ -39,7 +45,8 @@ class QueryConfig:
     ``detect``: "auto" runs the model's kind of detector (person or face) on videos,
     cameras and streams and takes image files as ready crops; "none" takes every frame
     as one crop.  ``threshold`` (Euclidean distance between unit embeddings) defaults to
-    the gallery's, which is the model card's calibrated one.
+    the gallery's, which is the model card's calibrated one.  ``track``: link the
+    detections of videos, cameras and streams into tracks (see :mod:`reid.track`).
     """
 
     top_k: int = 5
@@ -49,6 +56,8 @@ class QueryConfig:
     batch_size: int = 32
     margin: float | None = None
     no_face: str = "skip"
+    track: bool = True
+    tracker: TrackerConfig = field(default_factory=TrackerConfig)
 
     def __post_init__(self) -> None:
         if self.top_k < 1:
@@ -67,7 +76,11 @@ class QueryConfig:
 
 @dataclass
 class DetectionResult:
-    """One detected (or given) crop and what the gallery says about it."""
+    """One detected (or given) crop and what the gallery says about it.
+
+    For a tracked detection, ``identity``, ``distance`` and ``top_k`` answer the mean
+    embedding of its track up to this frame, and ``track`` is the track's number.
+    """
 
     box: Box
     identity: str | None
@@ -75,19 +88,70 @@ class DetectionResult:
     top_k: list[IdentityMatch]
     detection_score: float | None
     crop: np.ndarray = field(repr=False)
+    track: int | None = None
 
     @property
     def label(self) -> str:
         return self.identity if self.identity is not None else "unknown"
 
 
+@dataclass(frozen=True)
+class TrackSummary:
+    """One ended track: its frames (first, last), times in seconds (None for images),
+    latest decision (identity None: unknown; distance Euclidean between unit embeddings,
+    0..2, None when it was never searched), boxes in it and its largest box."""
+
+    source: str
+    track: int
+    start_frame: int
+    end_frame: int
+    start: float | None
+    end: float | None
+    identity: str | None
+    distance: float | None
+    frames: int
+    box: Box
+
+    @classmethod
+    def of(cls, source: str, track: Track) -> TrackSummary:
+        return cls(
+            source,
+            track.id,
+            track.first.frame,
+            track.last.frame,
+            track.first.time,
+            track.last.time,
+            track.identity,
+            track.distance,
+            len(track.observations),
+            track.best_box,
+        )
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "source": self.source,
+            "track": self.track,
+            "start_frame": self.start_frame,
+            "end_frame": self.end_frame,
+            "start": None if self.start is None else round(self.start, 3),
+            "end": None if self.end is None else round(self.end, 3),
+            "identity": self.identity,
+            "distance": None if self.distance is None else round(self.distance, 6),
+            "frames": self.frames,
+            "box": list(self.box),
+        }
+
+
 @dataclass
 class FrameResult:
+    """One answered frame; ``ended_tracks`` are the tracks known to have ended by it."""
+
     source: str
     frame: int
     time: float | None
     image: np.ndarray = field(repr=False)
     detections: list[DetectionResult] = field(default_factory=list)
+    ended_tracks: list[TrackSummary] = field(default_factory=list)
 
     def events(self) -> list[dict[str, Any]]:
         """The JSON-lines events of this frame: one object per detection."""
@@ -101,6 +165,7 @@ class FrameResult:
                 "distance": None if not np.isfinite(d.distance) else round(d.distance, 6),
                 "top_k": [m.to_dict() for m in d.top_k],
                 "detection_score": None if d.detection_score is None else round(d.detection_score, 4),
+                "track": d.track,
             }
             for d in self.detections
         ]
@@ -114,9 +179,10 @@ class QueryStats:
     detections: int = 0
     identified: int = 0
     unknown: int = 0
+    tracks: int = 0
     per_identity: Counter[str] = field(default_factory=Counter)
     stage_seconds: dict[str, float] = field(
-        default_factory=lambda: {"decode": 0.0, "detect": 0.0, "embed": 0.0, "search": 0.0}
+        default_factory=lambda: {"decode": 0.0, "detect": 0.0, "embed": 0.0, "track": 0.0, "search": 0.0}
     )
     wall_seconds: float = 0.0
     unreadable: list[tuple[str, str]] = field(default_factory=list)
@@ -131,6 +197,7 @@ class QueryStats:
             "detections": self.detections,
             "identified": self.identified,
             "unknown": self.unknown,
+            "tracks": self.tracks,
             "identities": dict(sorted(self.per_identity.items())),
             "stage_seconds": {k: round(v, 4) for k, v in self.stage_seconds.items()},
             "wall_seconds": round(self.wall_seconds, 4),
@@ -188,6 +255,9 @@ class QueryRun:
         self.stats = QueryStats(unreadable=source.unreadable)
         kind = self.detector.kind if self.detector is not None else ""
         self.margin = self.config.margin if self.config.margin is not None else DEFAULT_MARGIN.get(kind, 0.0)
+        tracking = self.config.track and self.detector is not None and source.kind != "images"
+        self.tracker = Tracker(0, self.config.tracker) if tracking else None
+        self._step = 0
         self._started = time.perf_counter()
 
     def __iter__(self) -> Iterator[FrameResult]:
@@ -232,34 +302,83 @@ class QueryRun:
         timing = self.stats.stage_seconds
         crops = [c for _, frame_crops, _, _ in pending for c in frame_crops]
         sources = [_crop_name(frame, n) for frame, frame_crops, _, _ in pending for n in range(len(frame_crops))]
-        matches: list[list[IdentityMatch] | None] = [None] * len(crops)
+        row_of: dict[int, int] = {}
+        features = np.zeros((0, 0), np.float32)
         if crops:
             tick = time.perf_counter()
             embedded = embed_images(self.encoder, crops, sources, self.config.no_face)
             timing["embed"] += time.perf_counter() - tick
             self.stats.unreadable += [(sources[position], reason) for position, reason in embedded.failures]
-            if embedded.kept:
-                tick = time.perf_counter()
-                found = self.gallery.search(embedded.features, self.config.top_k, self.config.score)
-                timing["search"] += time.perf_counter() - tick
-                for position, top_k in zip(embedded.kept, found, strict=True):
-                    matches[position] = top_k
+            features = embedded.features
+            row_of = {position: row for row, position in enumerate(embedded.kept)}
+        # Link each frame's embedded detections to tracks, in frame order, and note the
+        # vector each detection is searched with: its track's mean so far, or its own.
+        plans: list[tuple[Pending, list[int], list[Track | None], list[Track]]] = []
+        queries: list[np.ndarray] = []
         at = 0
-        for frame, frame_crops, boxes, scores in pending:
+        tick = time.perf_counter()
+        for item in pending:
+            frame, frame_crops, boxes, scores = item
+            positions = [at + n for n in range(len(frame_crops)) if at + n in row_of]
+            own = features[[row_of[p] for p in positions]] if positions else None
+            tracks: list[Track | None] = [None] * len(positions)
+            ended: list[Track] = []
+            if self.tracker is not None:
+                observations = [
+                    Observation(frame.index, frame.time, boxes[p - at], _score(scores[p - at])) for p in positions
+                ]
+                tracks = self.tracker.update(self._step, observations, embeddings=own)
+                ended = self.tracker.pop_ended()
+                self._step += 1
+            for n, track in enumerate(tracks):
+                queries.append(track.embedding if track is not None else own[n])  # type: ignore[index]
+            plans.append((item, positions, tracks, ended))
+            at += len(frame_crops)
+        timing["track"] += time.perf_counter() - tick
+        found: list[list[IdentityMatch]] = []
+        if queries:
+            tick = time.perf_counter()
+            found = self.gallery.search(np.stack(queries), self.config.top_k, self.config.score)
+            timing["search"] += time.perf_counter() - tick
+        answers = iter(found)
+        at = 0
+        for (frame, frame_crops, boxes, scores), positions, tracks, ended in plans:
             result = FrameResult(frame.source, frame.index, frame.time, frame.image)
-            for image, box, score in zip(frame_crops, boxes, scores, strict=True):
-                top = matches[at]
-                at += 1
-                if top is None:
-                    continue
-                nearest = top[0] if top else None
-                distance = nearest.distance if nearest is not None else float("inf")
-                identity = nearest.identity if nearest is not None and distance <= self.threshold else None
-                result.detections.append(DetectionResult(box, identity, distance, top, score, image))
+            # Tracks that ended before this frame carry the decisions of earlier frames.
+            result.ended_tracks = [TrackSummary.of(frame.source, t) for t in ended]
+            self.stats.tracks += len(ended)
+            for position, track in zip(positions, tracks, strict=True):
+                top = next(answers)
+                identity, distance = self._decide(top)
+                n = position - at
+                number = None
+                if track is not None:
+                    track.decide(identity, distance if np.isfinite(distance) else None)
+                    number = track.id
+                result.detections.append(
+                    DetectionResult(boxes[n], identity, distance, top, scores[n], frame_crops[n], number)
+                )
                 self._count(identity)
+            at += len(frame_crops)
             self.stats.frames += 1
             self.stats.wall_seconds = time.perf_counter() - self._started
             yield result
+
+    def _decide(self, top: list[IdentityMatch]) -> tuple[str | None, float]:
+        """The identity named by a top-k list (None: farther than the threshold) and its distance."""
+        nearest = top[0] if top else None
+        distance = nearest.distance if nearest is not None else float("inf")
+        identity = nearest.identity if nearest is not None and distance <= self.threshold else None
+        return identity, distance
+
+    def finish_tracks(self) -> list[TrackSummary]:
+        """End every track still open (at the end of the source, or when a run is stopped)
+        and summarize those long enough to report; their frames are all answered ones."""
+        if self.tracker is None:
+            return []
+        ended = [TrackSummary.of(self.source.spec, t) for t in self.tracker.finish()]
+        self.stats.tracks += len(ended)
+        return ended
 
     def _count(self, identity: str | None) -> None:
         self.stats.detections += 1
@@ -268,6 +387,11 @@ class QueryRun:
         else:
             self.stats.identified += 1
             self.stats.per_identity[identity] += 1
+
+
+def _score(score: float | None) -> float:
+    """A detection's score for the tracker; crops given whole count as confident."""
+    return 1.0 if score is None else score
 
 
 def _crop_name(frame: Frame, number: int) -> str:

@@ -18,7 +18,6 @@ from typer.testing import CliRunner
 
 from apps.camera_search.cli import app
 from apps.camera_search.demo import DemoScene, write_demo_videos
-from apps.camera_search.tracking import IouTracker, Observation, TrackerConfig
 from reid.data import read_image
 from reid.gallery import Gallery, ItemMeta
 from reid.models import load_encoder
@@ -209,35 +208,6 @@ def test_model_without_threshold_needs_one(scene: DemoScene, person_model: Path,
     )
     assert code == 1
     assert "no calibrated threshold" in output
-
-
-def _obs(frame: int, x: int) -> Observation:
-    return Observation(frame, frame / 10, (x, 50, 40, 100), 1.0)
-
-
-def test_tracker_links_moving_boxes_bridges_gaps_and_drops_noise() -> None:
-    tracker = IouTracker(0, TrackerConfig(iou=0.3, max_gap=2, min_boxes=2))
-    crop = np.zeros((100, 40, 3), np.uint8)
-    for step in range(8):
-        observations = [] if step in (3, 4) else [_obs(step, 10 + 6 * step)]
-        if step == 5:
-            observations.append(Observation(step, 0.5, (300, 0, 30, 30), 0.1))
-        tracker.update(step, observations, [crop] * len(observations))
-    tracks = tracker.finish()
-    assert len(tracks) == 1, "the one-box false alarm is dropped and the gap of two frames bridged"
-    assert [o.frame for o in tracks[0].observations] == [0, 1, 2, 5, 6, 7]
-    assert tracks[0].id == 1
-
-
-def test_tracker_appearance_gate_keeps_two_people_apart() -> None:
-    red, blue = np.eye(4, dtype=np.float32)[0], np.eye(4, dtype=np.float32)[1]
-    crop = np.zeros((100, 40, 3), np.uint8)
-    tracker = IouTracker(0, TrackerConfig(appearance=0.5, min_boxes=1))
-    first = tracker.update(0, [_obs(0, 100)], [crop], red[None])
-    # Another person steps into the same place: IoU alone would continue the first track.
-    second = tracker.update(1, [_obs(1, 102)], [crop], blue[None])
-    assert first[0] is not second[0]
-    assert len(tracker.finish()) == 2
 
 
 def test_app_imports_only_public_reid_names() -> None:

@@ -104,12 +104,17 @@ def test_enroll_info_list_query_remove_export(tmp_path: Path, models: tuple[Path
         crops,
         "--json",
         tmp_path / "summary.json",
+        "--tracks",
+        tmp_path / "tracks.jsonl",
     )
     assert code == 0, out
     lines = [json.loads(line) for line in events.read_text().splitlines()]
     assert lines, "no detections in the street video"
+    tracks = [json.loads(line) for line in (tmp_path / "tracks.jsonl").read_text().splitlines()]
+    assert tracks and json.loads((tmp_path / "summary.json").read_text())["tracks"] == len(tracks)
+    assert {t["track"] for t in tracks} <= {line["track"] for line in lines}
     for line in lines:
-        assert {"source", "frame", "box", "identity", "distance", "top_k"} <= set(line)
+        assert {"source", "frame", "box", "identity", "distance", "top_k", "track"} <= set(line)
         assert line["frame"] % 2 == 0 and len(line["box"]) == 4 and 1 <= len(line["top_k"]) <= 2
         assert line["identity"] in ("red", "blue", None)
         assert line["identity"] is None or line["distance"] < 0.5
@@ -121,7 +126,7 @@ def test_enroll_info_list_query_remove_export(tmp_path: Path, models: tuple[Path
     assert len(list(crops.rglob("*.jpg"))) == len(lines)
     summary = json.loads((tmp_path / "summary.json").read_text())
     assert summary["frames"] == 5 and summary["detections"] == len(lines)
-    assert set(summary["stage_seconds"]) == {"decode", "detect", "embed", "search"}
+    assert set(summary["stage_seconds"]) == {"decode", "detect", "embed", "track", "search"}
 
     code, out = invoke("gallery", "export", gallery, tmp_path / "g.npz")
     assert code == 0 and np.load(tmp_path / "g.npz")["embeddings"].shape == (4, 64)

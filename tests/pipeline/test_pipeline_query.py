@@ -45,7 +45,7 @@ def test_video_query_detects_labels_and_writes_outputs(
     assert run.stats.frames == 4 and run.stats.detections == sum(len(r.detections) for r in results) >= 6
     # With a threshold of 2 (the largest distance there is) every detection gets a name.
     assert run.stats.unknown == 0 and set(run.stats.per_identity) <= {"red", "blue"}
-    assert set(run.stats.stage_seconds) == {"decode", "detect", "embed", "search"}
+    assert set(run.stats.stage_seconds) == {"decode", "detect", "embed", "track", "search"}
     events = [json.loads(line) for line in (out / "ev.jsonl").read_text().splitlines()]
     assert len(events) == run.stats.detections
     first = events[0]

@@ -1,0 +1,136 @@
+"""Tracks in query runs: per-track identity, ended-track summaries, Ctrl-C, a real video."""
+
+from __future__ import annotations
+
+import json
+from collections import defaultdict
+from pathlib import Path
+
+import numpy as np
+import pytest
+from pipeline_helpers import walker_crops
+
+from reid.gallery import Gallery
+from reid.models import Encoder, embed_images, l2_normalize
+from reid.pipeline import QueryConfig, QueryOutputs, QueryRun, annotate, enrol, open_source, plan_enrolment
+from reid.pipeline.synthetic import write_street_video
+
+
+@pytest.fixture
+def street(tmp_path: Path, encoder: Encoder) -> tuple[Path, Path]:
+    """A synthetic street video of two walkers and a gallery holding crops of them."""
+    video = tmp_path / "street.mp4"
+    write_street_video(video, count=10, fps=10)
+    walker_crops(tmp_path / "people", frames=2, seed=11)
+    with Gallery.open_or_create(tmp_path / "g", encoder.card) as gallery:
+        enrol(gallery, encoder, plan_enrolment([tmp_path / "people"]))
+    return video, tmp_path / "g"
+
+
+def test_each_track_is_named_by_the_mean_of_its_embeddings(
+    tmp_path: Path, encoder: Encoder, street: tuple[Path, Path]
+) -> None:
+    video, folder = street
+    with Gallery.open(folder) as gallery:
+        run = QueryRun(gallery, encoder, open_source(video), QueryConfig(threshold=2.0, batch_size=4))
+        with QueryOutputs(tracks=tmp_path / "tracks.jsonl") as outputs:
+            results = []
+            for result in run:
+                outputs.write(result)
+                results.append(result)
+            outputs.write_tracks(run.finish_tracks())
+        crops: dict[int, list[np.ndarray]] = defaultdict(list)
+        last: dict[int, float] = {}
+        for result in results:
+            for detection in result.detections:
+                assert detection.track is not None, "every HOG detection may start a track by default"
+                crops[detection.track].append(detection.crop)
+                last[detection.track] = detection.distance
+        summaries = [json.loads(line) for line in (tmp_path / "tracks.jsonl").read_text().splitlines()]
+        assert summaries and len(crops) < run.stats.detections, "detections are linked across frames"
+        assert run.stats.tracks == len(summaries)
+        for summary in summaries:
+            number = summary["track"]
+            assert summary["frames"] == len(crops[number]) >= 2
+            assert summary["start_frame"] <= summary["end_frame"]
+            assert summary["start"] == pytest.approx(summary["start_frame"] / 10, abs=1e-3)
+            assert summary["end"] == pytest.approx(summary["end_frame"] / 10, abs=1e-3)
+            # The track's answer is the gallery's answer to its mean embedding, computed here anew.
+            features = embed_images(encoder, crops[number], [str(n) for n in range(len(crops[number]))]).features
+            mean = l2_normalize(features.mean(axis=0, keepdims=True))
+            (top,) = gallery.search(mean, 1)
+            assert summary["distance"] == pytest.approx(top[0].distance, abs=1e-4)
+            assert summary["identity"] == top[0].identity
+            assert summary["distance"] == pytest.approx(last[number], abs=1e-6)
+    assert all("track" in event for r in results for event in r.events())
+
+
+def test_tracking_can_be_turned_off(encoder: Encoder, street: tuple[Path, Path]) -> None:
+    video, folder = street
+    with Gallery.open(folder) as gallery:
+        run = QueryRun(gallery, encoder, open_source(video, max_frames=3), QueryConfig(threshold=2.0, track=False))
+        results = list(run)
+    assert run.tracker is None and run.finish_tracks() == []
+    assert results and all(d.track is None for r in results for d in r.detections)
+
+
+def test_images_are_not_tracked(tmp_path: Path, encoder: Encoder, street: tuple[Path, Path]) -> None:
+    _, folder = street
+    walker_crops(tmp_path / "probe", frames=2, seed=3)
+    with Gallery.open(folder) as gallery:
+        run = QueryRun(gallery, encoder, open_source(tmp_path / "probe"), QueryConfig(detect="person"))
+        list(run)
+    assert run.tracker is None
+
+
+def test_the_annotated_frame_shows_the_track(encoder: Encoder, street: tuple[Path, Path]) -> None:
+    video, folder = street
+    with Gallery.open(folder) as gallery:
+        result = next(iter(QueryRun(gallery, encoder, open_source(video, max_frames=1), QueryConfig(threshold=2.0))))
+    assert result.detections and result.detections[0].track == 1
+    labelled = annotate(result)
+    result.detections[0].track = None
+    assert not np.array_equal(labelled, annotate(result)), "the track number is drawn in the label"
+
+
+def test_ctrl_c_keeps_the_tracks_answered_so_far(tmp_path: Path, encoder: Encoder, street: tuple[Path, Path]) -> None:
+    video, folder = street
+    path = tmp_path / "tracks.jsonl"
+    with Gallery.open(folder) as gallery:
+        run = QueryRun(gallery, encoder, open_source(video), QueryConfig(threshold=2.0, batch_size=1))
+        with QueryOutputs(tracks=path) as outputs:
+            with pytest.raises(KeyboardInterrupt):
+                for result in run:
+                    outputs.write(result)
+                    if result.frame == 3:
+                        raise KeyboardInterrupt
+            outputs.write_tracks(run.finish_tracks())
+    summaries = [json.loads(line) for line in path.read_text().splitlines()]
+    assert summaries, "the tracks open at Ctrl-C are written"
+    assert all(s["end_frame"] <= 3 and s["frames"] <= 4 for s in summaries)
+
+
+def test_tracks_on_the_real_pedestrian_video(tmp_path: Path, encoder: Encoder, pedestrian_video: Path) -> None:
+    walker_crops(tmp_path / "people", frames=1)
+    with Gallery.open_or_create(tmp_path / "g", encoder.card) as gallery:
+        enrol(gallery, encoder, plan_enrolment([tmp_path / "people"]))
+        source = open_source(pedestrian_video, max_frames=24)
+        run = QueryRun(gallery, encoder, source, QueryConfig(threshold=1.0))
+        results = list(run)
+        summaries = [s for r in results for s in r.ended_tracks] + run.finish_tracks()
+    assert len(results) == 24 and run.stats.tracks == len(summaries)
+    assert len({s.track for s in summaries}) == len(summaries), "each track is summarized once"
+    detections = sum(len(r.detections) for r in results)
+    assert summaries and len(summaries) < detections / 2, "people are followed over many frames"
+    assert max(s.frames for s in summaries) >= 8
+    for summary in summaries:
+        x, y, w, h = summary.box
+        assert 0 <= x and 0 <= y and x + w <= 768 and y + h <= 576
+        assert 0 <= summary.start_frame <= summary.end_frame < 24
+        assert summary.end == pytest.approx(summary.end_frame / source.fps, abs=1e-3)
+    by_track: dict[int, list[int]] = defaultdict(list)
+    for result in results:
+        for detection in result.detections:
+            if detection.track is not None:
+                by_track[detection.track].append(result.frame)
+    assert all(frames == sorted(set(frames)) for frames in by_track.values()), "one box per track per frame"

@@ -1,0 +1,131 @@
+"""The two-stage tracker on synthetic moving boxes: gaps, noise, crossings, weak boxes, ends and starts."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from reid.errors import ConfigError
+from reid.track import Observation, Tracker, TrackerConfig, iou
+
+
+def box_at(frame: int, x: int, y: int = 50, score: float = 1.0) -> Observation:
+    return Observation(frame, frame / 10, (x, y, 40, 100), score)
+
+
+def test_iou_of_known_boxes() -> None:
+    assert iou((0, 0, 10, 10), (0, 0, 10, 10)) == 1.0
+    assert iou((0, 0, 10, 10), (20, 0, 10, 10)) == 0.0
+    assert iou((0, 0, 10, 10), (5, 0, 10, 10)) == pytest.approx(50 / 150)
+
+
+def test_links_moving_boxes_bridges_gaps_and_drops_noise() -> None:
+    tracker = Tracker(0, TrackerConfig(iou=0.3, max_gap=2, min_boxes=2, high_score=0.5))
+    for step in range(8):
+        observations = [] if step in (3, 4) else [box_at(step, 10 + 6 * step)]
+        if step == 5:
+            observations.append(Observation(step, 0.5, (300, 0, 30, 30), 0.9))
+        tracker.update(step, observations)
+    tracks = tracker.finish()
+    assert len(tracks) == 1, "the one-box false alarm is dropped and the gap of two frames bridged"
+    assert [o.frame for o in tracks[0].observations] == [0, 1, 2, 5, 6, 7]
+    assert tracks[0].id == 1
+
+
+def test_motion_prediction_carries_a_fast_walker_across_an_occlusion() -> None:
+    """20 px a frame for a 40 px wide box: after a 3-frame gap the last box no longer
+    overlaps the new one at all; only the predicted position does."""
+    tracker = Tracker(0, TrackerConfig(max_gap=3, min_boxes=1))
+    for step in range(12):
+        tracker.update(step, [] if step in (5, 6, 7) else [box_at(step, 20 * step)])
+    tracks = tracker.finish()
+    assert len(tracks) == 1
+    assert [o.frame for o in tracks[0].observations] == [0, 1, 2, 3, 4, 8, 9, 10, 11]
+
+
+def test_two_people_crossing_keep_their_tracks() -> None:
+    """Two walkers pass each other in opposite directions, one a little lower; every frame
+    each box keeps its own track."""
+    tracker = Tracker(0, TrackerConfig(min_boxes=1))
+    left, right = [], []
+    for step in range(21):
+        a, b = box_at(step, 10 * step, y=50), box_at(step, 200 - 10 * step, y=58)
+        tracks = tracker.update(step, [a, b])
+        left.append(tracks[0])
+        right.append(tracks[1])
+    assert len({t.id for t in left}) == 1
+    assert len({t.id for t in right}) == 1
+    assert left[0] is not right[0]
+    assert len(tracker.finish()) == 2
+
+
+def test_appearance_breaks_the_tie_of_a_symmetric_crossing() -> None:
+    """Two tracks meet in the same place: geometry alone cannot tell the two detections
+    apart, the embeddings do."""
+    red, blue = np.eye(4, dtype=np.float32)[0], np.eye(4, dtype=np.float32)[1]
+    tracker = Tracker(0, TrackerConfig(min_boxes=1))
+    first = tracker.update(0, [box_at(0, 120), box_at(0, 200)], embeddings=np.stack([red, blue]))
+    tracker.update(1, [box_at(1, 140), box_at(1, 180)], embeddings=np.stack([red, blue]))
+    # Both tracks predict x=160 next; the detections come in the other order.
+    both = tracker.update(2, [box_at(2, 160), box_at(2, 160)], embeddings=np.stack([blue, red]))
+    assert both[0] is first[1] and both[1] is first[0]
+
+
+def test_appearance_gate_keeps_two_people_apart() -> None:
+    red, blue = np.eye(4, dtype=np.float32)[0], np.eye(4, dtype=np.float32)[1]
+    tracker = Tracker(0, TrackerConfig(appearance=0.5, min_boxes=1))
+    first = tracker.update(0, [box_at(0, 100)], embeddings=red[None])
+    # Another person steps into the same place: IoU alone would continue the first track.
+    second = tracker.update(1, [box_at(1, 102)], embeddings=blue[None])
+    assert first[0] is not second[0]
+    assert len(tracker.finish()) == 2
+    with pytest.raises(ConfigError, match="embedding"):
+        tracker.update(2, [box_at(2, 102)])
+
+
+def test_weak_boxes_continue_tracks_but_start_none() -> None:
+    tracker = Tracker(0, TrackerConfig(high_score=0.5, min_boxes=1))
+    strong = tracker.update(0, [box_at(0, 100)])
+    # A half-hidden person scores low: the second stage still links it to its track.
+    weak = tracker.update(1, [box_at(1, 104, score=0.2), Observation(1, 0.1, (400, 0, 30, 60), 0.2)])
+    assert weak[0] is strong[0]
+    assert weak[1] is None, "a weak box nobody continues is not a new person"
+    assert len(tracker.finish()) == 1
+
+
+def test_a_track_ends_and_a_new_one_starts() -> None:
+    tracker = Tracker(0, TrackerConfig(max_gap=2, min_boxes=2))
+    for step in range(5):
+        tracker.update(step, [box_at(step, 10 + 5 * step)])
+    assert tracker.pop_ended() == []
+    for step in range(5, 9):
+        tracker.update(step, [])
+    ended = tracker.pop_ended()
+    assert [t.id for t in ended] == [1]
+    assert (ended[0].first.frame, ended[0].last.frame, len(ended[0].observations)) == (0, 4, 5)
+    for step in range(9, 12):
+        tracker.update(step, [box_at(step, 500)])
+    assert tracker.pop_ended() == [], "the first track is handed over once"
+    rest = tracker.finish()
+    assert [(t.id, t.first.frame, t.last.frame) for t in rest] == [(2, 9, 11)]
+
+
+def test_track_embedding_is_the_normalized_mean_and_best_box_the_largest() -> None:
+    tracker = Tracker(0, TrackerConfig(min_boxes=1))
+    e0, e1 = np.array([1.0, 0.0], np.float32), np.array([0.0, 1.0], np.float32)
+    tracker.update(0, [Observation(0, 0.0, (10, 10, 40, 100), 1.0)], embeddings=e0[None])
+    tracks = tracker.update(1, [Observation(1, 0.1, (12, 10, 44, 110), 1.0)], embeddings=e1[None])
+    track = tracks[0]
+    assert track is not None
+    np.testing.assert_allclose(track.embedding, np.array([1, 1]) / np.sqrt(2), rtol=1e-6)
+    assert track.best_box == (12, 10, 44, 110)
+
+
+@pytest.mark.parametrize(
+    ("options", "message"),
+    [({"iou": 0.0}, "--iou"), ({"low_iou": 1.5}, "--low-iou"), ({"max_gap": -1}, "--max-gap"),
+     ({"appearance": 3.0}, "--appearance"), ({"min_boxes": 0}, "--min-boxes")],
+)
+def test_bad_options_are_config_errors(options: dict[str, float], message: str) -> None:
+    with pytest.raises(ConfigError, match=message):
+        TrackerConfig(**options)  # type: ignore[arg-type]
