@@ -4,6 +4,7 @@ write), and new files opened without following links."""
 
 from __future__ import annotations
 
+import hashlib
 import os
 from pathlib import Path
 from typing import BinaryIO
@@ -60,3 +61,12 @@ def resolve_named(spec: str | Path, home: Path) -> Path:
     if path.exists():
         return path
     return home / path
+
+
+def file_sha256(path: Path) -> str:
+    """The SHA-256 of a file's bytes as 64 hex digits, read in chunks (files may be large)."""
+    digest = hashlib.sha256()
+    with open(path, "rb") as handle:
+        for chunk in iter(lambda: handle.read(1 << 22), b""):
+            digest.update(chunk)
+    return digest.hexdigest()

@@ -16,7 +16,6 @@ embeddings without holding a large gallery's float32 vectors in memory.
 
 from __future__ import annotations
 
-import hashlib
 import os
 import re
 import secrets
@@ -30,7 +29,7 @@ import faiss
 import numpy as np
 
 from reid.errors import GalleryError
-from reid.paths import open_new
+from reid.paths import file_sha256, open_new
 
 SEGMENT_MAGIC = b"REIDSEG1"
 SEGMENT_HEADER = struct.Struct("<8sQQ")
@@ -75,14 +74,6 @@ def new_name(prefix: str, generation: int, suffix: str) -> str:
     return f"{prefix}-{generation:08d}-{secrets.token_hex(4)}{suffix}"
 
 
-def _sha256(path: Path) -> str:
-    digest = hashlib.sha256()
-    with open(path, "rb") as handle:
-        for chunk in iter(lambda: handle.read(1 << 22), b""):
-            digest.update(chunk)
-    return digest.hexdigest()
-
-
 def fsync_dir(folder: Path) -> None:
     """Make a rename inside ``folder`` durable."""
     fd = os.open(folder, os.O_RDONLY)
@@ -107,7 +98,7 @@ def _finish(tmp: Path, path: Path) -> FileRecord:
         os.fsync(fd)
     finally:
         os.close(fd)
-    record = FileRecord(path.name, tmp.stat().st_size, _sha256(tmp))
+    record = FileRecord(path.name, tmp.stat().st_size, file_sha256(tmp))
     os.replace(tmp, path)
     fsync_dir(path.parent)
     return record
@@ -169,7 +160,7 @@ def verify_file(path: Path, record: FileRecord) -> None:
     if size != record.size:
         raise GalleryError(f"{path}: gallery file is truncated or altered ({size} bytes, expected {record.size})")
     try:
-        digest = _sha256(path)
+        digest = file_sha256(path)
     except OSError as exc:
         raise GalleryError(f"{path}: cannot read gallery file ({exc.strerror or exc})") from None
     if digest != record.sha256:

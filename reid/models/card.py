@@ -27,7 +27,7 @@ from typing import Annotated, Any, Literal
 from pydantic import Field, StrictBool, StrictInt, StrictStr, TypeAdapter, ValidationError
 
 from reid.errors import ModelError
-from reid.paths import open_new
+from reid.paths import file_sha256, open_new
 
 CARD_FILE = "card.json"
 WEIGHTS_FILE = "weights.pt"
@@ -209,11 +209,7 @@ def load_card(folder: Path) -> ModelCard:
 
 def file_fingerprint(path: Path) -> str:
     """SHA-256 of a file's bytes, shortened; identifies the exact weights."""
-    digest = hashlib.sha256()
-    with open(path, "rb") as handle:
-        for chunk in iter(lambda: handle.read(1 << 20), b""):
-            digest.update(chunk)
-    return digest.hexdigest()[:16]
+    return file_sha256(path)[:16]
 
 
 TEMP_MARK = ".tmp-"

@@ -37,6 +37,7 @@ import torchvision
 
 from reid.errors import ModelError
 from reid.models.card import atomic_write_bytes
+from reid.paths import file_sha256
 
 CACHE_ENV = "REID_CACHE_DIR"
 # Seconds before a silent connection counts as offline; name resolution fails sooner.
@@ -215,14 +216,6 @@ def artefact_path(artefact: Artefact) -> Path:
     if artefact.source == "torchvision":
         return Path(torch.hub.get_dir()) / "checkpoints" / artefact.filename
     return cache_dir() / artefact.name / artefact.filename
-
-
-def file_sha256(path: Path) -> str:
-    digest = hashlib.sha256()
-    with open(path, "rb") as handle:
-        for chunk in iter(lambda: handle.read(1 << 20), b""):
-            digest.update(chunk)
-    return digest.hexdigest()
 
 
 def _recorded_hash_file(path: Path) -> Path:
