@@ -11,7 +11,6 @@ import sys
 from pathlib import Path
 
 import cv2
-import numpy as np
 import pytest
 from app_helpers import ROOT, private_imports
 from typer.testing import CliRunner
