@@ -17,7 +17,7 @@ from typing import Any
 
 import numpy as np
 
-from reid import ConfigError, GalleryError
+from reid import ConfigError, GalleryError, check_distance_threshold
 from reid.detect import PersonDetectorConfig, build_detector, crop_detections
 from reid.gallery import DB_FILE, Gallery, ItemMeta
 from reid.models import Encoder, embed_images
@@ -58,8 +58,7 @@ class SearchConfig:
             )
         if self.gallery is None and len(self.videos) < 2:
             raise ConfigError("with no --gallery, give at least two videos: a reference camera and one to search")
-        if self.threshold is not None and not 0 < self.threshold <= 2:
-            raise ConfigError(f"--threshold is a distance between unit embeddings, in (0, 2]; got {self.threshold}")
+        check_distance_threshold(self.threshold)
         if self.batch_size < 1:
             raise ConfigError(f"batch size must be at least 1, got {self.batch_size}")
         if self.top_k < 1:

@@ -33,7 +33,7 @@ from typing import IO, Any
 
 import numpy as np
 
-from reid import ConfigError, DataError
+from reid import ConfigError, DataError, check_distance_threshold
 from reid.data import read_image
 from reid.detect import DEFAULT_MARGIN, Box, Detector, build_detector, crop
 from reid.gallery import Gallery, IdentityMatch, ItemMeta
@@ -67,8 +67,7 @@ class CheckinConfig:
     def __post_init__(self) -> None:
         if self.detect not in DETECT_MODES:
             raise ConfigError(f"--detect {self.detect!r}: choose one of {', '.join(DETECT_MODES)}")
-        if self.threshold is not None and not 0 < self.threshold <= 2:
-            raise ConfigError(f"--threshold is a distance between unit embeddings, in (0, 2]; got {self.threshold}")
+        check_distance_threshold(self.threshold)
         if self.claim is not None and not self.claim.strip():
             raise ConfigError("--claim must name an enrolled person")
         if self.top_k < 1 or self.batch_size < 1:

@@ -16,6 +16,7 @@ import numpy as np
 
 from reid.data.io import read_image
 from reid.data.records import ImageRecord
+from reid.decision import check_distance_threshold
 from reid.errors import DataError, ModelError
 from reid.evaluation.pairs import PairSet
 from reid.evaluation.ranking import RankingResult, evaluate_features
@@ -296,9 +297,11 @@ def compare_images(
     """Distance between two images and the same/different decision at the threshold given,
     else at the model card's calibrated threshold.
 
-    Raises DataError naming the file that cannot be read or (unless ``no_face`` is
-    "whole") shows no face to a face model, and ModelError on non-finite embeddings.
+    Raises ConfigError for a threshold outside (0, 2], DataError naming the file that
+    cannot be read or (unless ``no_face`` is "whole") shows no face to a face model, and
+    ModelError on non-finite embeddings.
     """
+    check_distance_threshold(threshold)
     if threshold is None:
         if encoder.threshold is None:
             name = model_name or encoder.card.name

@@ -22,6 +22,7 @@ from typing import Any
 
 import numpy as np
 
+from reid.decision import check_distance_threshold
 from reid.detect import DEFAULT_MARGIN, Box, Detector, build_detector, crop
 from reid.errors import ConfigError
 from reid.gallery import SCORES, Gallery, IdentityMatch
@@ -70,8 +71,7 @@ class QueryConfig:
             raise ConfigError(f"batch size must be at least 1, got {self.batch_size}")
         if self.no_face not in NO_FACE_CHOICES:
             raise ConfigError(f"--no-face {self.no_face!r}: choose one of {', '.join(NO_FACE_CHOICES)}")
-        if self.threshold is not None and not 0 < self.threshold <= 2:
-            raise ConfigError(f"--threshold is a distance between unit embeddings, in (0, 2]; got {self.threshold}")
+        check_distance_threshold(self.threshold)
 
 
 @dataclass

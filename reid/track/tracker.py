@@ -21,6 +21,7 @@ from dataclasses import dataclass, field
 import numpy as np
 from scipy.optimize import linear_sum_assignment
 
+from reid.decision import check_distance_threshold
 from reid.detect import Box
 from reid.errors import ConfigError
 from reid.models import l2_normalize
@@ -58,8 +59,7 @@ class TrackerConfig:
                 raise ConfigError(f"--{name} must be in (0, 1], got {value}")
         if self.max_gap < 0:
             raise ConfigError(f"--max-gap must be 0 or more, got {self.max_gap}")
-        if self.appearance is not None and not 0 < self.appearance <= 2:
-            raise ConfigError(f"--appearance is a distance between unit embeddings, in (0, 2]; got {self.appearance}")
+        check_distance_threshold(self.appearance, "--appearance")
         if self.min_boxes < 1:
             raise ConfigError(f"--min-boxes must be at least 1, got {self.min_boxes}")
 
