@@ -2,9 +2,21 @@
 
 The pipeline: images or frames -> (detect + crop) -> an Encoder -> L2-normalized
 embeddings -> a gallery search, ranking metrics, or a same/different decision.
+
+Distances everywhere are Euclidean between unit embeddings, in 0..2
+(:mod:`reid.decision`: ``pair_distance``, ``similarity_to_distance``); thresholds are
+checked by ``check_distance_threshold`` and chosen by ``resolve_threshold``, which says
+where the value came from (a :class:`Threshold`).  Library errors are
+:class:`ReidError` subclasses with one line naming the file and the problem.
 """
 
-from reid.decision import check_distance_threshold
+from reid.decision import (
+    Threshold,
+    check_distance_threshold,
+    pair_distance,
+    resolve_threshold,
+    similarity_to_distance,
+)
 from reid.errors import ConfigError, DataError, GalleryError, ModelError, ReidError
 from reid.text import printable
 
@@ -16,7 +28,11 @@ __all__ = [
     "GalleryError",
     "ModelError",
     "ReidError",
+    "Threshold",
     "__version__",
     "check_distance_threshold",
+    "pair_distance",
     "printable",
+    "resolve_threshold",
+    "similarity_to_distance",
 ]

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 from pathlib import Path
 
 import cv2
@@ -10,7 +11,8 @@ import numpy as np
 import pytest
 from typer.testing import CliRunner
 
-from reid import ConfigError, check_distance_threshold
+from reid import ConfigError, Threshold, check_distance_threshold, pair_distance, resolve_threshold, similarity_to_distance
+from reid.decision import THRESHOLD_SOURCES, squared_distances_from_gram
 from reid.cli.app import app
 from reid.pipeline import QueryConfig
 from reid.track import TrackerConfig
@@ -44,3 +46,72 @@ def test_verify_refuses_what_query_refuses_with_the_same_line(tmp_path: Path, va
     result = CliRunner().invoke(app, ["verify", "-m", "dlib-face", str(image), str(image), "--threshold", value])
     assert result.exit_code == 1
     assert LINE in result.output and "Traceback" not in result.output
+
+
+@dataclass
+class Card:
+    name: str = "m"
+    threshold: float | None = None
+    threshold_source: str = ""
+
+
+@dataclass
+class Store:
+    threshold: float | None = None
+    folder: Path = Path("galleries/g")
+
+
+def test_resolve_threshold_says_where_the_value_came_from() -> None:
+    calibrated = Card(threshold=0.4, threshold_source="reid calibrate: FAR <= 0.01")
+    assert resolve_threshold(0.9, calibrated, Store(0.7), given_detail="--threshold") == Threshold(
+        0.9, "given", "--threshold"
+    )
+    chosen = resolve_threshold(None, calibrated, Store(0.7))
+    assert chosen == Threshold(0.4, "model card", "reid calibrate: FAR <= 0.01")
+    assert chosen.describe() == "model card (reid calibrate: FAR <= 0.01)"
+    assert resolve_threshold(None, Card(), Store(0.7)).describe() == "gallery (galleries/g)"
+    assert resolve_threshold(None, Card(), Store(), default=1.0) == Threshold(1.0, "default")
+    assert resolve_threshold(None, Card(), None, default=1.0).describe() == "default"
+    assert {t.source for t in (chosen, Threshold(1.0, "given"))} <= set(THRESHOLD_SOURCES)
+
+
+def test_resolve_threshold_refuses_a_bad_value_and_names_what_has_none() -> None:
+    with pytest.raises(ConfigError, match=LINE.replace("(", r"\(").replace("]", r"\]")):
+        resolve_threshold(75.0, Card(threshold=0.4))
+    with pytest.raises(ConfigError, match=r"^m: the model card has no calibrated threshold and gallery galleries/g"):
+        resolve_threshold(None, Card(), Store())
+    with pytest.raises(ConfigError, match=r"^models/x: the model card has no calibrated threshold; run 'reid calibrate'"):
+        resolve_threshold(None, Card(), model_name="models/x")
+    with pytest.raises(ConfigError, match=r"^default threshold is a distance"):
+        resolve_threshold(None, Card(), default=3.0)
+
+
+def unit_rows(count: int, dim: int, seed: int) -> np.ndarray:
+    rows = np.random.default_rng(seed).normal(size=(count, dim)).astype(np.float32)
+    return rows / np.linalg.norm(rows, axis=1, keepdims=True)
+
+
+def test_the_distance_rule_agrees_with_itself() -> None:
+    a, b = unit_rows(50, 16, 0), unit_rows(50, 16, 1)
+    direct = pair_distance(a, b)
+    via_similarity = similarity_to_distance(np.einsum("ij,ij->i", a, b))
+    assert direct.dtype == np.float64 and direct.shape == (50,)
+    np.testing.assert_allclose(via_similarity, direct, atol=1e-6)
+    assert pair_distance(a[:1], a[:1])[0] == 0.0
+    # Opposite and identical directions are the two ends of 0..2, even past rounding.
+    np.testing.assert_array_equal(similarity_to_distance(np.array([1.0000001, -1.0000001])), [0.0, 2.0])
+    gram = np.asarray(a @ b.T, dtype=np.float32)
+    squared = squared_distances_from_gram(gram.copy(), np.ones((50, 1), np.float32), np.ones((1, 50), np.float32))
+    np.testing.assert_allclose(np.sqrt(squared[np.arange(50), np.arange(50)]), direct, atol=1e-5)
+    assert (squared >= 0).all()
+
+
+def test_numpy_and_torch_give_the_same_squared_distances() -> None:
+    torch = pytest.importorskip("torch")
+    x, y = unit_rows(40, 8, 2) * 3.0, unit_rows(30, 8, 3)
+    x_sq, y_sq = np.einsum("ij,ij->i", x, x)[:, None], np.einsum("ij,ij->i", y, y)[None, :]
+    gram = x @ y.T
+    from_torch = squared_distances_from_gram(torch.from_numpy(gram.copy()), torch.from_numpy(x_sq), torch.from_numpy(y_sq))
+    from_numpy = squared_distances_from_gram(gram, x_sq, y_sq)
+    np.testing.assert_array_equal(from_torch.numpy(), from_numpy)
+    assert (from_numpy >= 0).all() and from_numpy.dtype == np.float32

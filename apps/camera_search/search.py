@@ -17,7 +17,7 @@ from typing import Any
 
 import numpy as np
 
-from reid import ConfigError, GalleryError, check_distance_threshold
+from reid import ConfigError, GalleryError, check_distance_threshold, resolve_threshold
 from reid.detect import PersonDetectorConfig, build_detector, crop_detections
 from reid.gallery import DB_FILE, Gallery, ItemMeta
 from reid.models import Encoder, embed_images
@@ -231,19 +231,10 @@ def process_camera(
 
 
 def choose_threshold_value(config: SearchConfig, encoder: Encoder, gallery: Gallery) -> tuple[float, str]:
-    """The decision threshold and where it came from: the option, the card, or the gallery."""
-    if config.threshold is not None:
-        return float(config.threshold), config.threshold_source
-    # The card wins over the gallery: a model recalibrated after enrolment keeps its weights
-    # (and so its fingerprint) but carries the newer threshold.
-    if encoder.threshold is not None:
-        return float(encoder.threshold), encoder.card.threshold_source or "model card"
-    if gallery.threshold is not None:
-        return float(gallery.threshold), f"gallery {gallery.folder}"
-    raise ConfigError(
-        f"model {encoder.card.name!r} has no calibrated threshold; pass --threshold "
-        "(a Euclidean distance between unit embeddings) or calibrate the model with reid calibrate"
-    )
+    """The decision threshold and where it came from: the option, the card, or the gallery
+    (:func:`reid.resolve_threshold`)."""
+    chosen = resolve_threshold(config.threshold, encoder.card, gallery, given_detail=config.threshold_source)
+    return chosen.value, chosen.describe()
 
 
 def fresh_reference_gallery(folder: Path, encoder: Encoder) -> Gallery:

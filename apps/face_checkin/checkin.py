@@ -34,6 +34,7 @@ from typing import IO, Any
 import numpy as np
 
 from reid import ConfigError, DataError, check_distance_threshold
+from reid import resolve_threshold as resolve_distance_threshold
 from reid.data import read_image
 from reid.detect import DEFAULT_MARGIN, Box, Detector, build_detector, crop
 from reid.gallery import Gallery, IdentityMatch, ItemMeta
@@ -252,19 +253,10 @@ class Decision:
 
 
 def resolve_threshold(config: CheckinConfig, encoder: Encoder, gallery: Gallery) -> tuple[float, str]:
-    """The threshold and where it came from: --threshold, else the card, else the gallery."""
-    if config.threshold is not None:
-        return float(config.threshold), config.threshold_source
-    # The card wins over the gallery: recalibrating a model keeps its fingerprint, so an
-    # older gallery would otherwise keep answering at the old threshold.
-    if encoder.threshold is not None:
-        return float(encoder.threshold), encoder.card.threshold_source or "model card"
-    if gallery.threshold is not None:
-        return float(gallery.threshold), f"gallery {gallery.folder}"
-    raise ConfigError(
-        f"model {encoder.card.name!r} has no calibrated threshold; calibrate it "
-        "(python -m apps.face_checkin.calibrate, or reid calibrate) or pass --threshold"
-    )
+    """The threshold and where it came from: --threshold, else the card, else the gallery
+    (:func:`reid.resolve_threshold`)."""
+    chosen = resolve_distance_threshold(config.threshold, encoder.card, gallery, given_detail=config.threshold_source)
+    return chosen.value, chosen.describe()
 
 
 @dataclass

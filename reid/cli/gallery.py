@@ -208,8 +208,11 @@ def query(
             outputs.write_tracks(run.finish_tracks())
     stats = run.stats
     if json_out:
-        write_json(json_out, {"source": source, "threshold": run.threshold, **stats.to_dict()})
-    _print_summary(stats, run.threshold)
+        write_json(
+            json_out,
+            {"source": source, "threshold": run.threshold, "threshold_source": run.threshold_source, **stats.to_dict()},
+        )
+    _print_summary(stats, run.threshold, run.threshold_source)
     print_skipped(stats.unreadable)
     if interrupted:
         err_console.print("interrupted; outputs keep every frame answered so far")
@@ -235,9 +238,9 @@ def _live_view(recent: deque[FrameResult], stats: QueryStats, expected: int | No
     return Group(table, line)
 
 
-def _print_summary(stats: QueryStats, threshold: float) -> None:
+def _print_summary(stats: QueryStats, threshold: float, threshold_source: str) -> None:
     rows = sorted(stats.per_identity.items(), key=lambda kv: (-kv[1], kv[0]))
-    print_table(f"named under {threshold:.3f}", ["identity", "detections"], rows + [("unknown", stats.unknown)])
+    print_table(f"named under {threshold:.3f} (from {threshold_source})", ["identity", "detections"], rows + [("unknown", stats.unknown)])
     wall = max(stats.wall_seconds, 1e-9)
     stage_rows = [(name, seconds, 100.0 * seconds / wall) for name, seconds in stats.stage_seconds.items()]
     print_table(

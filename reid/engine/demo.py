@@ -11,6 +11,7 @@ import numpy as np
 import torch
 
 from reid.data import ReidDataset, load_dataset
+from reid.decision import similarity_to_distance
 from reid.engine.config import TrainConfig
 from reid.engine.trainer import TrainCallbacks, TrainResult, build_card, evaluate_dataset, train
 from reid.evaluation import EncoderEvaluation, RankingResult, ThresholdChoice, choose_threshold, evaluate_encoder
@@ -90,8 +91,7 @@ def split_threshold(evaluation: EncoderEvaluation, dataset: ReidDataset, target_
     q_cams = np.array([r.camid for r in dataset.query])
     g_cams = np.array([r.camid for r in dataset.gallery])
     similarity = evaluation.query_features @ evaluation.gallery_features.T
-    # Unit vectors: |a - b|^2 = 2 - 2 a.b
-    distances = np.sqrt(np.maximum(2.0 - 2.0 * similarity, 0.0))
+    distances = similarity_to_distance(similarity)
     same = q_pids[:, None] == g_pids[None, :]
     keep = ~(same & (q_cams[:, None] == g_cams[None, :]))
     return choose_threshold(distances[keep], same[keep], target_far)

@@ -5,6 +5,7 @@ in docs/evaluation.md.  Face cropping for ``--detect face`` lives in
 :mod:`reid.evaluation.faces` and plots in :mod:`reid.evaluation.plots`.
 """
 
+from reid.decision import pair_distance
 from reid.evaluation.calibrate import Calibration, calibrate_model, model_folder
 from reid.evaluation.embed import (
     Embeddings,
@@ -15,7 +16,6 @@ from reid.evaluation.embed import (
     compare_images,
     embed_paths,
     evaluate_encoder,
-    pair_distance,
     score_pairs,
     verify_pairs,
 )

@@ -6,6 +6,7 @@ from typing import Any
 
 import numpy as np
 
+from reid.decision import squared_distances_from_gram
 from reid.errors import ConfigError, DataError
 
 METRICS = ("euclidean", "cosine")
@@ -45,8 +46,4 @@ def distance_rows(q: np.ndarray, g: np.ndarray, g_sq: np.ndarray, metric: str) -
     if metric == "cosine":
         np.subtract(1.0, dot, out=dot)
         return dot
-    np.multiply(dot, -2.0, out=dot)
-    dot += np.einsum("ij,ij->i", q, q)[:, None]
-    dot += g_sq[None, :]
-    np.maximum(dot, 0.0, out=dot)
-    return dot
+    return squared_distances_from_gram(dot, np.einsum("ij,ij->i", q, q)[:, None], g_sq[None, :])

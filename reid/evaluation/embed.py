@@ -16,8 +16,8 @@ import numpy as np
 
 from reid.data.io import read_image
 from reid.data.records import ImageRecord
-from reid.decision import check_distance_threshold
-from reid.errors import DataError, ModelError
+from reid.decision import pair_distance, resolve_threshold
+from reid.errors import DataError
 from reid.evaluation.pairs import PairSet
 from reid.evaluation.ranking import RankingResult, evaluate_features
 from reid.evaluation.verification import VerificationResult, verification_metrics
@@ -186,12 +186,6 @@ class PairScores:
         return self.num_pairs_total - int(self.distances.size)
 
 
-def pair_distance(a: np.ndarray, b: np.ndarray) -> np.ndarray:
-    """Euclidean distance between rows of L2-normalized embeddings (0..2), as on model cards."""
-    diff = a.astype(np.float64) - b.astype(np.float64)
-    return np.sqrt(np.einsum("ij,ij->i", diff, diff))
-
-
 def score_pairs(
     encoder: Encoder,
     pair_set: PairSet,
@@ -278,6 +272,10 @@ def verify_pairs(
 
 @dataclass
 class PairDecision:
+    """A pair's distance (Euclidean between unit embeddings, 0..2), the threshold it was
+    decided at, ``same`` when distance <= threshold, and where the threshold came from
+    (:meth:`reid.decision.Threshold.describe`)."""
+
     distance: float
     threshold: float
     same: bool
@@ -297,22 +295,14 @@ def compare_images(
     """Distance between two images and the same/different decision at the threshold given,
     else at the model card's calibrated threshold.
 
-    Raises ConfigError for a threshold outside (0, 2], DataError naming the file that
-    cannot be read or (unless ``no_face`` is "whole") shows no face to a face model, and
-    ModelError on non-finite embeddings.
+    Raises ConfigError for a threshold outside (0, 2] or a card without one (naming
+    ``model_name``, default the card's name), DataError naming the file that cannot be read
+    or (unless ``no_face`` is "whole") shows no face to a face model, and ModelError on
+    non-finite embeddings.
     """
-    check_distance_threshold(threshold)
-    if threshold is None:
-        if encoder.threshold is None:
-            name = model_name or encoder.card.name
-            raise ModelError(
-                f"{name}: the model card has no calibrated threshold; run 'reid calibrate' or pass --threshold"
-            )
-        threshold, source = float(encoder.threshold), encoder.card.threshold_source or "model card"
-    else:
-        source = "given"
+    chosen = resolve_threshold(threshold, encoder.card, model_name=model_name)
     images = [_load(Path(path_a), prepare), _load(Path(path_b), prepare)]
     policy = "whole" if no_face == "whole" else "error"
     features = embed_images(encoder, images, [str(path_a), str(path_b)], no_face=policy).features
     distance = float(pair_distance(features[:1], features[1:])[0])
-    return PairDecision(distance, float(threshold), distance <= threshold, source)
+    return PairDecision(distance, chosen.value, distance <= chosen.value, chosen.describe())

@@ -5,7 +5,8 @@
 >>> gallery.search(encoder.embed([probe]), k=5)   # -> [[IdentityMatch(identity, distance, item_id), ...]]
 """
 
-from reid.gallery.index import INDEX_KINDS, IndexSpec, similarity_to_distance
+from reid.decision import similarity_to_distance
+from reid.gallery.index import INDEX_KINDS, IndexSpec
 from reid.gallery.records import (
     AddResult,
     CheckReport,

@@ -5,7 +5,8 @@ the items, so an item found by FAISS is looked up in the database directly.  IVF
 the row ids in its inverted lists itself (``add_with_ids``): behind an id map its removals
 would renumber FAISS's internal ids, which IVF does not do, so it removes in place by id.
 Embeddings are unit length, so the inner product is the cosine similarity and the
-Euclidean distance reid reports everywhere is ``sqrt(2 - 2 * similarity)``.
+Euclidean distance reid reports everywhere is ``sqrt(2 - 2 * similarity)``
+(:func:`reid.decision.similarity_to_distance`).
 
 IVF-PQ keeps only a short code per item (``pq_m`` bytes at 8 bits), so it cannot give back
 the embeddings; a gallery keeps those in a float16 file beside each IVF-PQ index (see
@@ -253,11 +254,6 @@ def add_chunked(index: faiss.Index, ids: np.ndarray, vectors: np.ndarray, chunk:
             np.ascontiguousarray(vectors[start : start + chunk], dtype=np.float32),
             np.ascontiguousarray(ids[start : start + chunk], dtype=np.int64),
         )
-
-
-def similarity_to_distance(similarity: np.ndarray) -> np.ndarray:
-    """Euclidean distance between unit vectors from their inner product."""
-    return np.sqrt(np.clip(2.0 - 2.0 * np.asarray(similarity, dtype=np.float64), 0.0, 4.0))
 
 
 # Below this many queries FAISS gains nothing from threads (flat, HNSW and IVF all split

@@ -51,6 +51,7 @@ from reid.gallery.files import (
     write_segment,
     write_snapshot,
 )
+from reid.decision import similarity_to_distance
 from reid.gallery.index import (
     TRAINED_KINDS,
     IndexSpec,
@@ -61,7 +62,6 @@ from reid.gallery.index import (
     new_index,
     plan_training,
     search_settings,
-    similarity_to_distance,
     supports_remove,
 )
 from reid.gallery.lock import LOCK_FILE, gallery_lock

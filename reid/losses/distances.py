@@ -27,6 +27,8 @@ import torch
 import torch.nn.functional as F
 from torch.autograd.function import once_differentiable
 
+from reid.decision import squared_distances_from_gram
+
 _LOW_PRECISION = (torch.float16, torch.bfloat16)
 
 
@@ -54,7 +56,7 @@ class _SquaredDistances(torch.autograd.Function):
         x_norms = (x * x).sum(-1, keepdim=True)
         other_norms = x_norms if y is None else (other * other).sum(-1, keepdim=True)
         squared = x @ other.transpose(-1, -2)
-        squared.mul_(-2.0).add_(x_norms).add_(other_norms.transpose(-1, -2)).clamp_(min=0.0)
+        squared_distances_from_gram(squared, x_norms, other_norms.transpose(-1, -2))
         if y is None:
             squared.diagonal(dim1=-2, dim2=-1).zero_()
         ctx.save_for_backward(x, other, squared)

@@ -22,7 +22,8 @@ from typing import Any
 
 import numpy as np
 
-from reid.decision import check_distance_threshold
+from reid.decision import Threshold, check_distance_threshold
+from reid.decision import resolve_threshold as resolve_distance_threshold
 from reid.detect import DEFAULT_MARGIN, Box, Detector, build_detector, crop
 from reid.errors import ConfigError
 from reid.gallery import SCORES, Gallery, IdentityMatch
@@ -206,19 +207,10 @@ class QueryStats:
         }
 
 
-def resolve_threshold(config: QueryConfig, gallery: Gallery, encoder: Encoder) -> float:
-    """--threshold, else the model card's, else the one the gallery recorded at creation.
-
-    The card wins over the gallery: recalibrating a model keeps its weights and so its
-    fingerprint, and the gallery must then answer at the new threshold.
-    """
-    for value in (config.threshold, encoder.threshold, gallery.threshold):
-        if value is not None:
-            return float(value)
-    raise ConfigError(
-        f"model {encoder.card.name!r} has no calibrated threshold and gallery {gallery.folder} none either; "
-        "pass --threshold (a distance between unit embeddings, e.g. 1.0)"
-    )
+def resolve_threshold(config: QueryConfig, gallery: Gallery, encoder: Encoder) -> Threshold:
+    """--threshold, else the model card's, else the one the gallery recorded at creation
+    (:func:`reid.decision.resolve_threshold`); raises ConfigError when none has one."""
+    return resolve_distance_threshold(config.threshold, encoder.card, gallery, given_detail="--threshold")
 
 
 def choose_detector(config: QueryConfig, source: MediaSource, encoder: Encoder) -> Detector | None:
@@ -250,7 +242,8 @@ class QueryRun:
         self.config = config or QueryConfig()
         gallery.check_model(encoder.card)
         self.gallery, self.encoder, self.source = gallery, encoder, source
-        self.threshold = resolve_threshold(self.config, gallery, encoder)
+        threshold = resolve_threshold(self.config, gallery, encoder)
+        self.threshold, self.threshold_source = threshold.value, threshold.describe()
         self.detector = detector if detector is not None else choose_detector(self.config, source, encoder)
         self.stats = QueryStats(unreadable=source.unreadable)
         kind = self.detector.kind if self.detector is not None else ""

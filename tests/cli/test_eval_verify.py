@@ -91,6 +91,7 @@ def test_verify_two_images(tmp_path, model):
     assert result.exit_code == 0, result.output
     decision = json.loads((tmp_path / "v.json").read_text())
     assert decision["same"] is True and 0.0 <= decision["distance"] <= 2.0
+    assert decision["threshold"] == 2.0 and decision["threshold_source"] == "given"
     result = run("verify", a, tmp_path / "missing.png", "--model", model, "--threshold", "1")
     assert result.exit_code == 1 and "missing.png" in result.output
 
@@ -159,7 +160,7 @@ def test_calibrate_then_verify_uses_the_card(tmp_path, model, orl_faces):
     assert choice["far"] <= 0.01 and "cannot resolve FAR 0.01" in " ".join(result.output.split())
     result = run("verify", orl_faces / "s1" / "1.pgm", orl_faces / "s1" / "2.pgm", "--model", model)
     assert result.exit_code == 0, result.output
-    assert "threshold from: reid calibrate" in " ".join(result.output.split())
+    assert "threshold from: model card (reid calibrate" in " ".join(result.output.split())
     result = run("calibrate", "--model", model, "--pairs", pairs, "--far", "0.01", "--best-accuracy")
     assert result.exit_code == 1 and "not both" in result.output
 

@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 from reid.data.records import ImageRecord
-from reid.errors import DataError, ModelError
+from reid.errors import ConfigError, DataError, ModelError
 from reid.evaluation import (
     calibrate_model,
     compare_images,
@@ -183,7 +183,7 @@ def test_compare_images_and_threshold(tmp_path):
     a = write_image(tmp_path / "a.png", PALETTE[0], 1)
     b = write_image(tmp_path / "b.png", PALETTE[0], 2)
     c = write_image(tmp_path / "c.png", PALETTE[2], 3)
-    with pytest.raises(ModelError, match="models/x: the model card has no calibrated threshold"):
+    with pytest.raises(ConfigError, match="models/x: the model card has no calibrated threshold"):
         compare_images(ColourEncoder(), a, b, model_name="models/x")
     same = compare_images(ColourEncoder(threshold=0.1), a, b)
     other = compare_images(ColourEncoder(threshold=0.1), a, c)
