@@ -1,17 +1,32 @@
-"""Output path checks, link-safe new files, and how named models and galleries become
-paths (a folder part means that path; only a bare name is looked up under models/ or
-galleries/)."""
+"""Output path checks, link-safe new files, the one atomic write, and how named models and
+galleries become paths (a folder part means that path; only a bare name is looked up under
+models/ or galleries/)."""
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
 from pathlib import Path
+from typing import BinaryIO
 
 import pytest
 
 from reid.errors import ConfigError
 from reid.gallery import resolve_gallery_path
 from reid.models.folder import resolve_model_path
-from reid.paths import check_output_file, check_output_folder, has_folder_part, open_new, resolve_named
+from reid.paths import (
+    check_output_file,
+    check_output_folder,
+    has_folder_part,
+    open_new,
+    remove_stale_temporaries,
+    replaced_atomically,
+    resolve_named,
+    temporary_path,
+    write_atomic,
+    write_bytes_atomic,
+)
 
 
 def test_outputs_are_checked_without_making_anything(tmp_path: Path) -> None:
@@ -55,3 +70,56 @@ def test_dot_slash_is_the_working_folder_not_the_default_home(tmp_path: Path, mo
     assert resolve_named("sub/x", Path("galleries")) == Path("sub/x")
     (tmp_path / "x").mkdir()
     assert resolve_gallery_path("x") == Path("x"), "a bare name that exists here is taken as it is"
+
+
+def test_an_atomic_write_replaces_the_file_and_leaves_no_temporary(tmp_path: Path) -> None:
+    target = tmp_path / "deeper" / "a.json"
+    write_bytes_atomic(target, b"old")
+    write_bytes_atomic(target, b"new")
+    assert target.read_bytes() == b"new"
+    assert sorted(p.name for p in target.parent.iterdir()) == ["a.json"]
+    assert temporary_path(target).name == f".a.json.tmp-{os.getpid()}"
+
+
+def test_a_failed_atomic_write_keeps_the_old_file_and_names_the_target(tmp_path: Path) -> None:
+    target = tmp_path / "a.bin"
+    target.write_bytes(b"old")
+
+    def half_then_fail(handle: BinaryIO) -> None:
+        handle.write(b"half")
+        raise ValueError("the writer gave up")
+
+    with pytest.raises(ValueError, match="the writer gave up"):
+        write_atomic(target, half_then_fail)
+    assert target.read_bytes() == b"old" and sorted(p.name for p in tmp_path.iterdir()) == ["a.bin"]
+
+    def disk_full(handle: BinaryIO) -> None:
+        raise OSError(28, "No space left on device")
+
+    with pytest.raises(OSError, match="No space left on device") as caught:
+        write_atomic(target, disk_full)
+    assert caught.value.filename == str(target) and target.read_bytes() == b"old"
+    with pytest.raises(ValueError), replaced_atomically(target) as tmp:
+        tmp.write_bytes(b"written by name")
+        raise ValueError("check failed")
+    assert target.read_bytes() == b"old" and not tmp.exists()
+
+
+def test_an_atomic_write_does_not_follow_a_link_planted_as_its_temporary(tmp_path: Path) -> None:
+    victim = tmp_path / "victim"
+    victim.write_text("keep")
+    target = tmp_path / "a.txt"
+    temporary_path(target).symlink_to(victim)
+    write_bytes_atomic(target, b"new")
+    assert victim.read_text() == "keep" and target.read_bytes() == b"new" and not target.is_symlink()
+
+
+def test_only_temporaries_of_dead_writers_are_removed(tmp_path: Path) -> None:
+    finished = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True)
+    stale = tmp_path / f".a.bin.tmp-{int(finished.stdout)}"
+    live = temporary_path(tmp_path / "b.bin")
+    unrelated = tmp_path / ".c.tmp-notapid"
+    for path in (stale, live, unrelated):
+        path.write_bytes(b"x")
+    assert remove_stale_temporaries(tmp_path) == [stale]
+    assert sorted(p.name for p in tmp_path.iterdir()) == sorted([live.name, unrelated.name])

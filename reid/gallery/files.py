@@ -16,7 +16,6 @@ embeddings without holding a large gallery's float32 vectors in memory.
 
 from __future__ import annotations
 
-import os
 import re
 import secrets
 import struct
@@ -29,7 +28,7 @@ import faiss
 import numpy as np
 
 from reid.errors import GalleryError
-from reid.paths import file_sha256, open_new
+from reid.paths import file_sha256, write_atomic
 
 SEGMENT_MAGIC = b"REIDSEG1"
 SEGMENT_HEADER = struct.Struct("<8sQQ")
@@ -74,55 +73,16 @@ def new_name(prefix: str, generation: int, suffix: str) -> str:
     return f"{prefix}-{generation:08d}-{secrets.token_hex(4)}{suffix}"
 
 
-def fsync_dir(folder: Path) -> None:
-    """Make a rename inside ``folder`` durable."""
-    fd = os.open(folder, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-
-
-def write_bytes_atomic(path: Path, payload: bytes) -> None:
-    """Write ``payload`` so that readers see the old file or the new one, never a mix."""
-    write_file_atomic(path, lambda handle: handle.write(payload))
-
-
-def _temp(path: Path) -> Path:
-    return path.with_name(f".{path.name}.tmp-{os.getpid()}")
-
-
-def _finish(tmp: Path, path: Path) -> FileRecord:
-    fd = os.open(tmp, os.O_RDONLY | os.O_NOFOLLOW)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-    record = FileRecord(path.name, tmp.stat().st_size, file_sha256(tmp))
-    os.replace(tmp, path)
-    fsync_dir(path.parent)
-    return record
-
-
 def write_file_atomic(path: Path, write: Callable[[BinaryIO], None]) -> FileRecord:
-    """Write a file through ``write(handle)`` so that readers see the old file or the new one.
+    """Write a gallery file atomically through ``write(handle)`` (:func:`reid.paths.write_atomic`)
+    and return its record (name, size in bytes, SHA-256) for the database.
 
-    The temporary file is created anew, never through a link (see :func:`reid.paths.open_new`).
+    The checksum is read back from the file as written; the gallery lock keeps every other
+    writer away until the commit that records it.
     """
     path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = _temp(path)
-    try:
-        with open_new(tmp) as handle:
-            write(handle)
-        return _finish(tmp, path)
-    except OSError as exc:
-        tmp.unlink(missing_ok=True)
-        # Name the file being written, not its hidden temporary (a full disk has no name).
-        raise OSError(exc.errno, exc.strerror or str(exc), str(path)) from None
-    except BaseException:
-        tmp.unlink(missing_ok=True)
-        raise
+    write_atomic(path, write)
+    return FileRecord(path.name, path.stat().st_size, file_sha256(path))
 
 
 def write_snapshot(index: faiss.Index, path: Path) -> FileRecord:

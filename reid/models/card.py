@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
 from dataclasses import asdict, dataclass, field, fields, replace
 from pathlib import Path
 from typing import Annotated, Any, Literal
@@ -27,7 +26,8 @@ from typing import Annotated, Any, Literal
 from pydantic import Field, StrictBool, StrictInt, StrictStr, TypeAdapter, ValidationError
 
 from reid.errors import ModelError
-from reid.paths import file_sha256, open_new
+from reid import paths
+from reid.paths import file_sha256, write_bytes_atomic
 
 CARD_FILE = "card.json"
 WEIGHTS_FILE = "weights.pt"
@@ -190,7 +190,7 @@ def save_card(card: ModelCard, folder: Path) -> Path:
     """Write ``card.json`` atomically into ``folder`` and return its path."""
     path = Path(folder) / CARD_FILE
     validate_card(card, str(path))
-    atomic_write_bytes(path, (json.dumps(card.to_dict(), indent=2) + "\n").encode())
+    write_bytes_atomic(path, (json.dumps(card.to_dict(), indent=2) + "\n").encode())
     return path
 
 
@@ -212,55 +212,7 @@ def file_fingerprint(path: Path) -> str:
     return file_sha256(path)[:16]
 
 
-TEMP_MARK = ".tmp-"
-
-
-def atomic_write_bytes(path: Path, payload: bytes) -> None:
-    """Write a file so that readers see the old or the new content, never a mix.
-
-    The content goes first to ``.NAME.tmp-PID``, created anew without following links.
-    """
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}{TEMP_MARK}{os.getpid()}")
-    try:
-        with open_new(tmp) as handle:
-            handle.write(payload)
-            handle.flush()
-            os.fsync(handle.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        tmp.unlink(missing_ok=True)
-        raise
-    fsync_dir(path.parent)
-
-
-def remove_stale_temporaries(folder: Path) -> list[Path]:
-    """Delete the ``.NAME.tmp-PID`` files :func:`atomic_write_bytes` left in ``folder`` when
-    its process died mid-write (PID no longer running); returns the paths deleted."""
-    removed = []
-    for path in Path(folder).glob(f".*{TEMP_MARK}*"):
-        pid = path.name.rpartition(TEMP_MARK)[2]
-        if pid.isdigit() and not _running(int(pid)) and path.is_file():
-            path.unlink(missing_ok=True)
-            removed.append(path)
-    return removed
-
-
-def _running(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
-
-
-def fsync_dir(folder: Path) -> None:
-    """Make a rename inside ``folder`` durable."""
-    fd = os.open(folder, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
+# The training loop imports these two from here: they are reid.paths' atomic write and
+# its clean-up, under the names they had when they lived in this module.
+atomic_write_bytes = write_bytes_atomic
+remove_stale_temporaries = paths.remove_stale_temporaries

@@ -11,7 +11,6 @@ model; a max abs difference above the tolerance is an error and leaves no file b
 
 from __future__ import annotations
 
-import os
 import warnings
 from collections.abc import Callable
 from dataclasses import dataclass, replace
@@ -24,11 +23,11 @@ import torch
 from torch import nn
 
 from reid.errors import ConfigError, ModelError
-from reid.models.card import ModelCard, file_fingerprint, fsync_dir, seal_card
+from reid.models.card import ModelCard, file_fingerprint, seal_card
 from reid.models.encoder import preprocess
 from reid.models.folder import load_model, resolve_model_path
 from reid.models.onnx import ONNX_EXTRA, first_line, card_path_for, import_onnxruntime, write_card_file
-from reid.paths import check_output_file
+from reid.paths import check_output_file, replaced_atomically
 
 EXPORT_FORMATS = ("onnx", "torchscript")
 SUFFIXES = {"onnx": ".onnx", "torchscript": ".torchscript.pt"}
@@ -180,8 +179,7 @@ def export_model(
     head = EmbeddingHead(network.cpu(), normalize).eval()
     example = check_images(card, TRACE_BATCH, seed=len(CHECK_BATCHES))
     # Written under a temporary name so that a failed check never leaves a file to be used.
-    tmp = path.with_name(f".{path.stem}.tmp-{os.getpid()}{path.suffix}")
-    try:
+    with replaced_atomically(path) as tmp:
         if fmt == "onnx":
             try:
                 _write_onnx(head, example, tmp, onnx)
@@ -195,10 +193,6 @@ def export_model(
                 f"{path}: exported model differs from PyTorch by {diff:.3g} (max abs), "
                 f"above the tolerance {tolerance:g}"
             )
-        os.replace(tmp, path)
-        fsync_dir(path.parent)
-    finally:
-        tmp.unlink(missing_ok=True)
     exported = seal_card(
         replace(
             card,

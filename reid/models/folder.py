@@ -20,7 +20,6 @@ from reid.models.card import (
     CARD_FILE,
     WEIGHTS_FILE,
     ModelCard,
-    atomic_write_bytes,
     file_fingerprint,
     load_card,
     save_card,
@@ -31,7 +30,7 @@ from reid.models.dlib_face import DLIB_FACE, DlibFaceEncoder
 from reid.models.encoder import Encoder, TorchEncoder
 from reid.models.network import ReidNet, build_network
 from reid.models.onnx import OnnxEncoder, Preprocessing
-from reid.paths import resolve_named
+from reid.paths import resolve_named, write_bytes_atomic
 
 
 def save_model(network: ReidNet, card: ModelCard, folder: Path) -> ModelCard:
@@ -39,7 +38,7 @@ def save_model(network: ReidNet, card: ModelCard, folder: Path) -> ModelCard:
     folder = Path(folder)
     buffer = io.BytesIO()
     torch.save(network.state_dict(), buffer)
-    atomic_write_bytes(folder / WEIGHTS_FILE, buffer.getvalue())
+    write_bytes_atomic(folder / WEIGHTS_FILE, buffer.getvalue())
     card = seal_card(card, file_fingerprint(folder / WEIGHTS_FILE))
     card.created = card.created or datetime.now(timezone.utc).isoformat(timespec="seconds")
     save_card(card, folder)

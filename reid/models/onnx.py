@@ -24,8 +24,9 @@ from typing import Any
 import numpy as np
 
 from reid.errors import ConfigError, ModelError
-from reid.models.card import ModelCard, atomic_write_bytes, file_fingerprint, seal_card, validate_card, verify_card
+from reid.models.card import ModelCard, file_fingerprint, seal_card, validate_card, verify_card
 from reid.models.encoder import Encoder, check_embeddings, l2_normalize, preprocess
+from reid.paths import write_bytes_atomic
 
 CARD_SUFFIX = ".card.json"
 ONNX_EXTRA = 'pip install "reid[onnx]"'
@@ -80,7 +81,7 @@ def read_card_file(path: Path) -> ModelCard:
 
 def write_card_file(card: ModelCard, path: Path) -> Path:
     validate_card(card, str(path))
-    atomic_write_bytes(path, (json.dumps(card.to_dict(), indent=2) + "\n").encode())
+    write_bytes_atomic(path, (json.dumps(card.to_dict(), indent=2) + "\n").encode())
     return Path(path)
 
 

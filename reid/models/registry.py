@@ -36,8 +36,7 @@ import torch
 import torchvision
 
 from reid.errors import ModelError
-from reid.models.card import atomic_write_bytes
-from reid.paths import file_sha256
+from reid.paths import file_sha256, write_bytes_atomic
 
 CACHE_ENV = "REID_CACHE_DIR"
 # Seconds before a silent connection counts as offline; name resolution fails sooner.
@@ -338,9 +337,9 @@ def fetch_artefact(artefact: Artefact) -> Path:
     expected = expected_sha256(artefact)
     if expected and actual != expected:
         raise ModelError(f"{artefact.name}: the file from {artefact.origin} has SHA-256 {actual[:16]}…, expected {expected[:16]}…")
-    atomic_write_bytes(path, payload)
+    write_bytes_atomic(path, payload)
     if not expected:
-        atomic_write_bytes(_recorded_hash_file(path), (actual + "\n").encode())
+        write_bytes_atomic(_recorded_hash_file(path), (actual + "\n").encode())
     return path
 
 

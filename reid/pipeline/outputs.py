@@ -22,8 +22,7 @@ import cv2
 import numpy as np
 
 from reid.errors import ConfigError, DataError
-from reid.gallery.files import write_bytes_atomic
-from reid.paths import check_output_file, check_output_folder
+from reid.paths import check_output_file, check_output_folder, write_bytes_atomic
 from reid.pipeline.query import FrameResult, TrackSummary
 
 FOURCC = {".mp4": "mp4v", ".m4v": "mp4v", ".mov": "mp4v", ".avi": "MJPG", ".mkv": "XVID"}
