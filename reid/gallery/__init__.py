@@ -20,7 +20,9 @@ from reid.gallery.records import (
     ModelFacts,
     RecallReport,
 )
-from reid.gallery.store import DB_FILE, SCORES, Gallery, open_gallery, resolve_gallery_path
+from reid.gallery.catalogue import DB_FILE
+from reid.gallery.search import SCORES
+from reid.gallery.store import Gallery, open_gallery, resolve_gallery_path
 
 __all__ = [
     "DB_FILE",

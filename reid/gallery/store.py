@@ -18,40 +18,41 @@ and the ids in the indexes, taken together, must be exactly the ids in the items
 
 A gallery is one or more shards (see :mod:`reid.gallery.shards`): sealed ones in the
 ``shards`` table, and the active one, which takes new items, in ``meta``.
+
+This module holds what keeps that promise: :class:`Gallery` takes the lock, catches up
+with the disk, writes files and commits (:meth:`Gallery._writing`, :meth:`Gallery._commit`).
+The rest lives beside it: the SQL in :mod:`reid.gallery.catalogue`, search and identity
+scoring in :mod:`reid.gallery.search`, the self-check and recall in
+:mod:`reid.gallery.check`, export in :mod:`reid.gallery.export`.
 """
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
-import sqlite3
-import time
-import zipfile
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager, suppress
-from dataclasses import dataclass, field
-from datetime import datetime, timezone
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, BinaryIO
 
 import faiss
 import numpy as np
 
 from reid.errors import ConfigError, GalleryError
+from reid.gallery.catalogue import DB_FILE, FORMAT, Catalogue, DiskState, facts_hash, item_row, layout_meta, now
+from reid.gallery.check import measure_recall, verify_files, verify_ids
 from reid.gallery.device import GPU_ENV, GPU_MAX_K, GpuSearch, detect_gpus, use_gpu
+from reid.gallery.export import export_suffix, write_jsonl, write_npz
 from reid.gallery.files import (
     FileRecord,
     new_name,
     read_segment,
     read_snapshot,
     read_vectors,
-    verify_file,
     write_file_atomic,
     write_segment,
     write_snapshot,
 )
-from reid.decision import similarity_to_distance
 from reid.gallery.index import (
     TRAINED_KINDS,
     IndexSpec,
@@ -77,8 +78,8 @@ from reid.gallery.records import (
     ModelFacts,
     RecallReport,
 )
+from reid.gallery.search import IdentityLabels, check_search, nearest_identities, nearest_items, rerank
 from reid.gallery.shards import (
-    CHUNK,
     Shard,
     ShardRecord,
     Written,
@@ -87,89 +88,21 @@ from reid.gallery.shards import (
     train_template,
     write_shard,
 )
-from reid.paths import check_output_file, resolve_named
+from reid.paths import TEMP_MARK, check_output_file, resolve_named
 
-DB_FILE = "gallery.db"
-# Format 2 added sealed shards, vector files and templates; format 3 a checksum of every
-# item row and of the gallery's fixed facts.  Older galleries are upgraded by their first write.
-FORMAT = 3
-SCORES = ("best", "mean")
 DEFAULT_GALLERIES = Path("galleries")
 FILE_PREFIXES = ("index-", "seg-", "vec-", "template-")
-
-SHARDS_TABLE = """CREATE TABLE IF NOT EXISTS shards (
-    position INTEGER PRIMARY KEY,
-    name TEXT NOT NULL, size INTEGER NOT NULL, sha256 TEXT NOT NULL, count INTEGER NOT NULL,
-    vectors_name TEXT, vectors_size INTEGER, vectors_sha256 TEXT
-)"""
-SCHEMA = (
-    "CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT NOT NULL)",
-    """CREATE TABLE items (
-        id INTEGER PRIMARY KEY AUTOINCREMENT,
-        identity TEXT NOT NULL,
-        source TEXT NOT NULL DEFAULT '',
-        camera TEXT,
-        frame INTEGER,
-        time REAL,
-        box_x INTEGER, box_y INTEGER, box_w INTEGER, box_h INTEGER,
-        enrolled TEXT NOT NULL,
-        image_hash TEXT,
-        row_sha256 TEXT
-    )""",
-    "CREATE INDEX items_identity ON items(identity)",
-    "CREATE INDEX items_hash ON items(image_hash)",
-    """CREATE TABLE segments (
-        seq INTEGER PRIMARY KEY AUTOINCREMENT,
-        name TEXT NOT NULL, size INTEGER NOT NULL, sha256 TEXT NOT NULL, count INTEGER NOT NULL
-    )""",
-    SHARDS_TABLE,
-)
-ITEM_COLUMNS = "id, identity, source, camera, frame, time, box_x, box_y, box_w, box_h, enrolled, image_hash"
-# The meta values a gallery keeps for life (or until a reindex): their checksum is meta's facts_sha256.
-FACT_KEYS = ("model_fingerprint", "model_name", "model_kind", "dim", "threshold", "created", "index_spec")
-SQL_CHUNK = 900  # stays under SQLite's default limit of host parameters per statement
-ROWS_CHUNK = 100_000  # rows fetched from SQLite at a time when reading whole tables
-MAX_PROBLEMS = 100  # problems a database check collects before it stops looking
-# An item row whose columns do not hold what the gallery writes: SQLite checks no types.
-BAD_ROW = (
-    "typeof(identity) != 'text' OR identity = '' OR typeof(source) != 'text' OR typeof(enrolled) != 'text'"
-    " OR typeof(camera) NOT IN ('text', 'null') OR typeof(frame) NOT IN ('integer', 'null')"
-    " OR typeof(time) NOT IN ('real', 'integer', 'null') OR typeof(image_hash) NOT IN ('text', 'null')"
-    " OR typeof(box_x) NOT IN ('integer', 'null') OR typeof(box_y) NOT IN ('integer', 'null')"
-    " OR typeof(box_w) NOT IN ('integer', 'null') OR typeof(box_h) NOT IN ('integer', 'null')"
-)
 
 # Segments are folded into a new snapshot once they hold this share of its items (so
 # rewrites stay proportional to growth), or once there are this many files to open.
 COMPACT_SHARE = 0.25
 COMPACT_MIN_ITEMS = 4096
 COMPACT_MAX_SEGMENTS = 64
-# Candidates re-ranked at a time: bounds the float32 copies of their embeddings (128 MiB at 512-d).
-RERANK_ROWS = 65_536
 
 
 def resolve_gallery_path(spec: str | Path) -> Path:
     """A gallery folder from a path (``./g``, ``a/g``: that path), or from a bare name under ``galleries/``."""
     return resolve_named(spec, DEFAULT_GALLERIES)
-
-
-def _now() -> str:
-    return datetime.now(timezone.utc).isoformat(timespec="milliseconds")
-
-
-@dataclass
-class _DiskState:
-    generation: int
-    spec: IndexSpec
-    active: ShardRecord
-    sealed: list[ShardRecord]
-    template: FileRecord | None
-    segments: list[tuple[int, FileRecord, int]]
-
-    def names(self) -> set[str]:
-        named = {name for record in [*self.sealed, self.active] for name in record.names()}
-        named |= {record.name for _, record, _ in self.segments}
-        return named | ({self.template.name} if self.template else set())
 
 
 @dataclass
@@ -190,49 +123,6 @@ class _Layout:
         return named | ({self.template.name} if self.template else set())
 
 
-@dataclass
-class _Labels:
-    """Item ids (ascending, as AUTOINCREMENT hands them out) and their identity codes."""
-
-    ids: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))
-    codes: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int32))
-    names: list[str] = field(default_factory=list)
-    code_of: dict[str, int] = field(default_factory=dict)
-    _count: int | None = None
-
-    @property
-    def identity_count(self) -> int:
-        if self._count is None:
-            self._count = len(np.unique(self.codes))
-        return self._count
-
-    def extend(self, rows: Sequence[tuple[int, str]]) -> None:
-        if not rows:
-            return
-        codes = np.empty(len(rows), np.int32)
-        for i, (_, name) in enumerate(rows):
-            code = self.code_of.get(name)
-            if code is None:
-                code = self.code_of[name] = len(self.names)
-                self.names.append(name)
-            codes[i] = code
-        self.ids = np.concatenate([self.ids, np.fromiter((r[0] for r in rows), np.int64, len(rows))])
-        self.codes = np.concatenate([self.codes, codes])
-        self._count = None
-
-    def drop(self, identity: str) -> None:
-        code = self.code_of.get(identity)
-        if code is not None:
-            keep = self.codes != code
-            self.ids, self.codes = self.ids[keep], self.codes[keep]
-            self._count = None
-
-    def lookup(self, ids: np.ndarray) -> np.ndarray:
-        pos = np.searchsorted(self.ids, ids)
-        pos = np.clip(pos, 0, max(len(self.ids) - 1, 0))
-        return self.codes[pos]
-
-
 class Gallery:
     """An open gallery.  Create one with :meth:`create`, :meth:`open` or :meth:`open_or_create`.
 
@@ -241,6 +131,11 @@ class Gallery:
     catch up with the disk under the lock, so concurrent writers never lose each other's work.
     ``gpu`` (default: the ``REID_FAISS_GPU`` environment variable, else ``auto``) says
     whether searches run on GPUs; see :mod:`reid.gallery.device`.
+
+    Embeddings are float32 (N, D) rows, L2-normalized on the way in; distances are
+    Euclidean between unit embeddings, 0..2.  Every method raises GalleryError for a
+    damaged, tampered or unwritable gallery (naming the file) and ConfigError for a bad
+    argument; a failed write leaves the gallery as it was.
     """
 
     def __init__(self, folder: Path, lock_timeout: float, gpu: str | None = None) -> None:
@@ -249,7 +144,7 @@ class Gallery:
         self.lock_timeout = lock_timeout
         support = detect_gpus()
         self._gpu = GpuSearch(support.devices) if use_gpu(gpu or os.environ.get(GPU_ENV), support) else None
-        self._db = self._connect()
+        self._catalogue = Catalogue(self.folder)
         self.meta: GalleryMeta
         self.spec = IndexSpec()
         self._layout: _Layout
@@ -257,7 +152,7 @@ class Gallery:
         self._template: tuple[str, faiss.Index] | None = None
         self._generation = -1
         self._segments: list[int] = []
-        self._labels = _Labels()
+        self._labels = IdentityLabels()
         self._stale = True
 
     # ----------------------------------------------------------------- opening
@@ -273,7 +168,9 @@ class Gallery:
     ) -> Gallery:
         """A new, empty gallery for embeddings of the model ``card`` describes.
 
-        A failed creation leaves nothing: no database, no lock, no folder it made.
+        A failed creation leaves nothing: no database, no lock, no folder it made.  Raises
+        GalleryError when a gallery is already there, ConfigError for a card without a
+        fingerprint or dimension, or an index ``spec`` that does not fit it.
         """
         folder = Path(folder)
         with (
@@ -282,7 +179,7 @@ class Gallery:
             _new_removed_on_error(folder),
         ):
             with _closed_on_error(cls(folder, lock_timeout, gpu)) as gallery:
-                if gallery._has_meta():
+                if gallery._catalogue.has_meta():
                     raise GalleryError(f"{folder}: a gallery already exists here")
                 gallery._initialize(card, spec or IndexSpec())
                 gallery._load()
@@ -295,7 +192,7 @@ class Gallery:
         if not (folder / DB_FILE).is_file():
             raise GalleryError(f"{folder}: no gallery here (no {DB_FILE}); create one with reid enroll")
         with gallery_lock(folder, exclusive=False, timeout=lock_timeout), _closed_on_error(cls(folder, lock_timeout, gpu)) as gallery:
-            if not gallery._has_meta():
+            if not gallery._catalogue.has_meta():
                 raise GalleryError(f"{gallery.db_path}: empty gallery database (was its creation interrupted?)")
             gallery._load()
         return gallery
@@ -323,7 +220,7 @@ class Gallery:
             _new_removed_on_error(folder),
         ):
             with _closed_on_error(cls(folder, lock_timeout, gpu)) as gallery:
-                if not gallery._has_meta():
+                if not gallery._catalogue.has_meta():
                     gallery._initialize(card, spec or IndexSpec())
                 gallery._load()
                 gallery.check_model(card)
@@ -340,7 +237,7 @@ class Gallery:
         then added nothing), and the folder when nothing else is in it; True when deleted."""
         folder = Path(folder)
         with gallery_lock(folder, exclusive=True, timeout=lock_timeout), cls(folder, lock_timeout, "off") as gallery:
-            if gallery._has_meta() and gallery._query("SELECT 1 FROM items LIMIT 1"):
+            if gallery._catalogue.has_meta() and gallery._catalogue.has_items():
                 return False
             gallery.close()
             _remove_gallery_files(folder)
@@ -349,7 +246,7 @@ class Gallery:
         return True
 
     def close(self) -> None:
-        self._db.close()
+        self._catalogue.close()
 
     def __enter__(self) -> Gallery:
         return self
@@ -368,6 +265,7 @@ class Gallery:
 
     @property
     def threshold(self) -> float | None:
+        """The model's threshold when the gallery was created (a distance in (0, 2]), or None."""
         return self.meta.threshold
 
     @property
@@ -422,43 +320,17 @@ class Gallery:
         )
 
     def identities(self) -> list[IdentitySummary]:
-        rows = self._query(
-            "SELECT identity, COUNT(*), MIN(enrolled), MAX(enrolled) FROM items GROUP BY identity ORDER BY identity"
-        )
-        return [IdentitySummary(r[0], r[1], r[2], r[3]) for r in rows]
+        return self._catalogue.identities()
 
     def items(self, identity: str | None = None, limit: int | None = None) -> list[GalleryItem]:
-        sql = f"SELECT {ITEM_COLUMNS} FROM items"
-        args: list[Any] = []
-        if identity is not None:
-            sql += " WHERE identity = ?"
-            args.append(identity)
-        sql += " ORDER BY id"
-        if limit is not None:
-            sql += " LIMIT ?"
-            args.append(limit)
-        return [_item(row) for row in self._query(sql, args)]
+        return self._catalogue.items(identity, limit)
 
     def get_items(self, ids: Sequence[int]) -> dict[int, GalleryItem]:
-        found: dict[int, GalleryItem] = {}
-        ids = [int(i) for i in ids]
-        for start in range(0, len(ids), SQL_CHUNK):
-            chunk = ids[start : start + SQL_CHUNK]
-            marks = ",".join("?" * len(chunk))
-            for row in self._query(f"SELECT {ITEM_COLUMNS} FROM items WHERE id IN ({marks})", chunk):
-                found[row[0]] = _item(row)
-        return found
+        return self._catalogue.get_items(ids)
 
     def known_hashes(self, hashes: Sequence[str]) -> set[str]:
         """Which of ``hashes`` are already stored (a hint; :meth:`add` checks again under the lock)."""
-        known: set[str] = set()
-        hashes = list(dict.fromkeys(h for h in hashes if h))
-        for start in range(0, len(hashes), SQL_CHUNK):
-            chunk = hashes[start : start + SQL_CHUNK]
-            marks = ",".join("?" * len(chunk))
-            rows = self._query(f"SELECT DISTINCT image_hash FROM items WHERE image_hash IN ({marks})", chunk)
-            known.update(r[0] for r in rows)
-        return known
+        return self._catalogue.known_hashes(hashes)
 
     def embeddings(self, ids: Sequence[int] | np.ndarray) -> np.ndarray:
         """The stored embeddings of ``ids`` (float32; float16 precision for IVF-PQ shards)."""
@@ -467,48 +339,22 @@ class Gallery:
     # ----------------------------------------------------------------- search
 
     def search_items(self, queries: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
-        """The ``k`` nearest items of each query: (distances, item ids); id -1 pads short rows."""
-        if k < 1:
-            raise ConfigError(f"top-k must be at least 1, got {k}")
+        """The ``k`` nearest items of each query (Q, D): (distances (Q, k) float64, Euclidean
+        between unit embeddings, inf where none; item ids (Q, k) int64, -1 pads short rows)."""
+        check_search(k)
         queries = self._check_vectors(queries)
-        if len(self) == 0:
-            return np.full((len(queries), k), np.inf), np.full((len(queries), k), -1, np.int64)
-        sims, ids = self._nearest(queries, min(k, len(self)))
-        distances = similarity_to_distance(sims)
-        distances[ids < 0] = np.inf
-        return distances, ids
+        return nearest_items(queries, k, self._nearest, len(self))
 
     def search(self, queries: np.ndarray, k: int = 5, score: str = "best") -> list[list[IdentityMatch]]:
-        """The ``k`` nearest identities of each query, nearest first.
+        """The ``k`` nearest identities of each query (Q, D), nearest first.
 
-        ``score="best"``: an identity's distance is that of its nearest item.  ``"mean"``:
-        the mean distance to all its items (identities are drawn from the nearest items).
+        ``score="best"``: an identity's distance (Euclidean between unit embeddings, 0..2)
+        is that of its nearest item.  ``"mean"``: the mean distance to all its items
+        (identities are drawn from the nearest items).  See :mod:`reid.gallery.search`.
         """
-        if score not in SCORES:
-            raise ConfigError(f"unknown identity score {score!r}; choose one of {', '.join(SCORES)}")
-        if k < 1:
-            raise ConfigError(f"top-k must be at least 1, got {k}")
+        check_search(k, score)
         queries = self._check_vectors(queries)
-        results: list[list[IdentityMatch]] = [[] for _ in range(len(queries))]
-        total = len(self)
-        if total == 0 or len(queries) == 0:
-            return results
-        k = min(k, self.identity_count)
-        fetch = min(total, max(4 * k, 32))
-        pending = np.arange(len(queries))
-        while len(pending):
-            sims, ids = self._nearest(queries[pending], fetch)
-            short = []
-            for row, query in enumerate(pending):
-                found = self._group(sims[row], ids[row])
-                results[query] = found if score == "mean" else found[:k]
-                if len(found) < k and fetch < total:
-                    short.append(query)
-            pending = np.asarray(short, dtype=np.int64)
-            fetch = min(total, fetch * 4)
-        if score == "mean":
-            results = [self._mean_scores(queries[i], found, k) for i, found in enumerate(results)]
-        return results
+        return nearest_identities(queries, k, score, self._nearest, len(self), self._labels, self._originals)
 
     def _nearest(self, queries: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
         """Similarities and ids of the ``k`` nearest items; IVF-PQ candidates re-ranked exactly."""
@@ -516,7 +362,7 @@ class Gallery:
         fetch = min(k * refine, len(self)) if refine else k
         with search_settings(len(queries)):
             sims, ids = self._search_index(fetch).search(queries, fetch)
-        return self._rerank(queries, ids, k) if refine else (sims, ids)
+        return rerank(queries, ids, k, self._originals) if refine else (sims, ids)
 
     def _search_index(self, k: int) -> faiss.Index:
         if self._gpu is None or k > GPU_MAX_K:
@@ -526,55 +372,41 @@ class Gallery:
         indexes = [copy if copy is not None else shard.index for copy, shard in zip(copies, shards, strict=True)]
         return search_index(indexes, self.meta.dim, threaded=True)
 
-    def _rerank(self, queries: np.ndarray, ids: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
-        """The ``k`` best of each row of candidate ``ids`` by exact inner product with the stored embeddings."""
-        sims = np.full(ids.shape, -np.inf, np.float32)
-        step = max(1, RERANK_ROWS // max(ids.shape[1], 1))
-        for start in range(0, len(ids), step):
-            block = ids[start : start + step]
-            rows, cols = np.nonzero(block >= 0)
-            unique, inverse = np.unique(block[rows, cols], return_inverse=True)
-            vectors = self._originals(unique)
-            sims[start + rows, cols] = np.einsum("ij,ij->i", vectors[inverse], queries[start + rows])
-        order = np.argsort(-sims, axis=1, kind="stable")[:, :k]
-        ranked = np.take_along_axis(ids, order, axis=1)
-        ranked_sims = np.take_along_axis(sims, order, axis=1)
-        ranked[~np.isfinite(ranked_sims)] = -1
-        return ranked_sims, ranked
-
-    def _group(self, sims: np.ndarray, ids: np.ndarray) -> list[IdentityMatch]:
-        valid = ids >= 0
-        sims, ids = sims[valid], ids[valid]
-        codes = self._labels.lookup(ids)
-        # Neighbours come nearest first, so an identity's first hit is its best.
-        _, first = np.unique(codes, return_index=True)
-        first = np.sort(first)
-        distances = similarity_to_distance(sims[first])
-        names = self._labels.names
-        return [
-            IdentityMatch(names[codes[pos]], float(dist), int(ids[pos]))
-            for pos, dist in zip(first, distances, strict=True)
-        ]
-
-    def _mean_scores(self, query: np.ndarray, found: list[IdentityMatch], k: int) -> list[IdentityMatch]:
-        # Exact means over all items of each candidate identity; the candidates are the
-        # identities among the nearest items, so an identity with no near item never wins.
-        scored = []
-        for match in found:
-            code = self._labels.code_of[match.identity]
-            vectors = self._originals(self._labels.ids[self._labels.codes == code])
-            mean = float(similarity_to_distance(vectors @ query).mean())
-            scored.append(IdentityMatch(match.identity, mean, match.item_id))
-        scored.sort(key=lambda m: m.distance)
-        return scored[:k]
-
     # ----------------------------------------------------------------- writing
+
+    @contextmanager
+    def _writing(self) -> Iterator[int]:
+        """Hold the writers' lock, catch up with the disk, clear crashed writers' leftovers
+        and upgrade an old format; yields the generation this write will commit."""
+        with gallery_lock(self.folder, exclusive=True, timeout=self.lock_timeout):
+            self._sync()
+            self._remove_orphans()
+            if self.meta.format < FORMAT:
+                self._transaction(lambda: self._catalogue.upgrade(self.meta.format))
+                self.meta.format = FORMAT
+            yield self._generation + 1
+
+    def _transaction(self, write: Callable[[], object], written: Sequence[Path] = ()) -> None:
+        """Run ``write`` (which commits); on any error roll back, delete the files ``written``
+        for it, and raise a database error as one GalleryError (the gallery is unchanged)."""
+        try:
+            write()
+        except BaseException as exc:
+            self._catalogue.rollback()
+            for path in written:
+                path.unlink(missing_ok=True)
+            error = self._catalogue.write_error(exc)
+            if error is not None:
+                raise error from exc
+            raise
 
     def add(self, embeddings: np.ndarray, items: Sequence[ItemMeta], skip_duplicates: bool = True) -> AddResult:
         """Store one batch atomically: after a crash either all of it is there or none.
 
-        Items whose ``image_hash`` is already stored (or repeats within the batch) are
-        skipped when ``skip_duplicates``; their positions come back in ``duplicates``.
+        ``embeddings`` (N, D) float32, one row per item.  Items whose ``image_hash`` is
+        already stored (or repeats within the batch) are skipped when ``skip_duplicates``;
+        their positions come back in ``duplicates``.  Raises ConfigError for a count or
+        shape mismatch, an empty identity or non-finite values.
         """
         vectors = self._check_vectors(embeddings)
         if len(vectors) != len(items):
@@ -582,41 +414,29 @@ class Gallery:
         for item in items:
             if not item.identity or not item.identity.strip():
                 raise ConfigError(f"{item.source or 'item'}: identity label is empty")
-        with gallery_lock(self.folder, exclusive=True, timeout=self.lock_timeout):
-            self._begin_write()
+        with self._writing() as generation:
             keep, duplicates = self._split_duplicates(items) if skip_duplicates else (list(range(len(items))), [])
             if not keep:
                 return AddResult([], duplicates)
             kept_vectors = vectors[keep]
-            enrolled = _now()
-            rows = [_row(items[i], enrolled) for i in keep]
-            generation = self._generation + 1
+            enrolled = now()
+            rows = [item_row(items[i], enrolled) for i in keep]
             path = self.folder / new_name("seg", generation, ".bin")
-            try:
-                self._db.execute("BEGIN IMMEDIATE")
-                before = self._sequence()
-                # AUTOINCREMENT hands out the ids after ``before`` in order (checked below).
-                self._db.executemany(
-                    "INSERT INTO items (identity, source, camera, frame, time, box_x, box_y, box_w, box_h, "
-                    "enrolled, image_hash, row_sha256) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-                    [(*row, _row_hash(before + 1 + n, row)) for n, row in enumerate(rows)],
-                )
-                after = self._sequence()
-                if after - before != len(rows):
-                    raise GalleryError(f"{self.db_path}: item ids are not consecutive; refusing to write")
-                ids = np.arange(before + 1, after + 1, dtype=np.int64)
+            added: list[tuple[np.ndarray, FileRecord, int]] = []
+
+            def write() -> None:
+                catalogue = self._catalogue
+                catalogue.begin()
+                # AUTOINCREMENT hands out consecutive ids (checked by insert_items).
+                ids = np.asarray(catalogue.insert_items(rows), dtype=np.int64)
                 record = write_segment(path, ids, kept_vectors)
-                seq = self._db.execute(
-                    "INSERT INTO segments (name, size, sha256, count) VALUES (?, ?, ?, ?)",
-                    (record.name, record.size, record.sha256, len(ids)),
-                ).lastrowid
-                self._set_meta({"generation": str(generation)})
-                self._db.execute("COMMIT")
-            except BaseException as exc:
-                self._rollback()
-                path.unlink(missing_ok=True)
-                self._raise_write_error(exc)
-                raise
+                seq = catalogue.insert_segment(record, len(ids))
+                catalogue.set_meta({"generation": str(generation)})
+                catalogue.commit()
+                added.append((ids, record, seq))
+
+            self._transaction(write, [path])
+            ids, record, seq = added[0]
             try:
                 # IVF-PQ keeps reading these embeddings until compaction: from the mapped
                 # segment, not from memory.
@@ -624,7 +444,7 @@ class Gallery:
                 self._layout.active.add(ids, kept_vectors, originals)
                 self._grown(ids, kept_vectors)
                 self._labels.extend([(int(i), items[j].identity) for i, j in zip(ids, keep, strict=True)])
-                self._segments.append(int(seq))
+                self._segments.append(seq)
                 self._generation = generation
                 self._maintain()
             except BaseException:
@@ -639,12 +459,10 @@ class Gallery:
         the two disagree the database is damaged and nothing is removed.  Afterwards both
         must find no item of ``identity`` left.  Raises GalleryError otherwise.
         """
-        with gallery_lock(self.folder, exclusive=True, timeout=self.lock_timeout):
-            self._begin_write()
-            ids = self._identity_ids(identity)
+        with self._writing() as generation:
+            ids = np.asarray(self._catalogue.identity_ids(identity), dtype=np.int64)
             if len(ids) == 0:
                 raise GalleryError(f"{self.folder}: no identity {identity!r} in the gallery")
-            generation = self._generation + 1
             written: list[Written] = []
             try:
                 with _removed_on_error(written):
@@ -666,7 +484,7 @@ class Gallery:
                 # Shards may have lost items in memory without the commit: reload them.
                 self._stale = True
                 raise
-            rows_left = len(self._identity_ids(identity))
+            rows_left = len(self._catalogue.identity_ids(identity))
             index_left = sum(int(shard.holds(ids).sum()) for shard in self._layout.shards())
             if rows_left or index_left:
                 self._stale = True
@@ -676,26 +494,10 @@ class Gallery:
                 )
         return len(ids)
 
-    def _identity_ids(self, identity: str) -> np.ndarray:
-        """Ids of ``identity``'s items, ascending; GalleryError when the table and its
-        identity index disagree on them (a damaged database)."""
-        scanned = self._query("SELECT id FROM items NOT INDEXED WHERE identity = ? ORDER BY id", [identity])
-        indexed = self._query(
-            "SELECT id FROM items INDEXED BY items_identity WHERE identity = ? ORDER BY id", [identity]
-        )
-        if scanned != indexed:
-            raise GalleryError(
-                f"{self.db_path}: the database is damaged: the items table holds {len(scanned)} items of "
-                f"{identity!r}, its identity index {len(indexed)}; nothing changed (see reid gallery info --check)"
-            )
-        return np.asarray([row[0] for row in scanned], dtype=np.int64)
-
     def reindex(self, spec: IndexSpec) -> None:
         """Rebuild the index as ``spec`` says (e.g. flat to IVF-PQ, or into shards), keeping every item."""
         spec.check_dim(self.meta.dim)
-        with gallery_lock(self.folder, exclusive=True, timeout=self.lock_timeout):
-            self._begin_write()
-            generation = self._generation + 1
+        with self._writing() as generation:
             ids = self._labels.ids
             per_shard = spec.shard_size or max(len(ids), 1)
             plan = plan_training(spec, min(len(ids), per_shard))
@@ -739,14 +541,8 @@ class Gallery:
         """
         with gallery_lock(self.folder, exclusive=False, timeout=self.lock_timeout):
             self._sync()
-            state = self._read_state()
-            records = [r.index for r in [*state.sealed, state.active]]
-            records += [r.vectors for r in [*state.sealed, state.active] if r.vectors is not None]
-            records += [record for _, record, _ in state.segments]
-            records += [state.template] if state.template is not None else []
-            for record in records:
-                verify_file(self.folder / record.name, record)
-            problems = self._database_problems()
+            files = verify_files(self.folder, self._read_state().records())
+            problems = self._catalogue.problems(self.meta.format)
             if not problems:
                 # A full reload compares the index files' ids with the item rows afresh.
                 self._stale = True
@@ -758,156 +554,41 @@ class Gallery:
             database="ok",
             items=len(self),
             recall=self.recall(queries, k, seed),
-            files=len(records),
+            files=files,
             identities=self.identity_count,
             checksums=self.meta.format >= FORMAT,
         )
 
-    def _database_problems(self) -> list[str]:
-        """What SQLite's integrity check, the item rows' types and checksums and the facts'
-        checksum say is wrong (the caller holds the lock)."""
-        try:
-            verdicts = [row[0] for row in self._db.execute(f"PRAGMA integrity_check({MAX_PROBLEMS})")]
-            if verdicts != ["ok"]:
-                return [" ".join(str(v).split()) for v in verdicts]
-            bad = self._db.execute(f"SELECT id FROM items NOT INDEXED WHERE {BAD_ROW} ORDER BY id").fetchall()
-            problems = [f"item {row[0]} has a value of the wrong type or an empty identity" for row in bad]
-            raw = self._read_meta()
-            if self.meta.format >= FORMAT and raw.get("facts_sha256") != _facts_hash(raw):
-                problems.append(
-                    "the gallery's model, dimension, threshold or index options do not match their checksum"
-                )
-            # A gallery of an older format has no checksums until its first write adds them.
-            if self.meta.format >= FORMAT:
-                cursor = self._db.execute(f"SELECT {ITEM_COLUMNS}, row_sha256 FROM items NOT INDEXED ORDER BY id")
-                while len(problems) < MAX_PROBLEMS and (rows := cursor.fetchmany(ROWS_CHUNK)):
-                    problems += [
-                        f"item {row[0]} does not match its checksum (changed since it was written)"
-                        for row in rows
-                        if row[-1] != _row_hash(row[0], row[1:-1])
-                    ]
-        except sqlite3.DatabaseError as exc:
-            return [f"unreadable ({_one_line(exc)})"]
-        return problems
-
     def recall(self, queries: int = 1000, k: int = 10, seed: int = 0) -> RecallReport:
-        """Recall@1 and @k of the index against exact search, with stored items as queries.
-
-        The exact answers come from a pass over all stored embeddings, a chunk at a time.
-        """
-        kind = self.index_kind
-        ids = self._labels.ids
-        if len(ids) < 2:
-            return RecallReport(kind, 0, k, 1.0, 1.0, 0.0, 0.0)
-        k = min(k, len(ids) - 1)
-        own = np.sort(np.random.default_rng(seed).choice(ids, min(queries, len(ids)), replace=False))
-        probe = self._originals(own)
-        start = time.perf_counter()
-        _, approx = self._nearest(probe, k + 1)
-        index_time = time.perf_counter() - start
-        start = time.perf_counter()
-        heap = faiss.ResultHeap(len(probe), k + 1, keep_max=True)
-        for chunk_ids, vectors in self._chunks():
-            sims, rows = faiss.knn(probe, vectors, min(k + 1, len(chunk_ids)), metric=faiss.METRIC_INNER_PRODUCT)
-            heap.add_result(sims, chunk_ids[rows])
-        heap.finalize()
-        exact_time = time.perf_counter() - start
-        hits_1, hits_k = 0, 0.0
-        for i, item in enumerate(own):
-            got = [x for x in approx[i] if x != item and x >= 0][:k]
-            want = [x for x in heap.I[i] if x != item and x >= 0][:k]
-            hits_1 += int(bool(got) and got[0] == want[0])
-            hits_k += len(set(got) & set(want)) / k
-        return RecallReport(
-            index=kind,
-            queries=len(own),
-            k=k,
-            recall_at_1=hits_1 / len(own),
-            recall_at_k=hits_k / len(own),
-            index_qps=len(own) / max(index_time, 1e-9),
-            exact_qps=len(own) / max(exact_time, 1e-9),
+        """Recall@1 and @k of the index against exact search, with stored items as queries
+        (:func:`reid.gallery.check.measure_recall`; the exact answers come from a pass over
+        all stored embeddings, a chunk at a time)."""
+        chunks = (chunk for shard in self._layout.shards() for chunk in shard.chunks())
+        return measure_recall(
+            self.index_kind, self._labels.ids, self._nearest, self._originals, chunks, queries, k, seed
         )
 
     def export(self, path: str | Path) -> int:
-        """Write the items to ``path``: ``.npz`` with embeddings, or ``.jsonl`` metadata only.
+        """Write the items to ``path``: ``.npz`` with embeddings, or ``.jsonl`` metadata only
+        (:mod:`reid.gallery.export`); returns how many items were written.
 
         Both are written a chunk at a time, so a gallery larger than memory exports too; writers
         wait for the export (it holds the gallery's lock shared) to see one consistent state.
+        Raises ConfigError for another suffix or a path that cannot be written.
         """
         path = Path(path)
-        suffix = path.suffix.lower()
-        if suffix not in (".npz", ".jsonl"):
-            raise ConfigError(f"{path}: export to a .npz (embeddings and items) or a .jsonl (items) file")
+        suffix = export_suffix(path)
         check_output_file(path, "the export")
         with gallery_lock(self.folder, exclusive=False, timeout=self.lock_timeout):
             self._sync()
-            write_file_atomic(path, self._write_jsonl if suffix == ".jsonl" else self._write_npz)
+            if suffix == ".jsonl":
+                write_file_atomic(path, lambda handle: write_jsonl(handle, self._catalogue))
+            else:
+                ids, dim, info = self._labels.ids, self.meta.dim, self.info()
+                write_file_atomic(path, lambda handle: write_npz(handle, self._catalogue, ids, dim, self._originals, info))
         return len(self)
 
-    def _write_jsonl(self, handle: BinaryIO) -> None:
-        cursor = self._db.execute(f"SELECT {ITEM_COLUMNS} FROM items ORDER BY id")
-        while rows := cursor.fetchmany(ROWS_CHUNK):
-            handle.write("".join(json.dumps(_item(row).to_dict()) + "\n" for row in rows).encode())
-
-    def _write_npz(self, handle: BinaryIO) -> None:
-        ids = self._labels.ids
-        with zipfile.ZipFile(handle, "w", allowZip64=True) as archive:
-            _npz_member(archive, "ids", ids)
-            with archive.open("embeddings.npy", "w", force_zip64=True) as member:
-                np.lib.format.write_array_header_2_0(
-                    member, {"descr": "<f4", "fortran_order": False, "shape": (len(ids), self.meta.dim)}
-                )
-                for start in range(0, len(ids), CHUNK):
-                    member.write(self._originals(ids[start : start + CHUNK]).astype("<f4").tobytes())
-            columns: list[tuple[str, str, Any]] = [
-                ("identity", "identity", str),
-                ("source", "source", str),
-                ("camera", "COALESCE(camera, '')", str),
-                ("frame", "COALESCE(frame, -1)", np.int64),
-                ("time", "time", np.float64),
-                ("enrolled", "enrolled", str),
-                ("image_hash", "COALESCE(image_hash, '')", str),
-            ]
-            for name, sql, dtype in columns:
-                values = [row[0] for row in self._db.execute(f"SELECT {sql} FROM items ORDER BY id")]
-                _npz_member(archive, name, np.asarray(values, dtype=dtype))
-            box = self._db.execute(
-                "SELECT COALESCE(box_x, -1), COALESCE(box_y, -1), COALESCE(box_w, -1), COALESCE(box_h, -1) "
-                "FROM items ORDER BY id"
-            ).fetchall()
-            _npz_member(archive, "box", np.asarray(box, dtype=np.int64).reshape(-1, 4))
-            _npz_member(archive, "meta", np.asarray(json.dumps(self.info().to_dict())))
-
-    # ----------------------------------------------------------------- internals
-
-    def _connect(self) -> sqlite3.Connection:
-        # SQLite follows links; a database or journal planted as one would be read or
-        # written wherever it points.
-        for name in (DB_FILE, f"{DB_FILE}-journal"):
-            if (self.folder / name).is_symlink():
-                raise GalleryError(f"{self.folder / name}: is a link; a gallery's database must be a plain file in it")
-        try:
-            db = sqlite3.connect(str(self.db_path), timeout=60.0, isolation_level=None)
-        except sqlite3.Error as exc:
-            raise GalleryError(f"{self.db_path}: cannot open the gallery database ({_one_line(exc)})") from exc
-        try:
-            db.execute("PRAGMA synchronous=FULL")
-        except sqlite3.Error as exc:
-            db.close()
-            raise GalleryError(f"{self.db_path}: cannot open the gallery database ({_one_line(exc)})") from exc
-        return db
-
-    def _query(self, sql: str, args: Sequence[Any] = ()) -> list[tuple[Any, ...]]:
-        try:
-            return self._db.execute(sql, args).fetchall()
-        except sqlite3.DatabaseError as exc:
-            raise GalleryError(f"{self.db_path}: unreadable gallery database ({_one_line(exc)})") from exc
-
-    def _tables(self) -> set[str]:
-        return {r[0] for r in self._query("SELECT name FROM sqlite_master WHERE type = 'table'")}
-
-    def _has_meta(self) -> bool:
-        return "meta" in self._tables() and bool(self._query("SELECT 1 FROM meta LIMIT 1"))
+    # ----------------------------------------------------------------- loading and syncing
 
     def _initialize(self, card: ModelFacts, spec: IndexSpec) -> None:
         if card.embedding_dim < 1:
@@ -918,81 +599,12 @@ class Gallery:
         index = new_index(spec, card.embedding_dim)
         path = self.folder / new_name("index", 0, ".faiss")
         record = write_snapshot(index, path)
-        meta = {
-            "format": str(FORMAT),
-            "model_fingerprint": card.fingerprint,
-            "model_name": card.name,
-            "model_kind": card.kind,
-            "dim": str(card.embedding_dim),
-            "threshold": "" if card.threshold is None else repr(float(card.threshold)),
-            "created": _now(),
-            "index_spec": json.dumps(spec.to_dict()),
-            "generation": "0",
-            **_active_meta(ShardRecord(record, 0)),
-            **_file_meta("template", None),
-        }
-        meta["facts_sha256"] = _facts_hash(meta)
-        try:
-            self._db.execute("BEGIN IMMEDIATE")
-            for statement in SCHEMA:
-                self._db.execute(statement)
-            self._db.executemany("INSERT INTO meta (key, value) VALUES (?, ?)", meta.items())
-            self._db.execute("COMMIT")
-        except BaseException as exc:
-            self._rollback()
-            path.unlink(missing_ok=True)
-            self._raise_write_error(exc)
-            raise
+        self._transaction(lambda: self._catalogue.initialize(card, spec, ShardRecord(record, 0)), [path])
 
-    def _read_meta(self) -> dict[str, str]:
-        return dict(self._query("SELECT key, value FROM meta"))
-
-    def _read_state(self) -> _DiskState:
-        """The gallery's state as its database records it, every value checked: a name that
-        is not a gallery file name, a negative count or a dimension that is not positive
-        means the database is corrupt or was tampered with, and nothing is opened."""
-        raw = self._read_meta()
-        try:
-            self.meta = GalleryMeta(
-                model_fingerprint=raw["model_fingerprint"],
-                model_name=raw["model_name"],
-                model_kind=raw["model_kind"],
-                dim=int(raw["dim"]),
-                threshold=float(raw["threshold"]) if raw["threshold"] else None,
-                created=raw["created"],
-                format=int(raw["format"]),
-            )
-            spec = IndexSpec.from_dict(json.loads(raw["index_spec"]))
-            snapshot = FileRecord.from_db(raw["snapshot_name"], raw["snapshot_size"], raw["snapshot_sha256"])
-            active = ShardRecord(snapshot, _count(raw["snapshot_count"]), _meta_file(raw, "snapshot_vectors"))
-            template = _meta_file(raw, "template")
-            generation = _count(raw["generation"])
-        except (KeyError, ValueError, TypeError, ConfigError) as exc:
-            raise GalleryError(f"{self.db_path}: gallery metadata is incomplete or malformed ({exc})") from exc
-        except GalleryError as exc:
-            raise GalleryError(f"{self.db_path}: {exc}") from None
-        if self.meta.format > FORMAT:
-            raise GalleryError(f"{self.db_path}: gallery format {self.meta.format} is newer than this reid reads")
-        try:
-            sealed = []
-            if "shards" in self._tables():
-                for name, size, sha, count, vname, vsize, vsha in self._query(
-                    "SELECT name, size, sha256, count, vectors_name, vectors_size, vectors_sha256 "
-                    "FROM shards ORDER BY position"
-                ):
-                    vectors = FileRecord.from_db(vname, vsize, vsha) if vname else None
-                    sealed.append(ShardRecord(FileRecord.from_db(name, size, sha), _count(count), vectors))
-            segments = [
-                (seq, FileRecord.from_db(name, size, sha), _count(count))
-                for seq, name, size, sha, count in self._query(
-                    "SELECT seq, name, size, sha256, count FROM segments ORDER BY seq"
-                )
-            ]
-        except (ValueError, TypeError) as exc:
-            raise GalleryError(f"{self.db_path}: gallery corrupt or tampered ({exc})") from None
-        except GalleryError as exc:
-            raise GalleryError(f"{self.db_path}: {exc}") from None
-        return _DiskState(generation, spec, active, sealed, template, segments)
+    def _read_state(self) -> DiskState:
+        """The state the database records (its facts become :attr:`meta`)."""
+        self.meta, state = self._catalogue.read_state()
+        return state
 
     def _read_shard(self, record: ShardRecord, spec: IndexSpec) -> Shard:
         path = self.folder / record.index.name
@@ -1026,11 +638,11 @@ class Gallery:
         for _, record, _ in state.segments:
             ids, vectors = read_segment(self.folder / record.name, record, self.meta.dim)
             active.add(ids, vectors)
-        labels = _Labels()
-        for rows in self._label_rows():
+        labels = IdentityLabels()
+        for rows in self._catalogue.label_rows():
             labels.extend(rows)
         layout = _Layout(sealed, active, state.active, state.template)
-        _verify_ids(self.folder, layout.shards(), labels.ids)
+        verify_ids(self.folder, layout.shards(), labels.ids)
         self._layout, self._labels, self.spec = layout, labels, state.spec
         self._generation = state.generation
         self._segments = [seq for seq, _, _ in state.segments]
@@ -1055,57 +667,14 @@ class Gallery:
             self._grown(ids, vectors)
             self._segments.append(seq)
         last = int(self._labels.ids[-1]) if len(self._labels.ids) else 0
-        for rows in self._label_rows(after=last):
+        for rows in self._catalogue.label_rows(after=last):
             self._labels.extend(rows)
         self._generation = state.generation
         if len(self) != len(self._labels.ids):
             self._load()
         return True
 
-    def _label_rows(self, after: int = 0) -> Iterator[list[tuple[int, str]]]:
-        """(id, identity) of the items after id ``after``, ascending, a chunk at a time.
-
-        Raises GalleryError when the table cannot be read or an identity is not text.
-        """
-        try:
-            cursor = self._db.execute("SELECT id, identity FROM items WHERE id > ? ORDER BY id", (after,))
-            while rows := cursor.fetchmany(ROWS_CHUNK):
-                for item_id, identity in rows:
-                    if not isinstance(identity, str) or not identity:
-                        raise GalleryError(
-                            f"{self.db_path}: item {item_id} has no text identity; the database is damaged "
-                            "(see reid gallery info --check)"
-                        )
-                yield rows
-        except sqlite3.DatabaseError as exc:
-            raise GalleryError(f"{self.db_path}: unreadable gallery database ({_one_line(exc)})") from exc
-
-    def _begin_write(self) -> None:
-        """Catch up, clear crashed writers' leftovers and upgrade an old format (the caller holds the lock)."""
-        self._sync()
-        self._remove_orphans()
-        if self.meta.format < FORMAT:
-            try:
-                self._db.execute("BEGIN IMMEDIATE")
-                self._db.execute(SHARDS_TABLE)
-                if "row_sha256" not in {row[1] for row in self._query("PRAGMA table_info(items)")}:
-                    self._db.execute("ALTER TABLE items ADD COLUMN row_sha256 TEXT")
-                    last = 0
-                    while rows := self._query(
-                        f"SELECT {ITEM_COLUMNS} FROM items WHERE id > ? ORDER BY id LIMIT ?", [last, ROWS_CHUNK]
-                    ):
-                        self._db.executemany(
-                            "UPDATE items SET row_sha256 = ? WHERE id = ?",
-                            ((_row_hash(row[0], row[1:]), row[0]) for row in rows),
-                        )
-                        last = rows[-1][0]
-                self._set_meta({"format": str(FORMAT), "facts_sha256": _facts_hash(self._read_meta())})
-                self._db.execute("COMMIT")
-            except BaseException as exc:
-                self._rollback()
-                self._raise_write_error(exc)
-                raise
-            self.meta.format = FORMAT
+    # ----------------------------------------------------------------- maintenance and commit
 
     def _maintain(self) -> None:
         """After an add: train the active shard, fold segments in, or seal it, when due."""
@@ -1195,42 +764,21 @@ class Gallery:
         after it they are the gallery, and only the files it no longer names are deleted.
         """
         old = self._read_state().names()
-        meta = {
-            "generation": str(generation),
-            **_active_meta(layout.active_record),
-            **_file_meta("template", layout.template),
-        }
+        meta = {"generation": str(generation), **layout_meta(layout.active_record, layout.template)}
         if spec is not None:
             meta["index_spec"] = json.dumps(spec.to_dict())
-            meta["facts_sha256"] = _facts_hash({**self._read_meta(), **meta})
-        try:
-            self._db.execute("BEGIN IMMEDIATE")
+            meta["facts_sha256"] = facts_hash({**self._catalogue.read_meta(), **meta})
+
+        def write() -> None:
+            catalogue = self._catalogue
+            catalogue.begin()
             if delete_ids is not None:
-                self._db.executemany("DELETE FROM items WHERE id = ?", ((int(i),) for i in delete_ids))
-            self._set_meta(meta)
-            self._db.execute("DELETE FROM shards")
-            self._db.executemany(
-                "INSERT INTO shards (position, name, size, sha256, count, vectors_name, vectors_size, "
-                "vectors_sha256) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
-                [
-                    (
-                        position,
-                        r.index.name,
-                        r.index.size,
-                        r.index.sha256,
-                        r.count,
-                        *((r.vectors.name, r.vectors.size, r.vectors.sha256) if r.vectors else (None, None, None)),
-                    )
-                    for position, (_, r) in enumerate(layout.sealed)
-                ],
-            )
-            self._db.execute("DELETE FROM segments")
-            self._db.execute("COMMIT")
-        except BaseException as exc:
-            self._rollback()
-            _unlink(written, extra)
-            self._raise_write_error(exc)
-            raise
+                catalogue.delete_items(delete_ids)
+            catalogue.set_meta(meta)
+            catalogue.replace_shards([record for _, record in layout.sealed])
+            catalogue.commit()
+
+        self._transaction(write, [*(p for item in written for p in item.paths), *extra])
         for item in written:
             if item.stored is not None:
                 item.shard.attach(item.stored)
@@ -1249,7 +797,7 @@ class Gallery:
         for path in self.folder.iterdir():
             name = path.name
             leftover = (name.startswith(FILE_PREFIXES) and name not in named) or (
-                name.startswith(tuple("." + p for p in FILE_PREFIXES)) and ".tmp-" in name
+                name.startswith(tuple("." + p for p in FILE_PREFIXES)) and TEMP_MARK in name
             )
             if leftover and path.is_file():
                 path.unlink(missing_ok=True)
@@ -1275,10 +823,6 @@ class Gallery:
             raise GalleryError(f"{self.folder}: no item {int(ids[left][0])} in the gallery")
         return out
 
-    def _chunks(self) -> Iterator[tuple[np.ndarray, np.ndarray]]:
-        for shard in self._layout.shards():
-            yield from shard.chunks()
-
     def _device(self) -> str:
         if self._gpu is None:
             return "cpu"
@@ -1296,23 +840,6 @@ class Gallery:
                 if item.image_hash:
                     known.add(item.image_hash)
         return keep, duplicates
-
-    def _sequence(self) -> int:
-        row = self._db.execute("SELECT seq FROM sqlite_sequence WHERE name = 'items'").fetchone()
-        return int(row[0]) if row else 0
-
-    def _set_meta(self, values: dict[str, str]) -> None:
-        self._db.executemany("INSERT OR REPLACE INTO meta (key, value) VALUES (?, ?)", values.items())
-
-    def _raise_write_error(self, exc: BaseException) -> None:
-        """A database that cannot be written (read-only, disk full) becomes one GalleryError;
-        the transaction was rolled back, so the gallery is as it was."""
-        if isinstance(exc, sqlite3.Error):
-            raise GalleryError(f"{self.db_path}: cannot write ({_one_line(exc)}); the gallery is unchanged") from exc
-
-    def _rollback(self) -> None:
-        if self._db.in_transaction:
-            self._db.execute("ROLLBACK")
 
     def _check_vectors(self, embeddings: np.ndarray) -> np.ndarray:
         vectors = np.asarray(embeddings, dtype=np.float32)
@@ -1385,52 +912,11 @@ def open_gallery(folder: str | Path, lock_timeout: float = 120.0, gpu: str | Non
         gallery.close()
 
 
-def _one_line(exc: BaseException) -> str:
-    """An error's text on one line: SQLite quotes multi-line schema SQL in some of its messages."""
-    return " ".join(str(exc).split())
-
-
 def _describe(spec: IndexSpec, other: IndexSpec) -> str:
     """``spec``'s kind, with the options where it differs from ``other``."""
     theirs = other.to_dict()
     differ = [f"{k}={v}" for k, v in spec.to_dict().items() if k != "kind" and v != theirs[k]]
     return spec.kind + (f" ({', '.join(differ)})" if differ and spec.kind == other.kind else "")
-
-
-def _file_meta(prefix: str, record: FileRecord | None) -> dict[str, str]:
-    return {
-        f"{prefix}_name": record.name if record else "",
-        f"{prefix}_size": str(record.size) if record else "",
-        f"{prefix}_sha256": record.sha256 if record else "",
-    }
-
-
-def _meta_file(raw: dict[str, str], prefix: str) -> FileRecord | None:
-    """A file record stored under ``prefix`` in meta; absent (format 1) or empty means none."""
-    name = raw.get(f"{prefix}_name", "")
-    return FileRecord.from_db(name, raw[f"{prefix}_size"], raw[f"{prefix}_sha256"]) if name else None
-
-
-def _count(value: Any) -> int:
-    """A count read from the database: a non-negative whole number, else ValueError."""
-    if isinstance(value, bool) or not isinstance(value, (int, str)) or int(value) < 0:
-        raise ValueError(f"{value!r} is not a count")
-    return int(value)
-
-
-def _active_meta(record: ShardRecord) -> dict[str, str]:
-    return {
-        "snapshot_name": record.index.name,
-        "snapshot_size": str(record.index.size),
-        "snapshot_sha256": record.index.sha256,
-        "snapshot_count": str(record.count),
-        **_file_meta("snapshot_vectors", record.vectors),
-    }
-
-
-def _npz_member(archive: zipfile.ZipFile, name: str, array: np.ndarray) -> None:
-    with archive.open(f"{name}.npy", "w", force_zip64=True) as member:
-        np.lib.format.write_array(member, np.asanyarray(array), allow_pickle=False)
 
 
 def _unlink(written: Sequence[Written], extra: Sequence[Path] = ()) -> None:
@@ -1447,57 +933,3 @@ def _removed_on_error(written: Sequence[Written], extra: Sequence[Path] = ()) ->
     except BaseException:
         _unlink(written, extra)
         raise
-
-
-def _verify_ids(folder: Path, shards: Sequence[Shard], db_ids: np.ndarray) -> None:
-    stored = np.sort(np.concatenate([np.zeros(0, np.int64)] + [shard.ids for shard in shards]))
-    if len(stored) == len(db_ids) and np.array_equal(stored, db_ids):
-        return
-    missing = np.setdiff1d(db_ids, stored).size
-    extra = np.setdiff1d(stored, db_ids).size
-    repeated = len(stored) - len(np.unique(stored))
-    raise GalleryError(
-        f"{folder}: index and database disagree ({missing} items missing from the index, "
-        f"{extra} index entries without an item, {repeated} repeated)"
-    )
-
-
-def _row(item: ItemMeta, enrolled: str) -> tuple[Any, ...]:
-    """The stored columns of ``item``, typed as SQLite gives them back (so that the row's
-    checksum over what was written equals the one over what is read)."""
-    box = item.box if item.box is not None else (None, None, None, None)
-    return (
-        str(item.identity),
-        str(item.source),
-        None if item.camera is None else str(item.camera),
-        None if item.frame is None else int(item.frame),
-        None if item.time is None else float(item.time),
-        *(None if v is None else int(v) for v in box),
-        enrolled,
-        None if item.image_hash is None else str(item.image_hash),
-    )
-
-
-def _row_hash(item_id: int, row: Sequence[Any]) -> str:
-    """Checksum of an item row: its id and the columns of :func:`_row`, in that order."""
-    return hashlib.sha256(json.dumps([int(item_id), *row]).encode()).hexdigest()[:16]
-
-
-def _facts_hash(meta: dict[str, str]) -> str:
-    """Checksum of the gallery's fixed facts (:data:`FACT_KEYS`) in ``meta``."""
-    return hashlib.sha256(json.dumps([meta.get(key, "") for key in FACT_KEYS]).encode()).hexdigest()[:16]
-
-
-def _item(row: Sequence[Any]) -> GalleryItem:
-    box = None if row[6] is None else (int(row[6]), int(row[7]), int(row[8]), int(row[9]))
-    return GalleryItem(
-        id=int(row[0]),
-        identity=row[1],
-        source=row[2],
-        camera=row[3],
-        frame=row[4],
-        time=row[5],
-        box=box,
-        enrolled=row[10],
-        image_hash=row[11],
-    )

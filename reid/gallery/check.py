@@ -1,0 +1,109 @@
+"""Self-check of a gallery: its files against the database, and its index against exact search.
+
+The exact ground truth is :func:`exact_knn`, a free function over chunks of stored
+embeddings that keeps the best ``k`` per query in a FAISS result heap, as
+faiss/contrib/exhaustive_search.py's ``knn_ground_truth`` does: memory stays bounded by
+one chunk however large the gallery.  :func:`measure_recall` compares the index's answers
+(approximate for IVF, IVF-PQ and HNSW) with it.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterable, Sequence
+from pathlib import Path
+
+import faiss
+import numpy as np
+
+from reid.errors import GalleryError
+from reid.gallery.files import FileRecord, verify_file
+from reid.gallery.records import RecallReport
+from reid.gallery.search import Nearest, Originals
+from reid.gallery.shards import Shard
+
+
+def verify_files(folder: Path, records: Iterable[FileRecord]) -> int:
+    """Check each file's size and SHA-256 against its record; how many were checked.
+
+    Raises GalleryError naming the first missing, truncated or altered file.
+    """
+    count = 0
+    for record in records:
+        verify_file(folder / record.name, record)
+        count += 1
+    return count
+
+
+def verify_ids(folder: Path, shards: Sequence[Shard], db_ids: np.ndarray) -> None:
+    """Raise GalleryError unless the ids in ``shards``, taken together, are exactly the
+    database's item ids ``db_ids`` (int64, ascending), each once."""
+    stored = np.sort(np.concatenate([np.zeros(0, np.int64)] + [shard.ids for shard in shards]))
+    if len(stored) == len(db_ids) and np.array_equal(stored, db_ids):
+        return
+    missing = np.setdiff1d(db_ids, stored).size
+    extra = np.setdiff1d(stored, db_ids).size
+    repeated = len(stored) - len(np.unique(stored))
+    raise GalleryError(
+        f"{folder}: index and database disagree ({missing} items missing from the index, "
+        f"{extra} index entries without an item, {repeated} repeated)"
+    )
+
+
+def exact_knn(
+    queries: np.ndarray, chunks: Iterable[tuple[np.ndarray, np.ndarray]], k: int
+) -> tuple[np.ndarray, np.ndarray]:
+    """The exact ``k`` largest inner products of each of ``queries`` (Q, D) float32 over a
+    database given as chunks of ``(ids (N,) int64, embeddings (N, D) float32)``.
+
+    Returns (similarities (Q, k) float32, ids (Q, k) int64), best first; -1 pads a row when
+    the database holds fewer than ``k`` items.  For unit embeddings the largest inner
+    product is the smallest Euclidean distance.
+    """
+    heap = faiss.ResultHeap(len(queries), k, keep_max=True)
+    for chunk_ids, vectors in chunks:
+        sims, rows = faiss.knn(queries, vectors, min(k, len(chunk_ids)), metric=faiss.METRIC_INNER_PRODUCT)
+        heap.add_result(sims, chunk_ids[rows])
+    heap.finalize()
+    return heap.D, heap.I
+
+
+def measure_recall(
+    kind: str,
+    ids: np.ndarray,
+    nearest: Nearest,
+    originals: Originals,
+    chunks: Iterable[tuple[np.ndarray, np.ndarray]],
+    queries: int,
+    k: int,
+    seed: int,
+) -> RecallReport:
+    """Recall@1 and @k of ``nearest`` (the index) against :func:`exact_knn`, with up to
+    ``queries`` stored items (drawn from ``ids`` with ``seed``) as queries; each query's
+    own item is left out of both answers.  Queries per second are measured for both."""
+    if len(ids) < 2:
+        return RecallReport(kind, 0, k, 1.0, 1.0, 0.0, 0.0)
+    k = min(k, len(ids) - 1)
+    own = np.sort(np.random.default_rng(seed).choice(ids, min(queries, len(ids)), replace=False))
+    probe = originals(own)
+    start = time.perf_counter()
+    _, approx = nearest(probe, k + 1)
+    index_time = time.perf_counter() - start
+    start = time.perf_counter()
+    _, exact = exact_knn(probe, chunks, k + 1)
+    exact_time = time.perf_counter() - start
+    hits_1, hits_k = 0, 0.0
+    for i, item in enumerate(own):
+        got = [x for x in approx[i] if x != item and x >= 0][:k]
+        want = [x for x in exact[i] if x != item and x >= 0][:k]
+        hits_1 += int(bool(got) and got[0] == want[0])
+        hits_k += len(set(got) & set(want)) / k
+    return RecallReport(
+        index=kind,
+        queries=len(own),
+        k=k,
+        recall_at_1=hits_1 / len(own),
+        recall_at_k=hits_k / len(own),
+        index_qps=len(own) / max(index_time, 1e-9),
+        exact_qps=len(own) / max(exact_time, 1e-9),
+    )
