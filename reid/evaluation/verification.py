@@ -20,6 +20,7 @@ from typing import Any
 import numpy as np
 
 from reid.errors import ConfigError, DataError
+from reid.serial import as_dict
 
 DEFAULT_FARS = (1e-3, 1e-2)
 HISTOGRAM_BINS = 40
@@ -117,17 +118,7 @@ class ThresholdChoice:
     num_impostor: int
 
     def to_dict(self) -> dict[str, Any]:
-        return {
-            "threshold": self.threshold,
-            "criterion": self.criterion,
-            "target_far": self.target_far,
-            "far": self.far,
-            "tar": self.tar,
-            "accuracy": self.accuracy,
-            "num_genuine": self.num_genuine,
-            "num_impostor": self.num_impostor,
-            "rule": DECISION_RULE,
-        }
+        return {**as_dict(self), "rule": DECISION_RULE}
 
 
 def choose_threshold(distances: Any, is_same: Any, target_far: float | None = None) -> ThresholdChoice:

@@ -18,13 +18,14 @@ from __future__ import annotations
 import math
 from collections.abc import Iterator
 from contextlib import contextmanager
-from dataclasses import asdict, dataclass, fields
+from dataclasses import dataclass, fields
 from typing import Any
 
 import faiss
 import numpy as np
 
 from reid.errors import ConfigError
+from reid.serial import as_dict
 
 INDEX_KINDS = ("flat", "hnsw", "ivf", "ivfpq")
 TRAINED_KINDS = ("ivf", "ivfpq")
@@ -115,7 +116,7 @@ class IndexSpec:
             self.sub_quantizers(dim)
 
     def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
+        return as_dict(self)
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> IndexSpec:

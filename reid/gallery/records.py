@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from typing import Any, Protocol
+
+from reid.serial import as_dict
 
 Box = tuple[int, int, int, int]
 
@@ -64,9 +66,7 @@ class GalleryItem:
     image_hash: str | None
 
     def to_dict(self) -> dict[str, Any]:
-        data = asdict(self)
-        data["box"] = list(self.box) if self.box is not None else None
-        return data
+        return as_dict(self)
 
 
 @dataclass(frozen=True)
@@ -146,7 +146,7 @@ class GalleryInfo:
     search_device: str = "cpu"
 
     def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
+        return as_dict(self)
 
 
 @dataclass
@@ -167,7 +167,7 @@ class RecallReport:
     exact_qps: float
 
     def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
+        return as_dict(self)
 
 
 @dataclass
@@ -179,17 +179,10 @@ class CheckReport:
 
     database: str
     items: int
-    recall: RecallReport | None
-    files: int = 0
     identities: int = 0
+    files: int = 0
     checksums: bool = False
+    recall: RecallReport | None = None
 
     def to_dict(self) -> dict[str, Any]:
-        return {
-            "database": self.database,
-            "items": self.items,
-            "identities": self.identities,
-            "files": self.files,
-            "checksums": self.checksums,
-            "recall": self.recall.to_dict() if self.recall else None,
-        }
+        return as_dict(self)

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import hashlib
 import json
-from dataclasses import asdict, dataclass, field, fields, replace
+from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
@@ -28,6 +28,7 @@ from pydantic import Field, StrictBool, StrictInt, StrictStr, TypeAdapter, Valid
 from reid.errors import ModelError
 from reid import paths
 from reid.paths import file_sha256, write_bytes_atomic
+from reid.serial import as_dict
 
 CARD_FILE = "card.json"
 WEIGHTS_FILE = "weights.pt"
@@ -105,11 +106,7 @@ class ModelCard:
     created: StrictStr = ""
 
     def to_dict(self) -> dict[str, Any]:
-        data = asdict(self)
-        data["input_size"] = list(self.input_size)
-        data["mean"] = list(self.mean)
-        data["std"] = list(self.std)
-        return data
+        return as_dict(self)
 
     @classmethod
     def from_dict(cls, data: dict[str, Any], source: str = "card") -> ModelCard:
