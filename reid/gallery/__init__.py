@@ -3,6 +3,15 @@
 >>> gallery = Gallery.open_or_create("galleries/staff", encoder.card)
 >>> gallery.add(encoder.embed(crops), [ItemMeta("alice", source="a.jpg")])
 >>> gallery.search(encoder.embed([probe]), k=5)   # -> [[IdentityMatch(identity, distance, item_id), ...]]
+
+Embeddings go in as float32 (N, D) rows of the gallery's model (L2-normalized on the way
+in); distances come out as Euclidean between unit embeddings, 0..2
+(:func:`similarity_to_distance` of FAISS's inner product).  A damaged, tampered or
+unwritable gallery raises GalleryError naming the file; a bad argument ConfigError; a
+failed write leaves the gallery as it was.  The parts: :mod:`~reid.gallery.store` (the
+lock and the commit), :mod:`~reid.gallery.catalogue` (SQLite), :mod:`~reid.gallery.search`,
+:mod:`~reid.gallery.check`, :mod:`~reid.gallery.export`, :mod:`~reid.gallery.files`,
+:mod:`~reid.gallery.shards` and :mod:`~reid.gallery.index`.
 """
 
 from reid.decision import similarity_to_distance
