@@ -38,7 +38,8 @@ def prepare_features(q_feats: Any, g_feats: Any, metric: str) -> tuple[np.ndarra
 def distance_rows(q: np.ndarray, g: np.ndarray, g_sq: np.ndarray, metric: str) -> np.ndarray:
     """Distances of query rows to every gallery row, float32.
 
-    ``euclidean`` gives the *squared* Euclidean distance: it orders exactly as the Euclidean
+    ``euclidean`` gives the *squared* Euclidean distance
+    (:func:`reid.decision.squared_distances_from_gram`): it orders exactly as the Euclidean
     distance and skips a square root per entry.  ``cosine`` gives 1 - cosine similarity.
     ``q`` and ``g`` come from :func:`prepare_features`.
     """

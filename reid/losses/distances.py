@@ -8,7 +8,9 @@ when a miner has kept only a few distances per row.
 
 Two numerical traps are handled here so that no loss has to think about them:
 
-* rounding can make a squared distance slightly negative, so it is clamped at zero;
+* rounding can make a squared distance slightly negative, so it is clamped at zero (the
+  formula and the clamp are :func:`reid.decision.squared_distances_from_gram`, the one
+  ranking uses too);
 * the square root has an infinite derivative at zero, which turns the diagonal of a
   self-distance matrix, or two identical points, into a NaN or infinite gradient.  The
   root is taken only where the squared distance exceeds ``eps``; elsewhere the distance is

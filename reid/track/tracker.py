@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 import numpy as np
 from scipy.optimize import linear_sum_assignment
 
-from reid.decision import check_distance_threshold
+from reid.decision import check_distance_threshold, pair_distance
 from reid.detect import Box
 from reid.errors import ConfigError
 from reid.models import l2_normalize
@@ -251,7 +251,7 @@ class Tracker:
                     continue
                 value = 1.0 - overlap
                 if embeddings is not None and track.embedding_sum is not None:
-                    distance = float(np.linalg.norm(track.embedding - embeddings[di]))
+                    distance = float(pair_distance(track.embedding[None], embeddings[di][None])[0])
                     if cfg.appearance is not None and distance > cfg.appearance:
                         continue
                     value += APPEARANCE_WEIGHT * distance / 2.0
