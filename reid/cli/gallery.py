@@ -240,7 +240,8 @@ def _live_view(recent: deque[FrameResult], stats: QueryStats, expected: int | No
 
 def _print_summary(stats: QueryStats, threshold: float, threshold_source: str) -> None:
     rows = sorted(stats.per_identity.items(), key=lambda kv: (-kv[1], kv[0]))
-    print_table(f"named under {threshold:.3f} (from {threshold_source})", ["identity", "detections"], rows + [("unknown", stats.unknown)])
+    title = f"named under {threshold:.3f} (from {threshold_source})"
+    print_table(title, ["identity", "detections"], rows + [("unknown", stats.unknown)])
     wall = max(stats.wall_seconds, 1e-9)
     stage_rows = [(name, seconds, 100.0 * seconds / wall) for name, seconds in stats.stage_seconds.items()]
     print_table(

@@ -126,6 +126,8 @@ def test_enroll_info_list_query_remove_export(tmp_path: Path, models: tuple[Path
     assert len(list(crops.rglob("*.jpg"))) == len(lines)
     summary = json.loads((tmp_path / "summary.json").read_text())
     assert summary["frames"] == 5 and summary["detections"] == len(lines)
+    assert summary["threshold"] == 0.5 and summary["threshold_source"].startswith("model card")
+    assert "(from model card" in " ".join(out.split())
     assert set(summary["stage_seconds"]) == {"decode", "detect", "embed", "track", "search"}
 
     code, out = invoke("gallery", "export", gallery, tmp_path / "g.npz")
