@@ -18,7 +18,7 @@ import yaml
 from pydantic import TypeAdapter, ValidationError
 
 from reid.errors import ConfigError, ModelError
-from reid.losses.registry import LOSS_NAMES, convert_options
+from reid.losses.registry import LOSS_NAMES, convert_options, loss_options
 from reid.models.backbones import BACKBONES
 from reid.models.card import atomic_write_bytes
 from reid.models.network import POOLINGS
@@ -27,6 +27,17 @@ CONFIG_FILE = "config.yaml"
 OPTIMIZERS = ("adam", "adamw", "sgd")
 SCHEDULES = ("step", "cosine", "constant")
 NO_METRIC_LOSS = ("", "none")
+
+# The metric loss of the strong baseline and the options a recipe spells out for it; their
+# values are the loss's own defaults (batch-hard mining, margin 0.3).
+DEFAULT_METRIC_LOSS = "triplet"
+SHOWN_METRIC_OPTIONS = ("mining", "margin")
+
+
+def default_metric_options() -> dict[str, Any]:
+    """The options of :data:`SHOWN_METRIC_OPTIONS` with the default loss's own defaults."""
+    defaults = loss_options(DEFAULT_METRIC_LOSS)
+    return {key: defaults[key] for key in SHOWN_METRIC_OPTIONS}
 
 # Command-line spellings of the keys whose option name differs from the key.
 OPTION_NAMES = {
@@ -109,8 +120,8 @@ class TrainConfig:
     seed: int = 0
     ce_weight: float = 1.0
     label_smoothing: float = 0.1
-    metric_loss: str = "triplet"
-    metric_options: dict[str, Any] = field(default_factory=lambda: {"mining": "hard", "margin": 0.3})
+    metric_loss: str = DEFAULT_METRIC_LOSS
+    metric_options: dict[str, Any] = field(default_factory=default_metric_options)
     metric_weight: float = 1.0
     eval_every: int = 0
     eval_batch_size: int = 128

@@ -130,7 +130,7 @@ class TrainResult:
 
 
 def evaluate_dataset(
-    encoder: Encoder, dataset: ReidDataset, batch_size: int = 128, on_progress: Callable[[int, int], None] | None = None
+    encoder: Encoder, dataset: ReidDataset, batch_size: int = TrainConfig.eval_batch_size, on_progress: Callable[[int, int], None] | None = None
 ) -> RankingResult:
     """Rank-k, mAP and mINP of ``encoder`` on the dataset's query/gallery split
     (Market-1501 protocol; distances are Euclidean between unit embeddings, 0..2)."""
