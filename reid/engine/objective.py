@@ -4,6 +4,7 @@ Person Re-identification"), weighted as ``ce_weight * CE + metric_weight * metri
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 from typing import Any
 
@@ -13,6 +14,7 @@ from torch import nn
 
 from reid.engine.config import TrainConfig
 from reid.losses import build_loss
+from reid.losses.base import MetricLoss
 from reid.losses.registry import loss_options, typed_options
 from reid.models.network import ReidNet
 
@@ -35,10 +37,16 @@ def metric_options(config: TrainConfig, num_classes: int, dim: int) -> dict[str,
     return typed_options(config.metric_loss, **options)
 
 
-def build_metric(config: TrainConfig, num_classes: int, dim: int) -> nn.Module | None:
+def build_metric(config: TrainConfig, num_classes: int, dim: int) -> MetricLoss | None:
     """The metric loss ``config`` asks for, or None when it uses none."""
     options = metric_options(config, num_classes, dim)
-    return None if options is None else build_loss(config.metric_loss, **options)
+    if options is None:
+        return None
+    metric = build_loss(config.metric_loss, **options)
+    # A diverging run has NaN features; the trainer checks the loss averaged over its
+    # processes instead, so that every process stops at the same step with one error.
+    metric.check_finite = False
+    return metric
 
 
 class TrainingObjective(nn.Module):
@@ -48,7 +56,8 @@ class TrainingObjective(nn.Module):
     Called with a float (B, 3, H, W) batch and its int64 (B,) identity labels, it returns
     three scalars: the weighted total, the identity cross-entropy of this process's batch
     and the metric loss, the latter over the global batch when ``gather`` collects the
-    features of every process. A term that is not used is a zero.
+    features of every process. A term that is not used is a zero; the metric term is NaN
+    when a feature is not finite, so that the trainer's divergence check sees it.
     """
 
     def __init__(
@@ -82,4 +91,7 @@ class TrainingObjective(nn.Module):
         feature = output.feature.float()
         if self.gather is not None:
             feature, targets = self.gather(feature), self.gather(targets)
-        return ce, self.metric(feature, targets)
+        metric = self.metric(feature, targets)
+        # Mining compares distances and a NaN compares false, so a metric loss can stay
+        # finite on NaN features; NaN here lets the trainer's check stop a diverged run.
+        return ce, torch.where(torch.isfinite(feature).all(), metric, torch.full_like(metric, math.nan))

@@ -28,7 +28,7 @@ from typing import Any
 import torch
 import torch.nn.functional as F
 
-from reid.errors import ConfigError
+from reid.errors import BatchError, ConfigError
 from reid.losses.base import MetricLoss, nonzero_mean
 from reid.losses.distances import pairwise_distance
 
@@ -51,12 +51,12 @@ class CentroidTripletLoss(MetricLoss):
     ) -> torch.Tensor:
         if args or kwargs:
             extras = sorted(kwargs) + (["extra positional arguments"] if args else [])
-            raise ValueError(
+            raise BatchError(
                 f"centroid triplet loss takes labels only, got {', '.join(extras)} "
                 "(indices_tuple and ref_emb are not supported)"
             )
         if labels is None:
-            raise ValueError("centroid triplet loss needs labels")
+            raise BatchError("centroid triplet loss needs labels")
         return super().forward(embeddings, labels)
 
     def compute(self, embeddings: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:

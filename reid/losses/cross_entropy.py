@@ -14,7 +14,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from reid.errors import ConfigError
-from reid.losses.base import MetricLoss
+from reid.losses.base import MetricLoss, check_labels_in_range
 
 
 class CrossEntropyLoss(MetricLoss):
@@ -38,7 +38,6 @@ class CrossEntropyLoss(MetricLoss):
         return f"label_smoothing={self.label_smoothing}"
 
     def compute(self, embeddings: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
-        if labels.min() < 0 or labels.max() >= self.num_classes:
-            raise ValueError(f"cross_entropy: labels must lie in [0, {self.num_classes})")
+        check_labels_in_range("cross_entropy", labels, self.num_classes)
         logits = F.linear(embeddings, self.classifier.weight.to(embeddings.dtype))
         return F.cross_entropy(logits, labels.long(), label_smoothing=self.label_smoothing)

@@ -24,8 +24,8 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from reid.errors import ConfigError
-from reid.losses.base import MetricLoss
+from reid.errors import BatchError, ConfigError
+from reid.losses.base import MetricLoss, check_labels_in_range
 from reid.losses.distances import safe_sqrt
 
 # Guards the division by a center's norm; a center is never this short in practice.
@@ -81,12 +81,11 @@ class SoftTripleLoss(MetricLoss):
 
     def compute(self, embeddings: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
         if embeddings.shape[1] != self.centers.shape[2]:
-            raise ValueError(
+            raise BatchError(
                 f"softtriple: embeddings have dimension {embeddings.shape[1]}, "
                 f"the centers {self.centers.shape[2]}"
             )
-        if labels.min() < 0 or labels.max() >= self.num_classes:
-            raise ValueError(f"softtriple: labels must lie in [0, {self.num_classes})")
+        check_labels_in_range("softtriple", labels, self.num_classes)
         x = F.normalize(embeddings, dim=1) if self.normalize else embeddings
         centers = self.centers.to(x.dtype)
         classes, k, dim = centers.shape

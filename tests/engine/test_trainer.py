@@ -208,3 +208,10 @@ def test_same_seed_gives_the_recorded_losses(micro_data: str, tmp_path: Path, ru
     assert len(steps) == len(recorded)
     for got, want in zip(steps, recorded):
         assert got == pytest.approx(want, rel=1e-4), f"{run}: {got} != {want}"
+
+
+def test_divergence_without_cross_entropy_is_caught(micro_data: str, tmp_path: Path) -> None:
+    """Mining compares distances, and a NaN compares false, so a metric loss alone can stay
+    finite on NaN features; the objective must still report the divergence."""
+    with pytest.raises(TrainingDiverged, match=r"loss became nan at epoch 1 step 2"):
+        train(tiny_config(micro_data, tmp_path / "m", epochs=1, lr=1e30, ce_weight=0.0, device="cpu"))
