@@ -73,7 +73,8 @@ _MIN_SECONDS = 1e-9
 
 
 class TrainingDiverged(ReidError):
-    """The loss became NaN or infinite."""
+    """The loss became NaN or infinite; the message names the epoch and step and the last
+    good checkpoint, which is left as it was."""
 
 
 @dataclass
@@ -174,7 +175,8 @@ def train(config: TrainConfig, callbacks: TrainCallbacks | None = None) -> Train
     describes and leaves it on return or error.
 
     Raises:
-        ConfigError: a value of ``config`` is out of range, or the output folder is unusable.
+        ConfigError: a value of ``config`` is out of range, the output folder is unusable,
+            or the training split has fewer identities than P.
         DataError: the dataset cannot be read, or none of its training images.
         ModelError: ``resume`` without a usable checkpoint, or a pretrained start that
             cannot be had.

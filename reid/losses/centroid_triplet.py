@@ -34,7 +34,23 @@ from reid.losses.distances import pairwise_distance
 
 
 class CentroidTripletLoss(MetricLoss):
-    """Centroid triplet loss over the class centroids of a batch; takes labels only."""
+    """Centroid triplet loss over the class centroids of a batch (Wieczorek et al. 2021,
+    "On the Unreasonable Effectiveness of Centroids in Image Retrieval", eq. 2-3).
+
+    Args:
+        margin: α_c, in squared Euclidean distance (0..4 between unit embeddings; the
+            embeddings are used as given, not normalized).
+        smooth_loss: softplus(Δ + α_c) instead of the hinge.
+
+    Called as ``loss(embeddings, labels)`` with float (N, D) embeddings (float16/bfloat16
+    are computed in float32) and integer (N,) identity labels; returns a float32 scalar >= 0, a differentiable zero when no identity has two
+    embeddings or the batch has one identity.
+
+    Raises:
+        ConfigError: when built with a negative margin.
+        BatchError: when called without labels, with anything but labels
+            (``indices_tuple``, ``ref_emb``), a wrong shape or dtype, or NaN/infinite embeddings.
+    """
 
     def __init__(self, margin: float = 0.05, smooth_loss: bool = False) -> None:
         super().__init__()

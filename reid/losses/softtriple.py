@@ -33,7 +33,27 @@ _TINY = 1e-12
 
 
 class SoftTripleLoss(MetricLoss):
-    """SoftTriple loss with its parameter ``centers`` of shape (C, K, D)."""
+    """SoftTriple loss (Qian et al. 2019, "SoftTriple Loss: Deep Metric Learning Without
+    Triplet Sampling", eqs. 8-10) with its learnable parameter ``centers``, float32 of
+    shape (``num_classes``, ``centers_per_class``, ``embedding_dim``), unit rows.
+
+    Args:
+        num_classes, embedding_dim: C and D; labels must lie in [0, C).
+        centers_per_class: K centers per class.
+        la, gamma, margin, tau: λ (scale), γ (softmax temperature over a class's centers),
+            δ (margin, in cosine similarity) and τ (weight of the centers' regularizer).
+        center_lr: the learning rate the trainer gives the centers.
+        normalize: put the embeddings on the unit sphere first (the paper's setting).
+
+    Called as ``loss(embeddings, labels)`` with float (N, D) embeddings (float16/bfloat16
+    are computed in float32) and integer (N,) identity labels; returns a float32 scalar >= 0.
+
+    Raises:
+        ConfigError: when built with a non-positive count, scale, temperature or center
+            learning rate, or a negative τ.
+        BatchError: when called with a wrong shape or dtype, a dimension other than D,
+            labels outside [0, C), or NaN/infinite embeddings.
+    """
 
     def __init__(
         self,
