@@ -11,6 +11,7 @@ import typer
 from rich.progress import Progress, TextColumn
 
 from reid.cli.common import console, err_console, handle_errors, make_progress, print_table, write_json
+from reid.cli.defaults import given, with_default
 from reid.engine import StepInfo, TrainCallbacks, TrainConfig, train
 from reid.engine.config import CONFIG_FILE, OPTIMIZERS, SCHEDULES, resolve_config
 from reid.engine.demo import demo_config, run_demo
@@ -100,11 +101,6 @@ def metric_row(label: str, metrics: dict[str, Any]) -> list[Any]:
     return [label, *(metrics[k] for k in METRIC_KEYS), metrics.get("num_valid_queries", "")]
 
 
-def given(**values: Any) -> dict[str, Any]:
-    """The options the user gave, by config key; the rest stays with the recipe's defaults."""
-    return {key: value for key, value in values.items() if value is not None}
-
-
 def shown(key: str, value: Any) -> str:
     """A config value as its option is typed (``256x128``, ``40,70``, ``none``)."""
     if isinstance(value, tuple):
@@ -119,8 +115,7 @@ def shown(key: str, value: Any) -> str:
 def default_help(text: str, key: str, recipe: TrainConfig | None = None) -> str:
     """``text`` followed by the default of ``key``, read from the recipe (TrainConfig's
     defaults unless given), so that help never restates a default."""
-    value = getattr(recipe or TrainConfig(), key)
-    return f"{text} (default: {shown(key, value)})".lstrip()
+    return with_default(text, shown(key, getattr(recipe or TrainConfig(), key)))
 
 
 def print_recipe(config: TrainConfig) -> None:
