@@ -136,8 +136,11 @@ def train_command(
     arch: Optional[str] = typer.Option(None, "--arch", help=default_help(f"Backbone: {', '.join(known_architectures())}.", "architecture")),
     pretrained: Optional[str] = typer.Option(
         None, "--pretrained",
-        help="imagenet (cached, else downloaded, else an error), none (train from scratch), a name from `reid models list`, "
-        "or a checkpoint file (torchreid, fast-reid, DataParallel).",
+        help=default_help(
+            "imagenet (cached, else downloaded, else an error), none (train from scratch), a name from `reid models list`, "
+            "or a checkpoint file (torchreid, fast-reid, DataParallel).",
+            "pretrained",
+        ),
     ),
     pooling: Optional[str] = typer.Option(None, "--pooling", help=default_help(f"{' or '.join(POOLINGS)}.", "pooling")),
     embedding_dim: Optional[int] = typer.Option(None, "--embedding-dim", help="Add a linear reduction to this dimension."),
@@ -165,9 +168,10 @@ def train_command(
     resume: bool = typer.Option(False, "--resume", help="Continue from OUT/checkpoint.pt (the config must train what OUT/config.yaml says)."),
     device: Optional[str] = typer.Option(None, "--device", help="cpu, cuda, cuda:1 ... (default: cuda if available)."),
     threads: Optional[int] = typer.Option(None, "--threads", help="CPU threads for PyTorch."),
-    sync_bn: Optional[bool] = typer.Option(None, "--sync-bn/--no-sync-bn", help="Under torchrun on CUDA: BatchNorm statistics over the global batch."),
+    sync_bn: Optional[bool] = typer.Option(None, "--sync-bn/--no-sync-bn", help=default_help("Under torchrun on CUDA: BatchNorm statistics over the global batch.", "sync_bn")),
     gather_embeddings: Optional[bool] = typer.Option(
-        None, "--gather-embeddings/--no-gather-embeddings", help="Under torchrun: the metric loss mines over the embeddings of every process."
+        None, "--gather-embeddings/--no-gather-embeddings",
+        help=default_help("Under torchrun: the metric loss mines over the embeddings of every process.", "gather_embeddings"),
     ),
     tensorboard: Optional[Path] = typer.Option(
         None, "--tensorboard", help='Also write the history as TensorBoard event files into this folder (needs the tensorboard extra).'
@@ -225,7 +229,7 @@ def demo_command(
     config_file: Optional[Path] = typer.Option(None, "--config", help=CONFIG_HELP),
     print_config: bool = typer.Option(False, "--print-config", help=PRINT_CONFIG_HELP),
     out: Optional[Path] = typer.Option(None, "--out", help="Where the trained demo model goes."),
-    data: Optional[str] = typer.Option(None, "--data", help="Dataset to run the demo on (default: the built-in synthetic set)."),
+    data: Optional[str] = typer.Option(None, "--data", help=default_help("Dataset to run the demo on.", "data", demo_config())),
     epochs: Optional[int] = typer.Option(None, "--epochs", help=default_help("Epochs.", "epochs", demo_config())),
     p: Optional[int] = typer.Option(None, "--p", help=default_help("Identities per batch.", "p", demo_config())),
     k: Optional[int] = typer.Option(None, "--k", help=default_help("Images per identity in a batch.", "k", demo_config())),
