@@ -15,6 +15,11 @@ class DataError(ReidError):
     """A dataset folder, image, list or pair file is missing, unreadable or malformed."""
 
 
+class BatchError(ReidError, ValueError):
+    """A batch given to a loss is malformed: wrong shapes or dtypes, labels outside the
+    classes, or NaN/infinite values. Also a ValueError, as PyTorch's own losses raise."""
+
+
 class ModelError(ReidError):
     """A model folder, checkpoint or model card is missing, corrupt or mismatched."""
 

@@ -7,9 +7,10 @@ from pathlib import Path
 import typer
 
 from reid.cli.common import console, handle_errors, make_progress, print_skipped, print_table, printable, write_json
+from reid.cli.defaults import default_of, given, with_default
 from reid.cli.model_options import INPUT_SIZE_OPTION, MEAN_OPTION, RGB_OPTION, STD_OPTION, preprocessing_from_flags
 from reid.data import load_dataset
-from reid.evaluation import evaluate_encoder
+from reid.evaluation import evaluate_encoder, rerank_distances
 from reid.evaluation.plots import write_ranking_plots
 from reid.models import load_encoder
 
@@ -24,10 +25,14 @@ def eval_command(
     ),
     json_file: Path | None = typer.Option(None, "--json", help="Also write the figures to this JSON file."),
     rerank: bool = typer.Option(
-        False, "--rerank", help="k-reciprocal re-ranking (Zhong et al. 2017; k1=20, k2=6, lambda=0.3)."
+        False, "--rerank", help="k-reciprocal re-ranking (Zhong et al. 2017; "
+        + ", ".join(f"{key.removesuffix('_value')}={default_of(rerank_distances, key)}" for key in ("k1", "k2", "lambda_value"))
+        + ")."
     ),
     plot: Path | None = typer.Option(None, "--plot", help="Write ranked_list.png and cmc.png into this folder."),
-    batch_size: int = typer.Option(64, "--batch-size", min=1, help="Images per encoder batch."),
+    batch_size: int | None = typer.Option(
+        None, "--batch-size", min=1, help=with_default("Images per encoder batch.", default_of(evaluate_encoder, "batch_size"))
+    ),
     input_size: str | None = INPUT_SIZE_OPTION,
     mean: str | None = MEAN_OPTION,
     std: str | None = STD_OPTION,
@@ -43,10 +48,10 @@ def eval_command(
             encoder,
             dataset.query,
             dataset.gallery,
-            batch_size=batch_size,
             rerank=rerank,
             on_progress=lambda done, _total: progress.update(task, completed=done),
             skip_unreadable=True,
+            **given(batch_size=batch_size),
         )
     result = evaluation.result
     print_table(

@@ -11,13 +11,17 @@ import typer
 from rich.progress import Progress, TextColumn
 
 from reid.cli.common import console, err_console, handle_errors, make_progress, print_table, write_json
+from reid.cli.defaults import given, with_default
 from reid.engine import StepInfo, TrainCallbacks, TrainConfig, train
-from reid.engine.config import CONFIG_FILE, resolve_config
+from reid.engine.config import CONFIG_FILE, OPTIMIZERS, SCHEDULES, resolve_config
 from reid.engine.demo import demo_config, run_demo
 from reid.engine.distributed import is_main_process
 from reid.engine.history import CURVES_FILE, HISTORY_FILE
+from reid.engine.optim import WARMUP_START_FACTOR
 from reid.errors import ConfigError
+from reid.losses import LOSS_NAMES
 from reid.models.backbones import known_architectures
+from reid.models.network import POOLINGS
 from reid.paths import check_output_file
 
 METRIC_KEYS = ("rank1", "rank5", "rank10", "mAP", "mINP")
@@ -97,9 +101,21 @@ def metric_row(label: str, metrics: dict[str, Any]) -> list[Any]:
     return [label, *(metrics[k] for k in METRIC_KEYS), metrics.get("num_valid_queries", "")]
 
 
-def given(**values: Any) -> dict[str, Any]:
-    """The options the user gave, by config key; the rest stays with the recipe's defaults."""
-    return {key: value for key, value in values.items() if value is not None}
+def shown(key: str, value: Any) -> str:
+    """A config value as its option is typed (``256x128``, ``40,70``, ``none``)."""
+    if isinstance(value, tuple):
+        return ("x" if key == "input_size" else ",").join(str(v) for v in value)
+    if isinstance(value, bool):
+        return "on" if value else "off"
+    if isinstance(value, dict):
+        return " ".join(f"{k}={v}" for k, v in value.items()) or "none"
+    return "none" if value is None else str(value)
+
+
+def default_help(text: str, key: str, recipe: TrainConfig | None = None) -> str:
+    """``text`` followed by the default of ``key``, read from the recipe (TrainConfig's
+    defaults unless given), so that help never restates a default."""
+    return with_default(text, shown(key, getattr(recipe or TrainConfig(), key)))
 
 
 def print_recipe(config: TrainConfig) -> None:
@@ -115,43 +131,47 @@ PRINT_CONFIG_HELP = "Print the effective config (defaults, then --config, then o
 def train_command(
     config_file: Optional[Path] = typer.Option(None, "--config", help=CONFIG_HELP),
     print_config: bool = typer.Option(False, "--print-config", help=PRINT_CONFIG_HELP),
-    data: Optional[str] = typer.Option(None, "--data", help="Dataset: synthetic, market1501:PATH, dukemtmc:PATH, msmt17:PATH or folder:PATH."),
+    data: Optional[str] = typer.Option(None, "--data", help=default_help("Dataset: synthetic, market1501:PATH, dukemtmc:PATH, msmt17:PATH or folder:PATH.", "data")),
     out: Optional[Path] = typer.Option(None, "--out", help="Model folder to write (unset: models/ARCH-KIND)."),
-    arch: Optional[str] = typer.Option(None, "--arch", help=f"Backbone: {', '.join(known_architectures())}."),
+    arch: Optional[str] = typer.Option(None, "--arch", help=default_help(f"Backbone: {', '.join(known_architectures())}.", "architecture")),
     pretrained: Optional[str] = typer.Option(
         None, "--pretrained",
-        help="imagenet (cached, else downloaded, else an error), none (train from scratch), a name from `reid models list`, "
-        "or a checkpoint file (torchreid, fast-reid, DataParallel).",
+        help=default_help(
+            "imagenet (cached, else downloaded, else an error), none (train from scratch), a name from `reid models list`, "
+            "or a checkpoint file (torchreid, fast-reid, DataParallel).",
+            "pretrained",
+        ),
     ),
-    pooling: Optional[str] = typer.Option(None, "--pooling", help="avg or gem."),
+    pooling: Optional[str] = typer.Option(None, "--pooling", help=default_help(f"{' or '.join(POOLINGS)}.", "pooling")),
     embedding_dim: Optional[int] = typer.Option(None, "--embedding-dim", help="Add a linear reduction to this dimension."),
-    size: Optional[str] = typer.Option(None, "--size", help="Input size HxW."),
-    p: Optional[int] = typer.Option(None, "--p", "-P", help="Identities per batch (per process under torchrun, which needs the spelling -P)."),
-    k: Optional[int] = typer.Option(None, "--k", "-K", help="Images per identity in a batch."),
-    epochs: Optional[int] = typer.Option(None, "--epochs"),
+    size: Optional[str] = typer.Option(None, "--size", help=default_help("Input size HxW.", "input_size")),
+    p: Optional[int] = typer.Option(None, "--p", "-P", help=default_help("Identities per batch (per process under torchrun, which needs the spelling -P).", "p")),
+    k: Optional[int] = typer.Option(None, "--k", "-K", help=default_help("Images per identity in a batch.", "k")),
+    epochs: Optional[int] = typer.Option(None, "--epochs", help=default_help("", "epochs")),
     max_steps: Optional[int] = typer.Option(None, "--max-steps", help="Stop after this many steps in all."),
-    optimizer: Optional[str] = typer.Option(None, "--optimizer", help="adam, adamw or sgd."),
-    lr: Optional[float] = typer.Option(None, "--lr"),
-    weight_decay: Optional[float] = typer.Option(None, "--weight-decay"),
-    warmup: Optional[int] = typer.Option(None, "--warmup", help="Warm-up epochs (linear from 10% of --lr)."),
-    schedule: Optional[str] = typer.Option(None, "--schedule", help="step, cosine or constant."),
-    milestones: Optional[str] = typer.Option(None, "--milestones", help="Comma-separated epochs where the step schedule multiplies lr by --gamma."),
-    gamma: Optional[float] = typer.Option(None, "--gamma"),
+    optimizer: Optional[str] = typer.Option(None, "--optimizer", help=default_help(f"{', '.join(OPTIMIZERS)}.", "optimizer")),
+    lr: Optional[float] = typer.Option(None, "--lr", help=default_help("Learning rate.", "lr")),
+    weight_decay: Optional[float] = typer.Option(None, "--weight-decay", help=default_help("", "weight_decay")),
+    warmup: Optional[int] = typer.Option(None, "--warmup", help=default_help(f"Warm-up epochs (linear from {WARMUP_START_FACTOR:.0%} of --lr).", "warmup_epochs")),
+    schedule: Optional[str] = typer.Option(None, "--schedule", help=default_help(f"{', '.join(SCHEDULES)}.", "schedule")),
+    milestones: Optional[str] = typer.Option(None, "--milestones", help=default_help("Comma-separated epochs where the step schedule multiplies lr by --gamma.", "milestones")),
+    gamma: Optional[float] = typer.Option(None, "--gamma", help=default_help("", "gamma")),
     grad_clip: Optional[float] = typer.Option(None, "--grad-clip", help="Clip the gradient norm to this value."),
-    amp: Optional[bool] = typer.Option(None, "--amp/--no-amp", help="Mixed precision on CUDA."),
-    seed: Optional[int] = typer.Option(None, "--seed"),
-    ce_weight: Optional[float] = typer.Option(None, "--ce-weight", help="Weight of identity cross-entropy (0 disables it)."),
-    label_smoothing: Optional[float] = typer.Option(None, "--label-smoothing"),
-    loss: Optional[str] = typer.Option(None, "--loss", help="Metric loss: triplet, contrastive, lifted, centroid_triplet, softtriple, or none."),
-    loss_option: list[str] = typer.Option([], "--loss-option", help="KEY=VALUE option of the metric loss (repeatable), e.g. mining=hard."),
-    metric_weight: Optional[float] = typer.Option(None, "--metric-weight", help="Weight of the metric loss (0 disables it)."),
-    eval_every: Optional[int] = typer.Option(None, "--eval-every", help="Evaluate on the query/gallery split every N epochs (and at the end)."),
+    amp: Optional[bool] = typer.Option(None, "--amp/--no-amp", help=default_help("Mixed precision on CUDA.", "amp")),
+    seed: Optional[int] = typer.Option(None, "--seed", help=default_help("", "seed")),
+    ce_weight: Optional[float] = typer.Option(None, "--ce-weight", help=default_help("Weight of identity cross-entropy (0 disables it).", "ce_weight")),
+    label_smoothing: Optional[float] = typer.Option(None, "--label-smoothing", help=default_help("", "label_smoothing")),
+    loss: Optional[str] = typer.Option(None, "--loss", help=default_help(f"Metric loss: {', '.join(LOSS_NAMES)}, or none.", "metric_loss")),
+    loss_option: list[str] = typer.Option([], "--loss-option", help=default_help("KEY=VALUE option of the metric loss (repeatable).", "metric_options")),
+    metric_weight: Optional[float] = typer.Option(None, "--metric-weight", help=default_help("Weight of the metric loss (0 disables it).", "metric_weight")),
+    eval_every: Optional[int] = typer.Option(None, "--eval-every", help=default_help("Evaluate on the query/gallery split every N epochs (and at the end); 0: never.", "eval_every")),
     resume: bool = typer.Option(False, "--resume", help="Continue from OUT/checkpoint.pt (the config must train what OUT/config.yaml says)."),
     device: Optional[str] = typer.Option(None, "--device", help="cpu, cuda, cuda:1 ... (default: cuda if available)."),
     threads: Optional[int] = typer.Option(None, "--threads", help="CPU threads for PyTorch."),
-    sync_bn: Optional[bool] = typer.Option(None, "--sync-bn/--no-sync-bn", help="Under torchrun on CUDA: BatchNorm statistics over the global batch."),
+    sync_bn: Optional[bool] = typer.Option(None, "--sync-bn/--no-sync-bn", help=default_help("Under torchrun on CUDA: BatchNorm statistics over the global batch.", "sync_bn")),
     gather_embeddings: Optional[bool] = typer.Option(
-        None, "--gather-embeddings/--no-gather-embeddings", help="Under torchrun: the metric loss mines over the embeddings of every process."
+        None, "--gather-embeddings/--no-gather-embeddings",
+        help=default_help("Under torchrun: the metric loss mines over the embeddings of every process.", "gather_embeddings"),
     ),
     tensorboard: Optional[Path] = typer.Option(
         None, "--tensorboard", help='Also write the history as TensorBoard event files into this folder (needs the tensorboard extra).'
@@ -209,10 +229,10 @@ def demo_command(
     config_file: Optional[Path] = typer.Option(None, "--config", help=CONFIG_HELP),
     print_config: bool = typer.Option(False, "--print-config", help=PRINT_CONFIG_HELP),
     out: Optional[Path] = typer.Option(None, "--out", help="Where the trained demo model goes."),
-    data: Optional[str] = typer.Option(None, "--data", help="Dataset to run the demo on (default: the built-in synthetic set)."),
-    epochs: Optional[int] = typer.Option(None, "--epochs", help="Override the demo's number of epochs."),
-    p: Optional[int] = typer.Option(None, "--p", help="Identities per batch."),
-    k: Optional[int] = typer.Option(None, "--k", help="Images per identity in a batch."),
+    data: Optional[str] = typer.Option(None, "--data", help=default_help("Dataset to run the demo on.", "data", demo_config())),
+    epochs: Optional[int] = typer.Option(None, "--epochs", help=default_help("Epochs.", "epochs", demo_config())),
+    p: Optional[int] = typer.Option(None, "--p", help=default_help("Identities per batch.", "p", demo_config())),
+    k: Optional[int] = typer.Option(None, "--k", help=default_help("Images per identity in a batch.", "k", demo_config())),
     json_file: Optional[Path] = typer.Option(None, "--json", help="Write {untrained, trained, seconds} as JSON."),
     threads: Optional[int] = typer.Option(None, "--threads", help="CPU threads for PyTorch."),
     quiet: bool = typer.Option(False, "--quiet", help="No progress bar."),

@@ -26,7 +26,16 @@ def synthetic_home(config: SyntheticConfig) -> Path:
 
 
 def load_dataset(spec: str, synthetic: SyntheticConfig | None = None) -> ReidDataset:
-    """Load a dataset named ``KIND:PATH`` or ``synthetic`` (optionally ``synthetic:PATH``)."""
+    """Load a dataset named ``KIND:PATH`` (KIND one of :data:`KINDS`) or ``synthetic``
+    (optionally ``synthetic:PATH``; the set is generated once and cached).
+
+    Returns its train, query and gallery splits as :class:`ImageRecord` lists; entries not
+    taken are in ``skipped`` with the reason. Images are not read here.
+
+    Raises:
+        DataError: an unknown kind, a missing folder, or a folder without the expected
+            layout; one line naming it.
+    """
     kind, _, path = spec.partition(":")
     kind = kind.strip().lower()
     if kind not in KINDS:

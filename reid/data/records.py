@@ -8,7 +8,9 @@ from pathlib import Path
 
 @dataclass(frozen=True)
 class ImageRecord:
-    """One labelled image.  ``pid`` is the dataset's identity number (0 = distractor)."""
+    """One labelled image.  ``pid`` is the dataset's identity number (0 = distractor);
+    ``camid`` the camera it was taken by (0-based); an image of identity folders without a
+    camera token gets a camera number of its own."""
 
     path: Path
     pid: int
@@ -38,6 +40,9 @@ class ReidDataset:
 
 
 def relabel(records: list[ImageRecord]) -> tuple[list[int], dict[int, int]]:
-    """Map the pids of a training split onto 0..N-1 (sorted), for the classifier."""
+    """Map the pids of a training split onto 0..N-1 (in pid order), for the classifier.
+
+    Returns the label of each record, in order, and the mapping pid -> label.
+    """
     mapping = {pid: i for i, pid in enumerate(sorted({r.pid for r in records}))}
     return [mapping[r.pid] for r in records], mapping

@@ -64,7 +64,13 @@ class PairSet:
 
 
 def read_pairs(path: str | Path, root: str | Path) -> PairSet:
-    """Read a pair file in LFW or CSV format (CSV when the first line holds a comma)."""
+    """Read a pair file in LFW or CSV format (CSV when the first line holds a comma);
+    image names resolve under ``root``.
+
+    Raises:
+        DataError: the file is missing, unreadable or malformed; one line naming the file
+            (and the line).
+    """
     path, root = Path(path), Path(root)
     try:
         text = path.read_text(encoding="utf-8")

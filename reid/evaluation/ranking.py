@@ -281,6 +281,14 @@ def evaluate_distmat(
     """CMC, mAP and mINP from a (num_query, num_gallery) distance matrix (smaller = closer).
 
     The matrix may be float32 or float64; values are compared in the given precision.
+    Labels are integer arrays: pids and camids of the queries (num_query,) and of the
+    gallery (num_gallery,). Market-1501 protocol: a gallery item of the query's identity
+    and camera is not counted; queries left without a true match are skipped and counted.
+
+    Raises:
+        DataError: the matrix is not 2-D or holds NaN, or a label array has the wrong
+            size or is not integer.
+        ConfigError: ``max_rank`` is below 1.
     """
     started = time.perf_counter()
     distmat = np.asarray(distmat)
@@ -327,6 +335,15 @@ def evaluate_features(
     :mod:`reid.evaluation.rerank`); it needs every item's neighbours among queries *and*
     gallery, so its time grows with (num_query + num_gallery)^2 although its memory stays
     bounded by the chunk size and the sparse neighbour sets.
+
+    Features are (num_query, D) and (num_gallery, D) float arrays; ``metric`` is
+    ``euclidean`` (the distance between unit embeddings, 0..2) or ``cosine`` (1 - cosine
+    similarity, 0..2). Labels as in :func:`evaluate_distmat`.
+
+    Raises:
+        ConfigError: an unknown metric, or ``max_rank`` below 1.
+        DataError: the two feature sets differ in dimension, a label array has the wrong
+            size or is not integer, or a distance is NaN.
     """
     started = time.perf_counter()
     q, g, g_sq = prepare_features(q_feats, g_feats, metric)

@@ -70,7 +70,15 @@ def _validate(distances: Any, is_same: Any) -> tuple[np.ndarray, np.ndarray]:
 
 
 def roc_curve(distances: Any, is_same: Any) -> RocCurve:
-    """The ROC over every distinct distance, ties kept together (no arbitrary order)."""
+    """The ROC over every distinct distance, ties kept together (no arbitrary order).
+
+    ``distances``: (N,) pair distances (Euclidean between unit embeddings, 0..2; a pair is
+    accepted as the same identity at distance <= threshold); ``is_same``: (N,) booleans.
+
+    Raises:
+        DataError: the two differ in length, a distance is NaN or infinite, or the pairs
+            are all genuine or all impostor.
+    """
     d, s = _validate(distances, is_same)
     values, inverse = np.unique(d, return_inverse=True)
     genuine = np.bincount(inverse[s], minlength=values.size)
@@ -123,7 +131,14 @@ class ThresholdChoice:
 
 def choose_threshold(distances: Any, is_same: Any, target_far: float | None = None) -> ThresholdChoice:
     """The threshold with the highest TAR at FAR <= ``target_far``, or, when ``target_far``
-    is None, the one with the best accuracy (the smallest such threshold if several)."""
+    is None, the one with the best accuracy (the smallest such threshold if several).
+
+    Inputs as for :func:`roc_curve`; the threshold is a Euclidean distance (0..2).
+
+    Raises:
+        DataError: as :func:`roc_curve`.
+        ConfigError: ``target_far`` outside (0, 1].
+    """
     curve = roc_curve(distances, is_same)
     if target_far is None:
         k = int(np.argmax(curve.accuracy))

@@ -28,13 +28,29 @@ from typing import Any
 import torch
 import torch.nn.functional as F
 
-from reid.errors import ConfigError
+from reid.errors import BatchError, ConfigError
 from reid.losses.base import MetricLoss, nonzero_mean
 from reid.losses.distances import pairwise_distance
 
 
 class CentroidTripletLoss(MetricLoss):
-    """Centroid triplet loss over the class centroids of a batch; takes labels only."""
+    """Centroid triplet loss over the class centroids of a batch (Wieczorek et al. 2021,
+    "On the Unreasonable Effectiveness of Centroids in Image Retrieval", eq. 2-3).
+
+    Args:
+        margin: α_c, in squared Euclidean distance (0..4 between unit embeddings; the
+            embeddings are used as given, not normalized).
+        smooth_loss: softplus(Δ + α_c) instead of the hinge.
+
+    Called as ``loss(embeddings, labels)`` with float (N, D) embeddings (float16/bfloat16
+    are computed in float32) and integer (N,) identity labels; returns a float32 scalar >= 0, a differentiable zero when no identity has two
+    embeddings or the batch has one identity.
+
+    Raises:
+        ConfigError: when built with a negative margin.
+        BatchError: when called without labels, with anything but labels
+            (``indices_tuple``, ``ref_emb``), a wrong shape or dtype, or NaN/infinite embeddings.
+    """
 
     def __init__(self, margin: float = 0.05, smooth_loss: bool = False) -> None:
         super().__init__()
@@ -51,12 +67,12 @@ class CentroidTripletLoss(MetricLoss):
     ) -> torch.Tensor:
         if args or kwargs:
             extras = sorted(kwargs) + (["extra positional arguments"] if args else [])
-            raise ValueError(
+            raise BatchError(
                 f"centroid triplet loss takes labels only, got {', '.join(extras)} "
                 "(indices_tuple and ref_emb are not supported)"
             )
         if labels is None:
-            raise ValueError("centroid triplet loss needs labels")
+            raise BatchError("centroid triplet loss needs labels")
         return super().forward(embeddings, labels)
 
     def compute(self, embeddings: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:

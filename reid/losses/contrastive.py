@@ -37,11 +37,28 @@ _CHOPRA_RATE = 2.77
 
 
 class ContrastiveLoss(MetricLoss):
-    """Contrastive loss over all pairs of a batch; see the module docstring.
+    """Contrastive loss over all pairs of a batch (Hadsell, Chopra and LeCun 2006;
+    Chopra, Hadsell and LeCun 2005); the module docstring gives the three forms.
 
-    ``q`` is Chopra et al.'s upper bound of the energy.  Left at ``None`` it is the bound on
-    the unit sphere — 2 for the norm, 4 for its square — which is exact with
-    ``normalize=True``; give it explicitly for unnormalized embeddings.
+    Args:
+        form: ``"hadsell"``, ``"chopra"`` or ``"two_margin"``.
+        margin: m of the Hadsell form, in the units of E: the Euclidean distance (0..2
+            between unit embeddings), or its square (0..4) with ``squared``.
+        q: Chopra et al.'s upper bound of the energy. Left at ``None`` it is the bound on
+            the unit sphere — 2 for the norm, 4 for its square — which is exact with
+            ``normalize=True``; give it explicitly for unnormalized embeddings.
+        pos_margin, neg_margin: the two margins of ``"two_margin"`` (similar pairs closer
+            than ``pos_margin`` and dissimilar ones farther than ``neg_margin`` cost nothing).
+        normalize: put the embeddings on the unit sphere first.
+        squared: E is the squared Euclidean distance.
+
+    Called as ``loss(embeddings, labels)`` with float (N, D) embeddings (float16/bfloat16
+    are computed in float32) and integer (N,) identity labels; returns a float32 scalar >= 0; a batch of one embedding, or none, gives a
+    differentiable zero.
+
+    Raises:
+        ConfigError: when built with an unknown form or a margin or bound out of range.
+        BatchError: when called with a wrong shape or dtype or NaN/infinite embeddings.
     """
 
     def __init__(

@@ -14,11 +14,23 @@ import torch.nn.functional as F
 from torch import nn
 
 from reid.errors import ConfigError
-from reid.losses.base import MetricLoss
+from reid.losses.base import MetricLoss, check_labels_in_range
 
 
 class CrossEntropyLoss(MetricLoss):
-    """Softmax cross-entropy over ``num_classes`` identities with its own linear classifier."""
+    """Softmax cross-entropy over ``num_classes`` identities with its own linear
+    classifier (``classifier.weight``: float32 (C, D), no bias) and label smoothing ε
+    (Szegedy et al. 2016, "Rethinking the Inception Architecture", Sec. 7).
+
+    Called as ``loss(embeddings, labels)`` with float (N, D) embeddings (float16/bfloat16
+    are computed in float32) and integer (N,) identity labels; returns a float32 scalar >= 0.
+
+    Raises:
+        ConfigError: when built with a non-positive class count or dimension, or ε
+            outside [0, 1).
+        BatchError: when called with a wrong shape or dtype, labels outside [0, C), or
+            NaN/infinite embeddings.
+    """
 
     def __init__(self, num_classes: int, embedding_dim: int, label_smoothing: float = 0.1) -> None:
         super().__init__()
@@ -38,7 +50,6 @@ class CrossEntropyLoss(MetricLoss):
         return f"label_smoothing={self.label_smoothing}"
 
     def compute(self, embeddings: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
-        if labels.min() < 0 or labels.max() >= self.num_classes:
-            raise ValueError(f"cross_entropy: labels must lie in [0, {self.num_classes})")
+        check_labels_in_range("cross_entropy", labels, self.num_classes)
         logits = F.linear(embeddings, self.classifier.weight.to(embeddings.dtype))
         return F.cross_entropy(logits, labels.long(), label_smoothing=self.label_smoothing)

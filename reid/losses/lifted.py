@@ -26,7 +26,22 @@ from reid.losses.mining import pair_masks
 
 
 class LiftedStructuredLoss(MetricLoss):
-    """Lifted structured loss; ``smooth`` picks eq. 4 over the nested max of eq. 3."""
+    """Lifted structured loss (Oh Song, Xiang, Jegelka and Savarese 2016, "Deep Metric
+    Learning via Lifted Structured Feature Embedding"); the module docstring gives eqs. 3-4.
+
+    Args:
+        smooth: eq. 4 (log-sum-exp over the negatives) instead of the nested max of eq. 3.
+        margin: α, in Euclidean distance (0..2 between unit embeddings).
+        normalize: put the embeddings on the unit sphere first.
+
+    Called as ``loss(embeddings, labels)`` with float (N, D) embeddings (float16/bfloat16
+    are computed in float32) and integer (N,) identity labels; returns a float32 scalar >= 0, a differentiable zero when the batch has no
+    positive pair or a single identity.
+
+    Raises:
+        ConfigError: when built with a negative margin.
+        BatchError: when called with a wrong shape or dtype or NaN/infinite embeddings.
+    """
 
     def __init__(self, smooth: bool = True, margin: float = 1.0, normalize: bool = False) -> None:
         super().__init__()

@@ -13,9 +13,9 @@ from collections.abc import Mapping
 from types import MappingProxyType
 from typing import Any
 
-from torch import nn
 
 from reid.errors import ConfigError
+from reid.losses.base import MetricLoss
 from reid.losses.centroid_triplet import CentroidTripletLoss
 from reid.losses.contrastive import ContrastiveLoss
 from reid.losses.cross_entropy import CrossEntropyLoss
@@ -23,7 +23,7 @@ from reid.losses.lifted import LiftedStructuredLoss
 from reid.losses.softtriple import SoftTripleLoss
 from reid.losses.triplet import TripletLoss
 
-_LOSSES: Mapping[str, type[nn.Module]] = MappingProxyType(
+_LOSSES: Mapping[str, type[MetricLoss]] = MappingProxyType(
     {
         "triplet": TripletLoss,
         "contrastive": ContrastiveLoss,
@@ -76,7 +76,11 @@ def _convert(name: str, key: str, value: Any, hint: Any) -> Any:
 
 def loss_options(name: str) -> dict[str, Any]:
     """The options of loss ``name`` with their defaults (``inspect.Parameter.empty`` if
-    the option is required)."""
+    the option is required); the one home of every loss's defaults is its signature.
+
+    Raises:
+        ConfigError: ``name`` is not a registered loss.
+    """
     if name not in _LOSSES:
         raise ConfigError(f"unknown loss {name!r}; choose one of {', '.join(LOSS_NAMES)}")
     parameters = inspect.signature(_LOSSES[name]).parameters
@@ -108,7 +112,16 @@ def typed_options(name: str, **options: Any) -> dict[str, Any]:
     return typed
 
 
-def build_loss(name: str, **options: Any) -> nn.Module:
-    """Build the loss registered as ``name``, called as ``loss(embeddings, labels)``."""
+def build_loss(name: str, **options: Any) -> MetricLoss:
+    """Build the loss registered as ``name`` (one of :data:`LOSS_NAMES`) with ``options``,
+    given typed or as command-line strings (``margin="0.3"``).
+
+    The loss is called as ``loss(embeddings, labels)`` with float (N, D) embeddings and
+    integer (N,) labels and returns a scalar tensor (see :class:`~reid.losses.base.MetricLoss`).
+
+    Raises:
+        ConfigError: an unknown loss, an option it does not have, a value that does not
+            convert to the option's type or is out of range, or a required option missing.
+    """
     typed = typed_options(name, **options)
     return _LOSSES[name](**typed)

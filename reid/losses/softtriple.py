@@ -24,8 +24,8 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from reid.errors import ConfigError
-from reid.losses.base import MetricLoss
+from reid.errors import BatchError, ConfigError
+from reid.losses.base import MetricLoss, check_labels_in_range
 from reid.losses.distances import safe_sqrt
 
 # Guards the division by a center's norm; a center is never this short in practice.
@@ -33,7 +33,27 @@ _TINY = 1e-12
 
 
 class SoftTripleLoss(MetricLoss):
-    """SoftTriple loss with its parameter ``centers`` of shape (C, K, D)."""
+    """SoftTriple loss (Qian et al. 2019, "SoftTriple Loss: Deep Metric Learning Without
+    Triplet Sampling", eqs. 8-10) with its learnable parameter ``centers``, float32 of
+    shape (``num_classes``, ``centers_per_class``, ``embedding_dim``), unit rows.
+
+    Args:
+        num_classes, embedding_dim: C and D; labels must lie in [0, C).
+        centers_per_class: K centers per class.
+        la, gamma, margin, tau: λ (scale), γ (softmax temperature over a class's centers),
+            δ (margin, in cosine similarity) and τ (weight of the centers' regularizer).
+        center_lr: the learning rate the trainer gives the centers.
+        normalize: put the embeddings on the unit sphere first (the paper's setting).
+
+    Called as ``loss(embeddings, labels)`` with float (N, D) embeddings (float16/bfloat16
+    are computed in float32) and integer (N,) identity labels; returns a float32 scalar >= 0.
+
+    Raises:
+        ConfigError: when built with a non-positive count, scale, temperature or center
+            learning rate, or a negative τ.
+        BatchError: when called with a wrong shape or dtype, a dimension other than D,
+            labels outside [0, C), or NaN/infinite embeddings.
+    """
 
     def __init__(
         self,
@@ -81,12 +101,11 @@ class SoftTripleLoss(MetricLoss):
 
     def compute(self, embeddings: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
         if embeddings.shape[1] != self.centers.shape[2]:
-            raise ValueError(
+            raise BatchError(
                 f"softtriple: embeddings have dimension {embeddings.shape[1]}, "
                 f"the centers {self.centers.shape[2]}"
             )
-        if labels.min() < 0 or labels.max() >= self.num_classes:
-            raise ValueError(f"softtriple: labels must lie in [0, {self.num_classes})")
+        check_labels_in_range("softtriple", labels, self.num_classes)
         x = F.normalize(embeddings, dim=1) if self.normalize else embeddings
         centers = self.centers.to(x.dtype)
         classes, k, dim = centers.shape

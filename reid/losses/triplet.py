@@ -49,7 +49,29 @@ MINING_CHOICES = ("all", "hard", "semihard")
 
 
 class TripletLoss(MetricLoss):
-    """Triplet loss over a P x K batch; see the module docstring for the exact formula."""
+    """Triplet loss over a P x K batch (Hermans, Beyer and Leibe 2017, "In Defense of the
+    Triplet Loss for Person Re-Identification"; Schroff et al. 2015, FaceNet); the module
+    docstring gives the exact formula and what each mining averages over.
+
+    Args:
+        mining: ``"hard"`` (batch-hard, one triplet per anchor), ``"all"`` (every valid
+            triplet, mean over the non-zero ones) or ``"semihard"`` (FaceNet's choice).
+        margin: m of the hinge, in the units of d: the Euclidean distance (0..2 between
+            unit embeddings), or its square (0..4) with ``squared``. Unused with ``soft``.
+        swap: the negative distance is min(d(a, n), d(p, n)) (Balntas et al. 2016).
+        soft: ln(1 + e^Δ) instead of the hinge (Hermans et al.'s soft margin).
+        squared: d is the squared Euclidean distance.
+        normalize: put the embeddings on the unit sphere first.
+
+    Called as ``loss(embeddings, labels)`` with float (N, D) embeddings (float16/bfloat16
+    are computed in float32) and integer (N,) identity labels; returns a float32 scalar >= 0, a differentiable zero when the batch has
+    no valid triplet (one identity, or no identity with two images).
+
+    Raises:
+        ConfigError: when built with an unknown mining, a negative margin, or ``soft``
+            with ``"semihard"``.
+        BatchError: when called with a wrong shape or dtype or NaN/infinite embeddings.
+    """
 
     def __init__(
         self,

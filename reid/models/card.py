@@ -192,6 +192,12 @@ def save_card(card: ModelCard, folder: Path) -> Path:
 
 
 def load_card(folder: Path) -> ModelCard:
+    """Read and validate ``folder/card.json``.
+
+    Raises:
+        ModelError: the card is missing, not JSON, not an object, or a field is invalid;
+            one line naming the file.
+    """
     path = Path(folder) / CARD_FILE
     if not path.is_file():
         raise ModelError(f"{path}: no model card (expected {CARD_FILE} in the model folder)")

@@ -37,7 +37,14 @@ class EmbedResult:
 
 
 class Encoder(ABC):
-    """Turns a batch of images into L2-normalized float32 embeddings."""
+    """Turns a batch of images into L2-normalized float32 embeddings.
+
+    :meth:`embed` takes RGB uint8 (H, W, 3) arrays of any size and returns an (N, ``dim``)
+    float32 array of unit rows; the distance between two embeddings is their Euclidean
+    distance, 0..2 (``card.threshold`` is one). ``card`` says how the model was made;
+    ``fingerprint`` identifies its weights (galleries refuse embeddings of another).
+    Call it through :func:`embed_images`, which checks what comes back.
+    """
 
     card: ModelCard
 
@@ -91,7 +98,11 @@ def embed_images(
 
 
 def check_embeddings(encoder: Encoder, features: np.ndarray, rows: int) -> None:
-    """Raise ModelError unless ``features`` is (rows, dim) and every value is finite."""
+    """Check that ``features`` is (``rows``, ``encoder.dim``) with every value finite.
+
+    Raises:
+        ModelError: a wrong shape, or a NaN or infinity; one line naming the model.
+    """
     name = encoder.card.name
     if features.ndim != 2 or features.shape != (rows, encoder.dim):
         raise ModelError(
@@ -116,12 +127,15 @@ def preprocess(images: Sequence[np.ndarray], card: ModelCard) -> np.ndarray:
 
 
 def l2_normalize(features: np.ndarray) -> np.ndarray:
+    """(N, D) rows scaled to unit Euclidean norm, as float32; an all-zero row stays zero."""
     norms = np.linalg.norm(features, axis=1, keepdims=True)
     return (features / np.maximum(norms, 1e-12)).astype(np.float32)
 
 
 class TorchEncoder(Encoder):
-    """An encoder backed by a PyTorch module whose eval-mode output has an ``embedding``."""
+    """An encoder backed by a PyTorch module whose eval-mode output has an ``embedding``
+    (a :class:`ReidNet`); images are resized and normalized as ``card`` says
+    (:func:`preprocess`) and embedded on ``device`` in one batch."""
 
     def __init__(self, network: torch.nn.Module, card: ModelCard, device: str | torch.device = "cpu") -> None:
         self.card = card

@@ -34,7 +34,13 @@ from reid.paths import resolve_named, write_bytes_atomic
 
 
 def save_model(network: ReidNet, card: ModelCard, folder: Path) -> ModelCard:
-    """Write weights then card atomically; returns the card with its new fingerprint."""
+    """Write ``weights.pt`` then ``card.json`` into ``folder``, each atomically; returns
+    the card with the fingerprint of the weights written.
+
+    Raises:
+        ModelError: a card field is invalid (nothing of the card is written then).
+        OSError: the folder cannot be written.
+    """
     folder = Path(folder)
     buffer = io.BytesIO()
     torch.save(network.state_dict(), buffer)
@@ -100,6 +106,12 @@ def load_encoder(
     ONNX file (``x.onnx``, preprocessing from its card or ``preprocessing``), or ``dlib-face``.
 
     A model folder whose card has format ``dlib`` holds a (calibrated) card of dlib-face.
+    ``device`` is where a PyTorch model runs (default: CUDA when available).
+
+    Raises:
+        ModelError: no such model, an unsupported file, or a folder whose card or weights
+            are missing, invalid or do not match (fingerprint); one line naming the file.
+        ConfigError: ``preprocessing`` given for anything but an ONNX file.
     """
     path = resolve_model_path(spec)
     if path.suffix.lower() == ".onnx" and not path.is_dir():

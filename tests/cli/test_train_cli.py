@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import sys
 from pathlib import Path
@@ -10,6 +11,7 @@ import pytest
 import yaml
 from typer.testing import CliRunner
 
+import reid.cli.train
 from reid.cli import app
 from reid.data import SyntheticConfig, generate_synthetic
 from reid.engine import TrainConfig
@@ -168,3 +170,39 @@ def test_tensorboard_without_its_package_is_one_line(micro: Path, tmp_path: Path
         'which is not installed: pip install "reid[tensorboard]"'
     )
     assert not (tmp_path / "m").exists()
+
+
+def test_printed_config_is_train_configs_defaults() -> None:
+    result = runner.invoke(app, ["train", "--print-config"])
+    assert result.exit_code == 0, result.output
+    assert yaml.safe_load(result.stdout) == TrainConfig().to_recipe()
+
+
+def test_a_changed_dataclass_default_reaches_the_cli(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The command passes only the options given, so a default changed in the dataclass
+    is what the command uses; none is restated in the command."""
+
+    @dataclasses.dataclass
+    class Changed(TrainConfig):
+        lr: float = 0.0123
+        epochs: int = 7
+
+    monkeypatch.setattr(reid.cli.train, "TrainConfig", Changed)
+    result = runner.invoke(app, ["train", "--print-config", "--epochs", "3"])
+    assert result.exit_code == 0, result.output
+    recipe = yaml.safe_load(result.stdout)
+    assert (recipe["lr"], recipe["epochs"]) == (0.0123, 3)
+    assert {k: v for k, v in recipe.items() if k not in ("lr", "epochs")} == {
+        k: v for k, v in TrainConfig().to_recipe().items() if k not in ("lr", "epochs")
+    }
+
+
+def test_help_shows_the_dataclass_defaults() -> None:
+    result = runner.invoke(app, ["train", "--help"], env={"COLUMNS": "400"})
+    assert result.exit_code == 0, result.output
+    defaults = TrainConfig()
+    for text in (f"(default: {defaults.lr})", f"(default: {defaults.epochs})", f"(default: {defaults.optimizer})",
+                 "(default: {}x{})".format(*defaults.input_size), f"(default: {defaults.metric_loss})"):
+        assert text in result.output, text
+    demo = runner.invoke(app, ["demo", "--help"], env={"COLUMNS": "400"})
+    assert f"(default: {demo_config().epochs})" in demo.output

@@ -18,6 +18,7 @@ from reid.engine.config import (
 )
 from reid.engine.demo import demo_config
 from reid.errors import ConfigError, ModelError
+from reid.losses import TripletLoss
 
 CONFIGS = Path(__file__).resolve().parents[2] / "configs"
 
@@ -167,3 +168,11 @@ def test_options_the_trainer_fills_in_are_not_asked_of_a_recipe(tmp_path: Path) 
     assert config.metric_options == {"centers_per_class": 1}
     write_config(config, tmp_path)
     check_resume_config(config, tmp_path)
+
+
+def test_the_default_metric_options_are_the_triplet_losss_own() -> None:
+    """The margin and mining of the default recipe are stated once, by TripletLoss."""
+    loss = TripletLoss()
+    config = TrainConfig()
+    assert config.metric_loss == "triplet"
+    assert config.metric_options == {"mining": loss.mining, "margin": loss.margin}

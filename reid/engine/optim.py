@@ -1,0 +1,84 @@
+"""The optimizer and the learning-rate schedule of a training run.
+
+The network's parameters form the first group; a metric loss with parameters of its own
+(SoftTriple's centers) gets a second group with its own learning rate and no weight decay.
+Every group keeps its ``base_lr``; the schedule multiplies it by :func:`lr_factor` at every
+step.
+"""
+
+from __future__ import annotations
+
+import math
+
+import torch
+from torch import nn
+
+from reid.engine.config import TrainConfig
+
+# Warm-up starts from a tenth of the learning rate and rises linearly to all of it: a
+# freshly initialised BNNeck and classifier would otherwise take full-size steps on a
+# random start (Luo et al. 2019, "Bag of Tricks", warm-up from 3.5e-5 to 3.5e-4).
+WARMUP_START_FACTOR = 0.1
+
+# The cosine schedule ends at a hundredth of the learning rate instead of zero, so the
+# last epochs still move the weights.
+COSINE_FLOOR_FACTOR = 0.01
+
+# Keeps the cosine span positive when the warm-up takes every epoch.
+_MIN_COSINE_SPAN = 1e-9
+
+
+def lr_factor(config: TrainConfig, epoch_progress: float) -> float:
+    """The multiplier of every group's base learning rate at ``epoch_progress`` (epochs
+    done, fractional): linear warm-up from :data:`WARMUP_START_FACTOR` over
+    ``config.warmup_epochs``, then step decay (``gamma`` at each milestone), cosine decay
+    to :data:`COSINE_FLOOR_FACTOR`, or constant."""
+    if config.warmup_epochs > 0 and epoch_progress < config.warmup_epochs:
+        return WARMUP_START_FACTOR + (1 - WARMUP_START_FACTOR) * epoch_progress / config.warmup_epochs
+    if config.schedule == "cosine":
+        span = max(config.epochs - config.warmup_epochs, _MIN_COSINE_SPAN)
+        t = min((epoch_progress - config.warmup_epochs) / span, 1.0)
+        return COSINE_FLOOR_FACTOR + (1 - COSINE_FLOOR_FACTOR) * 0.5 * (1 + math.cos(math.pi * t))
+    if config.schedule == "step":
+        return config.gamma ** sum(epoch_progress >= m for m in config.milestones)
+    return 1.0
+
+
+def set_learning_rate(optimizer: torch.optim.Optimizer, factor: float) -> None:
+    """Set every group's learning rate to its ``base_lr`` times ``factor``."""
+    for group in optimizer.param_groups:
+        group["lr"] = group["base_lr"] * factor
+
+
+def has_parameters(module: nn.Module | None) -> bool:
+    """Whether ``module`` exists and owns at least one parameter."""
+    return module is not None and any(True for _ in module.parameters())
+
+
+def base_lrs(config: TrainConfig, metric: nn.Module | None) -> list[float]:
+    """Learning rate of each parameter group: the network, then a loss's own centers
+    (its ``center_lr`` where it has one)."""
+    lrs = [config.lr]
+    if has_parameters(metric):
+        lrs.append(float(getattr(metric, "center_lr", config.lr)))
+    return lrs
+
+
+def build_optimizer(config: TrainConfig, network: nn.Module, metric: nn.Module | None) -> torch.optim.Optimizer:
+    """The optimizer ``config.optimizer`` names over the network's trainable parameters and
+    the metric loss's own ones; SGD is Nesterov SGD with ``config.momentum``."""
+    lrs = base_lrs(config, metric)
+    groups = [{"params": [p for p in network.parameters() if p.requires_grad], "lr": lrs[0], "base_lr": lrs[0]}]
+    if metric is not None and has_parameters(metric):
+        groups.append({"params": list(metric.parameters()), "lr": lrs[1], "base_lr": lrs[1], "weight_decay": 0.0})
+    if config.optimizer == "sgd":
+        return torch.optim.SGD(groups, lr=config.lr, momentum=config.momentum, weight_decay=config.weight_decay, nesterov=True)
+    cls = torch.optim.AdamW if config.optimizer == "adamw" else torch.optim.Adam
+    return cls(groups, lr=config.lr, weight_decay=config.weight_decay)
+
+
+def reset_base_lrs(optimizer: torch.optim.Optimizer, config: TrainConfig, metric: nn.Module | None) -> None:
+    """Give a restored optimizer the base learning rates of ``config``: the checkpoint
+    holds the old run's, and the options of the resumed run win."""
+    for group, lr in zip(optimizer.param_groups, base_lrs(config, metric)):
+        group["base_lr"] = lr
