@@ -20,7 +20,7 @@ from pydantic import TypeAdapter, ValidationError
 from reid.errors import ConfigError, ModelError
 from reid.losses.registry import LOSS_NAMES, convert_options, loss_options
 from reid.models.backbones import BACKBONES
-from reid.models.card import atomic_write_bytes
+from reid.paths import write_bytes_atomic
 from reid.models.network import POOLINGS
 
 CONFIG_FILE = "config.yaml"
@@ -346,7 +346,7 @@ def write_config(config: TrainConfig, folder: Path) -> Path:
     """Write the recipe of ``config`` as ``folder/config.yaml`` atomically; returns its path."""
     path = Path(folder) / CONFIG_FILE
     try:
-        atomic_write_bytes(path, config.to_yaml().encode())
+        write_bytes_atomic(path, config.to_yaml().encode())
     except OSError as exc:
         raise ModelError(f"{path}: cannot write the training config ({exc.strerror or exc.__class__.__name__})") from exc
     return path

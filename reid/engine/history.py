@@ -20,7 +20,7 @@ from typing import Any
 
 from reid.errors import ConfigError, ModelError
 from reid.evaluation.plots import plot_training_curves
-from reid.models.card import atomic_write_bytes
+from reid.paths import write_bytes_atomic
 
 HISTORY_FILE = "history.jsonl"
 CURVES_FILE = "curves.png"
@@ -31,7 +31,7 @@ EVAL_SCALARS = ("rank1", "rank5", "rank10", "mAP", "mINP")
 def write_history(folder: Path, history: list[dict[str, Any]]) -> Path:
     """Write ``folder/history.jsonl`` atomically, one JSON object per epoch."""
     path = Path(folder) / HISTORY_FILE
-    atomic_write_bytes(path, "".join(json.dumps(entry) + "\n" for entry in history).encode())
+    write_bytes_atomic(path, "".join(json.dumps(entry) + "\n" for entry in history).encode())
     return path
 
 

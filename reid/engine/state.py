@@ -20,7 +20,7 @@ from reid.engine.config import TrainConfig, check_resume_config
 from reid.engine.distributed import DistributedContext
 from reid.engine.optim import reset_base_lrs
 from reid.errors import ModelError, ReidError
-from reid.models.card import atomic_write_bytes
+from reid.paths import write_bytes_atomic
 
 CHECKPOINT_FILE = "checkpoint.pt"
 
@@ -41,7 +41,7 @@ def save_checkpoint(path: Path, state: dict[str, Any]) -> None:
     """Write ``state`` with ``torch.save`` atomically: a crash mid-write keeps the last one."""
     buffer = io.BytesIO()
     torch.save(state, buffer)
-    atomic_write_bytes(path, buffer.getvalue())
+    write_bytes_atomic(path, buffer.getvalue())
 
 
 def load_checkpoint(path: Path) -> dict[str, Any]:

@@ -44,7 +44,8 @@ from reid.engine.optim import build_optimizer, lr_factor, set_learning_rate
 from reid.engine.state import CHECKPOINT_FILE, ResumePoint, capture_state, read_resume_state, restore_state, save_checkpoint
 from reid.errors import ReidError
 from reid.evaluation import RankingResult, evaluate_encoder
-from reid.models.card import IMAGENET_MEAN, IMAGENET_STD, ModelCard, remove_stale_temporaries
+from reid.models.card import IMAGENET_MEAN, IMAGENET_STD, ModelCard
+from reid.paths import remove_stale_temporaries
 from reid.models.encoder import Encoder, TorchEncoder
 from reid.models.folder import save_model
 from reid.models.network import ReidNet

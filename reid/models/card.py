@@ -26,7 +26,6 @@ from typing import Annotated, Any, Literal
 from pydantic import Field, StrictBool, StrictInt, StrictStr, TypeAdapter, ValidationError
 
 from reid.errors import ModelError
-from reid import paths
 from reid.paths import file_sha256, write_bytes_atomic
 from reid.serial import as_dict
 
@@ -214,8 +213,3 @@ def file_fingerprint(path: Path) -> str:
     """SHA-256 of a file's bytes, shortened; identifies the exact weights."""
     return file_sha256(path)[:16]
 
-
-# The training loop imports these two from here: they are reid.paths' atomic write and
-# its clean-up, under the names they had when they lived in this module.
-atomic_write_bytes = write_bytes_atomic
-remove_stale_temporaries = paths.remove_stale_temporaries
