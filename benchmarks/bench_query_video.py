@@ -60,6 +60,9 @@ def main() -> None:
     parser.add_argument("--gallery-items", type=int, default=10_000)
     parser.add_argument("--save-video", action="store_true", help="also annotate and write an output video")
     parser.add_argument("--no-track", action="store_true", help="decide every detection alone")
+    parser.add_argument(
+        "--embed-threads", type=int, default=1, help="PyTorch threads while embedding (0: PyTorch's default)"
+    )
     args = parser.parse_args()
 
     work = Path(tempfile.mkdtemp(prefix="bench-query-"))
@@ -103,9 +106,10 @@ def main() -> None:
 
     detector = PersonDetector(PersonDetectorConfig(scale=args.detect_scale))
     with Gallery.open(work / "gallery") as gallery:
-        run = QueryRun(
-            gallery, encoder, source, QueryConfig(batch_size=args.batch_size, track=not args.no_track), detector=detector
+        config = QueryConfig(
+            batch_size=args.batch_size, track=not args.no_track, embed_threads=args.embed_threads or None
         )
+        run = QueryRun(gallery, encoder, source, config, detector=detector)
         annotate_s = 0.0
         tracks: list[TrackSummary] = []
         with QueryOutputs(

@@ -28,6 +28,7 @@ from reid.errors import ConfigError
 from reid.gallery import SCORES, Gallery, IdentityMatch
 from reid.models.encoder import NO_FACE_CHOICES, Encoder, embed_images
 from reid.pipeline.sources import Frame, MediaSource
+from reid.pipeline.stages import EMBED_THREADS, intra_op_threads, stage_timer
 from reid.track import Observation, Track, Tracker, TrackerConfig
 
 DETECT_CHOICES = ("auto", "person", "face", "none")
@@ -48,6 +49,8 @@ class QueryConfig:
     as one crop.  ``threshold`` (Euclidean distance between unit embeddings) defaults to
     the gallery's, which is the model card's calibrated one.  ``track``: link the
     detections of videos, cameras and streams into tracks (see :mod:`reid.track`).
+    ``embed_threads``: PyTorch intra-op threads while embedding (None: PyTorch's own
+    setting); see :mod:`reid.pipeline.stages` for why one is the default.
     """
 
     top_k: int = 5
@@ -59,6 +62,7 @@ class QueryConfig:
     no_face: str = "skip"
     track: bool = True
     tracker: TrackerConfig = field(default_factory=TrackerConfig)
+    embed_threads: int | None = EMBED_THREADS
 
     def __post_init__(self) -> None:
         if self.top_k < 1:
@@ -69,6 +73,8 @@ class QueryConfig:
             raise ConfigError(f"unknown identity score {self.score!r}; choose one of {', '.join(SCORES)}")
         if self.batch_size < 1:
             raise ConfigError(f"batch size must be at least 1, got {self.batch_size}")
+        if self.embed_threads is not None and self.embed_threads < 1:
+            raise ConfigError(f"embedding threads must be at least 1, got {self.embed_threads}")
         if self.no_face not in NO_FACE_CHOICES:
             raise ConfigError(f"--no-face {self.no_face!r}: choose one of {', '.join(NO_FACE_CHOICES)}")
         check_distance_threshold(self.threshold)
@@ -181,9 +187,7 @@ class QueryStats:
     unknown: int = 0
     tracks: int = 0
     per_identity: Counter[str] = field(default_factory=Counter)
-    stage_seconds: dict[str, float] = field(
-        default_factory=lambda: {"decode": 0.0, "detect": 0.0, "embed": 0.0, "track": 0.0, "search": 0.0}
-    )
+    stage_seconds: dict[str, float] = field(default_factory=stage_timer)
     wall_seconds: float = 0.0
     unreadable: list[tuple[str, str]] = field(default_factory=list)
 
@@ -262,30 +266,34 @@ class QueryRun:
 
     def __iter__(self) -> Iterator[FrameResult]:
         self._started = time.perf_counter()
-        timing = self.stats.stage_seconds
-        pending: list[Pending] = []
-        pending_crops = 0
         frames = self.source.frames()
         try:
-            while True:
-                tick = time.perf_counter()
-                frame = next(frames, None)
-                timing["decode"] += time.perf_counter() - tick
-                if frame is None:
-                    break
-                tick = time.perf_counter()
-                crops, boxes, scores = self._crops(frame)
-                timing["detect"] += time.perf_counter() - tick
-                pending.append((frame, crops, boxes, scores))
-                pending_crops += len(crops)
-                full = pending_crops >= self.config.batch_size or len(pending) >= MAX_PENDING_FRAMES
-                if self.source.live or full:
-                    yield from self._answer(pending)
-                    pending, pending_crops = [], 0
-            yield from self._answer(pending)
+            with intra_op_threads(self.config.embed_threads):
+                yield from self._answer_all(frames)
         finally:
             frames.close()
             self.stats.wall_seconds = time.perf_counter() - self._started
+
+    def _answer_all(self, frames: Iterator[Frame]) -> Iterator[FrameResult]:
+        timing = self.stats.stage_seconds
+        pending: list[Pending] = []
+        pending_crops = 0
+        while True:
+            tick = time.perf_counter()
+            frame = next(frames, None)
+            timing["decode"] += time.perf_counter() - tick
+            if frame is None:
+                break
+            tick = time.perf_counter()
+            crops, boxes, scores = self._crops(frame)
+            timing["detect"] += time.perf_counter() - tick
+            pending.append((frame, crops, boxes, scores))
+            pending_crops += len(crops)
+            full = pending_crops >= self.config.batch_size or len(pending) >= MAX_PENDING_FRAMES
+            if self.source.live or full:
+                yield from self._answer(pending)
+                pending, pending_crops = [], 0
+        yield from self._answer(pending)
 
     def _crops(self, frame: Frame) -> tuple[list[np.ndarray], list[Box], list[float | None]]:
         image = frame.image
