@@ -1,9 +1,10 @@
 """Cross-camera person search: detect and track people in each camera, embed each track,
 then name the tracks from a reference camera's tracks or from an existing gallery.
 
-Only names that reid's subpackages export are used here: :func:`reid.pipeline.open_source`
-reads the videos, :func:`reid.detect.build_detector` finds people, the Encoder embeds the
-crops, and :class:`reid.gallery.Gallery` holds and searches the known people.
+Only names that reid's subpackages export are used here: :func:`reid.pipeline.frame_crops`
+reads the videos and cuts out the people :func:`reid.detect.build_detector` finds, the
+Encoder embeds the crops, :class:`reid.track.Tracker` links them, and
+:class:`reid.gallery.Gallery` holds and searches the known people.
 """
 
 from __future__ import annotations
@@ -18,10 +19,10 @@ from typing import Any
 import numpy as np
 
 from reid import ConfigError, GalleryError, check_distance_threshold
-from reid.detect import PersonDetectorConfig, build_detector, crop_detections
+from reid.detect import PersonDetectorConfig, build_detector
 from reid.gallery import DB_FILE, Gallery, ItemMeta
 from reid.models import Encoder, embed_images
-from reid.pipeline import MediaSource, open_source
+from reid.pipeline import MediaSource, frame_crops, open_source
 from reid.track import Observation, Track, Tracker, TrackerConfig
 
 # Called as (camera, frames done, frames expected or None) while a camera is processed.
@@ -185,27 +186,20 @@ def process_camera(
         timing["embed"] += time.perf_counter() - tick
 
     started = time.perf_counter()
-    frames = source.frames()
+    items = frame_crops(source, detector, timing=timing)
     try:
-        while True:
-            tick = time.perf_counter()
-            frame = next(frames, None)
-            timing["decode"] += time.perf_counter() - tick
-            if frame is None:
-                break
-            tick = time.perf_counter()
-            found = detector.detect(frame.image)
-            crops = crop_detections(frame.image, found)
-            kept = [i for i, c in enumerate(crops) if c.size]
-            crops = [crops[i] for i in kept]
-            timing["detect"] += time.perf_counter() - tick
+        for item in items:
+            frame, crops = item.frame, item.crops
             embeddings = None
             if per_frame:
                 tick = time.perf_counter()
                 embeddings = _embed(encoder, crops, source.spec)
                 timing["embed"] += time.perf_counter() - tick
             tick = time.perf_counter()
-            observations = [Observation(frame.index, frame.time, found[i].box, found[i].score) for i in kept]
+            observations = [
+                Observation(frame.index, frame.time, box, score or 0.0)
+                for box, score in zip(item.boxes, item.scores, strict=True)
+            ]
             tracks = tracker.update(run.frames, observations, crops, embeddings)
             timing["track"] += time.perf_counter() - tick
             if not per_frame:
@@ -215,14 +209,14 @@ def process_camera(
                 if len(pending) >= config.batch_size:
                     embed_pending()
             run.frames += 1
-            run.detections += len(kept)
+            run.detections += len(crops)
             if on_progress is not None:
                 on_progress(camera, run.frames, source.expected_frames)
     except KeyboardInterrupt:
         # Ctrl-C ends the reading; what was tracked so far is still matched and written.
         run.interrupted = True
     finally:
-        frames.close()
+        items.close()
     if pending:
         embed_pending()
     run.tracks = tracker.finish()

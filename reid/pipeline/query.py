@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import time
 from collections import Counter
+from contextlib import closing
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
@@ -23,10 +24,11 @@ from typing import Any
 import numpy as np
 
 from reid.decision import check_distance_threshold
-from reid.detect import DEFAULT_MARGIN, Box, Detector, build_detector, crop
+from reid.detect import Box, Detector, build_detector
 from reid.errors import ConfigError
 from reid.gallery import SCORES, Gallery, IdentityMatch
 from reid.models.encoder import NO_FACE_CHOICES, Encoder, embed_images
+from reid.pipeline.frames import FrameCrops, ScaledDetector, frame_crops, margin_for
 from reid.pipeline.sources import Frame, MediaSource
 from reid.pipeline.stages import EMBED_THREADS, intra_op_threads, stage_timer
 from reid.track import Observation, Track, Tracker, TrackerConfig
@@ -35,9 +37,6 @@ DETECT_CHOICES = ("auto", "person", "face", "none")
 # Frames waiting for their crops to fill a batch are held in memory; stretches of video
 # with nobody in them must not pile up.
 MAX_PENDING_FRAMES = 16
-
-# A frame waiting to be answered, with its crops, their boxes and detection scores.
-Pending = tuple[Frame, list[np.ndarray], list[Box], list[float | None]]
 
 
 @dataclass
@@ -49,6 +48,8 @@ class QueryConfig:
     as one crop.  ``threshold`` (Euclidean distance between unit embeddings) defaults to
     the gallery's, which is the model card's calibrated one.  ``track``: link the
     detections of videos, cameras and streams into tracks (see :mod:`reid.track`).
+    ``detect_scale`` in (0, 1]: detect on frames scaled by it (faster; people shorter than
+    the detector's window divided by it are missed).
     ``embed_threads``: PyTorch intra-op threads while embedding (None: PyTorch's own
     setting); see :mod:`reid.pipeline.stages` for why one is the default.
     """
@@ -63,6 +64,7 @@ class QueryConfig:
     track: bool = True
     tracker: TrackerConfig = field(default_factory=TrackerConfig)
     embed_threads: int | None = EMBED_THREADS
+    detect_scale: float = 1.0
 
     def __post_init__(self) -> None:
         if self.top_k < 1:
@@ -75,6 +77,8 @@ class QueryConfig:
             raise ConfigError(f"batch size must be at least 1, got {self.batch_size}")
         if self.embed_threads is not None and self.embed_threads < 1:
             raise ConfigError(f"embedding threads must be at least 1, got {self.embed_threads}")
+        if not 0 < self.detect_scale <= 1:
+            raise ConfigError(f"--detect-scale must be in (0, 1], got {self.detect_scale}")
         if self.no_face not in NO_FACE_CHOICES:
             raise ConfigError(f"--no-face {self.no_face!r}: choose one of {', '.join(NO_FACE_CHOICES)}")
         check_distance_threshold(self.threshold)
@@ -257,8 +261,9 @@ class QueryRun:
         self.threshold = resolve_threshold(self.config, gallery, encoder)
         self.detector = detector if detector is not None else choose_detector(self.config, source, encoder)
         self.stats = QueryStats(unreadable=source.unreadable)
-        kind = self.detector.kind if self.detector is not None else ""
-        self.margin = self.config.margin if self.config.margin is not None else DEFAULT_MARGIN.get(kind, 0.0)
+        if self.detector is not None and self.config.detect_scale != 1:
+            self.detector = ScaledDetector(self.detector, self.config.detect_scale)
+        self.margin = margin_for(self.detector, self.config.margin)
         tracking = self.config.track and self.detector is not None and source.kind != "images"
         self.tracker = Tracker(0, self.config.tracker) if tracking else None
         self._step = 0
@@ -266,50 +271,32 @@ class QueryRun:
 
     def __iter__(self) -> Iterator[FrameResult]:
         self._started = time.perf_counter()
-        frames = self.source.frames()
+        items = frame_crops(self.source, self.detector, self.margin, self.stats.stage_seconds)
         try:
-            with intra_op_threads(self.config.embed_threads):
-                yield from self._answer_all(frames)
+            with closing(items), intra_op_threads(self.config.embed_threads):
+                yield from self._in_batches(items)
         finally:
-            frames.close()
             self.stats.wall_seconds = time.perf_counter() - self._started
 
-    def _answer_all(self, frames: Iterator[Frame]) -> Iterator[FrameResult]:
-        timing = self.stats.stage_seconds
-        pending: list[Pending] = []
+    def _in_batches(self, items: Iterator[FrameCrops]) -> Iterator[FrameResult]:
+        """Answer frames as soon as their crops fill a batch (live sources: at once)."""
+        pending: list[FrameCrops] = []
         pending_crops = 0
-        while True:
-            tick = time.perf_counter()
-            frame = next(frames, None)
-            timing["decode"] += time.perf_counter() - tick
-            if frame is None:
-                break
-            tick = time.perf_counter()
-            crops, boxes, scores = self._crops(frame)
-            timing["detect"] += time.perf_counter() - tick
-            pending.append((frame, crops, boxes, scores))
-            pending_crops += len(crops)
+        for item in items:
+            pending.append(item)
+            pending_crops += len(item.crops)
             full = pending_crops >= self.config.batch_size or len(pending) >= MAX_PENDING_FRAMES
             if self.source.live or full:
                 yield from self._answer(pending)
                 pending, pending_crops = [], 0
         yield from self._answer(pending)
 
-    def _crops(self, frame: Frame) -> tuple[list[np.ndarray], list[Box], list[float | None]]:
-        image = frame.image
-        if self.detector is None:
-            return [image], [(0, 0, int(image.shape[1]), int(image.shape[0]))], [None]
-        found = self.detector.detect(image)
-        crops = [crop(image, d.box, self.margin) for d in found]
-        keep = [i for i, c in enumerate(crops) if c.size]
-        return [crops[i] for i in keep], [found[i].box for i in keep], [found[i].score for i in keep]
-
-    def _answer(self, pending: list[Pending]) -> Iterator[FrameResult]:
+    def _answer(self, pending: list[FrameCrops]) -> Iterator[FrameResult]:
         if not pending:
             return
         timing = self.stats.stage_seconds
-        crops = [c for _, frame_crops, _, _ in pending for c in frame_crops]
-        sources = [_crop_name(frame, n) for frame, frame_crops, _, _ in pending for n in range(len(frame_crops))]
+        crops = [c for item in pending for c in item.crops]
+        sources = [_crop_name(item.frame, n) for item in pending for n in range(len(item.crops))]
         row_of: dict[int, int] = {}
         features = np.zeros((0, 0), np.float32)
         if crops:
@@ -321,13 +308,13 @@ class QueryRun:
             row_of = {position: row for row, position in enumerate(embedded.kept)}
         # Link each frame's embedded detections to tracks, in frame order, and note the
         # vector each detection is searched with: its track's mean so far, or its own.
-        plans: list[tuple[Pending, list[int], list[Track | None], list[Track]]] = []
+        plans: list[tuple[FrameCrops, list[int], list[Track | None], list[Track]]] = []
         queries: list[np.ndarray] = []
         at = 0
         tick = time.perf_counter()
         for item in pending:
-            frame, frame_crops, boxes, scores = item
-            positions = [at + n for n in range(len(frame_crops)) if at + n in row_of]
+            frame, boxes, scores = item.frame, item.boxes, item.scores
+            positions = [at + n for n in range(len(item.crops)) if at + n in row_of]
             own = features[[row_of[p] for p in positions]] if positions else None
             tracks: list[Track | None] = [None] * len(positions)
             ended: list[Track] = []
@@ -341,7 +328,7 @@ class QueryRun:
             for n, track in enumerate(tracks):
                 queries.append(track.embedding if track is not None else own[n])  # type: ignore[index]
             plans.append((item, positions, tracks, ended))
-            at += len(frame_crops)
+            at += len(item.crops)
         timing["track"] += time.perf_counter() - tick
         found: list[list[IdentityMatch]] = []
         if queries:
@@ -350,7 +337,8 @@ class QueryRun:
             timing["search"] += time.perf_counter() - tick
         answers = iter(found)
         at = 0
-        for (frame, frame_crops, boxes, scores), positions, tracks, ended in plans:
+        for item, positions, tracks, ended in plans:
+            frame, boxes, scores = item.frame, item.boxes, item.scores
             result = FrameResult(frame.source, frame.index, frame.time, frame.image)
             # Tracks that ended before this frame carry the decisions of earlier frames.
             result.ended_tracks = [TrackSummary.of(frame.source, t) for t in ended]
@@ -364,10 +352,10 @@ class QueryRun:
                     track.decide(identity, distance if np.isfinite(distance) else None)
                     number = track.id
                 result.detections.append(
-                    DetectionResult(boxes[n], identity, distance, top, scores[n], frame_crops[n], number)
+                    DetectionResult(boxes[n], identity, distance, top, scores[n], item.crops[n], number)
                 )
                 self._count(identity)
-            at += len(frame_crops)
+            at += len(item.crops)
             self.stats.frames += 1
             self.stats.wall_seconds = time.perf_counter() - self._started
             yield result
