@@ -1,7 +1,7 @@
 """Cross-camera person search: detect and track people in each camera, embed each track,
 then name the tracks from a reference camera's tracks or from an existing gallery.
 
-Only names that reid's subpackages export are used here: :func:`reid.pipeline.frame_crops`
+Only names that reid's subpackages export are used here: :class:`reid.pipeline.FramePipeline`
 reads the videos and cuts out the people :func:`reid.detect.build_detector` finds, the
 Encoder embeds the crops, :class:`reid.track.Tracker` links them, and
 :class:`reid.gallery.Gallery` holds and searches the known people.
@@ -22,7 +22,7 @@ from reid import ConfigError, GalleryError, check_distance_threshold
 from reid.detect import PersonDetectorConfig, build_detector
 from reid.gallery import DB_FILE, Gallery, ItemMeta
 from reid.models import Encoder, embed_images
-from reid.pipeline import MediaSource, frame_crops, open_source
+from reid.pipeline import FramePipeline, MediaSource, open_source
 from reid.track import Observation, Track, Tracker, TrackerConfig
 
 # Called as (camera, frames done, frames expected or None) while a camera is processed.
@@ -68,7 +68,8 @@ class SearchConfig:
 
 @dataclass
 class CameraRun:
-    """One camera's video after detection and tracking."""
+    """One camera's video after detection and tracking; ``dropped`` counts the frames of a
+    live camera skipped because the pipeline was behind (never a video file's)."""
 
     camera: int
     source: str
@@ -81,6 +82,7 @@ class CameraRun:
     )
     wall_seconds: float = 0.0
     interrupted: bool = False
+    dropped: int = 0
 
     @property
     def name(self) -> str:
@@ -97,6 +99,7 @@ class CameraRun:
             "stage_seconds": {k: round(v, 4) for k, v in self.stage_seconds.items()},
             "wall_seconds": round(self.wall_seconds, 4),
             "frames_per_second": round(self.frames / self.wall_seconds, 3) if self.wall_seconds > 0 else None,
+            "dropped": self.dropped,
         }
 
 
@@ -186,7 +189,7 @@ def process_camera(
         timing["embed"] += time.perf_counter() - tick
 
     started = time.perf_counter()
-    items = frame_crops(source, detector, timing=timing)
+    items = FramePipeline(source, detector, timing=timing)
     try:
         for item in items:
             frame, crops = item.frame, item.crops
@@ -217,6 +220,7 @@ def process_camera(
         run.interrupted = True
     finally:
         items.close()
+        run.dropped = items.dropped
     if pending:
         embed_pending()
     run.tracks = tracker.finish()

@@ -40,9 +40,9 @@ from reid.pipeline import (
     EnrolConfig,
     EnrolReport,
     Frame,
+    FramePipeline,
     MediaSource,
     enrol,
-    frame_crops,
     open_source,
     plan_enrolment,
 )
@@ -101,7 +101,7 @@ class Face:
 
 class FaceFinder:
     """Applies the ``detect`` mode to enrolment photos, incoming photos and frames, through
-    reid's frame loop (:func:`reid.pipeline.frame_crops`) and enrolment
+    reid's frame loop (:class:`reid.pipeline.FramePipeline`) and enrolment
     (:func:`reid.pipeline.enrol`)."""
 
     def __init__(self, mode: str, margin: float = DEFAULT_MARGIN["face"], detector: Detector | None = None) -> None:
@@ -122,16 +122,21 @@ class FaceFinder:
             return None
         return self.for_photos() if source.kind == "images" else self.detector
 
-    def faces(self, source: MediaSource) -> Iterator[tuple[Frame, Face]]:
-        """Every face of every kept frame of ``source``, in order."""
+    def faces(
+        self, source: MediaSource, dropped: Callable[[int], None] | None = None
+    ) -> Iterator[tuple[Frame, Face]]:
+        """Every face of every kept frame of ``source``, in order; ``dropped(n)`` hears
+        how many frames of a live source were skipped because the desk was behind."""
         photos = source.kind == "images"
-        items = frame_crops(source, self.for_source(source), self.margin, whole_if_none=photos)
+        items = FramePipeline(source, self.for_source(source), self.margin, whole_if_none=photos)
         try:
             for item in items:
                 for image, box, score in zip(item.crops, item.boxes, item.scores, strict=True):
                     yield item.frame, Face(box, image, "whole" if score is None else "detected")
         finally:
             items.close()
+            if dropped is not None:
+                dropped(items.dropped)
 
 
 def embed_each(encoder: Encoder, images: list[np.ndarray]) -> tuple[np.ndarray, list[str | None]]:
@@ -223,9 +228,13 @@ class _Pending:
     face: Face
 
 
-def _faces_of(source: MediaSource, finder: FaceFinder) -> Iterator[_Pending]:
+def _faces_of(source: MediaSource, finder: FaceFinder, result: CheckinResult) -> Iterator[_Pending]:
     photos = source.kind == "images"
-    for frame, face in finder.faces(source):
+
+    def count(dropped: int) -> None:
+        result.dropped += dropped
+
+    for frame, face in finder.faces(source, count):
         yield _Pending(frame.source, None if photos else frame.index, frame.time, face)
 
 
@@ -237,10 +246,12 @@ class CheckinResult:
     unreadable: list[tuple[str, str]] = field(default_factory=list)
     seconds: float = 0.0
     interrupted: bool = False
+    dropped: int = 0
 
     def to_dict(self) -> dict[str, Any]:
         return {
             "decisions": dict(sorted(self.decisions.items())),
+            "dropped": self.dropped,
             "faces": sum(self.decisions.values()),
             "threshold": self.threshold,
             "threshold_source": self.threshold_source,
@@ -329,7 +340,7 @@ class CheckinDesk:
         batch: list[_Pending] = []
         try:
             for source in sources:
-                for pending in _faces_of(source, finder):
+                for pending in _faces_of(source, finder, result):
                     batch.append(pending)
                     # A live camera is answered face by face; files wait for a full batch.
                     if source.live or len(batch) >= cfg.batch_size:

@@ -27,6 +27,7 @@ from reid.pipeline.frames import (
     subject_crop,
     whole_box,
 )
+from reid.pipeline.live import FramePipeline
 from reid.pipeline.outputs import (
     FOURCC,
     KNOWN_COLOUR,
@@ -72,6 +73,7 @@ __all__ = [
     "EnrolReport",
     "Frame",
     "FrameCrops",
+    "FramePipeline",
     "FrameResult",
     "JsonlWriter",
     "MediaSource",

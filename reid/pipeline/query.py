@@ -29,6 +29,7 @@ from reid.errors import ConfigError
 from reid.gallery import SCORES, Gallery, IdentityMatch
 from reid.models.encoder import NO_FACE_CHOICES, Encoder, embed_images
 from reid.pipeline.frames import FrameCrops, ScaledDetector, frame_crops, margin_for
+from reid.pipeline.live import FramePipeline
 from reid.pipeline.sources import Frame, MediaSource
 from reid.pipeline.stages import EMBED_THREADS, intra_op_threads, stage_timer
 from reid.track import Observation, Track, Tracker, TrackerConfig
@@ -50,6 +51,9 @@ class QueryConfig:
     detections of videos, cameras and streams into tracks (see :mod:`reid.track`).
     ``detect_scale`` in (0, 1]: detect on frames scaled by it (faster; people shorter than
     the detector's window divided by it are missed).
+    ``threaded``: decode and detect on their own threads (:class:`FramePipeline`), so the
+    stages overlap and a live source drops the frames it cannot keep up with; False runs
+    every stage in turn on the caller's thread.
     ``embed_threads``: PyTorch intra-op threads while embedding (None: PyTorch's own
     setting); see :mod:`reid.pipeline.stages` for why one is the default.
     """
@@ -65,6 +69,7 @@ class QueryConfig:
     tracker: TrackerConfig = field(default_factory=TrackerConfig)
     embed_threads: int | None = EMBED_THREADS
     detect_scale: float = 1.0
+    threaded: bool = True
 
     def __post_init__(self) -> None:
         if self.top_k < 1:
@@ -123,19 +128,19 @@ class TrackSummary:
     box: Box
 
     @classmethod
-    def of(cls, source: str, track: Track) -> TrackSummary:
+    def of(cls, source: str, track: Track, until: int | None = None) -> TrackSummary | None:
+        """The summary of ``track`` over its boxes in frames up to ``until`` (None: all);
+        None when it has none there."""
+        seen = [o for o in track.observations if until is None or o.frame <= until]
+        if not seen:
+            return None
+        # The first of the largest boxes, as the track's own best box is chosen.
+        best = max(seen, key=lambda o: o.box[2] * o.box[3])
+        first, last = seen[0], seen[-1]
         return cls(
-            source,
-            track.id,
-            track.first.frame,
-            track.last.frame,
-            track.first.time,
-            track.last.time,
-            track.identity,
-            track.distance,
-            len(track.observations),
-            track.best_box,
-        )
+            source, track.id, first.frame, last.frame, first.time, last.time,
+            track.identity, track.distance, len(seen), best.box,
+        )  # fmt: skip
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -183,7 +188,9 @@ class FrameResult:
 
 @dataclass
 class QueryStats:
-    """Running totals of a query; stage times are seconds spent in each stage."""
+    """Running totals of a query; stage times are seconds spent in each stage (busy time:
+    on threads the stages overlap, so their sum may exceed ``wall_seconds``); ``dropped``
+    counts the frames of a live source skipped because the pipeline was behind."""
 
     frames: int = 0
     detections: int = 0
@@ -194,6 +201,7 @@ class QueryStats:
     stage_seconds: dict[str, float] = field(default_factory=stage_timer)
     wall_seconds: float = 0.0
     unreadable: list[tuple[str, str]] = field(default_factory=list)
+    dropped: int = 0
 
     @property
     def fps(self) -> float:
@@ -210,6 +218,7 @@ class QueryStats:
             "stage_seconds": {k: round(v, 4) for k, v in self.stage_seconds.items()},
             "wall_seconds": round(self.wall_seconds, 4),
             "fps": round(self.fps, 3),
+            "dropped": self.dropped,
             "unreadable": [{"path": p, "reason": r} for p, r in self.unreadable],
         }
 
@@ -241,10 +250,13 @@ def choose_detector(config: QueryConfig, source: MediaSource, encoder: Encoder) 
 
 
 class QueryRun:
-    """Iterate to get :class:`FrameResult` objects; :attr:`stats` grows as you go.
+    """Iterate to get :class:`FrameResult` objects, in frame order; :attr:`stats` grows as
+    you go.
 
     Crops of several frames are embedded together (up to ``batch_size`` crops), except for
-    live sources, where each frame is answered as soon as it arrives.
+    live sources, where each frame is answered as soon as it arrives, with the frames that
+    arrived while the previous batch was answered.  Leaving the iteration early (or Ctrl-C)
+    stops the decoding and detection threads and releases the source.
     """
 
     def __init__(
@@ -267,24 +279,38 @@ class QueryRun:
         tracking = self.config.track and self.detector is not None and source.kind != "images"
         self.tracker = Tracker(0, self.config.tracker) if tracking else None
         self._step = 0
+        self._answered: int | None = None
         self._started = time.perf_counter()
 
     def __iter__(self) -> Iterator[FrameResult]:
         self._started = time.perf_counter()
-        items = frame_crops(self.source, self.detector, self.margin, self.stats.stage_seconds)
+        timing = self.stats.stage_seconds
+        pipeline: FramePipeline | None = None
+        if self.config.threaded:
+            pipeline = FramePipeline(self.source, self.detector, self.margin, timing)
+            items: Iterator[FrameCrops] = iter(pipeline)
+        else:
+            items = frame_crops(self.source, self.detector, self.margin, timing)
         try:
             with closing(items), intra_op_threads(self.config.embed_threads):
-                yield from self._in_batches(items)
+                yield from self._in_batches(items, pipeline)
         finally:
+            if pipeline is not None:
+                pipeline.close()
+                self.stats.dropped = pipeline.dropped
             self.stats.wall_seconds = time.perf_counter() - self._started
 
-    def _in_batches(self, items: Iterator[FrameCrops]) -> Iterator[FrameResult]:
-        """Answer frames as soon as their crops fill a batch (live sources: at once)."""
+    def _in_batches(self, items: Iterator[FrameCrops], pipeline: FramePipeline | None) -> Iterator[FrameResult]:
+        """Answer frames once their crops fill a batch.  A live source is answered as soon
+        as a frame arrives, together with the frames already waiting behind it."""
         pending: list[FrameCrops] = []
         pending_crops = 0
         for item in items:
             pending.append(item)
             pending_crops += len(item.crops)
+            if self.source.live and pipeline is not None:
+                pending += pipeline.ready(MAX_PENDING_FRAMES - len(pending))
+                self.stats.dropped = pipeline.dropped
             full = pending_crops >= self.config.batch_size or len(pending) >= MAX_PENDING_FRAMES
             if self.source.live or full:
                 yield from self._answer(pending)
@@ -341,7 +367,7 @@ class QueryRun:
             frame, boxes, scores = item.frame, item.boxes, item.scores
             result = FrameResult(frame.source, frame.index, frame.time, frame.image)
             # Tracks that ended before this frame carry the decisions of earlier frames.
-            result.ended_tracks = [TrackSummary.of(frame.source, t) for t in ended]
+            result.ended_tracks = [s for t in ended if (s := TrackSummary.of(frame.source, t)) is not None]
             self.stats.tracks += len(ended)
             for position, track in zip(positions, tracks, strict=True):
                 top = next(answers)
@@ -358,6 +384,7 @@ class QueryRun:
             at += len(item.crops)
             self.stats.frames += 1
             self.stats.wall_seconds = time.perf_counter() - self._started
+            self._answered = frame.index
             yield result
 
     def _decide(self, top: list[IdentityMatch]) -> tuple[str | None, float]:
@@ -369,10 +396,13 @@ class QueryRun:
 
     def finish_tracks(self) -> list[TrackSummary]:
         """End every track still open (at the end of the source, or when a run is stopped)
-        and summarize those long enough to report; their frames are all answered ones."""
-        if self.tracker is None:
+        and summarize those long enough to report over the frames answered so far: a run
+        stopped midway has linked frames of the batch it was answering that it never
+        yielded, and a summary must not reach past the last answered frame."""
+        if self.tracker is None or self._answered is None:
             return []
-        ended = [TrackSummary.of(self.source.spec, t) for t in self.tracker.finish()]
+        summaries = (TrackSummary.of(self.source.spec, t, self._answered) for t in self.tracker.finish())
+        ended = [s for s in summaries if s is not None and s.frames >= self.config.tracker.min_boxes]
         self.stats.tracks += len(ended)
         return ended
 
