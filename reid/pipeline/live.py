@@ -106,6 +106,11 @@ class FramePipeline:
             taken.append(item)
         return taken
 
+    @property
+    def running(self) -> bool:
+        """True while the decoding or the detection thread still runs."""
+        return any(thread.is_alive() for thread in self._threads)
+
     def close(self) -> None:
         """Stop both threads and wait for them; the source is released.  Idempotent."""
         self._stop.set()

@@ -107,10 +107,10 @@ def test_leaving_early_stops_the_threads(street: tuple[Path, Path]) -> None:
     video, _ = street
     pipeline = FramePipeline(open_source(video), build_detector("person"), depth=1)
     for item in pipeline:
-        assert item.frame.index == 0
+        assert item.frame.index == 0 and pipeline.running
         break
     pipeline.close()
-    assert not any(thread.is_alive() for thread in pipeline._threads)
+    assert not pipeline.running
 
 
 def test_ctrl_c_stops_the_query_and_keeps_what_was_written(tmp_path: Path) -> None:
