@@ -41,7 +41,11 @@ TRUTH_PER_FRAME = 4650 / 795
 
 
 def person_detector(spec: str) -> Detector:
-    """The person detector named ``spec``; only HOG ships with OpenCV."""
+    """The person detector named ``spec``; only HOG ships with OpenCV.
+
+    Once reid.detect.build_detector takes a spec (``ssdlite``, ``yolo:FILE``), this is
+    ``return build_detector(spec, "person")``.
+    """
     if spec != "hog":
         raise SystemExit(f"--detectors: {spec!r} is not available here; choose hog")
     return build_detector("person")

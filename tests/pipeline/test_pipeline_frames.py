@@ -9,13 +9,12 @@ from pathlib import Path
 import cv2
 import numpy as np
 import pytest
-import torch
 from pipeline_helpers import write_rgb
 
 from reid.detect import Detection, build_detector
 from reid.errors import ConfigError
 from reid.gallery import Gallery
-from reid.models import Encoder, load_encoder, stand_in_model
+from reid.models import Encoder
 from reid.pipeline import (
     Frame,
     ScaledDetector,
@@ -111,13 +110,3 @@ def test_enrolment_hook_chooses_the_crop(tmp_path: Path, encoder: Encoder) -> No
             assert report.added == 1
             boxes[name] = gallery.items("ann")[0].box
     assert boxes == {"largest": (10, 10, 40, 80), "smallest": (100, 100, 20, 30)}
-
-
-def test_stand_in_models_are_seeded_and_leave_the_random_state_alone(tmp_path: Path) -> None:
-    options = {"embedding_dim": 32, "input_size": (64, 64)}
-    state = torch.random.get_rng_state()
-    folders = [stand_in_model(tmp_path / name, "face", seed=seed, **options) for name, seed in zip("abc", (1, 1, 2))]
-    assert torch.equal(torch.random.get_rng_state(), state)
-    first, again, other = (load_encoder(folder) for folder in folders)
-    assert first.card.kind == "face" and first.card.input_size == (64, 64) and first.dim == 32
-    assert first.fingerprint == again.fingerprint != other.fingerprint
