@@ -13,11 +13,11 @@ from rich.text import Text
 from reid import ReidError, printable
 from reid.data import quiet_opencv
 from reid.detect import PersonDetectorConfig
-from reid.models import load_encoder
+from reid.models import load_encoder, stand_in_model
 from reid.track import TrackerConfig
 
-from apps.camera_search.demo import demo_threshold, score_demo, stand_in_model, write_demo_videos
-from apps.camera_search.outputs import VIDEO_CODECS, write_outputs
+from apps.camera_search.demo import demo_threshold, score_demo, write_demo_videos
+from apps.camera_search.outputs import VIDEO_FORMATS, write_outputs
 from apps.camera_search.search import SearchConfig, SearchResult, run_search
 
 # Markup is off: file names and labels are printed as they are, never interpreted.
@@ -91,7 +91,7 @@ def main(
     quiet_opencv()
     try:
         suffix = f".{video_format.lower().lstrip('.')}"
-        if suffix not in VIDEO_CODECS:
+        if suffix not in VIDEO_FORMATS:
             raise ReidError(f"--video-format {video_format!r}: choose avi or mp4")
         if gallery is not None and reference_camera is not None:
             raise ReidError("give --gallery (match every camera against it) or --reference-camera, not both")
@@ -107,7 +107,7 @@ def main(
                 if DEMO_MODEL.is_dir():
                     model = str(DEMO_MODEL)
                 else:
-                    model = str(stand_in_model(out / "demo" / "model"))
+                    model = str(stand_in_model(out / "demo" / "model", "person", name="untrained-stand-in"))
                     console.print(
                         f"no --model and no {DEMO_MODEL} (made by 'reid demo'): using an untrained stand-in "
                         "encoder, so names are rough guesses",

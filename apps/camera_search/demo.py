@@ -18,13 +18,12 @@ from pathlib import Path
 
 import cv2
 import numpy as np
-import torch
 
 from reid import ConfigError, DataError
 from reid.data import ImageRecord, SyntheticConfig, load_dataset, read_image
 from reid.detect import Box
 from reid.evaluation import ThresholdChoice, choose_threshold, embed_paths, pair_distance
-from reid.models import Encoder, ModelCard, build_network, save_model
+from reid.models import Encoder
 from reid.track import iou
 
 from apps.camera_search.search import SearchResult, track_label
@@ -124,24 +123,6 @@ def write_demo_videos(
         videos.append(path)
         truth.append(camera_truth)
     return DemoScene(videos, truth, dataset.query + dataset.gallery)
-
-
-def stand_in_model(folder: Path) -> Path:
-    """An untrained ResNet-18 person encoder, for a demo run without a trained model.
-
-    Its embeddings see colours and shapes only; train one with ``reid demo`` for real answers.
-    """
-    card = ModelCard(
-        name="untrained-stand-in",
-        architecture="resnet18",
-        embedding_dim=128,
-        input_size=(128, 64),
-        num_classes=0,
-        kind="person",
-    )
-    torch.manual_seed(0)
-    save_model(build_network(card), card, folder)
-    return folder
 
 
 def demo_threshold(encoder: Encoder, scene: DemoScene) -> ThresholdChoice:

@@ -17,15 +17,14 @@ import cv2
 import numpy as np
 
 from reid import ConfigError, DataError
-from reid.pipeline import open_source
+from reid.pipeline import VideoWriter, draw_box, identity_colour, open_source
 
 from apps.camera_search.search import CameraRun, SearchConfig, SearchResult, TrackEvent
 
-VIDEO_CODECS = {".avi": "MJPG", ".mp4": "mp4v"}
-# BGR colours of the annotated videos.
+# The annotated videos' formats (suffix picks the codec; see reid.pipeline.FOURCC), and
+# the colour (BGR) of a reference camera's tracks, which name themselves.
+VIDEO_FORMATS = (".avi", ".mp4")
 REFERENCE_COLOUR = (220, 140, 30)
-KNOWN_COLOUR = (40, 200, 40)
-UNKNOWN_COLOUR = (40, 40, 220)
 EVENT_COLUMNS = (
     ("camera", "INTEGER NOT NULL"),
     ("source", "TEXT NOT NULL"),
@@ -125,17 +124,7 @@ def _label(event: TrackEvent) -> tuple[str, tuple[int, int, int]]:
         return f"#{event.track} {event.identity}", REFERENCE_COLOUR
     name = event.identity if event.identity is not None else "unknown"
     text = f"#{event.track} {name}" + (f" {event.distance:.2f}" if event.distance is not None else "")
-    return text, KNOWN_COLOUR if event.identity is not None else UNKNOWN_COLOUR
-
-
-def _draw(canvas: np.ndarray, box: tuple[int, int, int, int], text: str, colour: tuple[int, int, int]) -> None:
-    x, y, w, h = box
-    scale = max(0.4, min(canvas.shape[:2]) / 700)
-    cv2.rectangle(canvas, (x, y), (x + w, y + h), colour, max(1, round(scale * 2)))
-    (tw, th), base = cv2.getTextSize(text, cv2.FONT_HERSHEY_SIMPLEX, scale, 1)
-    top = max(0, y - th - base - 2)
-    cv2.rectangle(canvas, (x, top), (x + tw + 2, top + th + base + 2), colour, cv2.FILLED)
-    cv2.putText(canvas, text, (x + 1, top + th + 1), cv2.FONT_HERSHEY_SIMPLEX, scale, (255, 255, 255), 1, cv2.LINE_AA)
+    return text, identity_colour(event.identity)
 
 
 def write_annotated_video(run: CameraRun, events: list[TrackEvent], config: SearchConfig, path: Path) -> int:
@@ -145,9 +134,8 @@ def write_annotated_video(run: CameraRun, events: list[TrackEvent], config: Sear
     second time rather than held in memory; decoding is cheap next to detection.
     Returns the number of frames written (the frames the search processed).
     """
-    codec = VIDEO_CODECS.get(path.suffix.lower())
-    if codec is None:
-        raise ConfigError(f"{path}: annotated videos must end in {', '.join(VIDEO_CODECS)}")
+    if path.suffix.lower() not in VIDEO_FORMATS:
+        raise ConfigError(f"{path}: annotated videos must end in {', '.join(VIDEO_FORMATS)}")
     labels = {e.track: _label(e) for e in events if e.camera == run.camera}
     per_frame: dict[int, list[tuple[tuple[int, int, int, int], str, tuple[int, int, int]]]] = defaultdict(list)
     for track in run.tracks:
@@ -156,26 +144,18 @@ def write_annotated_video(run: CameraRun, events: list[TrackEvent], config: Sear
             per_frame[o.frame].append((o.box, text, colour))
     fps = (run.fps or 10.0 * config.every) / config.every
     source = open_source(run.source, every=config.every, max_frames=run.frames)
-    writer: cv2.VideoWriter | None = None
-    written = 0
+    writer = VideoWriter(path, fps)
     frames = source.frames()
     try:
         for frame in frames:
             canvas = cv2.cvtColor(frame.image, cv2.COLOR_RGB2BGR)
             for box, text, colour in per_frame.get(frame.index, []):
-                _draw(canvas, box, text, colour)
-            if writer is None:
-                size = (canvas.shape[1], canvas.shape[0])
-                writer = cv2.VideoWriter(str(path), cv2.VideoWriter_fourcc(*codec), fps, size)
-                if not writer.isOpened():
-                    raise DataError(f"{path}: OpenCV {cv2.__version__} cannot write {codec} video here")
+                draw_box(canvas, box, text, colour)
             writer.write(canvas)
-            written += 1
     finally:
         frames.close()
-        if writer is not None:
-            writer.release()
-    return written
+        writer.close()
+    return writer.frames
 
 
 def _seconds(value: float | None) -> str:

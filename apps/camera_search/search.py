@@ -1,9 +1,10 @@
 """Cross-camera person search: detect and track people in each camera, embed each track,
 then name the tracks from a reference camera's tracks or from an existing gallery.
 
-Only names that reid's subpackages export are used here: :func:`reid.pipeline.open_source`
-reads the videos, :func:`reid.detect.build_detector` finds people, the Encoder embeds the
-crops, and :class:`reid.gallery.Gallery` holds and searches the known people.
+Only names that reid's subpackages export are used here: :class:`reid.pipeline.FramePipeline`
+reads the videos and cuts out the people :func:`reid.detect.build_detector` finds, the
+Encoder embeds the crops, :class:`reid.track.Tracker` links them, and
+:class:`reid.gallery.Gallery` holds and searches the known people.
 """
 
 from __future__ import annotations
@@ -18,10 +19,10 @@ from typing import Any
 import numpy as np
 
 from reid import ConfigError, GalleryError, check_distance_threshold, resolve_threshold
-from reid.detect import PersonDetectorConfig, build_detector, crop_detections
+from reid.detect import PersonDetectorConfig, build_detector
 from reid.gallery import DB_FILE, Gallery, ItemMeta
 from reid.models import Encoder, embed_images
-from reid.pipeline import MediaSource, open_source
+from reid.pipeline import FramePipeline, MediaSource, open_source
 from reid.track import Observation, Track, Tracker, TrackerConfig
 
 # Called as (camera, frames done, frames expected or None) while a camera is processed.
@@ -67,7 +68,8 @@ class SearchConfig:
 
 @dataclass
 class CameraRun:
-    """One camera's video after detection and tracking."""
+    """One camera's video after detection and tracking; ``dropped`` counts the frames of a
+    live camera skipped because the pipeline was behind (never a video file's)."""
 
     camera: int
     source: str
@@ -80,6 +82,7 @@ class CameraRun:
     )
     wall_seconds: float = 0.0
     interrupted: bool = False
+    dropped: int = 0
 
     @property
     def name(self) -> str:
@@ -96,6 +99,7 @@ class CameraRun:
             "stage_seconds": {k: round(v, 4) for k, v in self.stage_seconds.items()},
             "wall_seconds": round(self.wall_seconds, 4),
             "frames_per_second": round(self.frames / self.wall_seconds, 3) if self.wall_seconds > 0 else None,
+            "dropped": self.dropped,
         }
 
 
@@ -185,27 +189,20 @@ def process_camera(
         timing["embed"] += time.perf_counter() - tick
 
     started = time.perf_counter()
-    frames = source.frames()
+    items = FramePipeline(source, detector, timing=timing)
     try:
-        while True:
-            tick = time.perf_counter()
-            frame = next(frames, None)
-            timing["decode"] += time.perf_counter() - tick
-            if frame is None:
-                break
-            tick = time.perf_counter()
-            found = detector.detect(frame.image)
-            crops = crop_detections(frame.image, found)
-            kept = [i for i, c in enumerate(crops) if c.size]
-            crops = [crops[i] for i in kept]
-            timing["detect"] += time.perf_counter() - tick
+        for item in items:
+            frame, crops = item.frame, item.crops
             embeddings = None
             if per_frame:
                 tick = time.perf_counter()
                 embeddings = _embed(encoder, crops, source.spec)
                 timing["embed"] += time.perf_counter() - tick
             tick = time.perf_counter()
-            observations = [Observation(frame.index, frame.time, found[i].box, found[i].score) for i in kept]
+            observations = [
+                Observation(frame.index, frame.time, box, score or 0.0)
+                for box, score in zip(item.boxes, item.scores, strict=True)
+            ]
             tracks = tracker.update(run.frames, observations, crops, embeddings)
             timing["track"] += time.perf_counter() - tick
             if not per_frame:
@@ -215,14 +212,15 @@ def process_camera(
                 if len(pending) >= config.batch_size:
                     embed_pending()
             run.frames += 1
-            run.detections += len(kept)
+            run.detections += len(crops)
             if on_progress is not None:
                 on_progress(camera, run.frames, source.expected_frames)
     except KeyboardInterrupt:
         # Ctrl-C ends the reading; what was tracked so far is still matched and written.
         run.interrupted = True
     finally:
-        frames.close()
+        items.close()
+        run.dropped = items.dropped
     if pending:
         embed_pending()
     run.tracks = tracker.finish()

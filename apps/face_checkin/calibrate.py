@@ -45,7 +45,7 @@ from reid.evaluation import (
     verification_metrics,
 )
 from reid.models import DLIB_FACE, Encoder, load_encoder, save_card
-from reid.pipeline import plan_enrolment
+from reid.pipeline import plan_enrolment, subject_crop
 
 from apps.face_checkin.checkin import DETECT_MODES, FaceFinder
 
@@ -172,7 +172,9 @@ def photo_preparer(detect: str, encoder: Encoder | None = None) -> Prepare | Non
         return None
 
     def prepare(image: np.ndarray, path: Path) -> np.ndarray:
-        face = finder.enrolment_photo(image).image if finder is not None else image
+        # As at enrolment: the largest face, or the whole photo when none is found.
+        chosen = subject_crop(image, finder.detector, finder.margin) if finder and finder.detector else None
+        face = chosen[0] if chosen is not None else image
         if encoder is not None:
             try:
                 encoder.embed([face])

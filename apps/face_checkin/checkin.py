@@ -21,7 +21,6 @@ between L2-normalized embeddings) is at most the threshold.
 
 from __future__ import annotations
 
-import hashlib
 import json
 import time
 from collections import Counter
@@ -33,13 +32,21 @@ from typing import IO, Any
 
 import numpy as np
 
-from reid import ConfigError, DataError, check_distance_threshold
+from reid import ConfigError, check_distance_threshold
 from reid import resolve_threshold as resolve_distance_threshold
-from reid.data import read_image
-from reid.detect import DEFAULT_MARGIN, Box, Detector, build_detector, crop
-from reid.gallery import Gallery, IdentityMatch, ItemMeta
+from reid.detect import DEFAULT_MARGIN, Box, Detector, build_detector
+from reid.gallery import Gallery, IdentityMatch
 from reid.models import Encoder, embed_images
-from reid.pipeline import MediaSource, open_source, plan_enrolment
+from reid.pipeline import (
+    EnrolConfig,
+    EnrolReport,
+    Frame,
+    FramePipeline,
+    MediaSource,
+    enrol,
+    open_source,
+    plan_enrolment,
+)
 
 DETECT_MODES = ("auto", "face", "none")
 MODES = ("1:N", "1:1")
@@ -94,7 +101,9 @@ class Face:
 
 
 class FaceFinder:
-    """Applies the ``detect`` mode to enrolment photos, incoming photos and frames."""
+    """Applies the ``detect`` mode to enrolment photos, incoming photos and frames, through
+    reid's frame loop (:class:`reid.pipeline.FramePipeline`) and enrolment
+    (:func:`reid.pipeline.enrol`)."""
 
     def __init__(self, mode: str, margin: float = DEFAULT_MARGIN["face"], detector: Detector | None = None) -> None:
         if mode not in DETECT_MODES:
@@ -103,31 +112,32 @@ class FaceFinder:
         self.margin = margin
         self.detector = detector if detector is not None or mode == "none" else build_detector("face")
 
-    @staticmethod
-    def whole(image: np.ndarray) -> Face:
-        return Face((0, 0, int(image.shape[1]), int(image.shape[0])), image, "whole")
+    def for_photos(self) -> Detector | None:
+        """The detector photos go through (None: taken whole); a photo where it finds no
+        face is taken whole."""
+        return self.detector if self.mode == "face" else None
 
-    def _detected(self, image: np.ndarray) -> list[Face]:
-        if self.detector is None:
-            return []
-        faces = [Face(d.box, crop(image, d.box, self.margin), "detected") for d in self.detector.detect(image)]
-        return [f for f in faces if f.image.size]
-
-    def photo(self, image: np.ndarray) -> list[Face]:
-        """Every face of a photo; the whole photo when it is taken as a crop or none is found."""
-        if self.mode != "face":
-            return [self.whole(image)]
-        return self._detected(image) or [self.whole(image)]
-
-    def enrolment_photo(self, image: np.ndarray) -> Face:
-        """The face an enrolment photo shows: its largest one (bystanders are smaller)."""
-        return max(self.photo(image), key=lambda f: f.box[2] * f.box[3])
-
-    def frame(self, image: np.ndarray) -> list[Face]:
-        """The faces of a video or camera frame; none when the detector finds none."""
+    def for_source(self, source: MediaSource) -> Detector | None:
+        """The detector a source's frames go through (None: taken whole)."""
         if self.mode == "none":
-            return [self.whole(image)]
-        return self._detected(image)
+            return None
+        return self.for_photos() if source.kind == "images" else self.detector
+
+    def faces(
+        self, source: MediaSource, dropped: Callable[[int], None] | None = None
+    ) -> Iterator[tuple[Frame, Face]]:
+        """Every face of every kept frame of ``source``, in order; ``dropped(n)`` hears
+        how many frames of a live source were skipped because the desk was behind."""
+        photos = source.kind == "images"
+        items = FramePipeline(source, self.for_source(source), self.margin, whole_if_none=photos)
+        try:
+            for item in items:
+                for image, box, score in zip(item.crops, item.boxes, item.scores, strict=True):
+                    yield item.frame, Face(box, image, "whole" if score is None else "detected")
+        finally:
+            items.close()
+            if dropped is not None:
+                dropped(items.dropped)
 
 
 def embed_each(encoder: Encoder, images: list[np.ndarray]) -> tuple[np.ndarray, list[str | None]]:
@@ -143,75 +153,18 @@ def embed_each(encoder: Encoder, images: list[np.ndarray]) -> tuple[np.ndarray, 
     return rows, problems
 
 
-@dataclass
-class EnrolSummary:
-    """What enrolment did; ``skipped`` lists (photo, reason) for every photo not added."""
-
-    gallery: str
-    photos: int = 0
-    added: int = 0
-    duplicates: int = 0
-    per_person: Counter[str] = field(default_factory=Counter)
-    skipped: list[tuple[str, str]] = field(default_factory=list)
-    seconds: float = 0.0
-
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "gallery": self.gallery,
-            "photos": self.photos,
-            "added": self.added,
-            "duplicates": self.duplicates,
-            "people": dict(sorted(self.per_person.items())),
-            "skipped": [{"path": p, "reason": r} for p, r in self.skipped],
-            "seconds": round(self.seconds, 3),
-        }
-
-
 def enrol_people(
     gallery: Gallery, encoder: Encoder, people: Path, finder: FaceFinder, batch_size: int = 32
-) -> EnrolSummary:
+) -> EnrolReport:
     """Add ``people/<person>/<photo>`` to the gallery, one atomic batch at a time.
 
     Photos already enrolled (same SHA-256 of the file) are skipped, so enrolling the same
     folder again adds only what is new; unreadable photos and photos the encoder refuses are
-    skipped and listed.
+    skipped and listed.  A photo where the face detector finds no face is enrolled whole
+    (photo sets such as ORL are cut tightly around the face).
     """
-    entries = plan_enrolment([people])
-    summary = EnrolSummary(str(gallery.folder), photos=len(entries))
-    started = time.perf_counter()
-    seen: set[str] = set()
-    for start in range(0, len(entries), batch_size):
-        batch = entries[start : start + batch_size]
-        digests = {e.path: hashlib.sha256(e.path.read_bytes()).hexdigest() for e in batch if e.path.is_file()}
-        known = gallery.known_hashes(list(digests.values()))
-        faces, items = [], []
-        for entry in batch:
-            digest = digests.get(entry.path)
-            if digest is None:
-                summary.skipped.append((str(entry.path), "cannot read the file"))
-                continue
-            if digest in known or digest in seen:
-                summary.duplicates += 1
-                continue
-            try:
-                face = finder.enrolment_photo(read_image(entry.path))
-            except DataError as exc:
-                summary.skipped.append((str(entry.path), str(exc)))
-                continue
-            seen.add(digest)
-            faces.append(face)
-            items.append(ItemMeta(entry.identity, source=str(entry.path), box=face.box, image_hash=digest))
-        if not faces:
-            continue
-        embeddings, problems = embed_each(encoder, [f.image for f in faces])
-        good = [i for i, problem in enumerate(problems) if problem is None]
-        summary.skipped += [(items[i].source, p) for i, p in enumerate(problems) if p is not None]
-        if good:
-            gallery.add(embeddings[good], [items[i] for i in good])
-            summary.added += len(good)
-            summary.per_person.update(items[i].identity for i in good)
-    summary.seconds = time.perf_counter() - started
-    return summary
+    config = EnrolConfig(batch_size=batch_size, margin=finder.margin, no_face="skip", no_detection="whole")
+    return enrol(gallery, encoder, plan_enrolment([people]), config, finder.for_photos())
 
 
 @dataclass
@@ -267,12 +220,14 @@ class _Pending:
     face: Face
 
 
-def _faces_of(source: MediaSource, finder: FaceFinder) -> Iterator[_Pending]:
+def _faces_of(source: MediaSource, finder: FaceFinder, result: CheckinResult) -> Iterator[_Pending]:
     photos = source.kind == "images"
-    for frame in source.frames():
-        faces = finder.photo(frame.image) if photos else finder.frame(frame.image)
-        for face in faces:
-            yield _Pending(frame.source, None if photos else frame.index, frame.time, face)
+
+    def count(dropped: int) -> None:
+        result.dropped += dropped
+
+    for frame, face in finder.faces(source, count):
+        yield _Pending(frame.source, None if photos else frame.index, frame.time, face)
 
 
 @dataclass
@@ -283,10 +238,12 @@ class CheckinResult:
     unreadable: list[tuple[str, str]] = field(default_factory=list)
     seconds: float = 0.0
     interrupted: bool = False
+    dropped: int = 0
 
     def to_dict(self) -> dict[str, Any]:
         return {
             "decisions": dict(sorted(self.decisions.items())),
+            "dropped": self.dropped,
             "faces": sum(self.decisions.values()),
             "threshold": self.threshold,
             "threshold_source": self.threshold_source,
@@ -375,7 +332,7 @@ class CheckinDesk:
         batch: list[_Pending] = []
         try:
             for source in sources:
-                for pending in _faces_of(source, finder):
+                for pending in _faces_of(source, finder, result):
                     batch.append(pending)
                     # A live camera is answered face by face; files wait for a full batch.
                     if source.live or len(batch) >= cfg.batch_size:

@@ -13,7 +13,8 @@ from rich.text import Text
 from reid import ReidError, printable
 from reid.data import quiet_opencv
 from reid.gallery import Gallery
-from reid.models import load_encoder
+from reid.models import load_encoder, stand_in_model
+from reid.pipeline import DUPLICATE
 
 from apps.face_checkin.calibrate import calibrate_on_people
 from apps.face_checkin.checkin import (
@@ -24,7 +25,7 @@ from apps.face_checkin.checkin import (
     enrol_people,
     resolve_threshold,
 )
-from apps.face_checkin.demo import score_demo, stand_in_face_model, write_demo_inputs
+from apps.face_checkin.demo import score_demo, write_demo_inputs
 
 # Markup is off: file names and labels are printed as they are, never interpreted.
 console = Console(markup=False, highlight=False)
@@ -85,7 +86,7 @@ def main(
             scene = write_demo_inputs(out / "demo")
             people, sources = scene.people, [str(scene.incoming)]
             if model is None:
-                folder = stand_in_face_model(out / "demo" / "model")
+                folder = stand_in_model(out / "demo" / "model", "face", name="untrained-face-stand-in")
                 report = calibrate_on_people(str(folder), scene.calibration_people, out / "demo" / "calibration")
                 model = str(folder)
                 held = report.held_out
@@ -126,12 +127,13 @@ def main(
             if people is not None:
                 enrolled = enrol_people(store, encoder, people, FaceFinder(detect, config.margin), config.batch_size)
                 console.print(
-                    f"enrolled {enrolled.added} new photos of {len(enrolled.per_person)} people "
-                    f"({enrolled.duplicates} already enrolled, {len(enrolled.skipped)} skipped); "
+                    f"enrolled {enrolled.added} new photos of {len(enrolled.per_identity)} people "
+                    f"({enrolled.duplicates} already enrolled, {len(enrolled.skipped) - enrolled.duplicates} skipped); "
                     f"gallery {store.folder} holds {len(store)} photos of {store.identity_count} people",
                     highlight=False,
                 )
-                for path, reason in enrolled.skipped[:5]:
+                problems = [(path, reason) for path, reason in enrolled.skipped if reason != DUPLICATE]
+                for path, reason in problems[:5]:
                     console.print(f"  skipped {path}: {reason}", highlight=False)
             desk = CheckinDesk(store, encoder, config)
             console.print(

@@ -12,10 +12,6 @@ import shutil
 from dataclasses import dataclass
 from pathlib import Path
 
-import torch
-
-from reid.models import ModelCard, build_network, save_model
-
 from apps.face_checkin.checkin import Decision
 from apps.face_checkin.faces import write_people
 
@@ -53,21 +49,6 @@ def write_demo_inputs(folder: Path, seed: int = 0) -> DemoInputs:
     calibration = folder / "calibration-people"
     write_people(calibration, [f"person-{n:02d}" for n in range(1, CALIBRATION_PEOPLE + 1)], 4, seed=seed + 2)
     return DemoInputs(people, incoming, calibration, truth)
-
-
-def stand_in_face_model(folder: Path) -> Path:
-    """An untrained ResNet-18 face encoder for a demo run without a face model."""
-    card = ModelCard(
-        name="untrained-face-stand-in",
-        architecture="resnet18",
-        embedding_dim=128,
-        input_size=(112, 92),
-        num_classes=0,
-        kind="face",
-    )
-    torch.manual_seed(0)
-    save_model(build_network(card), card, folder)
-    return folder
 
 
 @dataclass

@@ -172,6 +172,9 @@ def query(
         "best", "--score", help="Identity distance: best (nearest item) or mean (over its items)."
     ),
     batch_size: int = typer.Option(32, "--batch-size", help="Crops embedded together."),
+    detect_scale: float = typer.Option(
+        1.0, "--detect-scale", help="Detect on frames scaled by this, in (0, 1] (faster; misses small people)."
+    ),
     no_face: str = typer.Option("skip", "--no-face", help=NO_FACE_HELP),
     json_out: Path | None = typer.Option(None, "--json", help="Also write the summary as JSON here."),
 ) -> None:
@@ -185,6 +188,7 @@ def query(
         threshold=threshold,
         score=score,
         batch_size=batch_size,
+        detect_scale=detect_scale,
         no_face=no_face,
         track=track,
         tracker=TrackerConfig(high_score=high_score),
@@ -233,7 +237,7 @@ def _live_view(recent: deque[FrameResult], stats: QueryStats, expected: int | No
     total = f"/{expected}" if expected else ""
     line = Text(
         f"frames {stats.frames}{total}  detections {stats.detections}  named {stats.identified}  "
-        f"unknown {stats.unknown}  tracks ended {stats.tracks}  {stats.fps:.1f} frames/s"
+        f"unknown {stats.unknown}  tracks ended {stats.tracks}  dropped {stats.dropped}  {stats.fps:.1f} frames/s"
     )
     return Group(table, line)
 
@@ -249,6 +253,8 @@ def _print_summary(stats: QueryStats, threshold: float, threshold_source: str) -
         ["stage", "seconds", "% of wall"],
         stage_rows,
     )
+    if stats.dropped:
+        console.print(f"dropped {stats.dropped} frames of the live source that the pipeline could not keep up with")
 
 
 gallery_app = typer.Typer(help="Inspect and maintain galleries.", no_args_is_help=True)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Protocol
 
@@ -80,3 +81,12 @@ def non_max_suppression(boxes: np.ndarray, scores: np.ndarray, iou_threshold: fl
         inside = inter / np.maximum(np.minimum(areas[best], areas[rest]), 1e-9)
         order = rest[(iou <= iou_threshold) & (inside <= 0.8)]
     return keep
+
+
+def largest_detection(detections: Sequence[Detection]) -> Detection | None:
+    """The detection with the largest box (ties: the better score), None for none.
+
+    A photo of one person (an enrolment photo, a face-set image) shows that person largest;
+    bystanders and false alarms are smaller.
+    """
+    return max(detections, key=lambda d: (d.area, d.score), default=None)

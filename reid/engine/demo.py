@@ -15,10 +15,11 @@ from reid.decision import similarity_to_distance
 from reid.engine.config import TrainConfig
 from reid.engine.trainer import TrainCallbacks, TrainResult, build_card, evaluate_dataset, train
 from reid.evaluation import EncoderEvaluation, RankingResult, ThresholdChoice, choose_threshold, evaluate_encoder
+from reid.models.backbones import backbone_spec
+from reid.models.card import ModelCard, save_card
 from reid.models.encoder import TorchEncoder
-from reid.models.card import save_card
 from reid.models.folder import default_device, load_encoder
-from reid.models.network import ReidNet
+from reid.models.stand_in import untrained_network
 
 
 def demo_config() -> TrainConfig:
@@ -67,15 +68,16 @@ class DemoResult:
 
 def untrained_encoder(config: TrainConfig, dataset: ReidDataset) -> TorchEncoder:
     """The network exactly as training starts from it (same seed, same architecture)."""
-    torch.manual_seed(config.seed)
-    initial = ReidNet(
-        config.architecture,
+    shape = ModelCard(
+        name="untrained",
+        architecture=config.architecture,
+        embedding_dim=config.embedding_dim or backbone_spec(config.architecture).out_dim,
+        input_size=tuple(config.input_size),
         num_classes=dataset.num_train_ids,
-        embedding_dim=config.embedding_dim,
         pooling=config.pooling,
         last_stride=config.last_stride,
-        pretrained=config.pretrained,
     )
+    initial = untrained_network(shape, config.seed, config.pretrained)
     card = build_card(config, dataset, dataset.num_train_ids, initial, initial.pretrained_note)
     return TorchEncoder(initial, card, config.device or default_device())
 

@@ -7,6 +7,7 @@ from pathlib import Path
 import numpy as np
 
 from reid.detect import DEFAULT_MARGIN, Detector, build_detector, crop
+from reid.detect.base import largest_detection
 from reid.errors import ConfigError, DataError
 from reid.evaluation.embed import PrepareFn
 from reid.models.encoder import NO_FACE_CHOICES
@@ -26,14 +27,13 @@ class FaceCropper:
         self.whole_fallback = whole_fallback
 
     def __call__(self, image: np.ndarray, path: Path) -> np.ndarray:
-        found = self.detector.detect(image)
-        if not found and self.whole_fallback:
-            return image
-        if not found:
-            raise DataError(f"{path}: no face found (use --detect none for images that are already face crops)")
         # The largest face is the subject of a verification photo; bystanders are smaller.
-        best = max(found, key=lambda d: (d.box[2] * d.box[3], d.score))
-        return crop(image, best.box, self.margin)
+        best = largest_detection(self.detector.detect(image))
+        if best is not None:
+            return crop(image, best.box, self.margin)
+        if self.whole_fallback:
+            return image
+        raise DataError(f"{path}: no face found (use --detect none for images that are already face crops)")
 
 
 def image_preparer(detect: str, no_face: str = "skip") -> PrepareFn | None:

@@ -18,6 +18,7 @@ from reid.models.export import EXPORT_FORMATS, ExportResult, export_model
 from reid.models.folder import load_encoder, load_model, save_model
 from reid.models.network import ReidNet, build_network
 from reid.models.onnx import OnnxEncoder, Preprocessing, card_path_for
+from reid.models.stand_in import stand_in_model, untrained_network
 
 __all__ = [
     "BACKBONES",
@@ -45,4 +46,6 @@ __all__ = [
     "preprocess",
     "save_card",
     "save_model",
+    "stand_in_model",
+    "untrained_network",
 ]

@@ -25,10 +25,12 @@ from typing import Any
 from reid.data.cameras import camera_from_name
 from reid.data.folders import identity_folders
 from reid.data.io import ImageLimits, decode_image, is_image_file, list_media, read_bytes
-from reid.detect import DEFAULT_MARGIN, Detector, crop
+from reid.detect import Detector
+from reid.detect.base import largest_detection
 from reid.errors import ConfigError, DataError
 from reid.gallery import DB_FILE, Gallery, IndexSpec, ItemMeta
 from reid.models.encoder import NO_FACE_CHOICES, Encoder, embed_images
+from reid.pipeline.frames import ChooseCrop, margin_for, subject_crop, whole_box
 from reid.pipeline.sources import GLOB_CHARS
 
 
@@ -41,20 +43,35 @@ class EnrolEntry:
     camera: str | None = None
 
 
+# The reason an image already in the gallery is listed among the skipped.
+DUPLICATE = "duplicate of an enrolled image"
+
+
 @dataclass
 class EnrolConfig:
     """``batch_size`` images are embedded and committed together; ``margin`` grows each
-    detection box by that share of its size (default: the detector kind's)."""
+    detection box by that share of its size (default: the detector kind's).
+
+    ``no_face`` (one of NO_FACE_CHOICES) says what happens to a photo the encoder refuses
+    and, unless ``no_detection`` says otherwise, to one where the detector finds nobody:
+    "whole" takes the whole photo, "skip" skips and names it, "error" stops.
+    """
 
     batch_size: int = 32
     margin: float | None = None
     no_face: str = "skip"
+    no_detection: str | None = None
 
     def __post_init__(self) -> None:
         if self.batch_size < 1:
             raise ConfigError(f"batch size must be at least 1, got {self.batch_size}")
-        if self.no_face not in NO_FACE_CHOICES:
-            raise ConfigError(f"--no-face {self.no_face!r}: choose one of {', '.join(NO_FACE_CHOICES)}")
+        for value in (self.no_face, self.no_detection or self.no_face):
+            if value not in NO_FACE_CHOICES:
+                raise ConfigError(f"--no-face {value!r}: choose one of {', '.join(NO_FACE_CHOICES)}")
+
+    @property
+    def when_none_found(self) -> str:
+        return self.no_detection or self.no_face
 
 
 class EnrolPlan(list[EnrolEntry]):
@@ -175,8 +192,12 @@ def enrol(
     config: EnrolConfig | None = None,
     detector: Detector | None = None,
     on_progress: Callable[[int], None] | None = None,
+    choose: ChooseCrop = largest_detection,
 ) -> EnrolReport:
     """Embed ``entries`` and add them to ``gallery`` batch by batch.
+
+    With a ``detector``, each photo is cropped to the detection ``choose`` picks (by
+    default the largest: an enrolment photo shows one person, bystanders are smaller).
 
     Each batch is committed atomically, so an interrupted enrolment keeps every batch
     finished before the interruption.  ``on_progress(n)`` is called as n images are handled.
@@ -190,7 +211,7 @@ def enrol(
     if isinstance(entries, EnrolPlan):
         report.not_images = len(entries.skipped)
         report.skipped += entries.skipped
-    margin = config.margin if config.margin is not None else DEFAULT_MARGIN.get(getattr(detector, "kind", ""), 0.0)
+    margin = margin_for(detector, config.margin)
     started = time.perf_counter()
     seen: set[str] = set()
     for start in range(0, len(entries), config.batch_size):
@@ -202,7 +223,7 @@ def enrol(
         for entry, payload, digest in zip(batch, payloads, hashes, strict=True):
             if digest and (digest in known or digest in seen):
                 report.duplicates += 1
-                report.skipped.append((str(entry.path), "duplicate of an enrolled image"))
+                report.skipped.append((str(entry.path), DUPLICATE))
                 continue
             try:
                 if isinstance(payload, DataError):
@@ -212,16 +233,14 @@ def enrol(
                 report.unreadable += 1
                 report.skipped.append((str(entry.path), _reason(exc, entry.path)))
                 continue
-            box = (0, 0, int(image.shape[1]), int(image.shape[0]))
+            box = whole_box(image)
             if detector is not None:
-                found = detector.detect(image)
-                if found:
-                    # An enrolment photo shows one person; the largest detection is that person.
-                    box = max(found, key=lambda d: d.area).box
-                    image = crop(image, box, margin)
-                elif config.no_face == "error":
+                chosen = subject_crop(image, detector, margin, choose)
+                if chosen is not None:
+                    image, box = chosen
+                elif config.when_none_found == "error":
                     raise DataError(f"{entry.path}: no {detector.kind} found")
-                elif config.no_face == "skip":
+                elif config.when_none_found == "skip":
                     report.no_detection += 1
                     report.skipped.append((str(entry.path), f"no {detector.kind} found"))
                     continue
@@ -241,7 +260,7 @@ def enrol(
             result = gallery.add(embedded.features, items)
             for position in result.duplicates:
                 report.duplicates += 1
-                report.skipped.append((items[position].source, "duplicate of an enrolled image"))
+                report.skipped.append((items[position].source, DUPLICATE))
             added = set(range(len(items))) - set(result.duplicates)
             report.added += len(added)
             report.per_identity.update(items[i].identity for i in added)

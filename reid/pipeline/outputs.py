@@ -21,12 +21,14 @@ from typing import IO
 import cv2
 import numpy as np
 
+from reid.detect import Box
 from reid.errors import ConfigError, DataError
 from reid.paths import check_output_file, check_output_folder, write_bytes_atomic
 from reid.pipeline.query import FrameResult, TrackSummary
 
 FOURCC = {".mp4": "mp4v", ".m4v": "mp4v", ".mov": "mp4v", ".avi": "MJPG", ".mkv": "XVID"}
-KNOWN_COLOUR = (40, 200, 40)  # BGR
+# BGR colours of boxes: named, unknown.
+KNOWN_COLOUR = (40, 200, 40)
 UNKNOWN_COLOUR = (40, 40, 220)
 SAFE_NAME = re.compile(r"[^A-Za-z0-9._-]+")
 # A text used as a name as it is: safe characters, not starting with "." (".", "..",
@@ -70,26 +72,66 @@ def check_outputs(
         check_output_folder(Path(crops), "--save-crops")
 
 
+def draw_box(canvas: np.ndarray, box: Box, text: str, colour: tuple[int, int, int]) -> None:
+    """Draw ``box`` (x, y, w, h) in ``colour`` (BGR) on the BGR ``canvas``, in place, with
+    ``text`` in white on a filled label above it; line and letters grow with the frame."""
+    x, y, w, h = box
+    scale = max(0.4, min(canvas.shape[:2]) / 600)
+    cv2.rectangle(canvas, (x, y), (x + w, y + h), colour, max(1, round(scale * 2)))
+    (tw, th), base = cv2.getTextSize(text, cv2.FONT_HERSHEY_SIMPLEX, scale, 1)
+    top = max(0, y - th - base - 2)
+    cv2.rectangle(canvas, (x, top), (x + tw + 2, top + th + base + 2), colour, cv2.FILLED)
+    cv2.putText(canvas, text, (x + 1, top + th + 1), cv2.FONT_HERSHEY_SIMPLEX, scale, (255, 255, 255), 1, cv2.LINE_AA)
+
+
+def identity_colour(identity: str | None) -> tuple[int, int, int]:
+    """Green for a named detection or track, red for an unknown one (BGR)."""
+    return KNOWN_COLOUR if identity is not None else UNKNOWN_COLOUR
+
+
 def annotate(result: FrameResult) -> np.ndarray:
     """The frame as BGR with each detection's box, label and distance drawn on it; a
     tracked detection's label starts with its track number and names the track's identity."""
     canvas = cv2.cvtColor(result.image, cv2.COLOR_RGB2BGR)
-    scale = max(0.4, min(canvas.shape[:2]) / 600)
-    thickness = max(1, round(scale * 2))
     for detection in result.detections:
-        x, y, w, h = detection.box
-        colour = KNOWN_COLOUR if detection.identity is not None else UNKNOWN_COLOUR
-        cv2.rectangle(canvas, (x, y), (x + w, y + h), colour, thickness)
         text = f"{detection.label} {detection.distance:.2f}" if np.isfinite(detection.distance) else detection.label
         if detection.track is not None:
             text = f"#{detection.track} {text}"
-        (tw, th), base = cv2.getTextSize(text, cv2.FONT_HERSHEY_SIMPLEX, scale, 1)
-        top = max(0, y - th - base - 2)
-        cv2.rectangle(canvas, (x, top), (x + tw + 2, top + th + base + 2), colour, cv2.FILLED)
-        cv2.putText(
-            canvas, text, (x + 1, top + th + 1), cv2.FONT_HERSHEY_SIMPLEX, scale, (255, 255, 255), 1, cv2.LINE_AA
-        )
+        draw_box(canvas, detection.box, text, identity_colour(detection.identity))
     return canvas
+
+
+class VideoWriter:
+    """BGR frames into a video file whose suffix picks the codec (:data:`FOURCC`); frames
+    of other sizes are letterboxed into the first one's.  Each written frame is in the file
+    once :meth:`close` runs, so a stopped run leaves a playable video.  Raises ConfigError
+    for an unknown suffix and DataError when OpenCV cannot write the codec there."""
+
+    def __init__(self, path: Path, fps: float) -> None:
+        self.path = Path(path)
+        check_outputs(video=self.path)
+        self.codec = FOURCC[self.path.suffix.lower()]
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        self.fps = fps if fps > 0 else 10.0
+        self._writer: cv2.VideoWriter | None = None
+        self._size: tuple[int, int] | None = None
+        self.frames = 0
+
+    def write(self, canvas: np.ndarray) -> None:
+        if self._writer is None:
+            self._size = (canvas.shape[1], canvas.shape[0])
+            self._writer = cv2.VideoWriter(str(self.path), cv2.VideoWriter_fourcc(*self.codec), self.fps, self._size)
+            if not self._writer.isOpened():
+                raise DataError(f"{self.path}: OpenCV {cv2.__version__} cannot write {self.codec} video here")
+        if (canvas.shape[1], canvas.shape[0]) != self._size:
+            canvas = _fit(canvas, self._size)
+        self._writer.write(canvas)
+        self.frames += 1
+
+    def close(self) -> None:
+        if self._writer is not None:
+            self._writer.release()
+            self._writer = None
 
 
 class JsonlWriter:
@@ -136,34 +178,21 @@ class TracksWriter:
 
 
 class VideoOutput:
-    """Annotated frames into a video file; frames of other sizes are fitted to the first."""
+    """Annotated frames (:func:`annotate`) into a video file (:class:`VideoWriter`)."""
 
     def __init__(self, path: Path, fps: float) -> None:
-        self.path = Path(path)
-        check_outputs(video=self.path)
-        codec = FOURCC[self.path.suffix.lower()]
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        self.fps = fps if fps > 0 else 10.0
-        self.codec = codec
-        self._writer: cv2.VideoWriter | None = None
-        self._size: tuple[int, int] | None = None
-        self.frames = 0
+        self._video = VideoWriter(path, fps)
+        self.path = self._video.path
+
+    @property
+    def frames(self) -> int:
+        return self._video.frames
 
     def write(self, result: FrameResult) -> None:
-        canvas = annotate(result)
-        if self._writer is None:
-            self._size = (canvas.shape[1], canvas.shape[0])
-            self._writer = cv2.VideoWriter(str(self.path), cv2.VideoWriter_fourcc(*self.codec), self.fps, self._size)
-            if not self._writer.isOpened():
-                raise DataError(f"{self.path}: OpenCV {cv2.__version__} cannot write {self.codec} video here")
-        if (canvas.shape[1], canvas.shape[0]) != self._size:
-            canvas = _fit(canvas, self._size)
-        self._writer.write(canvas)
-        self.frames += 1
+        self._video.write(annotate(result))
 
     def close(self) -> None:
-        if self._writer is not None:
-            self._writer.release()
+        self._video.close()
 
 
 class CropWriter:

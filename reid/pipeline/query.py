@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import time
 from collections import Counter
+from contextlib import closing
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
@@ -24,20 +25,20 @@ import numpy as np
 
 from reid.decision import Threshold, check_distance_threshold
 from reid.decision import resolve_threshold as resolve_distance_threshold
-from reid.detect import DEFAULT_MARGIN, Box, Detector, build_detector, crop
+from reid.detect import Box, Detector, build_detector
 from reid.errors import ConfigError
 from reid.gallery import SCORES, Gallery, IdentityMatch
 from reid.models.encoder import NO_FACE_CHOICES, Encoder, embed_images
+from reid.pipeline.frames import FrameCrops, ScaledDetector, frame_crops, margin_for
+from reid.pipeline.live import FramePipeline
 from reid.pipeline.sources import Frame, MediaSource
+from reid.pipeline.stages import EMBED_THREADS, intra_op_threads, stage_timer
 from reid.track import Observation, Track, Tracker, TrackerConfig
 
 DETECT_CHOICES = ("auto", "person", "face", "none")
 # Frames waiting for their crops to fill a batch are held in memory; stretches of video
 # with nobody in them must not pile up.
 MAX_PENDING_FRAMES = 16
-
-# A frame waiting to be answered, with its crops, their boxes and detection scores.
-Pending = tuple[Frame, list[np.ndarray], list[Box], list[float | None]]
 
 
 @dataclass
@@ -49,6 +50,13 @@ class QueryConfig:
     as one crop.  ``threshold`` (Euclidean distance between unit embeddings) defaults to
     the gallery's, which is the model card's calibrated one.  ``track``: link the
     detections of videos, cameras and streams into tracks (see :mod:`reid.track`).
+    ``detect_scale`` in (0, 1]: detect on frames scaled by it (faster; people shorter than
+    the detector's window divided by it are missed).
+    ``threaded``: decode and detect on their own threads (:class:`FramePipeline`), so the
+    stages overlap and a live source drops the frames it cannot keep up with; False runs
+    every stage in turn on the caller's thread.
+    ``embed_threads``: PyTorch intra-op threads while embedding (None: PyTorch's own
+    setting); see :mod:`reid.pipeline.stages` for why one is the default.
     """
 
     top_k: int = 5
@@ -60,6 +68,9 @@ class QueryConfig:
     no_face: str = "skip"
     track: bool = True
     tracker: TrackerConfig = field(default_factory=TrackerConfig)
+    embed_threads: int | None = EMBED_THREADS
+    detect_scale: float = 1.0
+    threaded: bool = True
 
     def __post_init__(self) -> None:
         if self.top_k < 1:
@@ -70,6 +81,10 @@ class QueryConfig:
             raise ConfigError(f"unknown identity score {self.score!r}; choose one of {', '.join(SCORES)}")
         if self.batch_size < 1:
             raise ConfigError(f"batch size must be at least 1, got {self.batch_size}")
+        if self.embed_threads is not None and self.embed_threads < 1:
+            raise ConfigError(f"embedding threads must be at least 1, got {self.embed_threads}")
+        if not 0 < self.detect_scale <= 1:
+            raise ConfigError(f"--detect-scale must be in (0, 1], got {self.detect_scale}")
         if self.no_face not in NO_FACE_CHOICES:
             raise ConfigError(f"--no-face {self.no_face!r}: choose one of {', '.join(NO_FACE_CHOICES)}")
         check_distance_threshold(self.threshold)
@@ -114,19 +129,19 @@ class TrackSummary:
     box: Box
 
     @classmethod
-    def of(cls, source: str, track: Track) -> TrackSummary:
+    def of(cls, source: str, track: Track, until: int | None = None) -> TrackSummary | None:
+        """The summary of ``track`` over its boxes in frames up to ``until`` (None: all);
+        None when it has none there."""
+        seen = [o for o in track.observations if until is None or o.frame <= until]
+        if not seen:
+            return None
+        # The first of the largest boxes, as the track's own best box is chosen.
+        best = max(seen, key=lambda o: o.box[2] * o.box[3])
+        first, last = seen[0], seen[-1]
         return cls(
-            source,
-            track.id,
-            track.first.frame,
-            track.last.frame,
-            track.first.time,
-            track.last.time,
-            track.identity,
-            track.distance,
-            len(track.observations),
-            track.best_box,
-        )
+            source, track.id, first.frame, last.frame, first.time, last.time,
+            track.identity, track.distance, len(seen), best.box,
+        )  # fmt: skip
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -174,7 +189,9 @@ class FrameResult:
 
 @dataclass
 class QueryStats:
-    """Running totals of a query; stage times are seconds spent in each stage."""
+    """Running totals of a query; stage times are seconds spent in each stage (busy time:
+    on threads the stages overlap, so their sum may exceed ``wall_seconds``); ``dropped``
+    counts the frames of a live source skipped because the pipeline was behind."""
 
     frames: int = 0
     detections: int = 0
@@ -182,11 +199,10 @@ class QueryStats:
     unknown: int = 0
     tracks: int = 0
     per_identity: Counter[str] = field(default_factory=Counter)
-    stage_seconds: dict[str, float] = field(
-        default_factory=lambda: {"decode": 0.0, "detect": 0.0, "embed": 0.0, "track": 0.0, "search": 0.0}
-    )
+    stage_seconds: dict[str, float] = field(default_factory=stage_timer)
     wall_seconds: float = 0.0
     unreadable: list[tuple[str, str]] = field(default_factory=list)
+    dropped: int = 0
 
     @property
     def fps(self) -> float:
@@ -203,6 +219,7 @@ class QueryStats:
             "stage_seconds": {k: round(v, 4) for k, v in self.stage_seconds.items()},
             "wall_seconds": round(self.wall_seconds, 4),
             "fps": round(self.fps, 3),
+            "dropped": self.dropped,
             "unreadable": [{"path": p, "reason": r} for p, r in self.unreadable],
         }
 
@@ -225,10 +242,13 @@ def choose_detector(config: QueryConfig, source: MediaSource, encoder: Encoder) 
 
 
 class QueryRun:
-    """Iterate to get :class:`FrameResult` objects; :attr:`stats` grows as you go.
+    """Iterate to get :class:`FrameResult` objects, in frame order; :attr:`stats` grows as
+    you go.
 
     Crops of several frames are embedded together (up to ``batch_size`` crops), except for
-    live sources, where each frame is answered as soon as it arrives.
+    live sources, where each frame is answered as soon as it arrives, with the frames that
+    arrived while the previous batch was answered.  Leaving the iteration early (or Ctrl-C)
+    stops the decoding and detection threads and releases the source.
     """
 
     def __init__(
@@ -246,55 +266,56 @@ class QueryRun:
         self.threshold, self.threshold_source = threshold.value, threshold.describe()
         self.detector = detector if detector is not None else choose_detector(self.config, source, encoder)
         self.stats = QueryStats(unreadable=source.unreadable)
-        kind = self.detector.kind if self.detector is not None else ""
-        self.margin = self.config.margin if self.config.margin is not None else DEFAULT_MARGIN.get(kind, 0.0)
+        if self.detector is not None and self.config.detect_scale != 1:
+            self.detector = ScaledDetector(self.detector, self.config.detect_scale)
+        self.margin = margin_for(self.detector, self.config.margin)
         tracking = self.config.track and self.detector is not None and source.kind != "images"
         self.tracker = Tracker(0, self.config.tracker) if tracking else None
         self._step = 0
+        self._answered: int | None = None
         self._started = time.perf_counter()
 
     def __iter__(self) -> Iterator[FrameResult]:
         self._started = time.perf_counter()
         timing = self.stats.stage_seconds
-        pending: list[Pending] = []
-        pending_crops = 0
-        frames = self.source.frames()
+        pipeline: FramePipeline | None = None
+        if self.config.threaded:
+            pipeline = FramePipeline(self.source, self.detector, self.margin, timing)
+            items: Iterator[FrameCrops] = iter(pipeline)
+        else:
+            items = frame_crops(self.source, self.detector, self.margin, timing)
         try:
-            while True:
-                tick = time.perf_counter()
-                frame = next(frames, None)
-                timing["decode"] += time.perf_counter() - tick
-                if frame is None:
-                    break
-                tick = time.perf_counter()
-                crops, boxes, scores = self._crops(frame)
-                timing["detect"] += time.perf_counter() - tick
-                pending.append((frame, crops, boxes, scores))
-                pending_crops += len(crops)
-                full = pending_crops >= self.config.batch_size or len(pending) >= MAX_PENDING_FRAMES
-                if self.source.live or full:
-                    yield from self._answer(pending)
-                    pending, pending_crops = [], 0
-            yield from self._answer(pending)
+            with closing(items), intra_op_threads(self.config.embed_threads):
+                yield from self._in_batches(items, pipeline)
         finally:
-            frames.close()
+            if pipeline is not None:
+                pipeline.close()
+                self.stats.dropped = pipeline.dropped
             self.stats.wall_seconds = time.perf_counter() - self._started
 
-    def _crops(self, frame: Frame) -> tuple[list[np.ndarray], list[Box], list[float | None]]:
-        image = frame.image
-        if self.detector is None:
-            return [image], [(0, 0, int(image.shape[1]), int(image.shape[0]))], [None]
-        found = self.detector.detect(image)
-        crops = [crop(image, d.box, self.margin) for d in found]
-        keep = [i for i, c in enumerate(crops) if c.size]
-        return [crops[i] for i in keep], [found[i].box for i in keep], [found[i].score for i in keep]
+    def _in_batches(self, items: Iterator[FrameCrops], pipeline: FramePipeline | None) -> Iterator[FrameResult]:
+        """Answer frames once their crops fill a batch.  A live source is answered as soon
+        as a frame arrives, together with the frames already waiting behind it."""
+        pending: list[FrameCrops] = []
+        pending_crops = 0
+        for item in items:
+            pending.append(item)
+            pending_crops += len(item.crops)
+            if self.source.live and pipeline is not None:
+                pending += pipeline.ready(MAX_PENDING_FRAMES - len(pending))
+                self.stats.dropped = pipeline.dropped
+            full = pending_crops >= self.config.batch_size or len(pending) >= MAX_PENDING_FRAMES
+            if self.source.live or full:
+                yield from self._answer(pending)
+                pending, pending_crops = [], 0
+        yield from self._answer(pending)
 
-    def _answer(self, pending: list[Pending]) -> Iterator[FrameResult]:
+    def _answer(self, pending: list[FrameCrops]) -> Iterator[FrameResult]:
         if not pending:
             return
         timing = self.stats.stage_seconds
-        crops = [c for _, frame_crops, _, _ in pending for c in frame_crops]
-        sources = [_crop_name(frame, n) for frame, frame_crops, _, _ in pending for n in range(len(frame_crops))]
+        crops = [c for item in pending for c in item.crops]
+        sources = [_crop_name(item.frame, n) for item in pending for n in range(len(item.crops))]
         row_of: dict[int, int] = {}
         features = np.zeros((0, 0), np.float32)
         if crops:
@@ -306,13 +327,13 @@ class QueryRun:
             row_of = {position: row for row, position in enumerate(embedded.kept)}
         # Link each frame's embedded detections to tracks, in frame order, and note the
         # vector each detection is searched with: its track's mean so far, or its own.
-        plans: list[tuple[Pending, list[int], list[Track | None], list[Track]]] = []
+        plans: list[tuple[FrameCrops, list[int], list[Track | None], list[Track]]] = []
         queries: list[np.ndarray] = []
         at = 0
         tick = time.perf_counter()
         for item in pending:
-            frame, frame_crops, boxes, scores = item
-            positions = [at + n for n in range(len(frame_crops)) if at + n in row_of]
+            frame, boxes, scores = item.frame, item.boxes, item.scores
+            positions = [at + n for n in range(len(item.crops)) if at + n in row_of]
             own = features[[row_of[p] for p in positions]] if positions else None
             tracks: list[Track | None] = [None] * len(positions)
             ended: list[Track] = []
@@ -326,7 +347,7 @@ class QueryRun:
             for n, track in enumerate(tracks):
                 queries.append(track.embedding if track is not None else own[n])  # type: ignore[index]
             plans.append((item, positions, tracks, ended))
-            at += len(frame_crops)
+            at += len(item.crops)
         timing["track"] += time.perf_counter() - tick
         found: list[list[IdentityMatch]] = []
         if queries:
@@ -335,10 +356,11 @@ class QueryRun:
             timing["search"] += time.perf_counter() - tick
         answers = iter(found)
         at = 0
-        for (frame, frame_crops, boxes, scores), positions, tracks, ended in plans:
+        for item, positions, tracks, ended in plans:
+            frame, boxes, scores = item.frame, item.boxes, item.scores
             result = FrameResult(frame.source, frame.index, frame.time, frame.image)
             # Tracks that ended before this frame carry the decisions of earlier frames.
-            result.ended_tracks = [TrackSummary.of(frame.source, t) for t in ended]
+            result.ended_tracks = [s for t in ended if (s := TrackSummary.of(frame.source, t)) is not None]
             self.stats.tracks += len(ended)
             for position, track in zip(positions, tracks, strict=True):
                 top = next(answers)
@@ -349,12 +371,13 @@ class QueryRun:
                     track.decide(identity, distance if np.isfinite(distance) else None)
                     number = track.id
                 result.detections.append(
-                    DetectionResult(boxes[n], identity, distance, top, scores[n], frame_crops[n], number)
+                    DetectionResult(boxes[n], identity, distance, top, scores[n], item.crops[n], number)
                 )
                 self._count(identity)
-            at += len(frame_crops)
+            at += len(item.crops)
             self.stats.frames += 1
             self.stats.wall_seconds = time.perf_counter() - self._started
+            self._answered = frame.index
             yield result
 
     def _decide(self, top: list[IdentityMatch]) -> tuple[str | None, float]:
@@ -366,10 +389,13 @@ class QueryRun:
 
     def finish_tracks(self) -> list[TrackSummary]:
         """End every track still open (at the end of the source, or when a run is stopped)
-        and summarize those long enough to report; their frames are all answered ones."""
-        if self.tracker is None:
+        and summarize those long enough to report over the frames answered so far: a run
+        stopped midway has linked frames of the batch it was answering that it never
+        yielded, and a summary must not reach past the last answered frame."""
+        if self.tracker is None or self._answered is None:
             return []
-        ended = [TrackSummary.of(self.source.spec, t) for t in self.tracker.finish()]
+        summaries = (TrackSummary.of(self.source.spec, t, self._answered) for t in self.tracker.finish())
+        ended = [s for s in summaries if s is not None and s.frames >= self.config.tracker.min_boxes]
         self.stats.tracks += len(ended)
         return ended
 

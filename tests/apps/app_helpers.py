@@ -4,9 +4,10 @@ from __future__ import annotations
 
 import ast
 import importlib
+import zlib
 from pathlib import Path
 
-from reid.models import ModelCard, build_network, save_model
+from reid.models import stand_in_model
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -41,16 +42,10 @@ def private_imports(app_folder: Path) -> list[str]:
 
 
 def tiny_model(folder: Path, kind: str = "person", threshold: float | None = None) -> Path:
-    """A ResNet-18 with random weights and a 64-d embedding, written as a model folder."""
+    """A ResNet-18 with random weights and a 64-d embedding, written as a model folder;
+    models in different folders differ (their weights are seeded by the folder)."""
     size = (64, 32) if kind == "person" else (64, 64)
-    card = ModelCard(
-        name=f"tiny-{kind}",
-        architecture="resnet18",
-        embedding_dim=64,
-        input_size=size,
-        num_classes=0,
-        kind=kind,
-        threshold=threshold,
+    seed = zlib.crc32(str(folder).encode())
+    return stand_in_model(
+        folder, kind, name=f"tiny-{kind}", embedding_dim=64, input_size=size, threshold=threshold, seed=seed
     )
-    save_model(build_network(card), card, folder)
-    return folder

@@ -2,29 +2,23 @@
 
 from __future__ import annotations
 
+import zlib
 from pathlib import Path
 
 import cv2
 import numpy as np
 
 from reid.detect import crop
-from reid.models import Encoder, ModelCard, build_network, load_encoder, save_model
+from reid.models import Encoder, load_encoder, stand_in_model
 from reid.pipeline.synthetic import street_frames
 
 
 def build_encoder(folder: Path, name: str = "t", kind: str = "person", threshold: float | None = 0.3) -> Encoder:
-    """A real ResNet-18 encoder with random weights, saved as a model folder and loaded back."""
+    """A real ResNet-18 encoder with random weights, saved as a model folder and loaded back;
+    models in different folders differ (their weights are seeded by the folder)."""
     size = (64, 32) if kind == "person" else (64, 64)
-    card = ModelCard(
-        name=name,
-        architecture="resnet18",
-        embedding_dim=64,
-        input_size=size,
-        num_classes=0,
-        kind=kind,
-        threshold=threshold,
-    )
-    save_model(build_network(card), card, folder)
+    seed = zlib.crc32(str(folder).encode())
+    stand_in_model(folder, kind, name=name, embedding_dim=64, input_size=size, threshold=threshold, seed=seed)
     return load_encoder(folder, device="cpu")
 
 

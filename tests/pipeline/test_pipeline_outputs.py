@@ -5,11 +5,24 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import cv2
 import numpy as np
 import pytest
 
 from reid.errors import ConfigError
-from reid.pipeline import CropWriter, DetectionResult, FrameResult, QueryOutputs, check_outputs, safe_name
+from reid.pipeline import (
+    KNOWN_COLOUR,
+    UNKNOWN_COLOUR,
+    CropWriter,
+    DetectionResult,
+    FrameResult,
+    QueryOutputs,
+    VideoWriter,
+    check_outputs,
+    draw_box,
+    identity_colour,
+    safe_name,
+)
 from reid.pipeline.outputs import CROP_MAP_FILE, MAX_NAME, UNKNOWN_FOLDER
 
 HOSTILE = [
@@ -87,3 +100,25 @@ def test_outputs_that_cannot_be_written_are_refused_before_work(tmp_path: Path) 
     assert not (tmp_path / "ok.jsonl").exists()
     check_outputs(jsonl=tmp_path / "new" / "deeper" / "e.jsonl", crops=tmp_path / "crops", video=tmp_path / "v.mp4")
     assert not (tmp_path / "new").exists(), "checking makes nothing"
+
+
+def test_draw_box_and_the_video_writer_fit_every_frame(tmp_path: Path) -> None:
+    canvas = np.zeros((120, 160, 3), np.uint8)
+    draw_box(canvas, (40, 50, 30, 40), "#1 ann 0.20", KNOWN_COLOUR)
+    assert tuple(canvas[90, 55]) == KNOWN_COLOUR and tuple(canvas[70, 55]) == (0, 0, 0)
+    assert identity_colour(None) == UNKNOWN_COLOUR and identity_colour("ann") == KNOWN_COLOUR
+    writer = VideoWriter(tmp_path / "v.avi", fps=5)
+    writer.write(canvas)
+    writer.write(np.full((60, 60, 3), 255, np.uint8))
+    writer.close()
+    capture = cv2.VideoCapture(str(tmp_path / "v.avi"))
+    shapes = []
+    while True:
+        ok, frame = capture.read()
+        if not ok:
+            break
+        shapes.append(frame.shape)
+    capture.release()
+    assert writer.frames == 2 and shapes == [(120, 160, 3)] * 2
+    with pytest.raises(ConfigError, match="must end in"):
+        VideoWriter(tmp_path / "v.gif", fps=5)

@@ -8,6 +8,7 @@ from pathlib import Path
 import cv2
 import numpy as np
 import pytest
+import torch
 from pipeline_helpers import build_encoder, walker_crops
 
 from reid.detect import build_detector
@@ -180,3 +181,35 @@ def test_stream_url_is_decoded_as_a_live_source(encoder: Encoder, street: tuple[
     times = [r.time for r in results]
     # A stream's time is the wall-clock time since it was opened.
     assert all(t is not None for t in times) and times == sorted(times)
+
+
+class ThreadsSeen(Encoder):
+    """A real encoder that notes PyTorch's thread count each time it embeds."""
+
+    def __init__(self, inner: Encoder) -> None:
+        self.inner, self.card, self.threads = inner, inner.card, []
+
+    def embed(self, images: list[np.ndarray]) -> np.ndarray:
+        self.threads.append(torch.get_num_threads())
+        return self.inner.embed(images)
+
+
+def test_embedding_runs_on_the_configured_threads_and_restores_them(
+    encoder: Encoder, street: tuple[Path, Path]
+) -> None:
+    video, folder = street
+    before = torch.get_num_threads()
+    torch.set_num_threads(2)
+    seen = ThreadsSeen(encoder)
+    try:
+        with Gallery.open(folder) as gallery:
+            run = QueryRun(gallery, seen, open_source(video, max_frames=3), QueryConfig(embed_threads=1, batch_size=1))
+            list(run)
+        assert seen.threads and set(seen.threads) == {1}
+        assert torch.get_num_threads() == 2
+    finally:
+        torch.set_num_threads(before)
+    with pytest.raises(ConfigError, match="threads"):
+        QueryConfig(embed_threads=0)
+    with pytest.raises(ConfigError, match="--detect-scale"):
+        QueryConfig(detect_scale=1.5)
