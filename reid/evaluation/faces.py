@@ -36,13 +36,15 @@ class FaceCropper:
         return crop(image, best.box, self.margin)
 
 
-def image_preparer(detect: str, no_face: str = "skip") -> PrepareFn | None:
+def image_preparer(detect: str, no_face: str = "skip", detector: str | None = None) -> PrepareFn | None:
     """What to do to each photo before embedding it: nothing, or crop it to the face
-    (``no_face`` "whole": a photo without a face is taken whole)."""
+    (``no_face`` "whole": a photo without a face is taken whole).  ``detector`` names the
+    face detector (:func:`reid.detect.build_detector`; default haar) and implies
+    ``detect`` "face"."""
     if no_face not in NO_FACE_CHOICES:
         raise ConfigError(f"--no-face {no_face!r}: choose one of {', '.join(NO_FACE_CHOICES)}")
-    if detect == "none":
+    if detect not in DETECT_CHOICES:
+        raise ConfigError(f"--detect {detect!r}: choose one of {', '.join(DETECT_CHOICES)}")
+    if detect == "none" and detector is None:
         return None
-    if detect == "face":
-        return FaceCropper(build_detector("face"), whole_fallback=no_face == "whole")
-    raise ConfigError(f"--detect {detect!r}: choose one of {', '.join(DETECT_CHOICES)}")
+    return FaceCropper(build_detector(detector, "face"), whole_fallback=no_face == "whole")

@@ -25,7 +25,7 @@ from typing import Any
 from reid.data.cameras import camera_from_name
 from reid.data.folders import identity_folders
 from reid.data.io import ImageLimits, decode_image, is_image_file, list_media, read_bytes
-from reid.detect import DEFAULT_MARGIN, Detector, crop
+from reid.detect import DEFAULT_MARGIN, Detector, build_detector, crop
 from reid.errors import ConfigError, DataError
 from reid.gallery import DB_FILE, Gallery, IndexSpec, ItemMeta
 from reid.models.encoder import NO_FACE_CHOICES, Encoder, embed_images
@@ -44,11 +44,16 @@ class EnrolEntry:
 @dataclass
 class EnrolConfig:
     """``batch_size`` images are embedded and committed together; ``margin`` grows each
-    detection box by that share of its size (default: the detector kind's)."""
+    detection box by that share of its size (default: the detector kind's).  ``detect``
+    ("person" or "face") and/or ``detector`` (a :func:`reid.detect.build_detector` name)
+    crop each image to its largest detection first, when no detector is given to
+    :func:`enrol` itself."""
 
     batch_size: int = 32
     margin: float | None = None
     no_face: str = "skip"
+    detect: str | None = None
+    detector: str | None = None
 
     def __post_init__(self) -> None:
         if self.batch_size < 1:
@@ -185,6 +190,8 @@ def enrol(
     """
     config = config or EnrolConfig()
     gallery.check_model(encoder.card)
+    if detector is None and (config.detect or config.detector):
+        detector = build_detector(config.detector, config.detect)
     limits = ImageLimits.from_env()
     report = EnrolReport(gallery=str(gallery.folder), images=len(entries))
     if isinstance(entries, EnrolPlan):

@@ -45,13 +45,15 @@ class QueryConfig:
 
     ``detect``: "auto" runs the model's kind of detector (person or face) on videos,
     cameras and streams and takes image files as ready crops; "none" takes every frame
-    as one crop.  ``threshold`` (Euclidean distance between unit embeddings) defaults to
+    as one crop.  ``detector``: which detector (a :func:`reid.detect.build_detector`
+    name; default: the kind's).  ``threshold`` (Euclidean distance between unit embeddings) defaults to
     the gallery's, which is the model card's calibrated one.  ``track``: link the
     detections of videos, cameras and streams into tracks (see :mod:`reid.track`).
     """
 
     top_k: int = 5
     detect: str = "auto"
+    detector: str | None = None
     threshold: float | None = None
     score: str = "best"
     batch_size: int = 32
@@ -228,8 +230,8 @@ def choose_detector(config: QueryConfig, source: MediaSource, encoder: Encoder) 
         if source.kind == "images":
             return None
         kind = encoder.card.kind if encoder.card.kind in ("person", "face") else "person"
-        return build_detector(kind)
-    return build_detector(config.detect)
+        return build_detector(config.detector, kind)
+    return build_detector(config.detector, config.detect)
 
 
 class QueryRun:
