@@ -71,7 +71,7 @@ def _verify_pair_file(
 ) -> None:
     encoder = load_encoder(model, preprocessing=preprocessing)
     pair_set = read_pairs(pairs, root)
-    prepare = image_preparer(detect, no_face, detector)
+    prepare = image_preparer(detect, no_face, detector, encoder.aligned_face_size)
     with make_progress() as progress:
         task = progress.add_task("embedding", total=len(pair_set.image_paths()))
         verification = verify_pairs(
@@ -161,7 +161,7 @@ def verify_command(
         image_b,
         threshold=threshold,
         model_name=model,
-        prepare=image_preparer(detect, no_face, detector),
+        prepare=image_preparer(detect, no_face, detector, encoder.aligned_face_size),
         no_face=no_face,
     )
     verdict = ("same identity", "green") if decision.same else ("different identities", "red")

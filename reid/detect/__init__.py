@@ -12,13 +12,14 @@ from __future__ import annotations
 
 import numpy as np
 
-from reid.detect.align import FACE_TEMPLATE_112, align_face, similarity_transform
+from reid.detect.align import FACE_TEMPLATE_112, align_face, crop_detection, similarity_transform
 from reid.detect.base import Box, Detection, Detector, Point, clipped_detection, crop, expand_box, non_max_suppression
 from reid.detect.build import (
     DEFAULT_DETECTORS,
     DETECTOR_KINDS,
     DETECTORS,
     build_detector,
+    check_detector,
     detector_kind,
     detector_names,
 )
@@ -65,8 +66,10 @@ __all__ = [
     "align_face",
     "build_detector",
     "cascade_path",
+    "check_detector",
     "clipped_detection",
     "crop",
+    "crop_detection",
     "crop_detections",
     "detector_kind",
     "detector_names",

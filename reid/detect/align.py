@@ -14,7 +14,7 @@ from collections.abc import Sequence
 import cv2
 import numpy as np
 
-from reid.detect.base import Point
+from reid.detect.base import Detection, Point, crop
 from reid.errors import DataError
 
 # Where the five landmarks sit in a 112x112 aligned face chip (x, y pixels): the eye on the
@@ -62,3 +62,14 @@ def align_face(image: np.ndarray, landmarks: Sequence[Point], size: tuple[int, i
     ``image``): the image warped so its five ``landmarks`` land on the template."""
     matrix = similarity_transform(landmarks, size)
     return cv2.warpAffine(image, matrix, (size[1], size[0]), flags=cv2.INTER_LINEAR, borderMode=cv2.BORDER_REPLICATE)
+
+
+def crop_detection(
+    image: np.ndarray, detection: Detection, margin: float, align_to: tuple[int, int] | None = None
+) -> np.ndarray:
+    """What an encoder gets of a detection: the face chip aligned to ``align_to`` (height,
+    width) when the encoder asks for one and the detector found landmarks, else the box
+    grown by ``margin`` and cut out."""
+    if align_to is not None and len(detection.landmarks) == 5:
+        return align_face(image, detection.landmarks, align_to)
+    return crop(image, detection.box, margin)

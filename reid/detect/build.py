@@ -65,6 +65,23 @@ def detector_kind(spec: str) -> str:
     return parse_detector(spec)[0].kind
 
 
+def check_detector(spec: str | None, kind: str | None = None) -> tuple[DetectorName, str]:
+    """The entry and argument ``spec`` names, checked against ``kind`` (see
+    :func:`build_detector`) without building anything; raises ConfigError."""
+    if kind is not None and kind not in DETECTOR_KINDS:
+        raise ConfigError(f"unknown detector kind {kind!r}; choose one of {', '.join(DETECTOR_KINDS)}")
+    if spec is None:
+        if kind is None:
+            raise ConfigError("name a detector or the kind of thing to detect (person or face)")
+        spec = DEFAULT_DETECTORS[kind]
+    entry, argument = parse_detector(spec)
+    if kind is not None and entry.kind != kind:
+        raise ConfigError(
+            f"--detector {spec} finds {entry.kind}s, not {kind}s; for {kind}s choose one of {', '.join(detector_names(kind))}"
+        )
+    return entry, argument
+
+
 def build_detector(spec: str | None, kind: str | None = None, options: Sequence[Any] = ()) -> Detector:
     """The detector a ``--detector`` value names: ``hog``, ``ssdlite``, ``yolo:FILE.onnx``
     (people), ``haar``, ``yunet`` (faces); None picks the default of ``kind``
@@ -78,17 +95,7 @@ def build_detector(spec: str | None, kind: str | None = None, options: Sequence[
     extra to install or the ``reid models fetch`` command) when the detector's package or
     model is missing.
     """
-    if kind is not None and kind not in DETECTOR_KINDS:
-        raise ConfigError(f"unknown detector kind {kind!r}; choose one of {', '.join(DETECTOR_KINDS)}")
-    if spec is None:
-        if kind is None:
-            raise ConfigError("name a detector or the kind of thing to detect (person or face)")
-        spec = DEFAULT_DETECTORS[kind]
-    entry, argument = parse_detector(spec)
-    if kind is not None and entry.kind != kind:
-        raise ConfigError(
-            f"--detector {spec} finds {entry.kind}s, not {kind}s; for {kind}s choose one of {', '.join(detector_names(kind))}"
-        )
+    entry, argument = check_detector(spec, kind)
     by_type: dict[type, Any] = {}
     for option in options:
         if not isinstance(option, DETECTOR_CONFIGS):

@@ -25,7 +25,7 @@ from typing import Any
 from reid.data.cameras import camera_from_name
 from reid.data.folders import identity_folders
 from reid.data.io import ImageLimits, decode_image, is_image_file, list_media, read_bytes
-from reid.detect import DEFAULT_MARGIN, Detector, build_detector, crop
+from reid.detect import DEFAULT_MARGIN, Detector, build_detector, check_detector, crop_detection
 from reid.errors import ConfigError, DataError
 from reid.gallery import DB_FILE, Gallery, IndexSpec, ItemMeta
 from reid.models.encoder import NO_FACE_CHOICES, Encoder, embed_images
@@ -60,6 +60,8 @@ class EnrolConfig:
             raise ConfigError(f"batch size must be at least 1, got {self.batch_size}")
         if self.no_face not in NO_FACE_CHOICES:
             raise ConfigError(f"--no-face {self.no_face!r}: choose one of {', '.join(NO_FACE_CHOICES)}")
+        if self.detect or self.detector:
+            check_detector(self.detector, self.detect)
 
 
 class EnrolPlan(list[EnrolEntry]):
@@ -224,8 +226,9 @@ def enrol(
                 found = detector.detect(image)
                 if found:
                     # An enrolment photo shows one person; the largest detection is that person.
-                    box = max(found, key=lambda d: d.area).box
-                    image = crop(image, box, margin)
+                    largest = max(found, key=lambda d: d.area)
+                    box = largest.box
+                    image = crop_detection(image, largest, margin, encoder.aligned_face_size)
                 elif config.no_face == "error":
                     raise DataError(f"{entry.path}: no {detector.kind} found")
                 elif config.no_face == "skip":

@@ -23,7 +23,7 @@ from typing import Any
 import numpy as np
 
 from reid.decision import check_distance_threshold
-from reid.detect import DEFAULT_MARGIN, Box, Detector, build_detector, crop
+from reid.detect import DEFAULT_MARGIN, Box, Detector, build_detector, crop_detection
 from reid.errors import ConfigError
 from reid.gallery import SCORES, Gallery, IdentityMatch
 from reid.models.encoder import NO_FACE_CHOICES, Encoder, embed_images
@@ -294,7 +294,7 @@ class QueryRun:
         if self.detector is None:
             return [image], [(0, 0, int(image.shape[1]), int(image.shape[0]))], [None]
         found = self.detector.detect(image)
-        crops = [crop(image, d.box, self.margin) for d in found]
+        crops = [crop_detection(image, d, self.margin, self.encoder.aligned_face_size) for d in found]
         keep = [i for i, c in enumerate(crops) if c.size]
         return [crops[i] for i in keep], [found[i].box for i in keep], [found[i].score for i in keep]
 
