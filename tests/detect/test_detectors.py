@@ -136,3 +136,10 @@ def test_non_max_suppression_keeps_the_best_of_overlaps() -> None:
     assert non_max_suppression(boxes, scores, 0.45) == [1, 3]
     assert non_max_suppression(np.zeros((0, 4)), np.zeros(0), 0.5) == []
     assert Detection((0, 0, 3, 4), 1.0).area == 12
+
+
+def test_nobody_on_an_empty_street() -> None:
+    person, face = build_detector("hog", "person"), build_detector("haar", "face")
+    for frame, truth in street_frames(3, walkers=(), seed=7):
+        assert truth == {}
+        assert person.detect(frame) == [] and face.detect(frame) == []
