@@ -126,7 +126,8 @@ def main(
             resolve_threshold(config, encoder, store)
             enrolled = None
             if people is not None:
-                enrolled = enrol_people(store, encoder, people, FaceFinder(detect, config.margin, detector_name=config.face_detector), config.batch_size)
+                finder = FaceFinder(detect, config.margin, detector_name=config.face_detector)
+                enrolled = enrol_people(store, encoder, people, finder, config.batch_size)
                 console.print(
                     f"enrolled {enrolled.added} new photos of {len(enrolled.per_person)} people "
                     f"({enrolled.duplicates} already enrolled, {len(enrolled.skipped)} skipped); "

@@ -12,7 +12,7 @@ from reid.cli.detector_options import detector_option
 from reid.cli.model_options import INPUT_SIZE_OPTION, MEAN_OPTION, RGB_OPTION, STD_OPTION, preprocessing_from_flags
 from reid.errors import ConfigError
 from reid.evaluation import PairScores, VerificationResult, calibrate_model, compare_images, read_pairs, verify_pairs
-from reid.evaluation.faces import image_preparer
+from reid.evaluation.faces import fitted_to, image_preparer
 from reid.evaluation.plots import write_verification_plots
 from reid.models import Preprocessing, load_encoder
 
@@ -71,7 +71,7 @@ def _verify_pair_file(
 ) -> None:
     encoder = load_encoder(model, preprocessing=preprocessing)
     pair_set = read_pairs(pairs, root)
-    prepare = image_preparer(detect, no_face, detector, encoder.aligned_face_size)
+    prepare = fitted_to(image_preparer(detect, no_face, detector), encoder)
     with make_progress() as progress:
         task = progress.add_task("embedding", total=len(pair_set.image_paths()))
         verification = verify_pairs(
@@ -161,7 +161,7 @@ def verify_command(
         image_b,
         threshold=threshold,
         model_name=model,
-        prepare=image_preparer(detect, no_face, detector, encoder.aligned_face_size),
+        prepare=fitted_to(image_preparer(detect, no_face, detector), encoder),
         no_face=no_face,
     )
     verdict = ("same identity", "green") if decision.same else ("different identities", "red")

@@ -41,21 +41,18 @@ class FaceCropper:
         return crop_detection(image, best, self.margin, self.align_to)
 
 
-def image_preparer(
-    detect: str, no_face: str = "skip", detector: str | None = None, align_to: tuple[int, int] | None = None
-) -> PrepareFn | None:
+def image_preparer(detect: str, no_face: str = "skip", detector: str | None = None) -> PrepareFn | None:
     """What to do to each photo before embedding it: nothing, or crop it to the face
     (``no_face`` "whole": a photo without a face is taken whole).  ``detector`` names the
     face detector (:func:`reid.detect.build_detector`; default haar) and implies
-    ``detect`` "face"; ``align_to`` (height, width): align faces with landmarks to chips
-    of that size (:attr:`reid.models.Encoder.aligned_face_size`)."""
+    ``detect`` "face".  :func:`fitted_to` aligns its crops for an encoder that asks."""
     if no_face not in NO_FACE_CHOICES:
         raise ConfigError(f"--no-face {no_face!r}: choose one of {', '.join(NO_FACE_CHOICES)}")
     if detect not in DETECT_CHOICES:
         raise ConfigError(f"--detect {detect!r}: choose one of {', '.join(DETECT_CHOICES)}")
     if detect == "none" and detector is None:
         return None
-    return FaceCropper(build_detector(detector, "face"), whole_fallback=no_face == "whole", align_to=align_to)
+    return FaceCropper(build_detector(detector, "face"), whole_fallback=no_face == "whole")
 
 
 def fitted_to(prepare: PrepareFn | None, encoder: Encoder) -> PrepareFn | None:
