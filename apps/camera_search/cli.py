@@ -12,7 +12,7 @@ from rich.text import Text
 
 from reid import ReidError, printable
 from reid.data import quiet_opencv
-from reid.detect import PersonDetectorConfig
+from reid.detect import PersonDetectorConfig, detector_names
 from reid.models import load_encoder, stand_in_model
 from reid.track import TrackerConfig
 
@@ -70,8 +70,11 @@ def main(
     every: int = typer.Option(1, "--every", min=1, help="Keep one frame in N."),
     max_frames: int | None = typer.Option(None, "--max-frames", min=1, help="Stop each camera after N kept frames."),
     top_k: int = typer.Option(3, "--top-k", min=1, help="Identities fetched per track."),
+    detector: str | None = typer.Option(
+        None, "--detector", help=f"Person detector: {', '.join(detector_names('person'))} (default hog)."
+    ),
     detect_scale: float = typer.Option(
-        1.0, "--detect-scale", help="Scale frames by this before detection (< 1: faster, misses small people)."
+        1.0, "--detect-scale", help="HOG: scale frames by this before detection (< 1: faster, misses small people)."
     ),
     win_stride: int | None = typer.Option(
         None, "--win-stride", min=1, help="HOG window stride in pixels (default 8; 4 in --demo): smaller finds more."
@@ -137,6 +140,7 @@ def main(
             max_frames=max_frames,
             top_k=top_k,
             detector=PersonDetectorConfig(scale=detect_scale, win_stride=win_stride or (4 if demo else 8)),
+            person_detector=detector,
             tracker=TrackerConfig(iou=iou, max_gap=max_gap, appearance=appearance, min_boxes=min_boxes),
         )
         with Progress(

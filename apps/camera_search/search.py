@@ -47,6 +47,7 @@ class SearchConfig:
     top_k: int = 3
     batch_size: int = 32
     detector: PersonDetectorConfig = field(default_factory=PersonDetectorConfig)
+    person_detector: str | None = None
     tracker: TrackerConfig = field(default_factory=TrackerConfig)
 
     def __post_init__(self) -> None:
@@ -173,7 +174,7 @@ def process_camera(
     on_progress: ProgressFn | None = None,
 ) -> CameraRun:
     """Detect people in every kept frame of ``source``, embed them and link them into tracks."""
-    detector = build_detector("person", config.detector)
+    detector = build_detector(config.person_detector, "person", [config.detector])
     tracker = Tracker(camera, config.tracker)
     run = CameraRun(camera, source.spec, source.fps)
     timing = run.stage_seconds

@@ -65,6 +65,7 @@ class CheckinConfig:
     threshold: float | None = None
     threshold_source: str = "--threshold"
     detect: str = "auto"
+    face_detector: str | None = None
     every: int = 1
     max_frames: int | None = None
     top_k: int = 3
@@ -105,12 +106,18 @@ class FaceFinder:
     reid's frame loop (:class:`reid.pipeline.FramePipeline`) and enrolment
     (:func:`reid.pipeline.enrol`)."""
 
-    def __init__(self, mode: str, margin: float = DEFAULT_MARGIN["face"], detector: Detector | None = None) -> None:
+    def __init__(
+        self,
+        mode: str,
+        margin: float = DEFAULT_MARGIN["face"],
+        detector: Detector | None = None,
+        detector_name: str | None = None,
+    ) -> None:
         if mode not in DETECT_MODES:
             raise ConfigError(f"--detect {mode!r}: choose one of {', '.join(DETECT_MODES)}")
         self.mode = mode
         self.margin = margin
-        self.detector = detector if detector is not None or mode == "none" else build_detector("face")
+        self.detector = detector if detector is not None or mode == "none" else build_detector(detector_name, "face")
 
     def for_photos(self) -> Detector | None:
         """The detector photos go through (None: taken whole); a photo where it finds no
@@ -316,7 +323,7 @@ class CheckinDesk:
         """Answer every face of every source, writing (and flushing) each batch's decisions."""
         cfg = self.config
         result = CheckinResult(threshold=self.threshold, threshold_source=self.threshold_source)
-        finder = FaceFinder(cfg.detect, cfg.margin)
+        finder = FaceFinder(cfg.detect, cfg.margin, detector_name=cfg.face_detector)
         sources = [open_source(spec, every=cfg.every, max_frames=cfg.max_frames) for spec in cfg.sources]
         started = time.perf_counter()
 

@@ -67,6 +67,7 @@ def main(
         "auto", "--detect", help="auto: photos whole, video frames through the face detector; face: detect everywhere "
         "(photos with no face found are taken whole); none: everything whole."
     ),
+    detector: str | None = typer.Option(None, "--detector", help="Face detector: haar (default) or yunet."),
     every: int = typer.Option(1, "--every", min=1, help="Videos and cameras: keep one frame in N."),
     max_frames: int | None = typer.Option(None, "--max-frames", min=1, help="Videos and cameras: stop after N frames."),
     top_k: int = typer.Option(3, "--top-k", min=1, help="Nearest people logged with each decision."),
@@ -108,6 +109,7 @@ def main(
             threshold=threshold,
             threshold_source=threshold_source,
             detect=detect,
+            face_detector=detector,
             every=every,
             max_frames=max_frames,
             top_k=top_k,
@@ -125,7 +127,8 @@ def main(
             resolve_threshold(config, encoder, store)
             enrolled = None
             if people is not None:
-                enrolled = enrol_people(store, encoder, people, FaceFinder(detect, config.margin), config.batch_size)
+                finder = FaceFinder(detect, config.margin, detector_name=config.face_detector)
+                enrolled = enrol_people(store, encoder, people, finder, config.batch_size)
                 console.print(
                     f"enrolled {enrolled.added} new photos of {len(enrolled.per_identity)} people "
                     f"({enrolled.duplicates} already enrolled, {len(enrolled.skipped) - enrolled.duplicates} skipped); "

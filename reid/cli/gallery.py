@@ -22,6 +22,7 @@ from reid.cli.common import (
     printable,
     write_json,
 )
+from reid.cli.detector_options import detector_option
 from reid.cli.index_options import (
     EF_SEARCH_OPTION,
     NLIST_OPTION,
@@ -35,7 +36,6 @@ from reid.cli.index_options import (
     optional_spec_from_flags,
     spec_from_flags,
 )
-from reid.detect import build_detector
 from reid.errors import ConfigError, DataError
 from reid.gallery import Gallery, resolve_gallery_path
 from reid.models import load_encoder
@@ -70,6 +70,7 @@ def enroll(
     gallery: str = typer.Option(..., "--gallery", "-g", help=GALLERY_HELP),
     identity: str | None = typer.Option(None, "--id", help="Enrol every image as this identity."),
     detect: str | None = typer.Option(None, "--detect", help="Crop the largest person or face first: person|face."),
+    detector: str | None = detector_option(),
     index: str | None = index_kind_option(required=False),
     train_size: int | None = TRAIN_SIZE_OPTION,
     pq_m: int | None = PQ_M_OPTION,
@@ -99,13 +100,12 @@ def enroll(
     if json_out:
         check_output_file(json_out, "--json")
     entries = plan_enrolment(paths, identity)
-    config = EnrolConfig(batch_size=batch_size, no_face=no_face)
-    detector = build_detector(detect) if detect else None
+    config = EnrolConfig(batch_size=batch_size, no_face=no_face, detect=detect, detector=detector)
     encoder = load_encoder(model)
     folder = resolve_gallery_path(gallery)
     with make_progress() as progress:
         task = progress.add_task("enrol", total=len(entries))
-        report = enrol_into(folder, encoder, entries, spec, config, detector, lambda n: progress.advance(task, n))
+        report = enrol_into(folder, encoder, entries, spec, config, on_progress=lambda n: progress.advance(task, n))
     if json_out:
         write_json(json_out, report.to_dict())
     problems = [(p, r) for p, r in report.skipped if not r.startswith("duplicate")]
@@ -165,6 +165,7 @@ def query(
         "--detect",
         help=f"{'|'.join(DETECT_CHOICES)}; auto: detect in videos, cameras and streams, take images as crops.",
     ),
+    detector: str | None = detector_option(),
     threshold: float | None = typer.Option(
         None, "--threshold", help="Distance under which a match is named (default: the model's)."
     ),
@@ -185,6 +186,7 @@ def query(
     config = QueryConfig(
         top_k=top_k,
         detect=detect,
+        detector=detector,
         threshold=threshold,
         score=score,
         batch_size=batch_size,

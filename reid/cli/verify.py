@@ -8,15 +8,17 @@ import typer
 from rich.text import Text
 
 from reid.cli.common import console, handle_errors, make_progress, print_table, printable, write_json
+from reid.cli.detector_options import detector_option
 from reid.cli.model_options import INPUT_SIZE_OPTION, MEAN_OPTION, RGB_OPTION, STD_OPTION, preprocessing_from_flags
 from reid.errors import ConfigError
 from reid.evaluation import PairScores, VerificationResult, calibrate_model, compare_images, read_pairs, verify_pairs
-from reid.evaluation.faces import image_preparer
+from reid.evaluation.faces import fitted_to, image_preparer
 from reid.evaluation.plots import write_verification_plots
 from reid.models import Preprocessing, load_encoder
 
 MODEL_HELP = "Model folder, or a model's name under models/."
 ENCODER_HELP = "Model folder, a model's name under models/, an .onnx file, or dlib-face."
+FACE_DETECTOR_HELP = "Face detector for the crops: haar (default) or yunet; implies --detect face."
 DETECT_HELP = "face: crop each photo to its largest face first (no face is an error); none: use images as they are."
 PAIRS_HELP = "Pair file: LFW pairs.txt, or CSV lines 'path_a,path_b,label' (label 1 same, 0 different)."
 ROOT_HELP = "Folder the pair file's paths are relative to (default: the pair file's folder)."
@@ -60,6 +62,7 @@ def _verify_pair_file(
     root: Path,
     folds: int,
     detect: str,
+    detector: str | None,
     batch_size: int,
     json_file: Path | None,
     plot: Path | None,
@@ -68,7 +71,7 @@ def _verify_pair_file(
 ) -> None:
     encoder = load_encoder(model, preprocessing=preprocessing)
     pair_set = read_pairs(pairs, root)
-    prepare = image_preparer(detect, no_face)
+    prepare = fitted_to(image_preparer(detect, no_face, detector), encoder)
     with make_progress() as progress:
         task = progress.add_task("embedding", total=len(pair_set.image_paths()))
         verification = verify_pairs(
@@ -126,6 +129,7 @@ def verify_command(
     root: Path | None = typer.Option(None, "--root", help=ROOT_HELP),
     folds: int = typer.Option(10, "--folds", min=2, help="Folds for a CSV pair file (LFW's pairs.txt brings its own)."),
     detect: str = typer.Option("none", "--detect", help=DETECT_HELP),
+    detector: str | None = detector_option(FACE_DETECTOR_HELP),
     no_face: str = typer.Option("skip", "--no-face", help=NO_FACE_HELP),
     batch_size: int = typer.Option(64, "--batch-size", min=1, help="Images per encoder batch."),
     json_file: Path | None = typer.Option(None, "--json", help="Also write the result to this JSON file."),
@@ -143,7 +147,7 @@ def verify_command(
         if image_a is not None:
             raise ConfigError("give either two images or --pairs FILE, not both")
         _verify_pair_file(
-            model, pairs, root or pairs.parent, folds, detect, batch_size, json_file, plot, preprocessing, no_face
+            model, pairs, root or pairs.parent, folds, detect, detector, batch_size, json_file, plot, preprocessing, no_face
         )
         return
     if image_a is None or image_b is None:
@@ -157,7 +161,7 @@ def verify_command(
         image_b,
         threshold=threshold,
         model_name=model,
-        prepare=image_preparer(detect, no_face),
+        prepare=fitted_to(image_preparer(detect, no_face, detector), encoder),
         no_face=no_face,
     )
     verdict = ("same identity", "green") if decision.same else ("different identities", "red")
@@ -190,6 +194,7 @@ def calibrate_command(
     far: float | None = typer.Option(None, "--far", help="Target false accept rate (default 1e-3)."),
     best_accuracy: bool = typer.Option(False, "--best-accuracy", help="Choose the threshold of best accuracy instead."),
     detect: str = typer.Option("none", "--detect", help=DETECT_HELP),
+    detector: str | None = detector_option(FACE_DETECTOR_HELP),
     batch_size: int = typer.Option(64, "--batch-size", min=1, help="Images per encoder batch."),
     json_file: Path | None = typer.Option(None, "--json", help="Also write the choice to this JSON file."),
 ) -> None:
@@ -205,7 +210,7 @@ def calibrate_command(
             root or pairs.parent,
             target_far=target,
             batch_size=batch_size,
-            prepare=image_preparer(detect),
+            prepare=image_preparer(detect, detector=detector),
             on_progress=lambda done, total: progress.update(task, completed=done, total=total),
         )
     choice = calibration.choice

@@ -1,15 +1,28 @@
 """Person and face detectors for frames and photos, and the crop helpers that follow them.
 
->>> det = build_detector("face")
+>>> det = build_detector("yunet", "face")      # or build_detector(None, "face"): the default, haar
 >>> for d in det.detect(image_rgb):
 ...     face = crop(image_rgb, d.box, margin=0.1)
+
+``--detector`` names: ``hog``, ``ssdlite``, ``yolo:FILE.onnx`` (people), ``haar``,
+``yunet`` (faces); :func:`build_detector` is the one place they are read.
 """
 
 from __future__ import annotations
 
 import numpy as np
 
-from reid.detect.base import Box, Detection, Detector, crop, expand_box, non_max_suppression
+from reid.detect.align import FACE_TEMPLATE_112, align_face, crop_detection, similarity_transform
+from reid.detect.base import Box, Detection, Detector, Point, clipped_detection, crop, expand_box, non_max_suppression
+from reid.detect.build import (
+    DEFAULT_DETECTORS,
+    DETECTOR_KINDS,
+    DETECTORS,
+    build_detector,
+    check_detector,
+    detector_kind,
+    detector_names,
+)
 from reid.detect.opencv import (
     FaceDetector,
     FaceDetectorConfig,
@@ -17,25 +30,12 @@ from reid.detect.opencv import (
     PersonDetectorConfig,
     cascade_path,
 )
-from reid.errors import ConfigError
-
-DETECTOR_KINDS = ("person", "face")
+from reid.detect.ssdlite import SSDLiteConfig, SSDLiteDetector
+from reid.detect.yolo import YoloConfig, YoloDetector
+from reid.detect.yunet import YuNetConfig, YuNetDetector
 
 # Crops a little larger than the box: detectors cut off hair, shoulders and feet.
 DEFAULT_MARGIN = {"person": 0.05, "face": 0.15}
-
-
-def build_detector(kind: str, config: PersonDetectorConfig | FaceDetectorConfig | None = None) -> Detector:
-    """A detector for ``kind`` ("person" or "face") with default or given options."""
-    if kind == "person":
-        if config is not None and not isinstance(config, PersonDetectorConfig):
-            raise ConfigError("person detector takes a PersonDetectorConfig")
-        return PersonDetector(config)
-    if kind == "face":
-        if config is not None and not isinstance(config, FaceDetectorConfig):
-            raise ConfigError("face detector takes a FaceDetectorConfig")
-        return FaceDetector(config)
-    raise ConfigError(f"unknown detector {kind!r}; choose one of {', '.join(DETECTOR_KINDS)}")
 
 
 def crop_detections(image: np.ndarray, detections: list[Detection], margin: float | None = None) -> list[np.ndarray]:
@@ -44,8 +44,11 @@ def crop_detections(image: np.ndarray, detections: list[Detection], margin: floa
 
 
 __all__ = [
+    "DEFAULT_DETECTORS",
     "DEFAULT_MARGIN",
+    "DETECTORS",
     "DETECTOR_KINDS",
+    "FACE_TEMPLATE_112",
     "Box",
     "Detection",
     "Detector",
@@ -53,10 +56,24 @@ __all__ = [
     "FaceDetectorConfig",
     "PersonDetector",
     "PersonDetectorConfig",
+    "Point",
+    "SSDLiteConfig",
+    "SSDLiteDetector",
+    "YoloConfig",
+    "YoloDetector",
+    "YuNetConfig",
+    "YuNetDetector",
+    "align_face",
     "build_detector",
     "cascade_path",
+    "check_detector",
+    "clipped_detection",
     "crop",
+    "crop_detection",
     "crop_detections",
+    "detector_kind",
+    "detector_names",
     "expand_box",
     "non_max_suppression",
+    "similarity_transform",
 ]

@@ -12,13 +12,22 @@ Box = tuple[int, int, int, int]
 """A box as (x, y, width, height) in pixels of the image it was found in."""
 
 
+Point = tuple[float, float]
+"""A point as (x, y) in pixels of the image it was found in."""
+
+
 @dataclass(frozen=True)
 class Detection:
-    """One person or face found in an image."""
+    """One person or face found in an image.
+
+    ``landmarks``: for faces from a detector that finds them, five points (right eye,
+    left eye, nose tip, right and left mouth corner, as seen by the subject); else empty.
+    """
 
     box: Box
     score: float
     kind: str = "person"
+    landmarks: tuple[Point, ...] = ()
 
     @property
     def area(self) -> int:
@@ -90,3 +99,18 @@ def largest_detection(detections: Sequence[Detection]) -> Detection | None:
     bystanders and false alarms are smaller.
     """
     return max(detections, key=lambda d: (d.area, d.score), default=None)
+
+
+def clipped_detection(
+    rect: np.ndarray | tuple[float, float, float, float],
+    score: float,
+    shape: tuple[int, ...],
+    kind: str,
+    landmarks: tuple[Point, ...] = (),
+) -> Detection:
+    """A :class:`Detection` of the (x, y, w, h) ``rect`` rounded to pixels and clipped to an
+    image of ``shape``: every detector's boxes lie inside the frame."""
+    x, y, w, h = (int(round(float(v))) for v in rect)
+    x0, y0 = max(0, x), max(0, y)
+    x1, y1 = min(shape[1], x + w), min(shape[0], y + h)
+    return Detection(box=(x0, y0, max(0, x1 - x0), max(0, y1 - y0)), score=score, kind=kind, landmarks=landmarks)

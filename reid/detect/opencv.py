@@ -13,7 +13,7 @@ from pathlib import Path
 import cv2
 import numpy as np
 
-from reid.detect.base import Detection, non_max_suppression
+from reid.detect.base import Detection, clipped_detection, non_max_suppression
 from reid.errors import ConfigError, ModelError
 
 PIN_HINT = "install opencv-python-headless<5 (4.x wheels bundle it)"
@@ -85,7 +85,7 @@ class PersonDetector:
         good = scores >= cfg.min_score
         rects, scores = rects[good], scores[good]
         keep = non_max_suppression(rects, scores, cfg.nms_iou)
-        return [_clipped(rects[i], float(scores[i]), image.shape, self.kind) for i in keep]
+        return [clipped_detection(rects[i], float(scores[i]), image.shape, self.kind) for i in keep]
 
 
 @dataclass
@@ -158,11 +158,5 @@ class FaceDetector:
         rects = np.asarray(rects, dtype=np.float64).reshape(-1, 4) / scale
         scores = np.asarray(weights, dtype=np.float64).ravel()
         order = np.argsort(-scores, kind="stable")
-        return [_clipped(rects[i], float(scores[i]), image.shape, self.kind) for i in order]
+        return [clipped_detection(rects[i], float(scores[i]), image.shape, self.kind) for i in order]
 
-
-def _clipped(rect: np.ndarray, score: float, shape: tuple[int, ...], kind: str) -> Detection:
-    x, y, w, h = (int(round(v)) for v in rect)
-    x0, y0 = max(0, x), max(0, y)
-    x1, y1 = min(shape[1], x + w), min(shape[0], y + h)
-    return Detection(box=(x0, y0, max(0, x1 - x0), max(0, y1 - y0)), score=score, kind=kind)

@@ -8,6 +8,7 @@ from pathlib import Path
 
 from reid.errors import DataError, ModelError
 from reid.evaluation.embed import PairScores, PrepareFn, ProgressFn, score_pairs
+from reid.evaluation.faces import fitted_to
 from reid.evaluation.pairs import PairSet, read_pairs
 from reid.evaluation.verification import ThresholdChoice, choose_threshold
 from reid.models.card import CARD_FILE, load_card, save_card, verify_card
@@ -60,6 +61,7 @@ def calibrate_model(
     folder = model_folder(model)
     encoder = load_encoder(folder)
     pair_set = read_pairs(pairs_file, root)
+    prepare = fitted_to(prepare, encoder)
     scores = score_pairs(encoder, pair_set, batch_size=batch_size, on_progress=on_progress, prepare=prepare)
     if scores.distances.size == 0:
         raise DataError(f"{pair_set.source}: no pair has two readable images ({len(scores.skipped_images)} unreadable)")

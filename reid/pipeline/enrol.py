@@ -25,7 +25,7 @@ from typing import Any
 from reid.data.cameras import camera_from_name
 from reid.data.folders import identity_folders
 from reid.data.io import ImageLimits, decode_image, is_image_file, list_media, read_bytes
-from reid.detect import Detector
+from reid.detect import Detector, build_detector, check_detector
 from reid.detect.base import largest_detection
 from reid.errors import ConfigError, DataError
 from reid.gallery import DB_FILE, Gallery, IndexSpec, ItemMeta
@@ -50,7 +50,10 @@ DUPLICATE = "duplicate of an enrolled image"
 @dataclass
 class EnrolConfig:
     """``batch_size`` images are embedded and committed together; ``margin`` grows each
-    detection box by that share of its size (default: the detector kind's).
+    detection box by that share of its size (default: the detector kind's).  ``detect``
+    ("person" or "face") and/or ``detector`` (a :func:`reid.detect.build_detector` name)
+    crop each image to its chosen detection first, when no detector is given to
+    :func:`enrol` itself.
 
     ``no_face`` (one of NO_FACE_CHOICES) says what happens to a photo the encoder refuses
     and, unless ``no_detection`` says otherwise, to one where the detector finds nobody:
@@ -61,6 +64,8 @@ class EnrolConfig:
     margin: float | None = None
     no_face: str = "skip"
     no_detection: str | None = None
+    detect: str | None = None
+    detector: str | None = None
 
     def __post_init__(self) -> None:
         if self.batch_size < 1:
@@ -68,6 +73,8 @@ class EnrolConfig:
         for value in (self.no_face, self.no_detection or self.no_face):
             if value not in NO_FACE_CHOICES:
                 raise ConfigError(f"--no-face {value!r}: choose one of {', '.join(NO_FACE_CHOICES)}")
+        if self.detect or self.detector:
+            check_detector(self.detector, self.detect)
 
     @property
     def when_none_found(self) -> str:
@@ -206,6 +213,8 @@ def enrol(
     """
     config = config or EnrolConfig()
     gallery.check_model(encoder.card)
+    if detector is None and (config.detect or config.detector):
+        detector = build_detector(config.detector, config.detect)
     limits = ImageLimits.from_env()
     report = EnrolReport(gallery=str(gallery.folder), images=len(entries))
     if isinstance(entries, EnrolPlan):
@@ -235,7 +244,7 @@ def enrol(
                 continue
             box = whole_box(image)
             if detector is not None:
-                chosen = subject_crop(image, detector, margin, choose)
+                chosen = subject_crop(image, detector, margin, choose, encoder.aligned_face_size)
                 if chosen is not None:
                     image, box = chosen
                 elif config.when_none_found == "error":

@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 import cv2
 import numpy as np
 
-from reid.detect import DEFAULT_MARGIN, Box, Detection, Detector, crop
+from reid.detect import DEFAULT_MARGIN, Box, Detection, Detector, crop_detection
 from reid.detect.base import largest_detection
 from reid.errors import ConfigError
 from reid.pipeline.sources import Frame, MediaSource
@@ -54,24 +54,35 @@ ChooseCrop = Callable[[Sequence[Detection]], Detection | None]
 
 
 def subject_crop(
-    image: np.ndarray, detector: Detector, margin: float | None = None, choose: ChooseCrop = largest_detection
+    image: np.ndarray,
+    detector: Detector,
+    margin: float | None = None,
+    choose: ChooseCrop = largest_detection,
+    align_to: tuple[int, int] | None = None,
 ) -> tuple[np.ndarray, Box] | None:
     """The crop (RGB uint8, grown by ``margin``) and box of the detection ``choose`` picks
     in a photo of one subject (an enrolment or calibration photo; by default the largest
-    detection, since bystanders are smaller), or None when it picks none."""
+    detection, since bystanders are smaller), or None when it picks none.  ``align_to``
+    (height, width): an aligned face chip instead, where the detector gives landmarks
+    (:func:`reid.detect.crop_detection`)."""
     chosen = choose(detector.detect(image))
     if chosen is None:
         return None
-    piece = crop(image, chosen.box, margin_for(detector, margin))
+    piece = crop_detection(image, chosen, margin_for(detector, margin), align_to)
     return (piece, chosen.box) if piece.size else None
 
 
 def cut_frame(
-    frame: Frame, detector: Detector | None, margin: float | None = None, whole_if_none: bool = False
+    frame: Frame,
+    detector: Detector | None,
+    margin: float | None = None,
+    whole_if_none: bool = False,
+    align_to: tuple[int, int] | None = None,
 ) -> FrameCrops:
     """The crops of one frame: each detection grown by ``margin`` (crops left empty by a
     box outside the frame are dropped), or the whole frame when there is no detector, or
-    when nothing is found and ``whole_if_none`` is set."""
+    when nothing is found and ``whole_if_none`` is set.  ``align_to`` (height, width):
+    aligned face chips where the detector gives landmarks."""
     image = frame.image
     if detector is None:
         return FrameCrops(frame, [image], [whole_box(image)], [None])
@@ -79,7 +90,7 @@ def cut_frame(
     found = detector.detect(image)
     cut = FrameCrops(frame)
     for detection in found:
-        piece = crop(image, detection.box, grow)
+        piece = crop_detection(image, detection, grow, align_to)
         if piece.size:
             cut.crops.append(piece)
             cut.boxes.append(detection.box)
@@ -95,6 +106,7 @@ def frame_crops(
     margin: float | None = None,
     timing: dict[str, float] | None = None,
     whole_if_none: bool = False,
+    align_to: tuple[int, int] | None = None,
 ) -> Iterator[FrameCrops]:
     """Decode ``source`` and :func:`cut_frame` each kept frame, in order.
 
@@ -113,7 +125,7 @@ def frame_crops(
             if frame is None:
                 return
             tick = time.perf_counter()
-            cut = cut_frame(frame, detector, margin, whole_if_none)
+            cut = cut_frame(frame, detector, margin, whole_if_none, align_to)
             if timing is not None:
                 timing["detect"] += time.perf_counter() - tick
             yield cut

@@ -44,7 +44,8 @@ class FramePipeline:
     """Iterate to get one :class:`FrameCrops` per kept frame, in decoding order.
 
     ``timing`` (see :func:`reid.pipeline.stage_timer`) gains the busy seconds of "decode"
-    and "detect"; the stages overlap, so their sum may exceed the wall time.  ``depth``
+    and "detect"; the stages overlap, so their sum may exceed the wall time.  ``align_to``
+    as in :func:`cut_frame`.  ``depth``
     bounds each queue.  Raises, in the iterating thread, what the source or the detector
     raised (DataError for a video with no decodable frame), and ConfigError for a depth
     below 1.
@@ -58,11 +59,12 @@ class FramePipeline:
         timing: dict[str, float] | None = None,
         whole_if_none: bool = False,
         depth: int = QUEUE_DEPTH,
+        align_to: tuple[int, int] | None = None,
     ) -> None:
         if depth < 1:
             raise ConfigError(f"queue depth must be at least 1, got {depth}")
         self.source, self.detector, self.margin = source, detector, margin
-        self.whole_if_none = whole_if_none
+        self.whole_if_none, self.align_to = whole_if_none, align_to
         self.timing = timing if timing is not None else {"decode": 0.0, "detect": 0.0}
         self.dropped = 0
         self._frames: queue.Queue[Frame | _End] = queue.Queue(depth)
@@ -177,7 +179,7 @@ class FramePipeline:
                 return
             try:
                 tick = time.perf_counter()
-                cut = cut_frame(item, self.detector, self.margin, self.whole_if_none)
+                cut = cut_frame(item, self.detector, self.margin, self.whole_if_none, self.align_to)
                 self.timing["detect"] += time.perf_counter() - tick
             except BaseException as exc:  # noqa: BLE001 - handed to the iterating thread
                 self._put(self._cut, _End(exc))

@@ -47,7 +47,8 @@ class QueryConfig:
 
     ``detect``: "auto" runs the model's kind of detector (person or face) on videos,
     cameras and streams and takes image files as ready crops; "none" takes every frame
-    as one crop.  ``threshold`` (Euclidean distance between unit embeddings) defaults to
+    as one crop.  ``detector``: which detector (a :func:`reid.detect.build_detector`
+    name; default: the kind's).  ``threshold`` (Euclidean distance between unit embeddings) defaults to
     the gallery's, which is the model card's calibrated one.  ``track``: link the
     detections of videos, cameras and streams into tracks (see :mod:`reid.track`).
     ``detect_scale`` in (0, 1]: detect on frames scaled by it (faster; people shorter than
@@ -61,6 +62,7 @@ class QueryConfig:
 
     top_k: int = 5
     detect: str = "auto"
+    detector: str | None = None
     threshold: float | None = None
     score: str = "best"
     batch_size: int = 32
@@ -237,8 +239,8 @@ def choose_detector(config: QueryConfig, source: MediaSource, encoder: Encoder) 
         if source.kind == "images":
             return None
         kind = encoder.card.kind if encoder.card.kind in ("person", "face") else "person"
-        return build_detector(kind)
-    return build_detector(config.detect)
+        return build_detector(config.detector, kind)
+    return build_detector(config.detector, config.detect)
 
 
 class QueryRun:
@@ -280,10 +282,11 @@ class QueryRun:
         timing = self.stats.stage_seconds
         pipeline: FramePipeline | None = None
         if self.config.threaded:
-            pipeline = FramePipeline(self.source, self.detector, self.margin, timing)
+            align = self.encoder.aligned_face_size
+            pipeline = FramePipeline(self.source, self.detector, self.margin, timing, align_to=align)
             items: Iterator[FrameCrops] = iter(pipeline)
         else:
-            items = frame_crops(self.source, self.detector, self.margin, timing)
+            items = frame_crops(self.source, self.detector, self.margin, timing, align_to=self.encoder.aligned_face_size)
         try:
             with closing(items), intra_op_threads(self.config.embed_threads):
                 yield from self._in_batches(items, pipeline)

@@ -36,13 +36,13 @@ def covers(found: tuple[int, int, int, int], truth: tuple[int, int, int, int]) -
 def test_bundled_face_cascade_loads() -> None:
     path = cascade_path("haarcascade_frontalface_default.xml")
     assert path.is_file() and Path(cv2.data.haarcascades) in path.parents
-    detector = build_detector("face")
+    detector = build_detector(None, "face")
     assert isinstance(detector, FaceDetector) and detector.cascade_file == path
 
 
 def test_missing_cascade_names_the_opencv_version() -> None:
     with pytest.raises(ModelError) as caught:
-        build_detector("face", FaceDetectorConfig(cascade="haarcascade_nothing.xml"))
+        build_detector("haar", "face", [FaceDetectorConfig(cascade="haarcascade_nothing.xml")])
     assert cv2.__version__ in str(caught.value) and "haarcascade_nothing.xml" in str(caught.value)
     with pytest.raises(ModelError, match="not found"):
         cascade_path("/no/such/cascade.xml")
@@ -52,20 +52,20 @@ def test_broken_cascade_file_is_refused(tmp_path: Path) -> None:
     broken = tmp_path / "broken.xml"
     broken.write_text("<opencv_storage><cascade>nonsense</cascade></opencv_storage>")
     with pytest.raises(ModelError, match="not a loadable Haar cascade"):
-        build_detector("face", FaceDetectorConfig(cascade=str(broken)))
+        build_detector("haar", "face", [FaceDetectorConfig(cascade=str(broken))])
 
 
 def test_unknown_detector_and_bad_options() -> None:
     with pytest.raises(ConfigError, match="unknown detector"):
         build_detector("car")
     with pytest.raises(ConfigError, match="scale"):
-        build_detector("person", PersonDetectorConfig(scale=0))
-    with pytest.raises(ConfigError, match="PersonDetectorConfig"):
-        build_detector("person", FaceDetectorConfig())
+        build_detector("hog", "person", [PersonDetectorConfig(scale=0)])
+    with pytest.raises(ConfigError, match="two PersonDetectorConfig"):
+        build_detector("hog", "person", [PersonDetectorConfig(), PersonDetectorConfig()])
 
 
 def test_faces_found_on_real_orl_photos(orl_faces: Path) -> None:
-    detector = build_detector("face")
+    detector = build_detector(None, "face")
     images = [read_image(orl_faces / f"s{subject}" / "1.pgm") for subject in range(1, 11)]
     found = [detector.detect(image) for image in images]
     assert sum(bool(f) for f in found) >= 8
@@ -81,7 +81,7 @@ def test_faces_found_on_real_orl_photos(orl_faces: Path) -> None:
 
 def test_walkers_found_where_they_are_drawn() -> None:
     # A finer image pyramid than the default finds every walker in every frame.
-    detector = build_detector("person", PersonDetectorConfig(pyramid_scale=1.03))
+    detector = build_detector("hog", "person", [PersonDetectorConfig(pyramid_scale=1.03)])
     for frame, truth in street_frames(6, seed=1):
         detections = detector.detect(frame)
         for name, box in truth.items():
@@ -92,7 +92,7 @@ def test_walkers_found_where_they_are_drawn() -> None:
 
 def test_people_found_in_the_real_street_video(pedestrian_video: Path) -> None:
     capture = cv2.VideoCapture(str(pedestrian_video))
-    detector = build_detector("person")
+    detector = build_detector(None, "person")
     counts = []
     for _ in range(4):
         ok, bgr = capture.read()
@@ -106,7 +106,7 @@ def test_downscaled_detection_returns_boxes_in_the_original_frame() -> None:
     frame, truth = next(street_frames(1, seed=2))
     # The same scene at twice the size, searched at half size, gives boxes at full size.
     large = cv2.resize(frame, None, fx=2, fy=2)
-    found = build_detector("person", PersonDetectorConfig(scale=0.5)).detect(large)
+    found = build_detector("hog", "person", [PersonDetectorConfig(scale=0.5)]).detect(large)
     for box in truth.values():
         doubled = tuple(2 * v for v in box)
         assert any(covers(d.box, doubled) for d in found)
@@ -114,8 +114,8 @@ def test_downscaled_detection_returns_boxes_in_the_original_frame() -> None:
 
 def test_small_images_are_enlarged_to_the_detector_window() -> None:
     tiny = np.full((40, 20, 3), 128, np.uint8)
-    assert build_detector("person").detect(tiny) == []
-    assert build_detector("face").detect(tiny) == []
+    assert build_detector(None, "person").detect(tiny) == []
+    assert build_detector(None, "face").detect(tiny) == []
 
 
 def test_expand_and_crop_clip_to_the_image() -> None:
@@ -136,3 +136,10 @@ def test_non_max_suppression_keeps_the_best_of_overlaps() -> None:
     assert non_max_suppression(boxes, scores, 0.45) == [1, 3]
     assert non_max_suppression(np.zeros((0, 4)), np.zeros(0), 0.5) == []
     assert Detection((0, 0, 3, 4), 1.0).area == 12
+
+
+def test_nobody_on_an_empty_street() -> None:
+    person, face = build_detector("hog", "person"), build_detector("haar", "face")
+    for frame, truth in street_frames(3, walkers=(), seed=7):
+        assert truth == {}
+        assert person.detect(frame) == [] and face.detect(frame) == []

@@ -29,7 +29,9 @@ def test_every_entry_is_described() -> None:
     for artefact in ARTEFACTS.values():
         assert artefact.kind in KINDS
         assert artefact.licence and artefact.description and artefact.origin
-        assert artefact.layout in ("torchvision", "torchreid", "efficientnet-lite0-ordered", "mobilenetv2-ordered")
+        assert artefact.layout in (
+            "torchvision", "torchreid", "efficientnet-lite0-ordered", "mobilenetv2-ordered", "tensorflow-frozen-graph"
+        )
         if artefact.source == "wheel":
             assert len(artefact.sha256) == 64 and artefact.member and "==" in artefact.location
         if artefact.source == "torchvision":

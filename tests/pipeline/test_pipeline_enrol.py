@@ -94,7 +94,7 @@ def test_enrol_with_person_detection(tmp_path: Path, encoder: Encoder) -> None:
     write_rgb(tmp_path / "scenes" / "blank.png", np.full((300, 200, 3), 200, np.uint8))
     entries = plan_enrolment([tmp_path / "scenes"], identity="walker")
     with Gallery.open_or_create(tmp_path / "g", encoder.card) as gallery:
-        report = enrol(gallery, encoder, entries, detector=build_detector("person"))
+        report = enrol(gallery, encoder, entries, detector=build_detector("hog", "person"))
         assert report.added == 2 and report.no_detection == 1
         boxes = [item.box for item in gallery.items("walker")]
         assert all(box is not None and box[2] < 300 for box in boxes)
@@ -105,7 +105,7 @@ def test_enrol_with_face_detection_on_real_faces(tmp_path: Path, orl_faces: Path
     entries = plan_enrolment([str(orl_faces / "s1" / "*.pgm"), str(orl_faces / "s2" / "*.pgm")])
     assert {e.identity for e in entries} == {"s1", "s2"} and len(entries) == 20
     with Gallery.open_or_create(tmp_path / "g", faces.card) as gallery:
-        report = enrol(gallery, faces, entries, detector=build_detector("face"))
+        report = enrol(gallery, faces, entries, detector=build_detector("haar", "face"))
         assert report.added + report.no_detection == 20 and report.added >= 12
         assert all(item.box[2] < 92 for item in gallery.items())
 

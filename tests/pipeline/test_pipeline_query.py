@@ -126,7 +126,7 @@ def test_real_pedestrian_video(tmp_path: Path, encoder: Encoder, pedestrian_vide
 def test_face_model_detects_faces_in_frames(tmp_path: Path, orl_faces: Path) -> None:
     faces = build_encoder(tmp_path / "face-model", name="faces", kind="face")
     with Gallery.open_or_create(tmp_path / "g", faces.card) as gallery:
-        enrol(gallery, faces, plan_enrolment([str(orl_faces / "s1" / "*.pgm")]), detector=build_detector("face"))
+        enrol(gallery, faces, plan_enrolment([str(orl_faces / "s1" / "*.pgm")]), detector=build_detector("haar", "face"))
         source = open_source(orl_faces / "s1" / "1.pgm")
         run = QueryRun(gallery, faces, source, QueryConfig(detect="face"))
         results = list(run)

@@ -1,0 +1,128 @@
+"""``--detector ssdlite``: an SSDLite-MobileNetV2 person detector run by OpenCV's DNN module.
+
+The frozen graph (TF Object Detection API, trained on VOC persons, MIT) comes from the
+pretrained-artefact registry (:data:`reid.models.registry.SSDLITE_PERSON`); the text graph
+OpenCV needs beside it is derived from the graph itself (:mod:`reid.detect.ssd`).
+
+The network was trained on 300x300 inputs, where its smallest anchors are 0.2 of the
+input's side (60 px).  A whole frame squeezed to 300x300 shows it people taller than about
+a fifth of the frame.  ``min_height`` asks for smaller people: the frame is then also given
+to the network upscaled so that a person ``min_height`` pixels tall spans those 60 px (the
+network is convolutional and its anchors are sized in input pixels), and the boxes of both
+passes are merged: the upscaled pass's below a third of the frame's height, the trained
+size's at every height.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+import cv2
+import numpy as np
+
+from reid.detect.base import Detection, clipped_detection, non_max_suppression
+from reid.detect.ssd import SSDAnchors, ssd_text_graph
+from reid.errors import ConfigError, ModelError
+from reid.models.registry import SSDLITE_PERSON, cached, fetch_artefact, get_artefact, installed_member
+
+# Every side of the network input is a multiple of this (the feature maps halve five times).
+_STRIDE = 32
+# Inputs larger than this many pixels on their longer side are not worth the time.
+MAX_INPUT_SIDE = 1600
+# People taller than this share of the frame are left to the pass at the trained input size.
+LARGE_SHARE = 1 / 3
+
+
+@dataclass
+class SSDLiteConfig:
+    """Options of the SSDLite person detector.
+
+    ``min_score``: detection score (0..1) from which a box is kept.  ``min_height``:
+    the height in frame pixels of the smallest person sought (None: people taller than
+    about a fifth of the frame, the fastest).  ``nms_iou``: overlap above which the weaker
+    of two boxes is dropped.
+    """
+
+    min_score: float = 0.5
+    min_height: int | None = None
+    nms_iou: float = 0.45
+
+    def __post_init__(self) -> None:
+        if not 0 <= self.min_score < 1:
+            raise ConfigError(f"ssdlite min_score must be in [0, 1), got {self.min_score}")
+        if self.min_height is not None and self.min_height < 8:
+            raise ConfigError(f"ssdlite min_height must be at least 8 pixels, got {self.min_height}")
+
+
+def model_file(name: str) -> Path:
+    """The verified local file of registry artefact ``name``: from the cache, else copied
+    from its installed package; ModelError with the fetch command when it is neither."""
+    artefact = get_artefact(name)
+    path = cached(artefact)
+    if path is None and artefact.source == "wheel" and installed_member(artefact) is not None:
+        path = fetch_artefact(artefact)
+    if path is None:
+        raise ModelError(f"model {name} is not in the cache; run `reid models fetch {name}` (needs the package index once)")
+    return path
+
+
+def _stride_multiple(side: float) -> int:
+    return max(_STRIDE, int(round(side / _STRIDE)) * _STRIDE)
+
+
+class SSDLiteDetector:
+    """SSDLite-MobileNetV2 (Sandler et al. 2018) person boxes, best score first."""
+
+    kind = "person"
+
+    def __init__(self, config: SSDLiteConfig | None = None, graph: Path | None = None) -> None:
+        self.config = config or SSDLiteConfig()
+        self.anchors = SSDAnchors()
+        self.graph = graph if graph is not None else model_file(SSDLITE_PERSON)
+        text = ssd_text_graph(self.graph, self.anchors)
+        try:
+            self._net = cv2.dnn.readNetFromTensorflow(
+                np.frombuffer(self.graph.read_bytes(), np.uint8), np.frombuffer(text.encode(), np.uint8)
+            )
+        except cv2.error as exc:
+            raise ModelError(f"{self.graph}: OpenCV {cv2.__version__} cannot build the SSD network from it") from exc
+
+    def input_size(self, height: int, width: int) -> tuple[int, int]:
+        """The network input (width, height) for a frame of ``height`` x ``width`` pixels."""
+        trained_h, trained_w = self.anchors.input_size
+        if self.config.min_height is None:
+            return trained_w, trained_h
+        # Scale so that a min_height person is as tall as the smallest regular anchor.
+        scale = self.anchors.min_scale * min(trained_h, trained_w) / self.config.min_height
+        scale = min(scale, MAX_INPUT_SIDE / max(height, width))
+        return _stride_multiple(width * scale), _stride_multiple(height * scale)
+
+    def _boxes(self, rgb: np.ndarray, size: tuple[int, int]) -> tuple[np.ndarray, np.ndarray]:
+        """(N, 4) (x, y, w, h) frame boxes and (N,) scores of one pass at input ``size`` (w, h)."""
+        height, width = rgb.shape[:2]
+        # The graph's own preprocessing maps 0..255 to -1..1.
+        self._net.setInput(cv2.dnn.blobFromImage(rgb, 1 / 127.5, size, (127.5, 127.5, 127.5)))
+        rows = self._net.forward().reshape(-1, 7)
+        rows = rows[rows[:, 2] >= max(self.config.min_score, 1e-6)]
+        corners = rows[:, 3:7].astype(np.float64) * np.array([width, height, width, height], dtype=np.float64)
+        return np.c_[corners[:, :2], corners[:, 2:] - corners[:, :2]], rows[:, 2].astype(np.float64)
+
+    def detect(self, image: np.ndarray) -> list[Detection]:
+        """People in an RGB uint8 (H, W, 3) image, boxes in its pixels, best score first."""
+        height, width = image.shape[:2]
+        rgb = image if image.ndim == 3 else cv2.cvtColor(image, cv2.COLOR_GRAY2RGB)
+        trained = (self.anchors.input_size[1], self.anchors.input_size[0])
+        rects, scores = self._boxes(rgb, trained)
+        size = self.input_size(height, width)
+        if size != trained:
+            small_rects, small_scores = self._boxes(rgb, size)
+            # Only the small boxes of the upscaled pass are kept: its large ones lie beyond
+            # the sizes the network learnt at that input size and are mostly false.
+            small = small_rects[:, 3] < height * LARGE_SHARE
+            rects, scores = np.r_[rects, small_rects[small]], np.r_[scores, small_scores[small]]
+        if len(rects) == 0:
+            return []
+        keep = non_max_suppression(rects, scores, self.config.nms_iou)
+        found = [clipped_detection(rects[i], float(scores[i]), image.shape, self.kind) for i in keep]
+        return [d for d in found if d.box[2] > 0 and d.box[3] > 0]

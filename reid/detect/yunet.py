@@ -1,0 +1,68 @@
+"""``--detector yunet``: faces and five landmarks from YuNet (libfacedetection, BSD-3-Clause),
+through the ``yuface`` wheel (``reid[faces]``; no dependencies, no model download).
+
+YuNet takes BGR images and is built for inputs up to 960 pixels a side; larger images are
+shrunk to fit first and the boxes and landmarks scaled back.  Scores are its confidence
+(0..1).  Landmarks come in :data:`reid.detect.align.FACE_TEMPLATE_112`'s order.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import cv2
+import numpy as np
+
+from reid.detect.base import Detection, clipped_detection
+from reid.errors import ConfigError, ModelError
+
+FACES_EXTRA = 'pip install "reid[faces]"'
+# yuface warns about, and detects worse in, images larger than this on a side.
+MAX_SIDE = 960
+
+
+def import_yuface() -> Any:
+    """The yuface module, or a one-line error naming the extra that brings it."""
+    try:
+        import yuface
+    except ImportError:
+        raise ModelError(f"--detector yunet needs the yuface package, which is not installed: {FACES_EXTRA}") from None
+    return yuface
+
+
+@dataclass
+class YuNetConfig:
+    """Options of the YuNet face detector: ``min_score`` (0..1) from which a face is kept."""
+
+    min_score: float = 0.5
+
+    def __post_init__(self) -> None:
+        if not 0 <= self.min_score < 1:
+            raise ConfigError(f"yunet min_score must be in [0, 1), got {self.min_score}")
+
+
+class YuNetDetector:
+    """YuNet (Wu et al. 2023) face boxes with five landmarks each, best score first."""
+
+    kind = "face"
+
+    def __init__(self, config: YuNetConfig | None = None) -> None:
+        self.config = config or YuNetConfig()
+        self._yuface = import_yuface()
+
+    def detect(self, image: np.ndarray) -> list[Detection]:
+        """Faces in an RGB (H, W, 3) or grey (H, W) uint8 image, boxes and landmarks in its pixels."""
+        bgr = cv2.cvtColor(image, cv2.COLOR_GRAY2BGR) if image.ndim == 2 else cv2.cvtColor(image, cv2.COLOR_RGB2BGR)
+        height, width = bgr.shape[:2]
+        scale = min(1.0, MAX_SIDE / max(height, width))
+        if scale < 1.0:
+            bgr = cv2.resize(bgr, (max(1, round(width * scale)), max(1, round(height * scale))), interpolation=cv2.INTER_AREA)
+        scores, boxes, points = self._yuface.detect(np.ascontiguousarray(bgr), self.config.min_score)
+        found = []
+        for score, box, marks in zip(scores, boxes, points, strict=True):
+            rect = np.asarray(box, dtype=np.float64) / scale
+            landmarks = tuple((float(marks[2 * i]) / scale, float(marks[2 * i + 1]) / scale) for i in range(5))
+            found.append(clipped_detection(rect, float(score) / 100, image.shape, self.kind, landmarks))
+        found = [d for d in found if d.box[2] > 0 and d.box[3] > 0]
+        return sorted(found, key=lambda d: -d.score)

@@ -1,0 +1,96 @@
+"""``--detector`` on ``reid enroll``, ``reid query`` and ``reid verify``."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import cv2
+import pytest
+from typer.testing import CliRunner
+
+from reid.cli.app import app
+from reid.models import ModelCard, build_network, save_model
+from reid.pipeline.synthetic import street_frames, write_street_video
+
+runner = CliRunner()
+
+
+def invoke(*args: str | Path) -> tuple[int, str]:
+    result = runner.invoke(app, [str(a) for a in args])
+    return result.exit_code, result.output
+
+
+def only_error_line(output: str) -> str:
+    lines = [line for line in output.splitlines() if line.strip()]
+    assert len(lines) == 1 and lines[0].startswith("error:"), output
+    return lines[0]
+
+
+@pytest.fixture(scope="module")
+def model(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    card = ModelCard(name="m", architecture="resnet18", embedding_dim=64, input_size=(64, 32), threshold=0.5)
+    folder = tmp_path_factory.mktemp("models") / "m"
+    save_model(build_network(card), card, folder)
+    return folder
+
+
+@pytest.fixture(scope="module")
+def scenes(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """Whole street frames, each with two walkers: enrolment crops the largest person."""
+    root = tmp_path_factory.mktemp("scenes")
+    for n, (frame, _) in enumerate(street_frames(3, seed=4)):
+        cv2.imwrite(str(root / f"{n}.png"), cv2.cvtColor(frame, cv2.COLOR_RGB2BGR))
+    return root
+
+
+def test_enroll_with_a_named_detector_and_a_wrong_one(tmp_path: Path, model: Path, scenes: Path) -> None:
+    gallery, report = tmp_path / "g", tmp_path / "enrol.json"
+    code, out = invoke("enroll", scenes, "--id", "walker", "--model", model, "--gallery", gallery,
+                       "--detector", "hog", "--json", report)
+    assert code == 0, out
+    summary = json.loads(report.read_text())
+    assert summary["added"] == 3 and summary["no_detection"] == 0
+
+    other = tmp_path / "other"
+    code, out = invoke("enroll", scenes, "--id", "walker", "--model", model, "--gallery", other,
+                       "--detect", "person", "--detector", "haar")
+    assert code == 1
+    assert "haar finds faces, not persons" in only_error_line(out)
+    assert not other.exists()  # a failed enrolment leaves no gallery behind
+
+
+def test_query_refuses_unknown_missing_and_mismatched_detectors(tmp_path: Path, model: Path, scenes: Path) -> None:
+    gallery = tmp_path / "g"
+    assert invoke("enroll", scenes, "--id", "walker", "--model", model, "--gallery", gallery)[0] == 0
+    before = {p.name: p.read_bytes() for p in gallery.iterdir() if p.is_file() and p.name != ".lock"}
+    video = tmp_path / "street.avi"
+    write_street_video(video, count=4)
+    for detector, expected in (
+        ("car", "unknown detector 'car'; choose one of hog, ssdlite, yolo:FILE.onnx, haar, yunet"),
+        (f"yolo:{tmp_path / 'missing.onnx'}", "missing.onnx: YOLO ONNX file not found"),
+        ("yunet", "yunet finds faces, not persons"),
+    ):
+        code, out = invoke("query", video, "--model", model, "--gallery", gallery, "--detector", detector)
+        assert code == 1 and expected in only_error_line(out), out
+    after = {p.name: p.read_bytes() for p in gallery.iterdir() if p.is_file() and p.name != ".lock"}
+    assert after == before
+
+    events = tmp_path / "events.jsonl"
+    code, out = invoke("query", video, "--model", model, "--gallery", gallery, "--detector", "hog", "--jsonl", events)
+    assert code == 0, out
+    assert events.read_text().strip()
+
+
+def test_verify_crops_faces_with_yunet(tmp_path: Path, orl_faces: Path) -> None:
+    card = ModelCard(name="f", architecture="resnet18", embedding_dim=32, input_size=(64, 64), kind="face")
+    folder = tmp_path / "f"
+    save_model(build_network(card), card, folder)
+    result = tmp_path / "verify.json"
+    code, out = invoke("verify", orl_faces / "s1" / "1.pgm", orl_faces / "s1" / "2.pgm", "--model", folder,
+                       "--detector", "yunet", "--threshold", "1.0", "--json", result)
+    assert code == 0, out
+    assert 0 <= json.loads(result.read_text())["distance"] <= 2
+    code, out = invoke("verify", orl_faces / "s1" / "1.pgm", orl_faces / "s1" / "2.pgm", "--model", folder,
+                       "--detector", "hog", "--threshold", "1.0")
+    assert code == 1 and "hog finds persons, not faces" in only_error_line(out)

@@ -1,0 +1,53 @@
+"""``build_detector``: the one place detector names are read."""
+
+from __future__ import annotations
+
+import pytest
+
+from reid.detect import (
+    DEFAULT_DETECTORS,
+    FaceDetector,
+    PersonDetector,
+    PersonDetectorConfig,
+    SSDLiteConfig,
+    YuNetDetector,
+    build_detector,
+    detector_kind,
+    detector_names,
+)
+from reid.errors import ConfigError
+
+
+def test_names_and_kinds() -> None:
+    assert detector_names("person") == ["hog", "ssdlite", "yolo:FILE.onnx"]
+    assert detector_names("face") == ["haar", "yunet"]
+    assert DEFAULT_DETECTORS == {"person": "hog", "face": "haar"}
+    assert detector_kind("yunet") == "face" and detector_kind("yolo:any.onnx") == "person"
+    assert isinstance(build_detector(None, "person"), PersonDetector)
+    assert isinstance(build_detector(None, "face"), FaceDetector)
+    assert isinstance(build_detector("yunet"), YuNetDetector)
+
+
+def test_a_detector_of_the_other_kind_is_refused() -> None:
+    with pytest.raises(ConfigError, match="haar finds faces, not persons; for persons choose one of hog, ssdlite"):
+        build_detector("haar", "person")
+    with pytest.raises(ConfigError, match="unknown detector kind 'car'"):
+        build_detector(None, "car")
+    with pytest.raises(ConfigError, match="name a detector"):
+        build_detector(None)
+
+
+def test_unknown_names_list_the_choices() -> None:
+    with pytest.raises(ConfigError, match="unknown detector 'yolo'; choose one of hog, ssdlite, yolo:FILE.onnx, haar, yunet"):
+        build_detector("yolo")
+    with pytest.raises(ConfigError, match="needs the ONNX file"):
+        build_detector("yolo:")
+    with pytest.raises(ConfigError, match="unknown detector 'YOLO:FILE.ONNX'"):
+        build_detector("YOLO:FILE.ONNX")
+
+
+def test_only_the_chosen_detectors_settings_are_used() -> None:
+    detector = build_detector("hog", "person", [SSDLiteConfig(min_height=40), PersonDetectorConfig(win_stride=4)])
+    assert isinstance(detector, PersonDetector) and detector.config.win_stride == 4
+    with pytest.raises(ConfigError, match="str is no detector setting"):
+        build_detector("hog", "person", ["win_stride=4"])

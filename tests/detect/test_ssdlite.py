@@ -1,0 +1,103 @@
+"""The SSDLite person detector: its text graph derived from the real frozen graph, and the
+detector on real frames of the PETS2009 street video and on an empty synthetic street."""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from reid.detect import SSDLiteConfig, SSDLiteDetector, build_detector
+from reid.detect.ssd import SSDAnchors, graph_info, read_graph_nodes, ssd_text_graph
+from reid.detect.textgraph import parse_text
+from reid.errors import ConfigError, ModelError
+from reid.models.registry import SSDLITE_PERSON
+from reid.pipeline.synthetic import street_frames
+from tests.detect.conftest import video_frames
+
+FRAMES = (0, 300, 600)
+
+
+def test_graph_says_one_class_six_maps_and_its_box_coder(ssdlite_graph: Path) -> None:
+    info = graph_info(read_graph_nodes(ssdlite_graph), str(ssdlite_graph))
+    assert info.layers == 6 and info.num_classes == 1
+    assert info.anchors_per_location == (3, 6, 6, 6, 6, 6)
+    assert info.box_scales == (10.0, 10.0, 5.0, 5.0) and info.nms_iou == pytest.approx(0.6)
+
+
+def test_anchor_sizes_follow_the_ssd_anchor_generator() -> None:
+    anchors = SSDAnchors()
+    widths, heights = anchors.sizes(0, 6)
+    assert np.allclose(widths, [30, 60 * math.sqrt(2), 60 * math.sqrt(0.5)])
+    assert np.allclose(heights, [30, 60 / math.sqrt(2), 60 / math.sqrt(0.5)])
+    widths, heights = anchors.sizes(1, 6)  # scale 0.2 + 0.75 / 5 = 0.35, next 0.5
+    assert len(widths) == 6 and widths[0] == pytest.approx(105) and widths[-1] == pytest.approx(300 * math.sqrt(0.35 * 0.5))
+    assert anchors.sizes(5, 6)[0][-1] == pytest.approx(300 * math.sqrt(0.95))
+
+
+def test_text_graph_replaces_the_tensorflow_head(ssdlite_graph: Path) -> None:
+    nodes = parse_text(ssd_text_graph(ssdlite_graph)).all("node")
+    ops = {node.text("name"): node.text("op") for node in nodes}  # type: ignore[union-attr]
+    assert ops["detection_out"] == "DetectionOutput" and ops["image_tensor"] == "Placeholder"
+    assert sum(op == "PriorBox" for op in ops.values()) == 6
+    assert not any(name.startswith(("Postprocessor/", "Preprocessor/", "MultipleGridAnchorGenerator/")) for name in ops)
+    assert not any(op in ("Identity", "Const") for name, op in ops.items() if not name.endswith(("axis_flatten", "shape")))
+
+
+def test_anchor_settings_that_disagree_with_the_graph_are_refused(ssdlite_graph: Path) -> None:
+    with pytest.raises(ModelError, match=r"\[3, 6, 6, 6, 6, 6\] anchors per location.*\[3, 4, 4, 4, 4, 4\]"):
+        ssd_text_graph(ssdlite_graph, SSDAnchors(aspect_ratios=(1.0, 2.0, 0.5)))
+
+
+def inside(box: tuple[int, int, int, int], shape: tuple[int, ...]) -> bool:
+    x, y, w, h = box
+    return x >= 0 and y >= 0 and w > 0 and h > 0 and x + w <= shape[1] and y + h <= shape[0]
+
+
+def test_people_found_on_the_real_street(ssdlite_graph: Path, pedestrian_video: Path) -> None:
+    frames = video_frames(pedestrian_video, FRAMES)
+    fast = SSDLiteDetector(graph=ssdlite_graph)
+    small = SSDLiteDetector(SSDLiteConfig(min_height=60), graph=ssdlite_graph)
+    hog = build_detector("hog", "person")
+    counts = {"fast": 0, "small": 0, "hog": 0}
+    for frame in frames:
+        for name, detector in (("fast", fast), ("small", small), ("hog", hog)):
+            found = detector.detect(frame)
+            counts[name] += len(found)
+            assert all(inside(d.box, frame.shape) and d.kind == "person" for d in found)
+            assert found == sorted(found, key=lambda d: -d.score)
+        # Pedestrians of this street are taller than wide.
+        assert all(d.box[3] > d.box[2] for d in small.detect(frame))
+    # The ground truth holds 5.85 people a frame; HOG finds about half.
+    assert counts["fast"] >= len(frames)
+    assert counts["small"] >= 4 * len(frames) and counts["small"] > counts["hog"]
+
+
+def test_upscaled_input_for_small_people(ssdlite_graph: Path) -> None:
+    assert SSDLiteDetector(graph=ssdlite_graph).input_size(576, 768) == (300, 300)
+    assert SSDLiteDetector(SSDLiteConfig(min_height=60), graph=ssdlite_graph).input_size(576, 768) == (768, 576)
+    assert SSDLiteDetector(SSDLiteConfig(min_height=30), graph=ssdlite_graph).input_size(576, 768) == (1536, 1152)
+    with pytest.raises(ConfigError, match="min_height"):
+        SSDLiteConfig(min_height=2)
+
+
+def test_nobody_on_an_empty_street(ssdlite_graph: Path) -> None:
+    detector = SSDLiteDetector(SSDLiteConfig(min_height=60), graph=ssdlite_graph)
+    for frame, truth in street_frames(3, walkers=(), seed=3):
+        assert truth == {} and detector.detect(frame) == []
+
+
+def test_missing_model_names_the_fetch_command(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("REID_CACHE_DIR", str(tmp_path / "empty-cache"))
+    with pytest.raises(ModelError) as caught:
+        build_detector("ssdlite", "person")
+    assert f"`reid models fetch {SSDLITE_PERSON}`" in str(caught.value) and "\n" not in str(caught.value)
+
+
+def test_a_file_that_is_no_graph_names_the_file(tmp_path: Path) -> None:
+    junk = tmp_path / "graph.pb"
+    junk.write_bytes(b"\x00\x01 not a graph")
+    with pytest.raises(ModelError, match="graph.pb"):
+        SSDLiteDetector(graph=junk)

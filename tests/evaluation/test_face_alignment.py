@@ -1,0 +1,41 @@
+"""Face crops aligned by landmarks for encoders whose card asks for aligned faces."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from pathlib import Path
+
+import numpy as np
+
+from reid.data.io import read_image
+from reid.evaluation.faces import FaceCropper, fitted_to, image_preparer
+from reid.models import ModelCard, build_network, load_encoder, save_model
+from reid.models.card import embedding_fingerprint
+
+
+def face_model(folder: Path, alignment: str) -> Path:
+    card = ModelCard(
+        name="faces", architecture="resnet18", embedding_dim=32, input_size=(112, 112), kind="face",
+        face_alignment=alignment,
+    )
+    save_model(build_network(card), card, folder)
+    return folder
+
+
+def test_aligned_chips_only_for_encoders_that_ask(tmp_path: Path, orl_faces: Path) -> None:
+    aligned = load_encoder(face_model(tmp_path / "aligned", "5-point"))
+    plain = load_encoder(face_model(tmp_path / "plain", "none"))
+    assert aligned.aligned_face_size == (112, 112) and plain.aligned_face_size is None
+    # The alignment flag says how crops are cut, not what the weights compute.
+    weights = aligned.card.weights_fingerprint
+    assert embedding_fingerprint(aligned.card, weights) == embedding_fingerprint(replace(aligned.card, face_alignment="none"), weights)
+    photo = read_image(orl_faces / "s3" / "2.pgm")
+    prepare = image_preparer("face", detector="yunet")
+    assert isinstance(prepare, FaceCropper)
+    chip = fitted_to(prepare, aligned)(photo, Path("s3/2.pgm"))  # type: ignore[misc]
+    crop = fitted_to(prepare, plain)(photo, Path("s3/2.pgm"))  # type: ignore[misc]
+    assert chip.shape[:2] == (112, 112) and crop.shape[:2] != (112, 112)
+    # Haar finds no landmarks: its crops stay plain boxes, even for an aligned encoder.
+    haar = fitted_to(image_preparer("face"), aligned)(photo, Path("s3/2.pgm"))  # type: ignore[misc]
+    assert haar.shape[:2] != (112, 112)
+    assert np.asarray(chip).dtype == np.uint8
