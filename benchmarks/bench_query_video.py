@@ -41,14 +41,8 @@ TRUTH_PER_FRAME = 4650 / 795
 
 
 def person_detector(spec: str) -> Detector:
-    """The person detector named ``spec``; only HOG ships with OpenCV.
-
-    Once reid.detect.build_detector takes a spec (``ssdlite``, ``yolo:FILE``), this is
-    ``return build_detector(spec, "person")``.
-    """
-    if spec != "hog":
-        raise SystemExit(f"--detectors: {spec!r} is not available here; choose hog")
-    return build_detector("person")
+    """The person detector named ``spec`` (hog, ssdlite, yolo:FILE.onnx)."""
+    return build_detector(spec, "person")
 
 
 def decode_only(path: Path, frames: int | None) -> float:
