@@ -40,7 +40,7 @@ from reid.errors import DataError, ModelError, ReidError
 from reid.evaluation import RankingResult, evaluate_encoder
 from reid.losses import build_loss
 from reid.losses.registry import loss_options, typed_options
-from reid.models.card import IMAGENET_MEAN, IMAGENET_STD, ModelCard, atomic_write_bytes, remove_stale_temporaries
+from reid.models.card import ModelCard, atomic_write_bytes, remove_stale_temporaries
 from reid.models.encoder import Encoder, TorchEncoder
 from reid.models.folder import save_model
 from reid.models.network import ReidNet
@@ -207,8 +207,8 @@ def build_card(config: TrainConfig, dataset: ReidDataset, num_classes: int, netw
         architecture=config.architecture,
         embedding_dim=network.embedding_dim,
         input_size=tuple(config.input_size),
-        mean=IMAGENET_MEAN,
-        std=IMAGENET_STD,
+        mean=network.input_mean,
+        std=network.input_std,
         pooling=config.pooling,
         last_stride=config.last_stride,
         # The card describes the saved network: without cross-entropy it has no classifier.
@@ -420,7 +420,7 @@ def _train(
             # Every process draws the augmentation of the whole global batch and applies its
             # own rows, so the global batch is augmented as one process would augment it.
             rows = (ctx.rank * batch_size, ctx.world_size * batch_size)
-            batch = augment(images[index], IMAGENET_MEAN, IMAGENET_STD, aug, generator, rows).to(device, non_blocking=True)
+            batch = augment(images[index], card.mean, card.std, aug, generator, rows).to(device, non_blocking=True)
             target = labels[index].to(device)
             ce, metric_value = model(batch, target)
             loss = config.ce_weight * ce + config.metric_weight * metric_value
