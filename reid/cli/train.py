@@ -254,7 +254,7 @@ def demo_command(
         ["encoder", *METRIC_KEYS, "valid queries"],
         [metric_row("untrained", result.untrained.to_dict()), metric_row("trained", result.trained.to_dict())],
     )
-    console.print(f"{result.train.card.architecture}, {result.train.pretrained_note}", soft_wrap=True)
+    console.print(result.start, soft_wrap=True, highlight=False)
     console.print(f"trained model in {result.model_dir}; total {result.seconds:.0f} s")
     if json_file:
         write_json(json_file, result.to_dict())

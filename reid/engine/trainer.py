@@ -44,7 +44,7 @@ from reid.engine.optim import build_optimizer, lr_factor, set_learning_rate
 from reid.engine.state import CHECKPOINT_FILE, ResumePoint, capture_state, read_resume_state, restore_state, save_checkpoint
 from reid.errors import ReidError
 from reid.evaluation import RankingResult, evaluate_encoder
-from reid.models.card import IMAGENET_MEAN, IMAGENET_STD, ModelCard
+from reid.models.card import ModelCard
 from reid.paths import remove_stale_temporaries
 from reid.models.encoder import Encoder, TorchEncoder
 from reid.models.folder import save_model
@@ -148,8 +148,8 @@ def build_card(config: TrainConfig, dataset: ReidDataset, num_classes: int, netw
         architecture=config.architecture,
         embedding_dim=network.embedding_dim,
         input_size=tuple(config.input_size),
-        mean=IMAGENET_MEAN,
-        std=IMAGENET_STD,
+        mean=network.input_mean,
+        std=network.input_std,
         pooling=config.pooling,
         last_stride=config.last_stride,
         # The card describes the saved network: without cross-entropy it has no classifier.
@@ -375,7 +375,7 @@ def _train_epoch(
         # Every process draws the augmentation of the whole global batch and applies its
         # own rows, so the global batch is augmented as one process would augment it.
         rows = (ctx.rank * batch_size, ctx.world_size * batch_size)
-        batch = augment(run.images[index], IMAGENET_MEAN, IMAGENET_STD, aug, generator, rows).to(ctx.device, non_blocking=True)
+        batch = augment(run.images[index], run.card.mean, run.card.std, aug, generator, rows).to(ctx.device, non_blocking=True)
         loss, ce, metric_value = model(batch, run.labels[index].to(ctx.device))
         # The mean over processes: a NaN anywhere stops every process at the same step.
         loss_value, ce_value, metric_mean = ctx.mean(torch.stack([loss, ce, metric_value])).tolist()

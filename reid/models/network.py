@@ -16,8 +16,7 @@ from torch import nn
 from reid.errors import ConfigError
 from reid.models.backbones import build_backbone
 from reid.models.card import NECKS, ModelCard
-from reid.models.pretrained import Start, apply_start, resolve_start
-
+from reid.models.pretrained import Start, apply_start, resolve_start, start_normalisation
 
 
 class GeM(nn.Module):
@@ -54,6 +53,9 @@ class ReidNet(nn.Module):
     trains), ``fc`` (torchreid's OSNet head: Linear + BatchNorm1d + ReLU to
     ``embedding_dim``) or ``none`` (the pooled feature). ``pretrained`` is what
     :func:`reid.models.pretrained.resolve_start` accepts; loading it may raise ModelError.
+    ``input_mean``/``input_std`` are the normalisation its start was trained with (pixels
+    scaled to 0..1; ImageNet's for a random start): what training normalises with and what
+    the card records.
     """
 
     def __init__(
@@ -98,6 +100,7 @@ class ReidNet(nn.Module):
         if self.classifier is not None:
             nn.init.normal_(self.classifier.weight, std=0.001)
         self.pretrained_note = apply_start(self, architecture, start)
+        self.input_mean, self.input_std = start_normalisation(start)
 
     def forward(self, images: torch.Tensor) -> NetOutput:
         feature = self.reduction(self.pool(self.backbone(images)))

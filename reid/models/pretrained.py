@@ -15,24 +15,53 @@ import torch
 from torch import nn
 
 from reid.errors import ModelError
-from reid.models.backbones import backbone_spec
+from reid.models.backbones import architecture_available, backbone_spec
+from reid.models.card import IMAGENET_MEAN, IMAGENET_STD
 from reid.models.checkpoints import SOURCES, artefact_state, detect_layout, fit, place, read_state
-from reid.models.registry import ARTEFACTS, Artefact, cached, fetch, imagenet_artefacts
+from reid.models.registry import ARTEFACTS, Artefact, cached, fetch, imagenet_artefacts, installed_member, is_valid
 
 NO_START = ("none", "")
 
 
 @dataclass
 class Start:
-    """Tensors to start from, their naming layout and a description for the card."""
+    """Tensors to start from, their naming layout, a description for the card, and the
+    input normalisation the tensors were trained with (per channel, on pixels scaled to
+    0..1). Training normalises with it and the model's card records it, so the start sees
+    the inputs it learned from."""
 
     state: dict[str, torch.Tensor]
     layout: str
     label: str
+    mean: tuple[float, float, float] = IMAGENET_MEAN
+    std: tuple[float, float, float] = IMAGENET_STD
+
+
+def start_normalisation(start: Start | None) -> tuple[tuple[float, float, float], tuple[float, float, float]]:
+    """``(mean, std)`` a network built from ``start`` is trained with: the start's own,
+    ImageNet's for a random start."""
+    return (IMAGENET_MEAN, IMAGENET_STD) if start is None else (start.mean, start.std)
 
 
 def _artefact_start(artefact: Artefact, path: Path) -> Start:
-    return Start(artefact_state(artefact, path), "native", f"{artefact.name} ({artefact.description}, {artefact.licence})")
+    return Start(
+        artefact_state(artefact, path), "native", f"{artefact.name} ({artefact.description}, {artefact.licence})",
+        mean=artefact.mean, std=artefact.std,
+    )
+
+
+def imagenet_offline(architecture: str) -> Artefact | None:
+    """The architecture's first ImageNet start that needs no network: a verified file in
+    the cache, or inside an installed package (the ``pretrained`` extra installs
+    EfficientNet-Lite0's). None when there is none, or the architecture needs a library
+    this installation lacks."""
+    if not architecture_available(architecture):
+        return None
+    for artefact in imagenet_artefacts(architecture):
+        member = installed_member(artefact) if artefact.source == "wheel" else None
+        if cached(artefact) is not None or (member is not None and is_valid(artefact, member)):
+            return artefact
+    return None
 
 
 def imagenet_start(architecture: str) -> Start:

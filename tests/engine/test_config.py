@@ -40,13 +40,15 @@ def test_every_recipe_in_configs_is_valid(recipe: Path) -> None:
 
 def test_configs_hold_the_recommended_recipes() -> None:
     names = {path.name for path in CONFIGS.glob("*.yaml")}
-    assert names == {"demo.yaml", "market1501-cpu-resnet18.yaml", "market1501-bot-resnet50.yaml"}
+    assert names == {"demo.yaml", "market1501-cpu.yaml", "market1501-bot-resnet50.yaml"}
     assert resolve_config(TrainConfig(), CONFIGS / "demo.yaml") == demo_config()
     bot = resolve_config(TrainConfig(), CONFIGS / "market1501-bot-resnet50.yaml")
     assert (bot.architecture, bot.input_size, bot.p, bot.k, bot.epochs, bot.milestones) == ("resnet50", (256, 128), 16, 4, 120, (40, 70))
     assert "Rank-1 94.1, mAP 85.7" in (CONFIGS / "market1501-bot-resnet50.yaml").read_text()
-    cpu = resolve_config(TrainConfig(), CONFIGS / "market1501-cpu-resnet18.yaml")
-    assert (cpu.architecture, cpu.device) == ("resnet18", "cpu")
+    cpu = resolve_config(TrainConfig(), CONFIGS / "market1501-cpu.yaml")
+    assert (cpu.architecture, cpu.pretrained, cpu.input_size, cpu.epochs, cpu.device) == (
+        "mobilenet_v2", "mobilenet_v2.imagenet-deepsort", (128, 64), 3, "cpu"
+    )
 
 
 def test_yaml_round_trip_gives_the_same_config(tmp_path: Path) -> None:
