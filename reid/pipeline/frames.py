@@ -2,7 +2,7 @@
 empty crops, with the seconds spent decoding and detecting.
 
 >>> timing = stage_timer()
->>> for item in frame_crops(open_source("entrance.mp4"), build_detector("person"), timing=timing):
+>>> for item in frame_crops(open_source("entrance.mp4"), build_detector(None, "person"), timing=timing):
 ...     item.frame.index, len(item.crops)
 """
 

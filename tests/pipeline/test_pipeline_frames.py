@@ -46,7 +46,7 @@ def test_frame_loop_yields_every_kept_frame_in_order_with_its_crops(tmp_path: Pa
     video = tmp_path / "street.avi"
     write_street_video(video, count=6, fps=6)
     timing = stage_timer()
-    items = list(frame_crops(open_source(video, every=2), build_detector("person"), timing=timing))
+    items = list(frame_crops(open_source(video, every=2), build_detector(None, "person"), timing=timing))
     assert [item.frame.index for item in items] == [0, 2, 4]
     assert sum(len(item.crops) for item in items) >= 3
     for item in items:
@@ -70,7 +70,7 @@ def test_empty_crops_are_dropped_and_no_detector_takes_the_frame_whole() -> None
 def test_scaled_detection_returns_boxes_in_the_full_frame() -> None:
     frame, truth = next(street_frames(1, seed=3))
     big = cv2.resize(frame, None, fx=2, fy=2, interpolation=cv2.INTER_LINEAR)
-    hog = build_detector("person")
+    hog = build_detector(None, "person")
     found = ScaledDetector(hog, 0.5).detect(big)
     assert found
     height, width = big.shape[:2]

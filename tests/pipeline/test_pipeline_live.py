@@ -70,7 +70,7 @@ class SlowDetector:
     kind = "person"
 
     def __init__(self, pause: float) -> None:
-        self.inner, self.pause = build_detector("person"), pause
+        self.inner, self.pause = build_detector(None, "person"), pause
 
     def detect(self, image: np.ndarray) -> list[Detection]:
         time.sleep(self.pause)
@@ -105,7 +105,7 @@ def test_a_decoding_failure_reaches_the_caller(tmp_path: Path) -> None:
 
 def test_leaving_early_stops_the_threads(street: tuple[Path, Path]) -> None:
     video, _ = street
-    pipeline = FramePipeline(open_source(video), build_detector("person"), depth=1)
+    pipeline = FramePipeline(open_source(video), build_detector(None, "person"), depth=1)
     for item in pipeline:
         assert item.frame.index == 0 and pipeline.running
         break
