@@ -49,7 +49,7 @@ _IMAGENET_RECIPE: dict[str, Any] = {
     "input_size": (128, 64),
     "p": 16,
     "k": 4,
-    "epochs": 10,
+    "epochs": 24,
     "lr": 1e-3,
     "warmup_epochs": 1,
     "schedule": "cosine",

@@ -43,11 +43,11 @@ def test_a_chosen_scratch_recipe_is_not_blamed_on_the_installation() -> None:
 
 @pytest.mark.slow
 def test_demo_from_imagenet_beats_the_scratch_recipe(imagenet_wheels: dict[str, Path], tmp_path: Path) -> None:
-    """The demo as shipped, on its synthetic set. Measured: trained Rank-1 0.670 (docs/models.md);
-    the from-scratch recipe reached 0.475, so 0.60 leaves room for thread-count numerics."""
+    """The demo as shipped, on its synthetic set. Measured: trained Rank-1 0.840 (docs/models.md);
+    the from-scratch recipe reached 0.475; 0.80 is the demo's promise."""
     config = demo_config()
     config.out = tmp_path / "demo"
     result = run_demo(config)
     assert result.start.startswith("start: efficientnet_lite0, started from efficientnet_lite0.imagenet")
-    assert result.trained.rank1 >= 0.60, result.trained.to_dict()
+    assert result.trained.rank1 >= 0.80, result.trained.to_dict()
     assert result.trained.rank1 > result.untrained.rank1
