@@ -18,6 +18,7 @@ from reid.decision import (
     similarity_to_distance,
 )
 from reid.errors import ConfigError, DataError, GalleryError, ModelError, ReidError
+from reid.serial import as_dict
 from reid.text import printable
 
 __version__ = "0.1.0"
@@ -30,6 +31,7 @@ __all__ = [
     "ReidError",
     "Threshold",
     "__version__",
+    "as_dict",
     "check_distance_threshold",
     "pair_distance",
     "printable",

@@ -19,7 +19,7 @@ from pathlib import Path
 import cv2
 import numpy as np
 
-from reid import ConfigError, DataError
+from reid import ConfigError, DataError, as_dict
 from reid.data import ImageRecord, SyntheticConfig, load_dataset, read_image
 from reid.detect import Box
 from reid.evaluation import ThresholdChoice, choose_threshold, embed_paths, pair_distance
@@ -150,7 +150,7 @@ class DemoScore:
     unknown: int = 0
 
     def to_dict(self) -> dict[str, int]:
-        return {"searched": self.searched, "correct": self.correct, "wrong": self.wrong, "unknown": self.unknown}
+        return as_dict(self)
 
 
 def _true_person(observations: list[tuple[int, Box]], truth: list[dict[int, Box]]) -> int | None:

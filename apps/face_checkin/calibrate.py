@@ -35,7 +35,7 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
-from reid import ConfigError, DataError, ReidError, printable
+from reid import ConfigError, DataError, ReidError, as_dict, printable
 from reid.evaluation import (
     ThresholdChoice,
     calibrate_model,
@@ -70,17 +70,7 @@ class HeldOut:
     skipped_images: int
 
     def to_dict(self) -> dict[str, Any]:
-        return {
-            "threshold": self.threshold,
-            "far": self.far,
-            "tar": self.tar,
-            "accuracy": self.accuracy,
-            "auc": self.auc,
-            "eer": self.eer,
-            "genuine": self.genuine,
-            "impostor": self.impostor,
-            "skipped_images": self.skipped_images,
-        }
+        return as_dict(self)
 
 
 @dataclass

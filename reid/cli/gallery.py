@@ -22,6 +22,7 @@ from reid.cli.common import (
     printable,
     write_json,
 )
+from reid.cli.defaults import default_of, given, with_default
 from reid.cli.detector_options import detector_option
 from reid.cli.index_options import (
     EF_SEARCH_OPTION,
@@ -79,8 +80,10 @@ def enroll(
     nlist: int | None = NLIST_OPTION,
     nprobe: int | None = NPROBE_OPTION,
     shard_size: int | None = SHARD_SIZE_OPTION,
-    batch_size: int = typer.Option(32, "--batch-size", help="Images embedded and committed together."),
-    no_face: str = typer.Option("skip", "--no-face", help=NO_FACE_HELP),
+    batch_size: int | None = typer.Option(
+        None, "--batch-size", help=with_default("Images embedded and committed together.", str(EnrolConfig.batch_size))
+    ),
+    no_face: str | None = typer.Option(None, "--no-face", help=with_default(NO_FACE_HELP, EnrolConfig.no_face)),
     json_out: Path | None = typer.Option(None, "--json", help="Also write the report as JSON here."),
 ) -> None:
     """Enrol images of known people into a gallery (created when new).
@@ -100,7 +103,7 @@ def enroll(
     if json_out:
         check_output_file(json_out, "--json")
     entries = plan_enrolment(paths, identity)
-    config = EnrolConfig(batch_size=batch_size, no_face=no_face, detect=detect, detector=detector)
+    config = EnrolConfig(**given(batch_size=batch_size, no_face=no_face, detect=detect, detector=detector))
     encoder = load_encoder(model)
     folder = resolve_gallery_path(gallery)
     with make_progress() as progress:
@@ -140,8 +143,12 @@ def query(
     ),
     model: str = typer.Option(..., "--model", "-m", help=MODEL_HELP),
     gallery: str = typer.Option(..., "--gallery", "-g", help=GALLERY_HELP),
-    top_k: int = typer.Option(5, "--top-k", "-k", help="Identities listed per detection."),
-    every: int = typer.Option(1, "--every", help="Keep one frame in N."),
+    top_k: int | None = typer.Option(
+        None, "--top-k", "-k", help=with_default("Identities listed per detection.", str(QueryConfig.top_k))
+    ),
+    every: int | None = typer.Option(
+        None, "--every", help=with_default("Keep one frame in N.", str(default_of(open_source, "every")))
+    ),
     max_frames: int | None = typer.Option(None, "--max-frames", help="Stop after N kept frames."),
     jsonl: Path | None = typer.Option(None, "--jsonl", help="Write one JSON object per detection here."),
     save_video: Path | None = typer.Option(
@@ -160,23 +167,34 @@ def query(
         help="Detector score from which a detection may start a track; weaker ones only continue tracks "
         "(default: every detection may).",
     ),
-    detect: str = typer.Option(
-        "auto",
+    detect: str | None = typer.Option(
+        None,
         "--detect",
-        help=f"{'|'.join(DETECT_CHOICES)}; auto: detect in videos, cameras and streams, take images as crops.",
+        help=with_default(
+            f"{'|'.join(DETECT_CHOICES)}; auto: detect in videos, cameras and streams, take images as crops.",
+            QueryConfig.detect,
+        ),
     ),
     detector: str | None = detector_option(),
     threshold: float | None = typer.Option(
         None, "--threshold", help="Distance under which a match is named (default: the model's)."
     ),
-    score: str = typer.Option(
-        "best", "--score", help="Identity distance: best (nearest item) or mean (over its items)."
+    score: str | None = typer.Option(
+        None,
+        "--score",
+        help=with_default("Identity distance: best (nearest item) or mean (over its items).", QueryConfig.score),
     ),
-    batch_size: int = typer.Option(32, "--batch-size", help="Crops embedded together."),
-    detect_scale: float = typer.Option(
-        1.0, "--detect-scale", help="Detect on frames scaled by this, in (0, 1] (faster; misses small people)."
+    batch_size: int | None = typer.Option(
+        None, "--batch-size", help=with_default("Crops embedded together.", str(QueryConfig.batch_size))
     ),
-    no_face: str = typer.Option("skip", "--no-face", help=NO_FACE_HELP),
+    detect_scale: float | None = typer.Option(
+        None,
+        "--detect-scale",
+        help=with_default(
+            "Detect on frames scaled by this, in (0, 1] (faster; misses small people).", f"{QueryConfig.detect_scale:g}"
+        ),
+    ),
+    no_face: str | None = typer.Option(None, "--no-face", help=with_default(NO_FACE_HELP, QueryConfig.no_face)),
     json_out: Path | None = typer.Option(None, "--json", help="Also write the summary as JSON here."),
 ) -> None:
     """Find enrolled people in images, a video, a camera or a stream."""
@@ -184,22 +202,24 @@ def query(
     if json_out:
         check_output_file(json_out, "--json")
     config = QueryConfig(
-        top_k=top_k,
-        detect=detect,
-        detector=detector,
-        threshold=threshold,
-        score=score,
-        batch_size=batch_size,
-        detect_scale=detect_scale,
-        no_face=no_face,
+        **given(
+            top_k=top_k,
+            detect=detect,
+            detector=detector,
+            threshold=threshold,
+            score=score,
+            batch_size=batch_size,
+            detect_scale=detect_scale,
+            no_face=no_face,
+        ),
         track=track,
         tracker=TrackerConfig(high_score=high_score),
     )
-    media = open_source(source, every=every, max_frames=max_frames)
+    media = open_source(source, **given(every=every), max_frames=max_frames)
     encoder = load_encoder(model)
     with Gallery.open(resolve_gallery_path(gallery)) as store:
         run = QueryRun(store, encoder, media, config)
-        fps = (media.fps or 10.0) / (every if media.fps else 1)
+        fps = (media.fps or 10.0) / (media.every if media.fps else 1)
         interrupted = False
         with QueryOutputs(jsonl, save_video, save_crops, fps, tracks) as outputs:
             recent: deque[FrameResult] = deque(maxlen=8)
@@ -273,13 +293,17 @@ def info(
         help="Verify every file's checksum, the whole database (SQLite integrity check, row types) and "
         "every item against the index; then measure index recall against exact search.",
     ),
-    queries: int = typer.Option(1000, "--queries", help="Stored items used as queries by --check."),
+    queries: int | None = typer.Option(
+        None,
+        "--queries",
+        help=with_default("Stored items used as queries by --check.", str(default_of(Gallery.check, "queries"))),
+    ),
 ) -> None:
     """Items, identities, model, index; with --check, integrity and recall vs flat."""
     with Gallery.open(resolve_gallery_path(gallery)) as store:
         summary = store.info().to_dict()
         if check:
-            summary["check"] = store.check(queries=queries).to_dict()
+            summary["check"] = store.check(**given(queries=queries)).to_dict()
     if as_json:
         typer.echo(json.dumps(summary, indent=2))
         return

@@ -8,6 +8,7 @@ import typer
 from rich.text import Text
 
 from reid.cli.common import console, handle_errors, make_progress, print_table, printable, write_json
+from reid.cli.defaults import default_of, given, with_default
 from reid.cli.detector_options import detector_option
 from reid.cli.model_options import INPUT_SIZE_OPTION, MEAN_OPTION, RGB_OPTION, STD_OPTION, preprocessing_from_flags
 from reid.errors import ConfigError
@@ -60,10 +61,10 @@ def _verify_pair_file(
     model: str,
     pairs: Path,
     root: Path,
-    folds: int,
+    folds: int | None,
     detect: str,
     detector: str | None,
-    batch_size: int,
+    batch_size: int | None,
     json_file: Path | None,
     plot: Path | None,
     preprocessing: Preprocessing | None,
@@ -77,8 +78,7 @@ def _verify_pair_file(
         verification = verify_pairs(
             encoder,
             pair_set,
-            folds=folds,
-            batch_size=batch_size,
+            **given(folds=folds, batch_size=batch_size),
             prepare=prepare,
             no_face=no_face,
             on_progress=lambda done, _total: progress.update(task, completed=done),
@@ -127,11 +127,23 @@ def verify_command(
     threshold: float | None = typer.Option(None, "--threshold", help="Decision threshold (default: the model card's)."),
     pairs: Path | None = typer.Option(None, "--pairs", help=PAIRS_HELP),
     root: Path | None = typer.Option(None, "--root", help=ROOT_HELP),
-    folds: int = typer.Option(10, "--folds", min=2, help="Folds for a CSV pair file (LFW's pairs.txt brings its own)."),
+    folds: int | None = typer.Option(
+        None,
+        "--folds",
+        min=2,
+        help=with_default(
+            "Folds for a CSV pair file (LFW's pairs.txt brings its own).", str(default_of(verify_pairs, "folds"))
+        ),
+    ),
     detect: str = typer.Option("none", "--detect", help=DETECT_HELP),
     detector: str | None = detector_option(FACE_DETECTOR_HELP),
     no_face: str = typer.Option("skip", "--no-face", help=NO_FACE_HELP),
-    batch_size: int = typer.Option(64, "--batch-size", min=1, help="Images per encoder batch."),
+    batch_size: int | None = typer.Option(
+        None,
+        "--batch-size",
+        min=1,
+        help=with_default("Images per encoder batch.", str(default_of(verify_pairs, "batch_size"))),
+    ),
     json_file: Path | None = typer.Option(None, "--json", help="Also write the result to this JSON file."),
     plot: Path | None = typer.Option(
         None, "--plot", help="With --pairs: write roc.png and distance_histogram.png here."
@@ -191,17 +203,26 @@ def calibrate_command(
     model: str = typer.Option(..., "--model", "-m", help=MODEL_HELP),
     pairs: Path = typer.Option(..., "--pairs", help=PAIRS_HELP),
     root: Path | None = typer.Option(None, "--root", help=ROOT_HELP),
-    far: float | None = typer.Option(None, "--far", help="Target false accept rate (default 1e-3)."),
+    far: float | None = typer.Option(
+        None,
+        "--far",
+        help=with_default("Target false accept rate.", f"{default_of(calibrate_model, 'target_far'):g}"),
+    ),
     best_accuracy: bool = typer.Option(False, "--best-accuracy", help="Choose the threshold of best accuracy instead."),
     detect: str = typer.Option("none", "--detect", help=DETECT_HELP),
     detector: str | None = detector_option(FACE_DETECTOR_HELP),
-    batch_size: int = typer.Option(64, "--batch-size", min=1, help="Images per encoder batch."),
+    batch_size: int | None = typer.Option(
+        None,
+        "--batch-size",
+        min=1,
+        help=with_default("Images per encoder batch.", str(default_of(calibrate_model, "batch_size"))),
+    ),
     json_file: Path | None = typer.Option(None, "--json", help="Also write the choice to this JSON file."),
 ) -> None:
     """Choose the model's verification threshold on labelled pairs and write it into its card."""
     if best_accuracy and far is not None:
         raise ConfigError("give --far or --best-accuracy, not both")
-    target = None if best_accuracy else (1e-3 if far is None else far)
+    target = None if best_accuracy else (default_of(calibrate_model, "target_far") if far is None else far)
     with make_progress() as progress:
         task = progress.add_task("embedding", total=None)
         calibration = calibrate_model(
@@ -209,7 +230,7 @@ def calibrate_command(
             pairs,
             root or pairs.parent,
             target_far=target,
-            batch_size=batch_size,
+            **given(batch_size=batch_size),
             prepare=image_preparer(detect, detector=detector),
             on_progress=lambda done, total: progress.update(task, completed=done, total=total),
         )

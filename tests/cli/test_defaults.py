@@ -30,3 +30,34 @@ def test_eval_help_shows_the_library_defaults() -> None:
     k1, k2, lam = (default_of(rerank_distances, key) for key in ("k1", "k2", "lambda_value"))
     assert f"k1={k1}, k2={k2}, lambda={lam}" in result.output
 
+
+
+def _option_defaults(command: str) -> dict[str, object]:
+    """The default each option of ``reid COMMAND`` has on the command line."""
+    import typer.main
+
+    click_command = typer.main.get_command(app).commands[command]  # type: ignore[attr-defined]
+    return {p.name: p.default for p in click_command.params if p.name is not None}
+
+
+def test_enroll_query_verify_and_calibrate_state_no_library_defaults() -> None:
+    restated = {
+        "enroll": ("batch_size", "no_face"),
+        "query": ("top_k", "every", "detect", "score", "batch_size", "detect_scale", "no_face"),
+        "verify": ("folds", "batch_size"),
+        "calibrate": ("far", "batch_size"),
+    }
+    for command, names in restated.items():
+        defaults = _option_defaults(command)
+        assert {name: defaults[name] for name in names} == dict.fromkeys(names), command
+
+
+def test_query_and_enroll_help_show_the_config_defaults() -> None:
+    from reid.pipeline import EnrolConfig, QueryConfig
+
+    query = runner.invoke(app, ["query", "--help"], env={"COLUMNS": "400"})
+    assert query.exit_code == 0, query.output
+    for value in (QueryConfig.top_k, QueryConfig.batch_size, QueryConfig.score, QueryConfig.detect):
+        assert f"(default: {value})" in query.output
+    enroll = runner.invoke(app, ["enroll", "--help"], env={"COLUMNS": "400"})
+    assert f"(default: {EnrolConfig.batch_size})" in enroll.output
