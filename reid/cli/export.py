@@ -7,26 +7,31 @@ from pathlib import Path
 import typer
 
 from reid.cli.common import console, handle_errors, print_table, write_json
+from reid.cli.defaults import default_of, given, with_default
 from reid.models.export import DEFAULT_TOLERANCE, export_model
 
 
 @handle_errors
 def export_command(
     model: str = typer.Option(..., "--model", "-m", help="Model folder, or a model's name under models/."),
-    fmt: str = typer.Option("onnx", "--format", "-f", help="onnx or torchscript."),
+    fmt: str | None = typer.Option(
+        None, "--format", "-f", help=with_default("onnx or torchscript.", default_of(export_model, "fmt"))
+    ),
     out: Path | None = typer.Option(
         None, "--out", "-o", help="Output file (default: MODEL/NAME.onnx or MODEL/NAME.torchscript.pt)."
     ),
     normalize: bool = typer.Option(
         True, "--normalize/--raw", help="Output L2-normalized embeddings, or the raw BNNeck embedding."
     ),
-    tolerance: float = typer.Option(
-        DEFAULT_TOLERANCE, "--tolerance", help="Largest max abs difference from PyTorch accepted."
+    tolerance: float | None = typer.Option(
+        None,
+        "--tolerance",
+        help=with_default("Largest max abs difference from PyTorch accepted.", f"{DEFAULT_TOLERANCE:g}"),
     ),
     json_file: Path | None = typer.Option(None, "--json", help="Also write the result to this JSON file."),
 ) -> None:
     """Export a model's embedding (after BNNeck) with a dynamic batch axis and a card beside it."""
-    result = export_model(model, fmt, out, normalize=normalize, tolerance=tolerance)
+    result = export_model(model, out=out, normalize=normalize, **given(fmt=fmt, tolerance=tolerance))
     print_table(
         f"{result.card.name} exported to {result.format}",
         ["item", "value"],

@@ -46,6 +46,7 @@ def test_enroll_query_verify_and_calibrate_state_no_library_defaults() -> None:
         "query": ("top_k", "every", "detect", "score", "batch_size", "detect_scale", "no_face"),
         "verify": ("folds", "batch_size"),
         "calibrate": ("far", "batch_size"),
+        "export": ("fmt", "tolerance"),
     }
     for command, names in restated.items():
         defaults = _option_defaults(command)
