@@ -9,8 +9,10 @@ import cv2
 import numpy as np
 
 from reid.detect import crop
+from reid.gallery import Gallery
 from reid.models import Encoder, load_encoder, stand_in_model
-from reid.pipeline.synthetic import street_frames
+from reid.pipeline import enrol, plan_enrolment
+from reid.pipeline.synthetic import street_frames, write_street_video
 
 
 def build_encoder(folder: Path, name: str = "t", kind: str = "person", threshold: float | None = 0.3) -> Encoder:
@@ -35,3 +37,14 @@ def walker_crops(root: Path, frames: int = 3, seed: int = 7) -> dict[str, list[P
         for name, box in boxes.items():
             written.setdefault(name, []).append(write_rgb(root / name / f"{n}.png", crop(frame, box)))
     return written
+
+
+def street_with_gallery(root: Path, encoder: Encoder, video_name: str, count: int, fps: int) -> tuple[Path, Path]:
+    """A synthetic street video of two walkers under ``root`` and a gallery (``root/g``)
+    holding crops of them, enrolled with ``encoder``."""
+    video = root / video_name
+    write_street_video(video, count=count, fps=fps)
+    walker_crops(root / "people", frames=2, seed=11)
+    with Gallery.open_or_create(root / "g", encoder.card) as gallery:
+        enrol(gallery, encoder, plan_enrolment([root / "people"]))
+    return video, root / "g"

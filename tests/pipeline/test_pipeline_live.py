@@ -14,7 +14,7 @@ from pathlib import Path
 import cv2
 import numpy as np
 import pytest
-from pipeline_helpers import build_encoder, walker_crops
+from pipeline_helpers import build_encoder, street_with_gallery, walker_crops
 
 from reid.detect import Detection, build_detector
 from reid.errors import DataError
@@ -29,12 +29,7 @@ ROOT = Path(__file__).resolve().parents[2]
 @pytest.fixture
 def street(tmp_path: Path, encoder: Encoder) -> tuple[Path, Path]:
     """A synthetic street video and a gallery holding crops of its two walkers."""
-    video = tmp_path / "street.avi"
-    write_street_video(video, count=12, fps=8)
-    walker_crops(tmp_path / "people", frames=2, seed=11)
-    with Gallery.open_or_create(tmp_path / "g", encoder.card) as gallery:
-        enrol(gallery, encoder, plan_enrolment([tmp_path / "people"]))
-    return video, tmp_path / "g"
+    return street_with_gallery(tmp_path, encoder, "street.avi", count=12, fps=8)
 
 
 def answers(run: QueryRun) -> list[tuple]:

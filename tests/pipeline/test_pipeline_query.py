@@ -9,7 +9,7 @@ import cv2
 import numpy as np
 import pytest
 import torch
-from pipeline_helpers import build_encoder, walker_crops
+from pipeline_helpers import build_encoder, street_with_gallery, walker_crops
 
 from reid.detect import build_detector
 from reid.errors import ConfigError, GalleryError
@@ -22,12 +22,7 @@ from reid.pipeline.synthetic import write_street_video
 @pytest.fixture
 def street(tmp_path: Path, encoder: Encoder) -> tuple[Path, Path]:
     """A synthetic street video and a gallery holding crops of its two walkers."""
-    video = tmp_path / "street.mp4"
-    write_street_video(video, count=8, fps=8)
-    walker_crops(tmp_path / "people", frames=2, seed=11)
-    with Gallery.open_or_create(tmp_path / "g", encoder.card) as gallery:
-        enrol(gallery, encoder, plan_enrolment([tmp_path / "people"]))
-    return video, tmp_path / "g"
+    return street_with_gallery(tmp_path, encoder, "street.mp4", count=8, fps=8)
 
 
 def test_video_query_detects_labels_and_writes_outputs(

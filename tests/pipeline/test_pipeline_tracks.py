@@ -8,23 +8,17 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from pipeline_helpers import walker_crops
+from pipeline_helpers import street_with_gallery, walker_crops
 
 from reid.gallery import Gallery
 from reid.models import Encoder, embed_images, l2_normalize
 from reid.pipeline import QueryConfig, QueryOutputs, QueryRun, annotate, enrol, open_source, plan_enrolment
-from reid.pipeline.synthetic import write_street_video
 
 
 @pytest.fixture
 def street(tmp_path: Path, encoder: Encoder) -> tuple[Path, Path]:
     """A synthetic street video of two walkers and a gallery holding crops of them."""
-    video = tmp_path / "street.mp4"
-    write_street_video(video, count=10, fps=10)
-    walker_crops(tmp_path / "people", frames=2, seed=11)
-    with Gallery.open_or_create(tmp_path / "g", encoder.card) as gallery:
-        enrol(gallery, encoder, plan_enrolment([tmp_path / "people"]))
-    return video, tmp_path / "g"
+    return street_with_gallery(tmp_path, encoder, "street.mp4", count=10, fps=10)
 
 
 def test_each_track_is_named_by_the_mean_of_its_embeddings(
