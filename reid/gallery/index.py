@@ -261,6 +261,14 @@ def add_chunked(index: faiss.Index, ids: np.ndarray, vectors: np.ndarray, chunk:
 # work by query), and waking its OpenMP pool can cost 20+ ms while PyTorch's own OpenMP
 # pool (a separate libgomp) is still spinning after an embedding batch.
 SINGLE_THREAD_QUERIES = 64
+# From this many queries exact search multiplies them by the items with BLAS instead of
+# scanning every item once per query.  FAISS's own switch has moved between versions
+# (20 queries, then queries x dimension >= 128,000, i.e. 100 queries at 1280-d), and on
+# one thread a scan of 10,000 1280-d items costs 5-6 ms a query against 0.6 ms batched,
+# so the choice is made here, in terms every version reads the same way.
+BLAS_FROM_QUERIES = 4
+# distance_compute_blas_threshold values that mean "always" and "never" under every rule.
+_BLAS_ALWAYS, _BLAS_NEVER = 1, 2**31 - 1
 # Exact search multiplies queries by items in blocks; FAISS's default of 1024 items a
 # block keeps the matrix multiply at about half its speed, 16384 (64 MB of scores for
 # 1024 queries) brings flat search near the raw BLAS rate.
@@ -271,19 +279,24 @@ BLAS_BLOCKS = (1024, 16_384)
 def search_settings(queries: int) -> Iterator[None]:
     """FAISS settings for a search of ``queries`` rows, restored when the block ends.
 
-    Few queries run single-threaded; many run with large BLAS blocks.
+    Few queries run single-threaded; from :data:`BLAS_FROM_QUERIES` exact distances come
+    from one matrix multiply; many run with large BLAS blocks.
     """
+    cvar = faiss.cvar
+    saved = (
+        faiss.omp_get_max_threads(),
+        cvar.distance_compute_blas_threshold,
+        cvar.distance_compute_blas_query_bs,
+        cvar.distance_compute_blas_database_bs,
+    )
+    cvar.distance_compute_blas_threshold = _BLAS_ALWAYS if queries >= BLAS_FROM_QUERIES else _BLAS_NEVER
     if queries < SINGLE_THREAD_QUERIES:
-        previous = faiss.omp_get_max_threads()
         faiss.omp_set_num_threads(1)
-        try:
-            yield
-        finally:
-            faiss.omp_set_num_threads(previous)
-        return
-    blocks = (faiss.cvar.distance_compute_blas_query_bs, faiss.cvar.distance_compute_blas_database_bs)
-    faiss.cvar.distance_compute_blas_query_bs, faiss.cvar.distance_compute_blas_database_bs = BLAS_BLOCKS
+    else:
+        cvar.distance_compute_blas_query_bs, cvar.distance_compute_blas_database_bs = BLAS_BLOCKS
     try:
         yield
     finally:
-        faiss.cvar.distance_compute_blas_query_bs, faiss.cvar.distance_compute_blas_database_bs = blocks
+        faiss.omp_set_num_threads(saved[0])
+        cvar.distance_compute_blas_threshold = saved[1]
+        cvar.distance_compute_blas_query_bs, cvar.distance_compute_blas_database_bs = saved[2], saved[3]

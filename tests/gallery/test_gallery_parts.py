@@ -14,6 +14,7 @@ from reid.decision import similarity_to_distance
 from reid.gallery import DB_FILE, Gallery, open_gallery
 from reid.gallery.catalogue import FORMAT, MIGRATIONS, Catalogue, facts_hash
 from reid.gallery.check import exact_knn
+from reid.gallery.index import BLAS_FROM_QUERIES, SINGLE_THREAD_QUERIES, search_settings
 from reid.gallery.search import IdentityLabels, nearest_identities, rerank
 
 from gallery_helpers import clustered, make_card, metas
@@ -91,3 +92,24 @@ def test_identities_by_nearest_item_and_by_mean_distance() -> None:
     sims, ranked = rerank(query, np.array([[5, -1, 12, 11]]), 2, originals)
     assert list(ranked[0]) == sorted([5, 12, 11], key=lambda i: -float(vectors[i - 1] @ query[0]))[:2]
     assert sims[0, 0] >= sims[0, 1]
+
+
+@pytest.mark.parametrize("queries", [1, 3, 4, 32, 200])
+def test_search_settings_batch_small_query_sets_and_restore_faiss(queries: int) -> None:
+    # FAISS 1.15 scans the items once per query below queries x dim = 128,000 (100 queries
+    # at 1280-d), ten times slower than one matrix multiply for a video's batch of 32.
+    cvar = faiss.cvar
+    before = (faiss.omp_get_max_threads(), cvar.distance_compute_blas_threshold, cvar.distance_compute_blas_query_bs)
+    with search_settings(queries):
+        blas = queries >= cvar.distance_compute_blas_threshold and queries * 1280 >= cvar.distance_compute_blas_threshold
+        assert blas == (queries >= BLAS_FROM_QUERIES)
+        assert (faiss.omp_get_max_threads() == 1) == (queries < SINGLE_THREAD_QUERIES)
+        rng = np.random.default_rng(queries)
+        items = rng.standard_normal((500, 1280), dtype=np.float32)
+        index = faiss.IndexFlatIP(1280)
+        index.add(items)
+        sims, ids = index.search(items[:queries], 3)
+    expected = np.argsort(-(items[:queries] @ items.T), axis=1)[:, :3]
+    np.testing.assert_array_equal(ids, expected)
+    np.testing.assert_allclose(sims, np.take_along_axis(items[:queries] @ items.T, expected, axis=1), rtol=1e-4)
+    assert (faiss.omp_get_max_threads(), cvar.distance_compute_blas_threshold, cvar.distance_compute_blas_query_bs) == before
