@@ -13,7 +13,18 @@ from __future__ import annotations
 import numpy as np
 
 from reid.detect.align import FACE_TEMPLATE_112, align_face, crop_detection, similarity_transform
-from reid.detect.base import Box, Detection, Detector, Point, clipped_detection, crop, expand_box, non_max_suppression
+from reid.detect.base import (
+    Box,
+    Detection,
+    Detector,
+    Point,
+    TieredDetector,
+    clipped_detection,
+    crop,
+    expand_box,
+    for_tracking,
+    non_max_suppression,
+)
 from reid.detect.build import (
     DEFAULT_DETECTORS,
     DETECTOR_KINDS,
@@ -59,6 +70,7 @@ __all__ = [
     "Point",
     "SSDLiteConfig",
     "SSDLiteDetector",
+    "TieredDetector",
     "YoloConfig",
     "YoloDetector",
     "YuNetConfig",
@@ -74,6 +86,7 @@ __all__ = [
     "detector_kind",
     "detector_names",
     "expand_box",
+    "for_tracking",
     "non_max_suppression",
     "similarity_transform",
 ]

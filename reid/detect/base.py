@@ -4,9 +4,11 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Protocol
+from typing import Protocol, runtime_checkable
 
 import numpy as np
+
+from reid.errors import ConfigError
 
 Box = tuple[int, int, int, int]
 """A box as (x, y, width, height) in pixels of the image it was found in."""
@@ -42,6 +44,55 @@ class Detector(Protocol):
     def detect(self, image: np.ndarray) -> list[Detection]:
         """Return the detections in ``image``, best score first."""
         ...
+
+
+@runtime_checkable
+class TieredDetector(Detector, Protocol):
+    """A detector whose scores are probabilities, so that boxes below its confident score
+    can still be told apart from noise: a tracker's second association (ByteTrack, Zhang
+    et al. 2022) continues tracks with them through blur and partial occlusion.
+
+    ``detect`` gives the confident detections (score >= ``confident_score``);
+    ``detect_with_weak`` gives those and the weak ones below.
+    """
+
+    confident_score: float
+
+    def detect_with_weak(self, image: np.ndarray) -> list[Detection]:
+        """Confident and weak detections in ``image``, best score first."""
+        ...
+
+
+class WeakIncluded:
+    """``detector`` whose ``detect`` gives its weak detections too (see
+    :func:`for_tracking`); ``confident_score`` tells them apart."""
+
+    def __init__(self, detector: TieredDetector) -> None:
+        self.detector, self.kind, self.confident_score = detector, detector.kind, detector.confident_score
+
+    def detect(self, image: np.ndarray) -> list[Detection]:
+        return self.detector.detect_with_weak(image)
+
+
+def check_scores(detector: str, min_score: float, weak_score: float | None) -> None:
+    """Raise ConfigError unless 0 <= ``weak_score`` <= ``min_score`` < 1 (probabilities)."""
+    if not 0 <= min_score < 1:
+        raise ConfigError(f"{detector} min_score must be in [0, 1), got {min_score}")
+    if weak_score is not None and not 0 <= weak_score <= min_score:
+        raise ConfigError(f"{detector} weak_score must be in [0, min_score {min_score}], got {weak_score}")
+
+
+def for_tracking(detector: Detector) -> tuple[Detector, float | None]:
+    """The detector to feed a tracker and the score from which its detections may start
+    tracks (:attr:`reid.track.TrackerConfig.high_score`).
+
+    A :class:`TieredDetector` (ssdlite, yolo) comes back giving its weak detections too,
+    with its confident score; any other detector comes back as it is, with None (every
+    detection is confident).
+    """
+    if isinstance(detector, TieredDetector):
+        return WeakIncluded(detector), detector.confident_score
+    return detector, None
 
 
 def expand_box(box: Box, margin: float, shape: tuple[int, ...]) -> Box:

@@ -21,7 +21,7 @@ from pathlib import Path
 import cv2
 import numpy as np
 
-from reid.detect.base import Detection, clipped_detection, non_max_suppression
+from reid.detect.base import Detection, check_scores, clipped_detection, non_max_suppression
 from reid.detect.ssd import SSDAnchors, ssd_text_graph
 from reid.errors import ConfigError, ModelError
 from reid.models.registry import SSDLITE_PERSON, cached, fetch_artefact, get_artefact, installed_member
@@ -38,19 +38,22 @@ LARGE_SHARE = 1 / 3
 class SSDLiteConfig:
     """Options of the SSDLite person detector.
 
-    ``min_score``: detection score (0..1) from which a box is kept.  ``min_height``:
+    ``min_score``: detection score (0..1) from which a box is a confident detection.
+    ``weak_score``: score from which the boxes below ``min_score`` are kept as weak
+    detections, which only continue tracks (:class:`reid.detect.base.TieredDetector`);
+    None: no weak ones.  ``min_height``:
     the height in frame pixels of the smallest person sought (None: people taller than
     about a fifth of the frame, the fastest).  ``nms_iou``: overlap above which the weaker
     of two boxes is dropped.
     """
 
     min_score: float = 0.5
+    weak_score: float | None = 0.25
     min_height: int | None = None
     nms_iou: float = 0.45
 
     def __post_init__(self) -> None:
-        if not 0 <= self.min_score < 1:
-            raise ConfigError(f"ssdlite min_score must be in [0, 1), got {self.min_score}")
+        check_scores("ssdlite", self.min_score, self.weak_score)
         if self.min_height is not None and self.min_height < 8:
             raise ConfigError(f"ssdlite min_height must be at least 8 pixels, got {self.min_height}")
 
@@ -98,25 +101,38 @@ class SSDLiteDetector:
         scale = min(scale, MAX_INPUT_SIDE / max(height, width))
         return _stride_multiple(width * scale), _stride_multiple(height * scale)
 
-    def _boxes(self, rgb: np.ndarray, size: tuple[int, int]) -> tuple[np.ndarray, np.ndarray]:
-        """(N, 4) (x, y, w, h) frame boxes and (N,) scores of one pass at input ``size`` (w, h)."""
+    @property
+    def confident_score(self) -> float:
+        return self.config.min_score
+
+    def _boxes(self, rgb: np.ndarray, size: tuple[int, int], floor: float) -> tuple[np.ndarray, np.ndarray]:
+        """(N, 4) (x, y, w, h) frame boxes and (N,) scores (>= ``floor``) of one pass at
+        input ``size`` (w, h)."""
         height, width = rgb.shape[:2]
         # The graph's own preprocessing maps 0..255 to -1..1.
         self._net.setInput(cv2.dnn.blobFromImage(rgb, 1 / 127.5, size, (127.5, 127.5, 127.5)))
         rows = self._net.forward().reshape(-1, 7)
-        rows = rows[rows[:, 2] >= max(self.config.min_score, 1e-6)]
+        rows = rows[rows[:, 2] >= max(floor, 1e-6)]
         corners = rows[:, 3:7].astype(np.float64) * np.array([width, height, width, height], dtype=np.float64)
         return np.c_[corners[:, :2], corners[:, 2:] - corners[:, :2]], rows[:, 2].astype(np.float64)
 
     def detect(self, image: np.ndarray) -> list[Detection]:
         """People in an RGB uint8 (H, W, 3) image, boxes in its pixels, best score first."""
+        return self._detect(image, self.config.min_score)
+
+    def detect_with_weak(self, image: np.ndarray) -> list[Detection]:
+        """The people of :meth:`detect` and the weak detections down to ``weak_score``."""
+        weak = self.config.weak_score
+        return self._detect(image, self.config.min_score if weak is None else weak)
+
+    def _detect(self, image: np.ndarray, floor: float) -> list[Detection]:
         height, width = image.shape[:2]
         rgb = image if image.ndim == 3 else cv2.cvtColor(image, cv2.COLOR_GRAY2RGB)
         trained = (self.anchors.input_size[1], self.anchors.input_size[0])
-        rects, scores = self._boxes(rgb, trained)
+        rects, scores = self._boxes(rgb, trained, floor)
         size = self.input_size(height, width)
         if size != trained:
-            small_rects, small_scores = self._boxes(rgb, size)
+            small_rects, small_scores = self._boxes(rgb, size, floor)
             # Only the small boxes of the upscaled pass are kept: its large ones lie beyond
             # the sizes the network learnt at that input size and are mostly false.
             small = small_rects[:, 3] < height * LARGE_SHARE

@@ -28,7 +28,7 @@ from typing import Any
 import cv2
 import numpy as np
 
-from reid.detect.base import Detection, clipped_detection, non_max_suppression
+from reid.detect.base import Detection, check_scores, clipped_detection, non_max_suppression
 from reid.errors import ConfigError, ModelError
 from reid.models.onnx import first_line, import_onnxruntime
 
@@ -46,21 +46,24 @@ class YoloConfig:
     """Options of the YOLO ONNX person detector.
 
     ``layout``: auto, yolov5, yolov8 or yolox (see the module notes).  ``min_score``:
-    score (0..1) from which a person box is kept; ``nms_iou``: overlap above which the
+    score (0..1) from which a person box is a confident detection; ``weak_score``: score
+    from which the boxes below ``min_score`` are kept as weak detections, which only
+    continue tracks (:class:`reid.detect.base.TieredDetector`; None: no weak ones);
+    ``nms_iou``: overlap above which the
     weaker of two boxes is dropped.  ``input_size`` (height, width) is only needed when the
     file's input size is dynamic (default 640x640).
     """
 
     layout: str = "auto"
     min_score: float = 0.25
+    weak_score: float | None = 0.1
     nms_iou: float = 0.45
     input_size: tuple[int, int] | None = None
 
     def __post_init__(self) -> None:
         if self.layout not in LAYOUTS:
             raise ConfigError(f"unknown YOLO layout {self.layout!r}; choose one of {', '.join(LAYOUTS)}")
-        if not 0 <= self.min_score < 1:
-            raise ConfigError(f"YOLO min_score must be in [0, 1), got {self.min_score}")
+        check_scores("YOLO", self.min_score, self.weak_score)
 
 
 @dataclass(frozen=True)
@@ -192,8 +195,20 @@ class YoloDetector:
             layout = "yolox" if np.abs(rows[:, :2]).max() > max(YOLOX_STRIDES) else "yolox-raw"
         return layout
 
+    @property
+    def confident_score(self) -> float:
+        return self.config.min_score
+
     def detect(self, image: np.ndarray) -> list[Detection]:
         """People in an RGB uint8 (H, W, 3) image, boxes in its pixels, best score first."""
+        return self._detect(image, self.config.min_score)
+
+    def detect_with_weak(self, image: np.ndarray) -> list[Detection]:
+        """The people of :meth:`detect` and the weak detections down to ``weak_score``."""
+        weak = self.config.weak_score
+        return self._detect(image, self.config.min_score if weak is None else weak)
+
+    def _detect(self, image: np.ndarray, floor: float) -> list[Detection]:
         rgb = image if image.ndim == 3 else cv2.cvtColor(image, cv2.COLOR_GRAY2RGB)
         yolox = self.layout.startswith("yolox")
         canvas, placement = letterbox(rgb, self.size, centred=not yolox)
@@ -201,7 +216,7 @@ class YoloDetector:
         if output.ndim != 3 or output.shape[0] != 1:
             raise ModelError(f"{self.path}: output shape {list(output.shape)} changed between runs")
         boxes, scores = decode_outputs(output[0], self.layout, self.size)
-        good = scores >= max(self.config.min_score, 1e-6)
+        good = scores >= max(floor, 1e-6)
         rects, scores = placement.to_frame(boxes[good]), scores[good]
         keep = non_max_suppression(rects, scores, self.config.nms_iou)
         found = [clipped_detection(rects[i], float(scores[i]), image.shape, self.kind) for i in keep]

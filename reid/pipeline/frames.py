@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Iterator, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import cv2
 import numpy as np
@@ -159,5 +159,6 @@ class ScaledDetector:
             x, y, w, h = d.box
             x0, y0 = min(width, round(x * back)), min(height, round(y * back))
             box = (x0, y0, min(width - x0, round(w * back)), min(height - y0, round(h * back)))
-            found.append(Detection(box, d.score, d.kind))
+            landmarks = tuple((px * back, py * back) for px, py in d.landmarks)
+            found.append(replace(d, box=box, landmarks=landmarks))
         return found

@@ -18,14 +18,14 @@ import time
 from collections import Counter
 from contextlib import closing
 from collections.abc import Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import numpy as np
 
 from reid.decision import Threshold, check_distance_threshold
 from reid.decision import resolve_threshold as resolve_distance_threshold
-from reid.detect import Box, Detector, build_detector
+from reid.detect import Box, Detector, build_detector, for_tracking
 from reid.errors import ConfigError
 from reid.gallery import SCORES, Gallery, IdentityMatch
 from reid.models.encoder import NO_FACE_CHOICES, Encoder, embed_images
@@ -268,11 +268,18 @@ class QueryRun:
         self.threshold, self.threshold_source = threshold.value, threshold.describe()
         self.detector = detector if detector is not None else choose_detector(self.config, source, encoder)
         self.stats = QueryStats(unreadable=source.unreadable)
+        tracking = self.config.track and self.detector is not None and source.kind != "images"
+        self.tracker: Tracker | None = None
+        if tracking and self.detector is not None:
+            # A detector with a weak tier gives its weak boxes too; they only continue tracks.
+            self.detector, confident = for_tracking(self.detector)
+            tracker = self.config.tracker
+            if tracker.high_score is None:
+                tracker = replace(tracker, high_score=confident)
+            self.tracker = Tracker(0, tracker)
         if self.detector is not None and self.config.detect_scale != 1:
             self.detector = ScaledDetector(self.detector, self.config.detect_scale)
         self.margin = margin_for(self.detector, self.config.margin)
-        tracking = self.config.track and self.detector is not None and source.kind != "images"
-        self.tracker = Tracker(0, self.config.tracker) if tracking else None
         self._step = 0
         self._answered: int | None = None
         self._started = time.perf_counter()
@@ -347,6 +354,9 @@ class QueryRun:
                 tracks = self.tracker.update(self._step, observations, embeddings=own)
                 ended = self.tracker.pop_ended()
                 self._step += 1
+                # A weak detection no track took is noise, not a person: it is not reported.
+                taken = [n for n, track in enumerate(tracks) if track is not None]
+                positions, tracks = [positions[n] for n in taken], [tracks[n] for n in taken]
             for n, track in enumerate(tracks):
                 queries.append(track.embedding if track is not None else own[n])  # type: ignore[index]
             plans.append((item, positions, tracks, ended))

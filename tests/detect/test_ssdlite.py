@@ -9,7 +9,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from reid.detect import SSDLiteConfig, SSDLiteDetector, build_detector
+from reid.detect import SSDLiteConfig, SSDLiteDetector, TieredDetector, build_detector
 from reid.detect.ssd import SSDAnchors, graph_info, read_graph_nodes, ssd_text_graph
 from reid.detect.textgraph import parse_text
 from reid.errors import ConfigError, ModelError
@@ -101,3 +101,26 @@ def test_a_file_that_is_no_graph_names_the_file(tmp_path: Path) -> None:
     junk.write_bytes(b"\x00\x01 not a graph")
     with pytest.raises(ModelError, match="graph.pb"):
         SSDLiteDetector(graph=junk)
+
+
+def test_weak_detections_come_only_when_asked_for(ssdlite_graph: Path, pedestrian_video: Path) -> None:
+    detector = SSDLiteDetector(SSDLiteConfig(min_score=0.5, weak_score=0.2), graph=ssdlite_graph)
+    confident = weak = 0
+    for frame in video_frames(pedestrian_video, FRAMES):
+        strong, everything = detector.detect(frame), detector.detect_with_weak(frame)
+        assert all(d.score >= 0.5 for d in strong)
+        assert {d.box for d in strong} <= {d.box for d in everything}
+        assert all(0.2 <= d.score for d in everything)
+        confident += len(strong)
+        weak += sum(d.score < 0.5 for d in everything)
+    assert confident > 0 and weak > 0
+    assert isinstance(detector, TieredDetector) and detector.confident_score == 0.5
+    no_weak = SSDLiteDetector(SSDLiteConfig(weak_score=None), graph=ssdlite_graph)
+    frame = video_frames(pedestrian_video, FRAMES[:1])[0]
+    assert no_weak.detect_with_weak(frame) == no_weak.detect(frame)
+
+
+@pytest.mark.parametrize("scores", [(0.5, 0.6), (0.5, -0.1), (1.0, None)])
+def test_weak_score_must_lie_under_the_confident_one(scores: tuple[float, float | None]) -> None:
+    with pytest.raises(ConfigError, match="ssdlite (weak_score|min_score)"):
+        SSDLiteConfig(min_score=scores[0], weak_score=scores[1])

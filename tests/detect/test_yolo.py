@@ -11,7 +11,7 @@ import onnx
 import pytest
 from onnx import TensorProto, helper, numpy_helper
 
-from reid.detect import YoloConfig, YoloDetector, build_detector
+from reid.detect import TieredDetector, YoloConfig, YoloDetector, build_detector
 from reid.detect.yolo import letterbox, yolox_grid
 from reid.errors import ModelError
 
@@ -135,3 +135,17 @@ def test_bad_and_missing_files_are_one_line(tmp_path: Path) -> None:
     assert "\n" not in str(caught.value)
     with pytest.raises(ModelError, match="missing.onnx: YOLO ONNX file not found"):
         build_detector(f"yolo:{tmp_path / 'missing.onnx'}")
+
+
+def test_a_box_under_the_score_threshold_is_a_weak_detection(tmp_path: Path) -> None:
+    rows = np.zeros((1, 50, 7), np.float32)
+    rows[0, 0] = [*centred_row(), 0.9, 0.8, 0.1]
+    rows[0, 3] = [250, 100, 20, 60, 0.2, 0.9, 0.0]  # a person scoring 0.18
+    path = constant_model(tmp_path / "v5.onnx", rows)
+    detector = YoloDetector(path)
+    assert isinstance(detector, TieredDetector) and detector.confident_score == 0.25
+    assert len(detector.detect(FRAME)) == 1
+    everything = detector.detect_with_weak(FRAME)
+    assert len(everything) == 2 and abs(everything[1].score - 0.18) < 1e-3
+    assert len(YoloDetector(path, YoloConfig(weak_score=None)).detect_with_weak(FRAME)) == 1
+    assert len(YoloDetector(path, YoloConfig(weak_score=0.2)).detect_with_weak(FRAME)) == 1

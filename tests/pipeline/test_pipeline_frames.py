@@ -110,3 +110,22 @@ def test_enrolment_hook_chooses_the_crop(tmp_path: Path, encoder: Encoder) -> No
             assert report.added == 1
             boxes[name] = gallery.items("ann")[0].box
     assert boxes == {"largest": (10, 10, 40, 80), "smallest": (100, 100, 20, 30)}
+
+
+class OneFace:
+    """A face in the middle of whatever image it is given, with its five landmarks."""
+
+    kind = "face"
+
+    def detect(self, image: np.ndarray) -> list[Detection]:
+        height, width = image.shape[:2]
+        points = tuple((width * fx, height * fy) for fx, fy in ((0.4, 0.4), (0.6, 0.4), (0.5, 0.5), (0.42, 0.6), (0.58, 0.6)))
+        return [Detection((width // 4, height // 4, width // 2, height // 2), 0.9, "face", points)]
+
+
+def test_scaled_detection_keeps_the_landmarks_in_frame_pixels() -> None:
+    image = np.zeros((400, 600, 3), np.uint8)
+    (direct,) = OneFace().detect(image)
+    (scaled,) = ScaledDetector(OneFace(), 0.5).detect(image)
+    assert scaled.box == direct.box and scaled.kind == "face"
+    assert np.allclose(scaled.landmarks, direct.landmarks)

@@ -10,6 +10,7 @@ import numpy as np
 import pytest
 from pipeline_helpers import street_with_gallery, walker_crops
 
+from reid.detect import Detection
 from reid.gallery import Gallery
 from reid.models import Encoder, embed_images, l2_normalize
 from reid.pipeline import QueryConfig, QueryOutputs, QueryRun, annotate, enrol, open_source, plan_enrolment
@@ -133,3 +134,44 @@ def test_tracks_on_the_real_pedestrian_video(tmp_path: Path, encoder: Encoder, p
             if detection.track is not None:
                 by_track[detection.track].append(result.frame)
     assert all(frames == sorted(set(frames)) for frames in by_track.values()), "one box per track per frame"
+
+
+class ScriptedTiers:
+    """A detector with a weak tier that scripts its boxes by call: a person confident in
+    the first four frames and weak in the next three, and a weak box far from anyone in
+    every frame."""
+
+    kind = "person"
+    confident_score = 0.5
+
+    def __init__(self) -> None:
+        self.calls = 0
+
+    def detect(self, image: np.ndarray) -> list[Detection]:
+        return [d for d in self.detect_with_weak(image) if d.score >= self.confident_score]
+
+    def detect_with_weak(self, image: np.ndarray) -> list[Detection]:
+        step, self.calls = self.calls, self.calls + 1
+        height, width = image.shape[:2]
+        walker = Detection((width // 8 + 3 * step, height // 4, width // 8, height // 2), 0.9 if step < 4 else 0.3)
+        stray = Detection((width - width // 6, 0, width // 8, height // 3), 0.3)
+        return [walker, stray]
+
+
+def test_weak_detections_only_continue_tracks(encoder: Encoder, street: tuple[Path, Path]) -> None:
+    video, folder = street
+    with Gallery.open(folder) as gallery:
+        detector = ScriptedTiers()
+        run = QueryRun(gallery, encoder, open_source(video, max_frames=7), QueryConfig(threshold=2.0), detector=detector)
+        results = list(run)
+        summaries = run.finish_tracks()
+    assert run.tracker is not None and run.tracker.config.high_score == 0.5
+    assert [len(r.detections) for r in results] == [1] * 7, "the stray weak box is never reported"
+    assert {d.track for r in results for d in r.detections} == {1}
+    assert [round(d.detection_score, 1) for r in results for d in r.detections] == [0.9] * 4 + [0.3] * 3
+    assert run.stats.detections == 7 and [s.frames for s in summaries] == [7]
+    # Without tracking there is nothing for weak boxes to continue: only confident ones come.
+    with Gallery.open(folder) as gallery:
+        config = QueryConfig(threshold=2.0, track=False)
+        alone = list(QueryRun(gallery, encoder, open_source(video, max_frames=7), config, detector=ScriptedTiers()))
+    assert [len(r.detections) for r in alone] == [1] * 4 + [0] * 3
