@@ -194,6 +194,12 @@ def query(
             "Detect on frames scaled by this, in (0, 1] (faster; misses small people).", f"{QueryConfig.detect_scale:g}"
         ),
     ),
+    min_height: int | None = typer.Option(
+        None,
+        "--min-height",
+        help="With --detector ssdlite: also find people down to this many pixels tall (a second, larger pass; "
+        "slower). Default: one pass, people taller than about a tenth of the frame.",
+    ),
     no_face: str | None = typer.Option(None, "--no-face", help=with_default(NO_FACE_HELP, QueryConfig.no_face)),
     json_out: Path | None = typer.Option(None, "--json", help="Also write the summary as JSON here."),
 ) -> None:
@@ -211,6 +217,7 @@ def query(
             batch_size=batch_size,
             detect_scale=detect_scale,
             no_face=no_face,
+            min_height=min_height,
         ),
         track=track,
         tracker=TrackerConfig(high_score=high_score),

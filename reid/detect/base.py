@@ -75,11 +75,16 @@ class WeakIncluded:
 
 
 def check_scores(detector: str, min_score: float, weak_score: float | None) -> None:
-    """Raise ConfigError unless 0 <= ``weak_score`` <= ``min_score`` < 1 (probabilities)."""
-    if not 0 <= min_score < 1:
-        raise ConfigError(f"{detector} min_score must be in [0, 1), got {min_score}")
-    if weak_score is not None and not 0 <= weak_score <= min_score:
-        raise ConfigError(f"{detector} weak_score must be in [0, min_score {min_score}], got {weak_score}")
+    """Raise ConfigError unless both scores are probabilities in [0, 1)."""
+    for name, value in (("min_score", min_score), ("weak_score", weak_score)):
+        if value is not None and not 0 <= value < 1:
+            raise ConfigError(f"{detector} {name} must be in [0, 1), got {value}")
+
+
+def weak_floor(min_score: float, weak_score: float | None) -> float:
+    """The lowest score :meth:`TieredDetector.detect_with_weak` keeps: ``weak_score``, or
+    ``min_score`` when there is no weak tier (None, or a weak score above the confident one)."""
+    return min_score if weak_score is None else min(weak_score, min_score)
 
 
 def for_tracking(detector: Detector) -> tuple[Detector, float | None]:

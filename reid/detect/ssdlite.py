@@ -4,24 +4,27 @@ The frozen graph (TF Object Detection API, trained on VOC persons, MIT) comes fr
 pretrained-artefact registry (:data:`reid.models.registry.SSDLITE_PERSON`); the text graph
 OpenCV needs beside it is derived from the graph itself (:mod:`reid.detect.ssd`).
 
-The network was trained on 300x300 inputs, where its smallest anchors are 0.2 of the
-input's side (60 px).  A whole frame squeezed to 300x300 shows it people taller than about
-a fifth of the frame.  ``min_height`` asks for smaller people: the frame is then also given
-to the network upscaled so that a person ``min_height`` pixels tall spans those 60 px (the
+The network was trained on 300x300 inputs, where its smallest anchor is 0.1 of the
+input's side (30 px; on vtest.avi the tenth-shortest of its people are 33 px tall in the
+input).  A whole 768x576 frame squeezed to 300x300 shows it people taller than about 60
+frame pixels.  ``min_height`` asks for smaller people: the frame is then also given to the
+network at the scale where a person ``min_height`` pixels tall spans those 30 px (the
 network is convolutional and its anchors are sized in input pixels), and the boxes of both
-passes are merged: the upscaled pass's below a third of the frame's height, the trained
-size's at every height.
+passes are merged: the second pass's below a third of the frame's height, the trained
+size's at every height.  Each input size has a network of its own: OpenCV re-plans a
+network whose input changes shape, which costs more than the pass itself.
 """
 
 from __future__ import annotations
 
+from collections import OrderedDict
 from dataclasses import dataclass
 from pathlib import Path
 
 import cv2
 import numpy as np
 
-from reid.detect.base import Detection, check_scores, clipped_detection, non_max_suppression
+from reid.detect.base import Detection, check_scores, clipped_detection, weak_floor, non_max_suppression
 from reid.detect.ssd import SSDAnchors, ssd_text_graph
 from reid.errors import ConfigError, ModelError
 from reid.models.registry import SSDLITE_PERSON, cached, fetch_artefact, get_artefact, installed_member
@@ -32,6 +35,10 @@ _STRIDE = 32
 MAX_INPUT_SIDE = 1600
 # People taller than this share of the frame are left to the pass at the trained input size.
 LARGE_SHARE = 1 / 3
+# The smallest anchor (the lowest feature map's square one), as a share of the input's side.
+SMALLEST_ANCHOR = 0.1
+# Networks kept, one per input size: photos of many sizes must not pile them up.
+MAX_NETS = 4
 
 
 @dataclass
@@ -42,8 +49,9 @@ class SSDLiteConfig:
     ``weak_score``: score from which the boxes below ``min_score`` are kept as weak
     detections, which only continue tracks (:class:`reid.detect.base.TieredDetector`);
     None: no weak ones.  ``min_height``:
-    the height in frame pixels of the smallest person sought (None: people taller than
-    about a fifth of the frame, the fastest).  ``nms_iou``: overlap above which the weaker
+    the height in frame pixels of the smallest person sought, which adds a second pass
+    at the scale that person needs (None: one pass at 300x300, the fastest; it finds
+    people taller than about a tenth of the frame).  ``nms_iou``: overlap above which the weaker
     of two boxes is dropped.
     """
 
@@ -83,21 +91,31 @@ class SSDLiteDetector:
         self.config = config or SSDLiteConfig()
         self.anchors = SSDAnchors()
         self.graph = graph if graph is not None else model_file(SSDLITE_PERSON)
-        text = ssd_text_graph(self.graph, self.anchors)
-        try:
-            self._net = cv2.dnn.readNetFromTensorflow(
-                np.frombuffer(self.graph.read_bytes(), np.uint8), np.frombuffer(text.encode(), np.uint8)
-            )
-        except cv2.error as exc:
-            raise ModelError(f"{self.graph}: OpenCV {cv2.__version__} cannot build the SSD network from it") from exc
+        self._weights = np.frombuffer(self.graph.read_bytes(), np.uint8)
+        self._text = np.frombuffer(ssd_text_graph(self.graph, self.anchors).encode(), np.uint8)
+        self._nets: OrderedDict[tuple[int, int], cv2.dnn.Net] = OrderedDict()
+        self._net((self.anchors.input_size[1], self.anchors.input_size[0]))
+
+    def _net(self, size: tuple[int, int]) -> cv2.dnn.Net:
+        """The network for inputs of ``size`` (w, h), built on first use."""
+        net = self._nets.pop(size, None)
+        if net is None:
+            try:
+                net = cv2.dnn.readNetFromTensorflow(self._weights, self._text)
+            except cv2.error as exc:
+                raise ModelError(f"{self.graph}: OpenCV {cv2.__version__} cannot build the SSD network from it") from exc
+        self._nets[size] = net
+        while len(self._nets) > MAX_NETS:
+            self._nets.popitem(last=False)
+        return net
 
     def input_size(self, height: int, width: int) -> tuple[int, int]:
         """The network input (width, height) for a frame of ``height`` x ``width`` pixels."""
         trained_h, trained_w = self.anchors.input_size
         if self.config.min_height is None:
             return trained_w, trained_h
-        # Scale so that a min_height person is as tall as the smallest regular anchor.
-        scale = self.anchors.min_scale * min(trained_h, trained_w) / self.config.min_height
+        # Scale so that a min_height person is as tall as the smallest anchor.
+        scale = SMALLEST_ANCHOR * min(trained_h, trained_w) / self.config.min_height
         scale = min(scale, MAX_INPUT_SIDE / max(height, width))
         return _stride_multiple(width * scale), _stride_multiple(height * scale)
 
@@ -110,8 +128,9 @@ class SSDLiteDetector:
         input ``size`` (w, h)."""
         height, width = rgb.shape[:2]
         # The graph's own preprocessing maps 0..255 to -1..1.
-        self._net.setInput(cv2.dnn.blobFromImage(rgb, 1 / 127.5, size, (127.5, 127.5, 127.5)))
-        rows = self._net.forward().reshape(-1, 7)
+        net = self._net(size)
+        net.setInput(cv2.dnn.blobFromImage(rgb, 1 / 127.5, size, (127.5, 127.5, 127.5)))
+        rows = net.forward().reshape(-1, 7)
         rows = rows[rows[:, 2] >= max(floor, 1e-6)]
         corners = rows[:, 3:7].astype(np.float64) * np.array([width, height, width, height], dtype=np.float64)
         return np.c_[corners[:, :2], corners[:, 2:] - corners[:, :2]], rows[:, 2].astype(np.float64)
@@ -122,8 +141,7 @@ class SSDLiteDetector:
 
     def detect_with_weak(self, image: np.ndarray) -> list[Detection]:
         """The people of :meth:`detect` and the weak detections down to ``weak_score``."""
-        weak = self.config.weak_score
-        return self._detect(image, self.config.min_score if weak is None else weak)
+        return self._detect(image, weak_floor(self.config.min_score, self.config.weak_score))
 
     def _detect(self, image: np.ndarray, floor: float) -> list[Detection]:
         height, width = image.shape[:2]

@@ -28,7 +28,7 @@ from typing import Any
 import cv2
 import numpy as np
 
-from reid.detect.base import Detection, check_scores, clipped_detection, non_max_suppression
+from reid.detect.base import Detection, check_scores, clipped_detection, non_max_suppression, weak_floor
 from reid.errors import ConfigError, ModelError
 from reid.models.onnx import first_line, import_onnxruntime
 
@@ -205,8 +205,7 @@ class YoloDetector:
 
     def detect_with_weak(self, image: np.ndarray) -> list[Detection]:
         """The people of :meth:`detect` and the weak detections down to ``weak_score``."""
-        weak = self.config.weak_score
-        return self._detect(image, self.config.min_score if weak is None else weak)
+        return self._detect(image, weak_floor(self.config.min_score, self.config.weak_score))
 
     def _detect(self, image: np.ndarray, floor: float) -> list[Detection]:
         rgb = image if image.ndim == 3 else cv2.cvtColor(image, cv2.COLOR_GRAY2RGB)

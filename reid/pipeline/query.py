@@ -25,7 +25,7 @@ import numpy as np
 
 from reid.decision import Threshold, check_distance_threshold
 from reid.decision import resolve_threshold as resolve_distance_threshold
-from reid.detect import Box, Detector, build_detector, for_tracking
+from reid.detect import Box, Detector, SSDLiteConfig, build_detector, for_tracking
 from reid.errors import ConfigError
 from reid.gallery import SCORES, Gallery, IdentityMatch
 from reid.models.encoder import NO_FACE_CHOICES, Encoder, embed_images
@@ -58,6 +58,9 @@ class QueryConfig:
     every stage in turn on the caller's thread.
     ``embed_threads``: PyTorch intra-op threads while embedding (None: PyTorch's own
     setting); see :mod:`reid.pipeline.stages` for why one is the default.
+    ``min_height``: the height in frame pixels of the smallest person sought, for the
+    ``ssdlite`` detector only (see :class:`reid.detect.SSDLiteConfig`; None: its default
+    single pass).
     """
 
     top_k: int = 5
@@ -73,6 +76,7 @@ class QueryConfig:
     embed_threads: int | None = EMBED_THREADS
     detect_scale: float = 1.0
     threaded: bool = True
+    min_height: int | None = None
 
     def __post_init__(self) -> None:
         if self.top_k < 1:
@@ -90,6 +94,10 @@ class QueryConfig:
         if self.no_face not in NO_FACE_CHOICES:
             raise ConfigError(f"--no-face {self.no_face!r}: choose one of {', '.join(NO_FACE_CHOICES)}")
         check_distance_threshold(self.threshold)
+        if self.min_height is not None and self.detector != "ssdlite":
+            raise ConfigError(
+                f"--min-height works with --detector ssdlite, not {self.detector or 'the default detector'}"
+            )
 
 
 @dataclass
@@ -235,12 +243,13 @@ def resolve_threshold(config: QueryConfig, gallery: Gallery, encoder: Encoder) -
 def choose_detector(config: QueryConfig, source: MediaSource, encoder: Encoder) -> Detector | None:
     if config.detect == "none":
         return None
+    options = [SSDLiteConfig(min_height=config.min_height)] if config.min_height is not None else []
     if config.detect == "auto":
         if source.kind == "images":
             return None
         kind = encoder.card.kind if encoder.card.kind in ("person", "face") else "person"
-        return build_detector(config.detector, kind)
-    return build_detector(config.detector, config.detect)
+        return build_detector(config.detector, kind, options)
+    return build_detector(config.detector, config.detect, options)
 
 
 class QueryRun:

@@ -13,7 +13,10 @@ from reid.detect import SSDLiteConfig, SSDLiteDetector, TieredDetector, build_de
 from reid.detect.ssd import SSDAnchors, graph_info, read_graph_nodes, ssd_text_graph
 from reid.detect.textgraph import parse_text
 from reid.errors import ConfigError, ModelError
+from reid.gallery import Gallery, ItemMeta
+from reid.models import load_encoder, stand_in_model
 from reid.models.registry import SSDLITE_PERSON
+from reid.pipeline import QueryConfig, QueryRun, open_source
 from reid.pipeline.synthetic import street_frames
 from tests.detect.conftest import video_frames
 
@@ -77,8 +80,9 @@ def test_people_found_on_the_real_street(ssdlite_graph: Path, pedestrian_video: 
 
 def test_upscaled_input_for_small_people(ssdlite_graph: Path) -> None:
     assert SSDLiteDetector(graph=ssdlite_graph).input_size(576, 768) == (300, 300)
-    assert SSDLiteDetector(SSDLiteConfig(min_height=60), graph=ssdlite_graph).input_size(576, 768) == (768, 576)
-    assert SSDLiteDetector(SSDLiteConfig(min_height=30), graph=ssdlite_graph).input_size(576, 768) == (1536, 1152)
+    # A 60 px person spans the 30 px smallest anchor at half size.
+    assert SSDLiteDetector(SSDLiteConfig(min_height=60), graph=ssdlite_graph).input_size(576, 768) == (384, 288)
+    assert SSDLiteDetector(SSDLiteConfig(min_height=15), graph=ssdlite_graph).input_size(576, 768) == (1536, 1152)
     with pytest.raises(ConfigError, match="min_height"):
         SSDLiteConfig(min_height=2)
 
@@ -120,7 +124,42 @@ def test_weak_detections_come_only_when_asked_for(ssdlite_graph: Path, pedestria
     assert no_weak.detect_with_weak(frame) == no_weak.detect(frame)
 
 
-@pytest.mark.parametrize("scores", [(0.5, 0.6), (0.5, -0.1), (1.0, None)])
-def test_weak_score_must_lie_under_the_confident_one(scores: tuple[float, float | None]) -> None:
-    with pytest.raises(ConfigError, match="ssdlite (weak_score|min_score)"):
+@pytest.mark.parametrize("scores", [(0.5, 1.0), (0.5, -0.1), (1.0, None)])
+def test_scores_must_be_probabilities(scores: tuple[float, float | None]) -> None:
+    with pytest.raises(ConfigError, match="ssdlite (weak_score|min_score) must be in"):
         SSDLiteConfig(min_score=scores[0], weak_score=scores[1])
+
+
+def test_a_confident_score_under_the_weak_one_leaves_no_weak_tier(ssdlite_graph: Path, pedestrian_video: Path) -> None:
+    detector = SSDLiteDetector(SSDLiteConfig(min_score=0.2), graph=ssdlite_graph)
+    default = SSDLiteDetector(graph=ssdlite_graph)
+    for frame in video_frames(pedestrian_video, FRAMES):
+        found = detector.detect(frame)
+        assert detector.detect_with_weak(frame) == found and all(d.score >= 0.2 for d in found)
+        assert len(found) >= len(default.detect(frame))
+
+
+def test_query_on_the_real_street_finds_small_people_and_tracks_them(
+    tmp_path: Path, ssdlite_graph: Path, pedestrian_video: Path
+) -> None:
+    encoder = load_encoder(stand_in_model(tmp_path / "model", embedding_dim=32, input_size=(64, 32), threshold=1.0))
+    with Gallery.create(tmp_path / "gallery", encoder.card) as gallery:
+        gallery.add(np.eye(32, dtype=np.float32)[:4], [ItemMeta(f"id{n}") for n in range(4)])
+    counts = {}
+    for min_height in (None, 60):
+        config = QueryConfig(detector="ssdlite", min_height=min_height)
+        with Gallery.open(tmp_path / "gallery") as gallery:
+            run = QueryRun(gallery, encoder, open_source(pedestrian_video, max_frames=20), config)
+            results = list(run)
+        assert run.tracker is not None and run.tracker.config.high_score == 0.5
+        assert all(d.track is not None for r in results for d in r.detections)
+        assert any(d.detection_score < 0.5 for r in results for d in r.detections), "weak boxes continue tracks"
+        counts[min_height] = run.stats.detections / run.stats.frames
+    # The ground truth holds 5.85 people a frame.
+    assert counts[None] >= 3 and counts[60] > counts[None]
+
+
+def test_min_height_is_for_ssdlite_only() -> None:
+    for detector, named in ((None, "the default detector"), ("hog", "hog")):
+        with pytest.raises(ConfigError, match=f"--min-height works with --detector ssdlite, not {named}"):
+            QueryConfig(detector=detector, min_height=60)
