@@ -69,6 +69,7 @@ def run_one(args: argparse.Namespace, spec: str, video: Path, gallery_folder: Pa
         embed_threads=args.embed_threads or None,
         detect_scale=args.detect_scale,
         threaded=not args.sequential,
+        embed_every=args.embed_every,
     )
     tracks: list[TrackSummary] = []
     with Gallery.open(gallery_folder) as gallery:
@@ -80,6 +81,7 @@ def run_one(args: argparse.Namespace, spec: str, video: Path, gallery_folder: Pa
     frames = max(stats.frames, 1)
     mode = "sequential" if args.sequential else "threaded"
     height = f" --min-height {args.min_height}" if args.min_height and spec == "ssdlite" else ""
+    height += f" --embed-every {args.embed_every}" if args.embed_every != 1 else ""
     print(
         f"\n== {spec}{height} (scale {args.detect_scale}, {mode}): {stats.frames} frames, {stats.detections} detections "
         f"({stats.detections / frames:.2f} a frame against {TRUTH_PER_FRAME:.2f} in the ground truth), "
@@ -90,8 +92,11 @@ def run_one(args: argparse.Namespace, spec: str, video: Path, gallery_folder: Pa
         alone = frames / seconds if seconds > 0 else float("inf")
         share = seconds / stats.wall_seconds
         print(f"{name:<8} {seconds:>8.2f} {1000 * seconds / frames:>9.1f} {share:>7.0%} {alone:>10.1f}")
-    crops_per_second = stats.detections / max(stats.stage_seconds["embed"], 1e-9)
-    print(f"end to end: {stats.fps:.2f} frames/s; embedding {crops_per_second:.0f} crops/s")
+    crops_per_second = stats.embedded / max(stats.stage_seconds["embed"], 1e-9)
+    print(
+        f"end to end: {stats.fps:.2f} frames/s; {stats.embedded} crops embedded "
+        f"({stats.embedded / max(stats.detections, 1):.2f} a reported detection), {crops_per_second:.0f} crops/s"
+    )
     if run.tracker is not None:
         lengths = [t.frames for t in tracks]
         print(
@@ -113,6 +118,7 @@ def main() -> None:
     parser.add_argument("--batch-size", type=int, default=32)
     parser.add_argument("--detect-scale", type=float, default=1.0)
     parser.add_argument("--min-height", type=int, default=0, help="ssdlite: smallest person sought (0: one pass)")
+    parser.add_argument("--embed-every", type=int, default=1, help="embed a track's crop in one of N frames")
     parser.add_argument("--gallery-items", type=int, default=10_000)
     parser.add_argument("--no-track", action="store_true", help="decide every detection alone")
     parser.add_argument("--sequential", action="store_true", help="every stage in turn on one thread")

@@ -194,6 +194,15 @@ def query(
             "Detect on frames scaled by this, in (0, 1] (faster; misses small people).", f"{QueryConfig.detect_scale:g}"
         ),
     ),
+    embed_every: int | None = typer.Option(
+        None,
+        "--embed-every",
+        help=with_default(
+            "Embed a track's crop in one of N of its frames (videos, cameras, streams); the others are answered "
+            "by its mean so far. 2 or 3 halve or third the embedding work.",
+            str(QueryConfig.embed_every),
+        ),
+    ),
     min_height: int | None = typer.Option(
         None,
         "--min-height",
@@ -218,6 +227,7 @@ def query(
             detect_scale=detect_scale,
             no_face=no_face,
             min_height=min_height,
+            embed_every=embed_every,
         ),
         track=track,
         tracker=TrackerConfig(high_score=high_score),

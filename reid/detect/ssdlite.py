@@ -18,6 +18,7 @@ network whose input changes shape, which costs more than the pass itself.
 from __future__ import annotations
 
 from collections import OrderedDict
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -95,6 +96,7 @@ class SSDLiteDetector:
         self._text = np.frombuffer(ssd_text_graph(self.graph, self.anchors).encode(), np.uint8)
         self._nets: OrderedDict[tuple[int, int], cv2.dnn.Net] = OrderedDict()
         self._net((self.anchors.input_size[1], self.anchors.input_size[0]))
+        self._second_pass = ThreadPoolExecutor(max_workers=1, thread_name_prefix="ssdlite-pass")
 
     def _net(self, size: tuple[int, int]) -> cv2.dnn.Net:
         """The network for inputs of ``size`` (w, h), built on first use."""
@@ -126,9 +128,12 @@ class SSDLiteDetector:
     def _boxes(self, rgb: np.ndarray, size: tuple[int, int], floor: float) -> tuple[np.ndarray, np.ndarray]:
         """(N, 4) (x, y, w, h) frame boxes and (N,) scores (>= ``floor``) of one pass at
         input ``size`` (w, h)."""
+        return self._pass(self._net(size), rgb, size, floor)
+
+    @staticmethod
+    def _pass(net: cv2.dnn.Net, rgb: np.ndarray, size: tuple[int, int], floor: float) -> tuple[np.ndarray, np.ndarray]:
         height, width = rgb.shape[:2]
         # The graph's own preprocessing maps 0..255 to -1..1.
-        net = self._net(size)
         net.setInput(cv2.dnn.blobFromImage(rgb, 1 / 127.5, size, (127.5, 127.5, 127.5)))
         rows = net.forward().reshape(-1, 7)
         rows = rows[rows[:, 2] >= max(floor, 1e-6)]
@@ -147,10 +152,15 @@ class SSDLiteDetector:
         height, width = image.shape[:2]
         rgb = image if image.ndim == 3 else cv2.cvtColor(image, cv2.COLOR_GRAY2RGB)
         trained = (self.anchors.input_size[1], self.anchors.input_size[0])
-        rects, scores = self._boxes(rgb, trained, floor)
         size = self.input_size(height, width)
-        if size != trained:
-            small_rects, small_scores = self._boxes(rgb, size, floor)
+        if size == trained:
+            rects, scores = self._boxes(rgb, trained, floor)
+        else:
+            # The two passes run side by side on their own networks: OpenCV spreads one
+            # small network poorly over the cores, and its forward pass releases the GIL.
+            second = self._second_pass.submit(self._pass, self._net(size), rgb, size, floor)
+            rects, scores = self._boxes(rgb, trained, floor)
+            small_rects, small_scores = second.result()
             # Only the small boxes of the upscaled pass are kept: its large ones lie beyond
             # the sizes the network learnt at that input size and are mostly false.
             small = small_rects[:, 3] < height * LARGE_SHARE

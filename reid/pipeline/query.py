@@ -58,7 +58,10 @@ class QueryConfig:
     every stage in turn on the caller's thread.
     ``embed_threads``: PyTorch intra-op threads while embedding (None: PyTorch's own
     setting); see :mod:`reid.pipeline.stages` for why one is the default.
-    ``min_height``: the height in frame pixels of the smallest person sought, for the
+    ``embed_every``: on tracked videos, embed a track's crop in one of this many of its
+    frames (its first included); its other detections are answered by its mean so far.
+    Successive frames of one person add little to the mean, so 2 or 3 halves or thirds
+    the embedding work.  ``min_height``: the height in frame pixels of the smallest person sought, for the
     ``ssdlite`` detector only (see :class:`reid.detect.SSDLiteConfig`; None: its default
     single pass).
     """
@@ -77,6 +80,7 @@ class QueryConfig:
     detect_scale: float = 1.0
     threaded: bool = True
     min_height: int | None = None
+    embed_every: int = 1
 
     def __post_init__(self) -> None:
         if self.top_k < 1:
@@ -87,6 +91,8 @@ class QueryConfig:
             raise ConfigError(f"unknown identity score {self.score!r}; choose one of {', '.join(SCORES)}")
         if self.batch_size < 1:
             raise ConfigError(f"batch size must be at least 1, got {self.batch_size}")
+        if self.embed_every < 1:
+            raise ConfigError(f"--embed-every must be at least 1, got {self.embed_every}")
         if self.embed_threads is not None and self.embed_threads < 1:
             raise ConfigError(f"embedding threads must be at least 1, got {self.embed_threads}")
         if not 0 < self.detect_scale <= 1:
@@ -201,10 +207,13 @@ class FrameResult:
 class QueryStats:
     """Running totals of a query; stage times are seconds spent in each stage (busy time:
     on threads the stages overlap, so their sum may exceed ``wall_seconds``); ``dropped``
-    counts the frames of a live source skipped because the pipeline was behind."""
+    counts the frames of a live source skipped because the pipeline was behind;
+    ``embedded`` the crops given to the encoder (weak boxes no track took and the frames
+    ``embed_every`` skips are not)."""
 
     frames: int = 0
     detections: int = 0
+    embedded: int = 0
     identified: int = 0
     unknown: int = 0
     tracks: int = 0
@@ -222,6 +231,7 @@ class QueryStats:
         return {
             "frames": self.frames,
             "detections": self.detections,
+            "embedded": self.embedded,
             "identified": self.identified,
             "unknown": self.unknown,
             "tracks": self.tracks,
@@ -296,13 +306,13 @@ class QueryRun:
     def __iter__(self) -> Iterator[FrameResult]:
         self._started = time.perf_counter()
         timing = self.stats.stage_seconds
+        align = self.encoder.aligned_face_size
         pipeline: FramePipeline | None = None
         if self.config.threaded:
-            align = self.encoder.aligned_face_size
             pipeline = FramePipeline(self.source, self.detector, self.margin, timing, align_to=align)
             items: Iterator[FrameCrops] = iter(pipeline)
         else:
-            items = frame_crops(self.source, self.detector, self.margin, timing, align_to=self.encoder.aligned_face_size)
+            items = frame_crops(self.source, self.detector, self.margin, timing, align_to=align)
         try:
             with closing(items), intra_op_threads(self.config.embed_threads):
                 yield from self._in_batches(items, pipeline)
@@ -333,41 +343,62 @@ class QueryRun:
         if not pending:
             return
         timing = self.stats.stage_seconds
-        crops = [c for item in pending for c in item.crops]
-        sources = [_crop_name(item.frame, n) for item in pending for n in range(len(item.crops))]
+        # Without an appearance gate the tracker links boxes alone, so tracks come first and
+        # only the crops they need are embedded: none of the weak boxes no track took, and
+        # one in ``embed_every`` of each track's boxes.
+        tracker = self.tracker
+        links = self._link(tracker, pending) if tracker is not None and tracker.config.appearance is None else None
+        crops, sources, wanted = [], [], []
+        at = 0
+        for number, item in enumerate(pending):
+            for n, piece in enumerate(item.crops):
+                if links is None or (at + n) in links[number][2]:
+                    crops.append(piece)
+                    sources.append(_crop_name(item.frame, n))
+                    wanted.append(at + n)
+            at += len(item.crops)
         row_of: dict[int, int] = {}
         features = np.zeros((0, 0), np.float32)
         if crops:
             tick = time.perf_counter()
             embedded = embed_images(self.encoder, crops, sources, self.config.no_face)
             timing["embed"] += time.perf_counter() - tick
+            self.stats.embedded += len(crops)
             self.stats.unreadable += [(sources[position], reason) for position, reason in embedded.failures]
             features = embedded.features
-            row_of = {position: row for row, position in enumerate(embedded.kept)}
-        # Link each frame's embedded detections to tracks, in frame order, and note the
-        # vector each detection is searched with: its track's mean so far, or its own.
+            row_of = {wanted[position]: row for row, position in enumerate(embedded.kept)}
+        # In frame order, count the embeddings into their tracks and note the vector each
+        # detection is searched with: its track's mean so far, or its own.
         plans: list[tuple[FrameCrops, list[int], list[Track | None], list[Track]]] = []
         queries: list[np.ndarray] = []
         at = 0
         tick = time.perf_counter()
-        for item in pending:
+        for number, item in enumerate(pending):
             frame, boxes, scores = item.frame, item.boxes, item.scores
-            positions = [at + n for n in range(len(item.crops)) if at + n in row_of]
-            own = features[[row_of[p] for p in positions]] if positions else None
-            tracks: list[Track | None] = [None] * len(positions)
             ended: list[Track] = []
-            if self.tracker is not None:
-                observations = [
-                    Observation(frame.index, frame.time, boxes[p - at], _score(scores[p - at])) for p in positions
-                ]
-                tracks = self.tracker.update(self._step, observations, embeddings=own)
-                ended = self.tracker.pop_ended()
-                self._step += 1
-                # A weak detection no track took is noise, not a person: it is not reported.
-                taken = [n for n, track in enumerate(tracks) if track is not None]
-                positions, tracks = [positions[n] for n in taken], [tracks[n] for n in taken]
-            for n, track in enumerate(tracks):
-                queries.append(track.embedding if track is not None else own[n])  # type: ignore[index]
+            if links is not None:
+                positions, linked, _, ended = links[number]
+                for position, track in zip(positions, linked, strict=True):
+                    if position in row_of:
+                        track.add_embedding(features[row_of[position]])
+                # A track whose embedded crops all failed has nothing to be searched with.
+                kept = [(p, t) for p, t in zip(positions, linked, strict=True) if t.embedding_sum is not None]
+                positions, tracks = [p for p, _ in kept], [t for _, t in kept]
+            else:
+                positions = [at + n for n in range(len(item.crops)) if at + n in row_of]
+                own = features[[row_of[p] for p in positions]] if positions else None
+                tracks = [None] * len(positions)
+                if self.tracker is not None:
+                    observations = [
+                        Observation(frame.index, frame.time, boxes[p - at], _score(scores[p - at])) for p in positions
+                    ]
+                    tracks = self.tracker.update(self._step, observations, embeddings=own)
+                    ended = self.tracker.pop_ended()
+                    self._step += 1
+                    taken = [n for n, track in enumerate(tracks) if track is not None]
+                    positions, tracks = [positions[n] for n in taken], [tracks[n] for n in taken]
+            for position, track in zip(positions, tracks, strict=True):
+                queries.append(track.embedding if track is not None else features[row_of[position]])
             plans.append((item, positions, tracks, ended))
             at += len(item.crops)
         timing["track"] += time.perf_counter() - tick
@@ -401,6 +432,41 @@ class QueryRun:
             self.stats.wall_seconds = time.perf_counter() - self._started
             self._answered = frame.index
             yield result
+
+    def _link(
+        self, tracker: Tracker, pending: list[FrameCrops]
+    ) -> list[tuple[list[int], list[Track], set[int], list[Track]]]:
+        """Link the boxes of each frame to tracks, in frame order: for each frame, the
+        positions (in the batch's crops) of the detections a track took, those tracks, the
+        positions whose crops are to be embedded, and the tracks that ended before it.  A
+        weak detection no track took is noise, not a person: it is left out."""
+        every = self.config.embed_every
+        links = []
+        scheduled: set[int] = set()
+        at = 0
+        tick = time.perf_counter()
+        for item in pending:
+            frame = item.frame
+            observations = [
+                Observation(frame.index, frame.time, box, _score(score))
+                for box, score in zip(item.boxes, item.scores, strict=True)
+            ]
+            tracks = tracker.update(self._step, observations)
+            ended = tracker.pop_ended()
+            self._step += 1
+            taken = [(at + n, t) for n, t in enumerate(tracks) if t is not None]
+            # A track's first box is embedded, then one in ``every``; so is the next box of a
+            # track with no embedding (its embedded crops failed).
+            due = set()
+            for position, track in taken:
+                unembedded = track.embedding_sum is None and track.id not in scheduled
+                if (len(track.observations) - 1) % every == 0 or unembedded:
+                    due.add(position)
+                    scheduled.add(track.id)
+            links.append(([p for p, _ in taken], [t for _, t in taken], due, ended))
+            at += len(item.crops)
+        self.stats.stage_seconds["track"] += time.perf_counter() - tick
+        return links
 
     def _decide(self, top: list[IdentityMatch]) -> tuple[str | None, float]:
         """The identity named by a top-k list (None: farther than the threshold) and its distance."""

@@ -11,6 +11,7 @@ import pytest
 from pipeline_helpers import street_with_gallery, walker_crops
 
 from reid.detect import Detection
+from reid.errors import ConfigError
 from reid.gallery import Gallery
 from reid.models import Encoder, embed_images, l2_normalize
 from reid.pipeline import QueryConfig, QueryOutputs, QueryRun, annotate, enrol, open_source, plan_enrolment
@@ -175,3 +176,26 @@ def test_weak_detections_only_continue_tracks(encoder: Encoder, street: tuple[Pa
         config = QueryConfig(threshold=2.0, track=False)
         alone = list(QueryRun(gallery, encoder, open_source(video, max_frames=7), config, detector=ScriptedTiers()))
     assert [len(r.detections) for r in alone] == [1] * 4 + [0] * 3
+
+
+def test_embed_every_embeds_one_in_n_of_a_tracks_crops(encoder: Encoder, street: tuple[Path, Path]) -> None:
+    video, folder = street
+    with Gallery.open(folder) as gallery:
+        config = QueryConfig(threshold=2.0, batch_size=4, embed_every=2)
+        run = QueryRun(gallery, encoder, open_source(video), config)
+        results = list(run)
+        summaries = run.finish_tracks()
+        crops: dict[int, list[np.ndarray]] = defaultdict(list)
+        for result in results:
+            for detection in result.detections:
+                crops[detection.track].append(detection.crop)  # type: ignore[index]
+        assert summaries and run.stats.detections == sum(len(c) for c in crops.values())
+        assert run.stats.embedded == sum((len(c) + 1) // 2 for c in crops.values()) < run.stats.detections
+        for summary in summaries:
+            # The track's answer is the gallery's answer to the mean of its 1st, 3rd, ... crops.
+            sampled = crops[summary.track][::2]
+            features = embed_images(encoder, sampled, [str(n) for n in range(len(sampled))]).features
+            (top,) = gallery.search(l2_normalize(features.mean(axis=0, keepdims=True)), 1)
+            assert summary.distance == pytest.approx(top[0].distance, abs=1e-4)
+    with pytest.raises(ConfigError, match="--embed-every must be at least 1"):
+        QueryConfig(embed_every=0)
