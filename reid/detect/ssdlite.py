@@ -56,8 +56,8 @@ class SSDLiteConfig:
     of two boxes is dropped.
     """
 
-    min_score: float = 0.5
-    weak_score: float | None = 0.25
+    min_score: float = 0.4
+    weak_score: float | None = 0.1
     min_height: int | None = None
     nms_iou: float = 0.45
 
