@@ -61,7 +61,9 @@ class QueryConfig:
     ``embed_every``: on tracked videos, embed a track's crop in one of this many of its
     frames (its first included); its other detections are answered by its mean so far.
     Successive frames of one person add little to the mean, so 2 or 3 halves or thirds
-    the embedding work.  ``min_height``: the height in frame pixels of the smallest person sought, for the
+    the embedding work; above 1 (without ``tracker.appearance``) tracks are linked on boxes
+    alone, without embeddings to order detections that overlap a track alike.
+    ``min_height``: the height in frame pixels of the smallest person sought, for the
     ``ssdlite`` detector only (see :class:`reid.detect.SSDLiteConfig`; None: its default
     single pass).
     """
@@ -208,8 +210,8 @@ class QueryStats:
     """Running totals of a query; stage times are seconds spent in each stage (busy time:
     on threads the stages overlap, so their sum may exceed ``wall_seconds``); ``dropped``
     counts the frames of a live source skipped because the pipeline was behind;
-    ``embedded`` the crops given to the encoder (weak boxes no track took and the frames
-    ``embed_every`` skips are not)."""
+    ``embedded`` the crops given to the encoder (with ``embed_every`` above 1, only the
+    crops of one in that many of each track's boxes)."""
 
     frames: int = 0
     detections: int = 0
@@ -343,11 +345,13 @@ class QueryRun:
         if not pending:
             return
         timing = self.stats.stage_seconds
-        # Without an appearance gate the tracker links boxes alone, so tracks come first and
-        # only the crops they need are embedded: none of the weak boxes no track took, and
-        # one in ``embed_every`` of each track's boxes.
+        # With embed_every above 1 (and no appearance gate) tracks are linked on boxes alone,
+        # before embedding, so only the crops they need are embedded: one in embed_every of
+        # each track's boxes, none of the weak boxes no track took.  Otherwise every crop is
+        # embedded first and the embeddings order detections that overlap a track alike.
         tracker = self.tracker
-        links = self._link(tracker, pending) if tracker is not None and tracker.config.appearance is None else None
+        sampled = tracker is not None and self.config.embed_every > 1 and tracker.config.appearance is None
+        links = self._link(tracker, pending) if tracker is not None and sampled else None
         crops, sources, wanted = [], [], []
         at = 0
         for number, item in enumerate(pending):

@@ -171,6 +171,13 @@ def test_weak_detections_only_continue_tracks(encoder: Encoder, street: tuple[Pa
     assert {d.track for r in results for d in r.detections} == {1}
     assert [round(d.detection_score, 1) for r in results for d in r.detections] == [0.9] * 4 + [0.3] * 3
     assert run.stats.detections == 7 and [s.frames for s in summaries] == [7]
+    assert run.stats.embedded == 14, "every crop is embedded first, for the tracker's appearance term"
+    # Linked on boxes first, only the walker's 1st, 3rd, 5th and 7th crops are embedded.
+    with Gallery.open(folder) as gallery:
+        config = QueryConfig(threshold=2.0, embed_every=2)
+        sampled = QueryRun(gallery, encoder, open_source(video, max_frames=7), config, detector=ScriptedTiers())
+        assert [len(r.detections) for r in sampled] == [1] * 7
+    assert sampled.stats.embedded == 4 and sampled.stats.detections == 7
     # Without tracking there is nothing for weak boxes to continue: only confident ones come.
     with Gallery.open(folder) as gallery:
         config = QueryConfig(threshold=2.0, track=False)
