@@ -44,7 +44,7 @@ from reid.evaluation import (
     score_pairs,
     verification_metrics,
 )
-from reid.models import DLIB_FACE, Encoder, load_encoder, save_card
+from reid.models import DLIB_FACE, Encoder, load_card, load_encoder, save_card
 from reid.pipeline import plan_enrolment, subject_crop
 
 from apps.face_checkin.checkin import DETECT_MODES, FaceFinder
@@ -148,9 +148,12 @@ def write_pairs(
     return len(genuine), len(impostor)
 
 
-def photo_preparer(detect: str, encoder: Encoder | None = None) -> Prepare | None:
+def photo_preparer(
+    detect: str, encoder: Encoder | None = None, align_to: tuple[int, int] | None = None
+) -> Prepare | None:
     """What each pair photo goes through before it is embedded for calibration: what
-    check-in does to enrolment photos, then, given ``encoder``, a trial embedding.
+    check-in does to enrolment photos (aligned chips of ``align_to`` (height, width) where
+    the detector gives landmarks), then, given ``encoder``, a trial embedding.
 
     reid's pair scoring skips photos that fail to load or prepare, but an encoder refusing
     a photo (dlib-face raises DataError when dlib finds no face) ends the whole scoring; a
@@ -163,7 +166,8 @@ def photo_preparer(detect: str, encoder: Encoder | None = None) -> Prepare | Non
 
     def prepare(image: np.ndarray, path: Path) -> np.ndarray:
         # As at enrolment: the largest face, or the whole photo when none is found.
-        chosen = subject_crop(image, finder.detector, finder.margin) if finder and finder.detector else None
+        detector = finder.detector if finder is not None else None
+        chosen = subject_crop(image, detector, finder.margin, align_to=align_to) if finder and detector else None
         face = chosen[0] if chosen is not None else image
         if encoder is not None:
             try:
@@ -178,10 +182,11 @@ def photo_preparer(detect: str, encoder: Encoder | None = None) -> Prepare | Non
 def skipping_refusals(score: Callable[[Prepare | None], T], detect: str, folder: Path) -> T:
     """Run ``score`` with the check-in preparation; if the encoder refused a photo, run it
     again with every photo tried first (twice the work, so only when needed)."""
+    align_to = load_card(folder).aligned_face_size
     try:
-        return score(photo_preparer(detect))
+        return score(photo_preparer(detect, align_to=align_to))
     except DataError:
-        return score(photo_preparer(detect, load_encoder(folder)))
+        return score(photo_preparer(detect, load_encoder(folder), align_to))
 
 
 def model_folder_for(model: str, out: Path) -> Path:

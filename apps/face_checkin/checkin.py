@@ -131,12 +131,17 @@ class FaceFinder:
         return self.for_photos() if source.kind == "images" else self.detector
 
     def faces(
-        self, source: MediaSource, dropped: Callable[[int], None] | None = None
+        self,
+        source: MediaSource,
+        dropped: Callable[[int], None] | None = None,
+        align_to: tuple[int, int] | None = None,
     ) -> Iterator[tuple[Frame, Face]]:
         """Every face of every kept frame of ``source``, in order; ``dropped(n)`` hears
-        how many frames of a live source were skipped because the desk was behind."""
+        how many frames of a live source were skipped because the desk was behind.
+        ``align_to`` (height, width): aligned face chips where the detector gives landmarks
+        (an encoder's ``aligned_face_size``)."""
         photos = source.kind == "images"
-        items = FramePipeline(source, self.for_source(source), self.margin, whole_if_none=photos)
+        items = FramePipeline(source, self.for_source(source), self.margin, whole_if_none=photos, align_to=align_to)
         try:
             for item in items:
                 for image, box, score in zip(item.crops, item.boxes, item.scores, strict=True):
@@ -227,13 +232,15 @@ class _Pending:
     face: Face
 
 
-def _faces_of(source: MediaSource, finder: FaceFinder, result: CheckinResult) -> Iterator[_Pending]:
+def _faces_of(
+    source: MediaSource, finder: FaceFinder, result: CheckinResult, align_to: tuple[int, int] | None
+) -> Iterator[_Pending]:
     photos = source.kind == "images"
 
     def count(dropped: int) -> None:
         result.dropped += dropped
 
-    for frame, face in finder.faces(source, count):
+    for frame, face in finder.faces(source, count, align_to):
         yield _Pending(frame.source, None if photos else frame.index, frame.time, face)
 
 
@@ -339,7 +346,7 @@ class CheckinDesk:
         batch: list[_Pending] = []
         try:
             for source in sources:
-                for pending in _faces_of(source, finder, result):
+                for pending in _faces_of(source, finder, result, self.encoder.aligned_face_size):
                     batch.append(pending)
                     # A live camera is answered face by face; files wait for a full batch.
                     if source.live or len(batch) >= cfg.batch_size:

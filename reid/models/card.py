@@ -109,6 +109,12 @@ class ModelCard:
     # margin does, and leaves the weights and their preprocessing as they are.
     face_alignment: Literal["none", "5-point"] = "none"
 
+    @property
+    def aligned_face_size(self) -> tuple[int, int] | None:
+        """(height, width) of the aligned face chips the encoder asks for, or None when it
+        takes plain crops (``face_alignment``)."""
+        return (self.input_size[0], self.input_size[1]) if self.face_alignment == "5-point" else None
+
     def to_dict(self) -> dict[str, Any]:
         return as_dict(self)
 

@@ -64,7 +64,7 @@ class Encoder(ABC):
     def aligned_face_size(self) -> tuple[int, int] | None:
         """(height, width) of the aligned face chips the encoder asks for, or None when it
         takes plain crops (its card's ``face_alignment``)."""
-        return tuple(self.card.input_size) if self.card.face_alignment == "5-point" else None  # type: ignore[return-value]
+        return self.card.aligned_face_size
 
     @abstractmethod
     def embed(self, images: Sequence[np.ndarray]) -> np.ndarray:

@@ -18,11 +18,13 @@ from app_helpers import ROOT, private_imports, tiny_model
 from typer.testing import CliRunner
 
 from apps.face_checkin.calibrate import app as calibrate_app
+from apps.face_checkin.checkin import FaceFinder
 from apps.face_checkin.cli import app
 from apps.face_checkin.faces import write_people
 from reid.data import read_image
 from reid.gallery import Gallery
-from reid.models import load_card
+from reid.models import ModelCard, load_card
+from reid.pipeline import open_source
 
 DECISION_KEYS = {
     "source", "frame", "time", "box", "face", "mode", "claim", "identity", "distance", "threshold",
@@ -271,3 +273,15 @@ def test_real_orl_faces_with_dlib_face(orl_faces: Path, tmp_path: Path) -> None:
 
 def test_app_imports_only_public_reid_names() -> None:
     assert private_imports(ROOT / "apps" / "face_checkin") == []
+
+
+def test_faces_reach_an_aligning_encoder_as_aligned_chips(orl_faces: Path) -> None:
+    photo = orl_faces / "s1" / "1.pgm"
+    finder = FaceFinder("face", detector_name="yunet")
+    ((_, aligned),) = list(finder.faces(open_source(photo), align_to=(112, 96)))
+    ((_, plain),) = list(finder.faces(open_source(photo)))
+    assert aligned.how == plain.how == "detected"
+    assert aligned.image.shape == (112, 96, 3) and plain.image.shape != (112, 96, 3)
+    card = ModelCard(name="f", architecture="resnet18", embedding_dim=32, input_size=(112, 96), kind="face")
+    assert card.aligned_face_size is None
+    assert ModelCard(**{**card.to_dict(), "face_alignment": "5-point"}).aligned_face_size == (112, 96)
