@@ -48,7 +48,8 @@ class YoloConfig:
     ``layout``: auto, yolov5, yolov8 or yolox (see the module notes).  ``min_score``:
     score (0..1) from which a person box is a confident detection; ``weak_score``: score
     from which the boxes below ``min_score`` are kept as weak detections, which only
-    continue tracks (:class:`reid.detect.base.TieredDetector`; None: no weak ones);
+    continue tracks (:class:`reid.detect.base.TieredDetector`; None, or a score above
+    ``min_score``: no weak ones);
     ``nms_iou``: overlap above which the
     weaker of two boxes is dropped.  ``input_size`` (height, width) is only needed when the
     file's input size is dynamic (default 640x640).
@@ -208,6 +209,8 @@ class YoloDetector:
         return self._detect(image, weak_floor(self.config.min_score, self.config.weak_score))
 
     def _detect(self, image: np.ndarray, floor: float) -> list[Detection]:
+        if image.shape[0] == 0 or image.shape[1] == 0:
+            return []
         rgb = image if image.ndim == 3 else cv2.cvtColor(image, cv2.COLOR_GRAY2RGB)
         yolox = self.layout.startswith("yolox")
         canvas, placement = letterbox(rgb, self.size, centred=not yolox)

@@ -95,6 +95,8 @@ class QueryConfig:
             raise ConfigError(f"batch size must be at least 1, got {self.batch_size}")
         if self.embed_every < 1:
             raise ConfigError(f"--embed-every must be at least 1, got {self.embed_every}")
+        if self.embed_every > 1 and not self.track:
+            raise ConfigError("--embed-every samples the crops of tracks; it does not work with --no-track")
         if self.embed_threads is not None and self.embed_threads < 1:
             raise ConfigError(f"embedding threads must be at least 1, got {self.embed_threads}")
         if not 0 < self.detect_scale <= 1:
@@ -258,6 +260,11 @@ def choose_detector(config: QueryConfig, source: MediaSource, encoder: Encoder) 
     options = [SSDLiteConfig(min_height=config.min_height)] if config.min_height is not None else []
     if config.detect == "auto":
         if source.kind == "images":
+            if config.detector is not None or config.min_height is not None:
+                raise ConfigError(
+                    f"{source.spec}: image files are taken as ready crops; add --detect person or --detect face "
+                    "to run --detector or --min-height on them"
+                )
             return None
         kind = encoder.card.kind if encoder.card.kind in ("person", "face") else "person"
         return build_detector(config.detector, kind, options)

@@ -16,6 +16,8 @@ Detection Box", ECCV 2022.
 
 from __future__ import annotations
 
+import math
+
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -57,6 +59,8 @@ class TrackerConfig:
         for name, value in (("iou", self.iou), ("low-iou", self.low_iou)):
             if not 0 < value <= 1:
                 raise ConfigError(f"--{name} must be in (0, 1], got {value}")
+        if self.high_score is not None and not math.isfinite(self.high_score):
+            raise ConfigError(f"--track-high-score must be a number, got {self.high_score}")
         if self.max_gap < 0:
             raise ConfigError(f"--max-gap must be 0 or more, got {self.max_gap}")
         check_distance_threshold(self.appearance, "--appearance")

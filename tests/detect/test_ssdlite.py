@@ -82,15 +82,21 @@ def test_upscaled_input_for_small_people(ssdlite_graph: Path) -> None:
     assert SSDLiteDetector(graph=ssdlite_graph).input_size(576, 768) == (300, 300)
     # A 60 px person spans the 30 px smallest anchor at half size.
     assert SSDLiteDetector(SSDLiteConfig(min_height=60), graph=ssdlite_graph).input_size(576, 768) == (384, 288)
-    assert SSDLiteDetector(SSDLiteConfig(min_height=15), graph=ssdlite_graph).input_size(576, 768) == (1536, 1152)
+    # Never above the frame's own pixels, and no second pass that is not larger than the first.
+    assert SSDLiteDetector(SSDLiteConfig(min_height=15), graph=ssdlite_graph).input_size(576, 768) == (768, 576)
+    assert SSDLiteDetector(SSDLiteConfig(min_height=1000), graph=ssdlite_graph).input_size(576, 768) == (300, 300)
     with pytest.raises(ConfigError, match="min_height"):
         SSDLiteConfig(min_height=2)
 
 
-def test_nobody_on_an_empty_street(ssdlite_graph: Path) -> None:
-    detector = SSDLiteDetector(SSDLiteConfig(min_height=60), graph=ssdlite_graph)
+@pytest.mark.parametrize("min_height", [8, 60])
+def test_nobody_on_an_empty_street(ssdlite_graph: Path, min_height: int) -> None:
+    detector = SSDLiteDetector(SSDLiteConfig(min_height=min_height), graph=ssdlite_graph)
     for frame, truth in street_frames(3, walkers=(), seed=3):
         assert truth == {} and detector.detect(frame) == []
+    for value in (0, 255):  # a covered or blinded camera
+        assert detector.detect(np.full((576, 768, 3), value, np.uint8)) == []
+    assert detector.detect(np.zeros((0, 0, 3), np.uint8)) == detector.detect_with_weak(np.zeros((0, 5, 3), np.uint8)) == []
 
 
 def test_missing_model_names_the_fetch_command(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

@@ -149,3 +149,4 @@ def test_a_box_under_the_score_threshold_is_a_weak_detection(tmp_path: Path) -> 
     assert len(everything) == 2 and abs(everything[1].score - 0.18) < 1e-3
     assert len(YoloDetector(path, YoloConfig(weak_score=None)).detect_with_weak(FRAME)) == 1
     assert len(YoloDetector(path, YoloConfig(weak_score=0.2)).detect_with_weak(FRAME)) == 1
+    assert detector.detect(np.zeros((0, 0, 3), np.uint8)) == detector.detect_with_weak(np.zeros((4, 0, 3), np.uint8)) == []

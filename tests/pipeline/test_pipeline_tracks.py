@@ -77,6 +77,10 @@ def test_images_are_not_tracked(tmp_path: Path, encoder: Encoder, street: tuple[
         run = QueryRun(gallery, encoder, open_source(tmp_path / "probe"), QueryConfig(detect="person"))
         list(run)
     assert run.tracker is None
+    # Image files are taken as crops unless told to detect: a detector option alone is an error.
+    for config in (QueryConfig(detector="ssdlite"), QueryConfig(detector="ssdlite", min_height=60)):
+        with Gallery.open(folder) as gallery, pytest.raises(ConfigError, match="add --detect person"):
+            QueryRun(gallery, encoder, open_source(tmp_path / "probe"), config)
 
 
 def test_the_annotated_frame_shows_the_track(encoder: Encoder, street: tuple[Path, Path]) -> None:
@@ -206,3 +210,5 @@ def test_embed_every_embeds_one_in_n_of_a_tracks_crops(encoder: Encoder, street:
             assert summary.distance == pytest.approx(top[0].distance, abs=1e-4)
     with pytest.raises(ConfigError, match="--embed-every must be at least 1"):
         QueryConfig(embed_every=0)
+    with pytest.raises(ConfigError, match="--embed-every samples the crops of tracks"):
+        QueryConfig(embed_every=2, track=False)

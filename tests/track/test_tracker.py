@@ -129,3 +129,9 @@ def test_track_embedding_is_the_normalized_mean_and_best_box_the_largest() -> No
 def test_bad_options_are_config_errors(options: dict[str, float], message: str) -> None:
     with pytest.raises(ConfigError, match=message):
         TrackerConfig(**options)  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize("score", [float("nan"), float("inf")])
+def test_a_high_score_must_be_a_number(score: float) -> None:
+    with pytest.raises(ConfigError, match="--track-high-score must be a number"):
+        TrackerConfig(high_score=score)
