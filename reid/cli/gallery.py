@@ -199,7 +199,7 @@ def query(
         "--embed-every",
         help=with_default(
             "Embed a track's crop in one of N of its frames (videos, cameras, streams); the others are answered "
-            "by its mean so far. 2 or 3 halve or third the embedding work.",
+            "by its mean so far. 2 halves the embedding work.",
             str(QueryConfig.embed_every),
         ),
     ),

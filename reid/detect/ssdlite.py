@@ -25,7 +25,7 @@ from pathlib import Path
 import cv2
 import numpy as np
 
-from reid.detect.base import Detection, check_scores, clipped_detection, weak_floor, non_max_suppression
+from reid.detect.base import Detection, check_scores, clipped_detection, non_max_suppression, weak_floor
 from reid.detect.ssd import SSDAnchors, ssd_text_graph
 from reid.errors import ConfigError, ModelError
 from reid.models.registry import SSDLITE_PERSON, cached, fetch_artefact, get_artefact, installed_member
@@ -135,7 +135,9 @@ class SSDLiteDetector:
         return self._pass(self._net(size), rgb, size, floor)
 
     @staticmethod
-    def _pass(net: cv2.dnn.Net, rgb: np.ndarray, size: tuple[int, int], floor: float) -> tuple[np.ndarray, np.ndarray]:
+    def _pass(
+        net: cv2.dnn.Net, rgb: np.ndarray, size: tuple[int, int], floor: float
+    ) -> tuple[np.ndarray, np.ndarray]:
         height, width = rgb.shape[:2]
         # The graph's own preprocessing maps 0..255 to -1..1.
         net.setInput(cv2.dnn.blobFromImage(rgb, 1 / 127.5, size, (127.5, 127.5, 127.5)))
@@ -167,7 +169,7 @@ class SSDLiteDetector:
             second = self._second_pass.submit(self._pass, self._net(size), rgb, size, floor)
             rects, scores = self._boxes(rgb, trained, floor)
             small_rects, small_scores = second.result()
-            # Only the small boxes of the upscaled pass are kept: its large ones lie beyond
+            # Only the small boxes of the second pass are kept: its large ones lie beyond
             # the sizes the network learnt at that input size and are mostly false.
             small = small_rects[:, 3] < height * LARGE_SHARE
             rects, scores = np.r_[rects, small_rects[small]], np.r_[scores, small_scores[small]]

@@ -60,8 +60,8 @@ class QueryConfig:
     setting); see :mod:`reid.pipeline.stages` for why one is the default.
     ``embed_every``: on tracked videos, embed a track's crop in one of this many of its
     frames (its first included); its other detections are answered by its mean so far.
-    Successive frames of one person add little to the mean, so 2 or 3 halves or thirds
-    the embedding work; above 1 (without ``tracker.appearance``) tracks are linked on boxes
+    Successive frames of one person add little to the mean, so 2 halves the embedding
+    work; above 1 (without ``tracker.appearance``) tracks are linked on boxes
     alone, without embeddings to order detections that overlap a track alike.
     ``min_height``: the height in frame pixels of the smallest person sought, for the
     ``ssdlite`` detector only (see :class:`reid.detect.SSDLiteConfig`; None: its default
