@@ -12,14 +12,14 @@ from __future__ import annotations
 import shutil
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
 from reid import ConfigError, GalleryError, check_distance_threshold, resolve_threshold
-from reid.detect import PersonDetectorConfig, build_detector, for_tracking
+from reid.detect import PersonDetectorConfig, build_detector
 from reid.gallery import DB_FILE, Gallery, ItemMeta
 from reid.models import Encoder, embed_images
 from reid.pipeline import FramePipeline, MediaSource, open_source
@@ -174,9 +174,8 @@ def process_camera(
     on_progress: ProgressFn | None = None,
 ) -> CameraRun:
     """Detect people in every kept frame of ``source``, embed them and link them into tracks."""
-    detector, confident = for_tracking(build_detector(config.person_detector, "person", [config.detector]))
-    high_score = config.tracker.high_score if config.tracker.high_score is not None else confident
-    tracker = Tracker(camera, replace(config.tracker, high_score=high_score))
+    built = build_detector(config.person_detector, "person", [config.detector])
+    detector, tracker = Tracker.for_detector(built, camera, config.tracker)
     run = CameraRun(camera, source.spec, source.fps)
     timing = run.stage_seconds
     per_frame = config.tracker.appearance is not None

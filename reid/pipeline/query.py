@@ -18,14 +18,14 @@ import time
 from collections import Counter
 from contextlib import closing
 from collections.abc import Iterator
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
 
 from reid.decision import Threshold, check_distance_threshold
 from reid.decision import resolve_threshold as resolve_distance_threshold
-from reid.detect import Box, Detector, SSDLiteConfig, build_detector, for_tracking
+from reid.detect import Box, Detector, SSDLiteConfig, build_detector
 from reid.errors import ConfigError
 from reid.gallery import SCORES, Gallery, IdentityMatch
 from reid.models.encoder import NO_FACE_CHOICES, Encoder, embed_images
@@ -300,11 +300,7 @@ class QueryRun:
         self.tracker: Tracker | None = None
         if tracking and self.detector is not None:
             # A detector with a weak tier gives its weak boxes too; they only continue tracks.
-            self.detector, confident = for_tracking(self.detector)
-            tracker = self.config.tracker
-            if tracker.high_score is None:
-                tracker = replace(tracker, high_score=confident)
-            self.tracker = Tracker(0, tracker)
+            self.detector, self.tracker = Tracker.for_detector(self.detector, 0, self.config.tracker)
         if self.detector is not None and self.config.detect_scale != 1:
             self.detector = ScaledDetector(self.detector, self.config.detect_scale)
         self.margin = margin_for(self.detector, self.config.margin)

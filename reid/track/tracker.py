@@ -18,13 +18,13 @@ from __future__ import annotations
 
 import math
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 from scipy.optimize import linear_sum_assignment
 
 from reid.decision import check_distance_threshold, pair_distance
-from reid.detect import Box
+from reid.detect import Box, Detector, for_tracking
 from reid.errors import ConfigError
 from reid.models import l2_normalize
 
@@ -179,6 +179,19 @@ class Tracker:
         self._created = 0
         self._live: list[Track] = []
         self._ended: list[Track] = []
+
+    @classmethod
+    def for_detector(
+        cls, detector: Detector, camera: int = 0, config: TrackerConfig | None = None
+    ) -> tuple[Detector, Tracker]:
+        """The detector to feed a tracker of ``config`` and that tracker: a detector with a
+        weak tier (:func:`reid.detect.for_tracking`) gives its weak boxes too, and unless
+        ``config`` sets ``high_score`` the detector's confident score is it."""
+        config = config or TrackerConfig()
+        feed, confident = for_tracking(detector)
+        if config.high_score is None:
+            config = replace(config, high_score=confident)
+        return feed, cls(camera, config)
 
     def update(
         self,

@@ -135,3 +135,27 @@ def test_bad_options_are_config_errors(options: dict[str, float], message: str) 
 def test_a_high_score_must_be_a_number(score: float) -> None:
     with pytest.raises(ConfigError, match="--track-high-score must be a number"):
         TrackerConfig(high_score=score)
+
+
+class Plain:
+    kind = "person"
+
+    def detect(self, image: np.ndarray) -> list:
+        return []
+
+
+class Tiered(Plain):
+    confident_score = 0.6
+
+    def detect_with_weak(self, image: np.ndarray) -> list:
+        return []
+
+
+def test_a_tracker_for_a_detector_takes_its_confident_score_unless_told() -> None:
+    plain = Plain()
+    feed, tracker = Tracker.for_detector(plain)
+    assert feed is plain and tracker.config.high_score is None
+    feed, tracker = Tracker.for_detector(Tiered(), 3)
+    assert feed is not None and tracker.config.high_score == 0.6 and tracker.camera == 3
+    _, tracker = Tracker.for_detector(Tiered(), config=TrackerConfig(high_score=0.8, max_gap=2))
+    assert tracker.config.high_score == 0.8 and tracker.config.max_gap == 2
