@@ -64,8 +64,9 @@ def street_scores(ssdlite_graph: Path) -> dict:
 
 def test_pedestrian_boxes_on_the_real_street_match_the_ground_truth(street_scores: dict) -> None:
     score = street_scores["pedestrian"]
-    # Measured on these 40 frames: precision 0.76, recall 0.58 (docs/detectors.md has the
-    # whole video); the floors sit well below, so that only a regression fails.
+    # Measured on these 40 frames: precision 0.76, recall 0.60, 0.59 to 0.67 by height band,
+    # widths 1.14 times the truth's (SSDLite's own: 1.22); docs/detectors.md has the whole
+    # video.  The floors sit well below, so that only a regression fails.
     assert score.truths > 200
     assert score.precision >= 0.6 and score.recall >= 0.45
     assert all(score.band_recall(band) >= 0.3 for band in score.by_height)
