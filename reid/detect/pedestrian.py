@@ -2,10 +2,10 @@
 pedestrian benchmarks give a walking person.
 
 The network is :class:`reid.detect.SSDLiteDetector`'s (SSDLite-MobileNetV2 trained on VOC
-persons).  VOC's annotation guidelines box every visible part of a person, outstretched
+persons).  VOC's annotation guidelines box every visible pixel of a person, swinging
 arms and a stride's feet included, and the network learnt boxes of that shape; pedestrian
 benchmarks box the body.  Caltech Pedestrian (Dollar et al., "Pedestrian Detection: An
-Evaluation of the State of the Art", PAMI 2012, section 2.3) standardises every box, ground
+Evaluation of the State of the Art", PAMI 2012) standardises every box, ground
 truth and detection alike, to a width of 0.41 times its height about its vertical centre
 line, because annotated widths vary with the pose while heights do not; CityPersons
 (Zhang et al., CVPR 2017) draws its full-body boxes at that aspect ratio.  This detector
@@ -13,10 +13,11 @@ does the same with SSDLite's boxes: the height and the centre line are kept, the
 becomes ``box_aspect`` x height, and the box is clipped to the frame.  The ratio comes
 from those two benchmarks, not from any video the project is measured on.
 
-One network pass at the trained 300x300 input by default: the pass costs about 50 ms a
-768x576 frame on two cores, which is what a live query at 10 frames a second can spend on
-detection.  ``min_height`` adds SSDLite's second pass for smaller people, at about twice
-the time (see :class:`reid.detect.SSDLiteConfig`).
+One network pass at the trained 300x300 input by default, the cheapest SSDLite gives: a
+live query at 10 frames a second has under 100 ms a frame for everything, and the pass
+takes about half of it on two idle cores (docs/detectors.md, Measured).  ``min_height``
+adds SSDLite's second pass for smaller people, at about twice the time (see
+:class:`reid.detect.SSDLiteConfig`).
 """
 
 from __future__ import annotations
