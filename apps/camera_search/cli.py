@@ -140,7 +140,9 @@ def main(
             max_frames=max_frames,
             top_k=top_k,
             detector=PersonDetectorConfig(scale=detect_scale, win_stride=win_stride or (4 if demo else 8)),
-            person_detector=detector,
+            # The app's own default, as its --detector help says: its HOG options above and
+            # its demo's drawn figures (which SSDLite does not see) are HOG's.
+            person_detector=detector or "hog",
             tracker=TrackerConfig(iou=iou, max_gap=max_gap, appearance=appearance, min_boxes=min_boxes),
         )
         with Progress(

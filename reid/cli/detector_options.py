@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import typer
 
-from reid.detect import DEFAULT_DETECTORS, detector_names
+from reid.cli.common import err_console
+from reid.detect import DEFAULT_DETECTORS, detector_names, fallback_note
 
 DETECTOR_HELP = (
     f"Detector: {', '.join(detector_names('person'))} (people), {', '.join(detector_names('face'))} (faces); "
@@ -15,3 +16,11 @@ DETECTOR_HELP = (
 def detector_option(help_text: str = DETECTOR_HELP) -> str | None:
     """A ``--detector NAME`` option (default: the detector kind's)."""
     return typer.Option(None, "--detector", help=help_text)
+
+
+def print_fallback_note(detector: str | None, kind: str | None) -> None:
+    """When no ``--detector`` was given and ``kind``'s default detector cannot run here, say
+    in one line on stderr which one runs instead and how to add the default."""
+    note = fallback_note(kind) if detector is None and kind in DEFAULT_DETECTORS else None
+    if note:
+        err_console.print(note, soft_wrap=True)

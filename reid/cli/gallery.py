@@ -23,7 +23,7 @@ from reid.cli.common import (
     write_json,
 )
 from reid.cli.defaults import default_of, given, with_default
-from reid.cli.detector_options import detector_option
+from reid.cli.detector_options import detector_option, print_fallback_note
 from reid.cli.index_options import (
     EF_SEARCH_OPTION,
     NLIST_OPTION,
@@ -104,6 +104,7 @@ def enroll(
         check_output_file(json_out, "--json")
     entries = plan_enrolment(paths, identity)
     config = EnrolConfig(**given(batch_size=batch_size, no_face=no_face, detect=detect, detector=detector))
+    print_fallback_note(detector, config.detect)
     encoder = load_encoder(model)
     folder = resolve_gallery_path(gallery)
     with make_progress() as progress:
@@ -236,6 +237,7 @@ def query(
     encoder = load_encoder(model)
     with Gallery.open(resolve_gallery_path(gallery)) as store:
         run = QueryRun(store, encoder, media, config)
+        print_fallback_note(detector, run.detector.kind if run.detector is not None else None)
         fps = (media.fps or 10.0) / (media.every if media.fps else 1)
         interrupted = False
         with QueryOutputs(jsonl, save_video, save_crops, fps, tracks) as outputs:

@@ -4,7 +4,7 @@
 >>> for d in det.detect(image_rgb):
 ...     face = crop(image_rgb, d.box, margin=0.1)
 
-``--detector`` names: ``hog``, ``ssdlite``, ``yolo:FILE.onnx`` (people), ``haar``,
+``--detector`` names: ``pedestrian``, ``hog``, ``ssdlite``, ``yolo:FILE.onnx`` (people), ``haar``,
 ``yunet`` (faces); :func:`build_detector` is the one place they are read.
 """
 
@@ -29,10 +29,13 @@ from reid.detect.build import (
     DEFAULT_DETECTORS,
     DETECTOR_KINDS,
     DETECTORS,
+    FALLBACK_DETECTORS,
     build_detector,
     check_detector,
+    default_detector,
     detector_kind,
     detector_names,
+    fallback_note,
 )
 from reid.detect.opencv import (
     FaceDetector,
@@ -41,6 +44,7 @@ from reid.detect.opencv import (
     PersonDetectorConfig,
     cascade_path,
 )
+from reid.detect.pedestrian import PedestrianConfig, PedestrianDetector
 from reid.detect.ssdlite import SSDLiteConfig, SSDLiteDetector
 from reid.detect.yolo import YoloConfig, YoloDetector
 from reid.detect.yunet import YuNetConfig, YuNetDetector
@@ -59,12 +63,15 @@ __all__ = [
     "DEFAULT_MARGIN",
     "DETECTORS",
     "DETECTOR_KINDS",
+    "FALLBACK_DETECTORS",
     "FACE_TEMPLATE_112",
     "Box",
     "Detection",
     "Detector",
     "FaceDetector",
     "FaceDetectorConfig",
+    "PedestrianConfig",
+    "PedestrianDetector",
     "PersonDetector",
     "PersonDetectorConfig",
     "Point",
@@ -83,9 +90,11 @@ __all__ = [
     "crop",
     "crop_detection",
     "crop_detections",
+    "default_detector",
     "detector_kind",
     "detector_names",
     "expand_box",
+    "fallback_note",
     "for_tracking",
     "non_max_suppression",
     "similarity_transform",

@@ -8,17 +8,22 @@ from typing import Any
 
 from reid.detect.base import Detector
 from reid.detect.opencv import FaceDetector, FaceDetectorConfig, PersonDetector, PersonDetectorConfig
-from reid.detect.ssdlite import SSDLiteConfig, SSDLiteDetector
+from reid.detect.pedestrian import PedestrianConfig, PedestrianDetector
+from reid.detect.ssdlite import SSDLiteConfig, SSDLiteDetector, model_available
 from reid.detect.yolo import YoloConfig, YoloDetector
 from reid.detect.yunet import YuNetConfig, YuNetDetector
 from reid.errors import ConfigError
+from reid.models.registry import SSDLITE_PERSON
 
 DETECTOR_KINDS = ("person", "face")
-# What each kind runs when no detector is named: the detectors that need nothing installed.
-DEFAULT_DETECTORS = {"person": "hog", "face": "haar"}
+# What each kind runs when no detector is named.
+DEFAULT_DETECTORS = {"person": "pedestrian", "face": "haar"}
+# What runs instead when the default's model file is not on this machine: a detector that
+# needs nothing installed or fetched, with a note saying so (fallback_note).
+FALLBACK_DETECTORS = {"person": "hog"}
 YOLO_PREFIX = "yolo:"
 
-DETECTOR_CONFIGS = (PersonDetectorConfig, FaceDetectorConfig, SSDLiteConfig, YoloConfig, YuNetConfig)
+DETECTOR_CONFIGS = (PersonDetectorConfig, FaceDetectorConfig, SSDLiteConfig, PedestrianConfig, YoloConfig, YuNetConfig)
 
 
 @dataclass(frozen=True)
@@ -29,13 +34,19 @@ class DetectorName:
     kind: str
     config: type
     needs: str
+    model: str = ""
+    """The pretrained-artefact registry name of the file it runs, if any."""
 
 
 DETECTORS = {
     entry.name: entry
     for entry in (
+        DetectorName(
+            "pedestrian", "person", PedestrianConfig,
+            "SSDLite-MobileNetV2 boxes in the pedestrian aspect ratio (`reid models fetch` once)", SSDLITE_PERSON,
+        ),
         DetectorName("hog", "person", PersonDetectorConfig, "OpenCV's HOG people detector (built in)"),
-        DetectorName("ssdlite", "person", SSDLiteConfig, "SSDLite-MobileNetV2 (`reid models fetch` once)"),
+        DetectorName("ssdlite", "person", SSDLiteConfig, "SSDLite-MobileNetV2 (`reid models fetch` once)", SSDLITE_PERSON),
         DetectorName("yolo:FILE.onnx", "person", YoloConfig, "your YOLOv5/v8/11/X ONNX export (reid[onnx])"),
         DetectorName("haar", "face", FaceDetectorConfig, "OpenCV's Haar face cascade (built in)"),
         DetectorName("yunet", "face", YuNetConfig, "YuNet with five landmarks (reid[faces])"),
@@ -65,6 +76,30 @@ def detector_kind(spec: str) -> str:
     return parse_detector(spec)[0].kind
 
 
+def default_detector(kind: str) -> str:
+    """The detector that runs for ``kind`` when none is named: :data:`DEFAULT_DETECTORS`'s,
+    or :data:`FALLBACK_DETECTORS`'s when the default's model file is neither cached nor
+    installed (see :func:`fallback_note`)."""
+    name = DEFAULT_DETECTORS[kind]
+    model = DETECTORS[name].model
+    if model and kind in FALLBACK_DETECTORS and not model_available(model):
+        return FALLBACK_DETECTORS[kind]
+    return name
+
+
+def fallback_note(kind: str) -> str | None:
+    """One line saying that ``kind``'s default detector is not available here, what runs
+    instead and how to add the default; None when the default runs."""
+    chosen = default_detector(kind)
+    default = DEFAULT_DETECTORS[kind]
+    if chosen == default:
+        return None
+    return (
+        f"note: {kind} boxes come from {chosen}, whose boxes fit people loosely: the default detector {default} "
+        f"needs model {DETECTORS[default].model}; run `reid models fetch {DETECTORS[default].model}` once to use it"
+    )
+
+
 def check_detector(spec: str | None, kind: str | None = None) -> tuple[DetectorName, str]:
     """The entry and argument ``spec`` names, checked against ``kind`` (see
     :func:`build_detector`) without building anything; raises ConfigError."""
@@ -73,7 +108,7 @@ def check_detector(spec: str | None, kind: str | None = None) -> tuple[DetectorN
     if spec is None:
         if kind is None:
             raise ConfigError("name a detector or the kind of thing to detect (person or face)")
-        spec = DEFAULT_DETECTORS[kind]
+        spec = default_detector(kind)
     entry, argument = parse_detector(spec)
     if kind is not None and entry.kind != kind:
         raise ConfigError(
@@ -83,13 +118,14 @@ def check_detector(spec: str | None, kind: str | None = None) -> tuple[DetectorN
 
 
 def build_detector(spec: str | None, kind: str | None = None, options: Sequence[Any] = ()) -> Detector:
-    """The detector a ``--detector`` value names: ``hog``, ``ssdlite``, ``yolo:FILE.onnx``
-    (people), ``haar``, ``yunet`` (faces); None picks the default of ``kind``
-    (:data:`DEFAULT_DETECTORS`).
+    """The detector a ``--detector`` value names: ``pedestrian``, ``hog``, ``ssdlite``,
+    ``yolo:FILE.onnx`` (people), ``haar``, ``yunet`` (faces); None picks the default of
+    ``kind`` (:func:`default_detector`: ``pedestrian`` for people when its model is on this
+    machine, else ``hog``, which :func:`fallback_note` tells the user).
 
     ``kind`` ("person" or "face"), when given, must be what the detector finds.
     ``options``: settings for any of the detectors (PersonDetectorConfig for hog,
-    FaceDetectorConfig for haar, SSDLiteConfig, YoloConfig, YuNetConfig); the one for the
+    FaceDetectorConfig for haar, SSDLiteConfig, PedestrianConfig, YoloConfig, YuNetConfig); the one for the
     chosen detector is used, the others are ignored.  Raises ConfigError for an unknown
     name, a kind mismatch or two settings of one type, and ModelError (one line naming the
     extra to install or the ``reid models fetch`` command) when the detector's package or
@@ -110,6 +146,8 @@ def build_detector(spec: str | None, kind: str | None = None, options: Sequence[
         return FaceDetector(config)
     if entry.name == "ssdlite":
         return SSDLiteDetector(config)
+    if entry.name == "pedestrian":
+        return PedestrianDetector(config)
     if entry.name == "yunet":
         return YuNetDetector(config)
     return YoloDetector(argument, config)

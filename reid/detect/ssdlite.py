@@ -79,6 +79,13 @@ def model_file(name: str) -> Path:
     return path
 
 
+def model_available(name: str) -> bool:
+    """True when :func:`model_file` finds registry artefact ``name`` without the network:
+    cached and verified, or inside its installed package."""
+    artefact = get_artefact(name)
+    return cached(artefact) is not None or (artefact.source == "wheel" and installed_member(artefact) is not None)
+
+
 def _stride_multiple(side: float) -> int:
     return max(_STRIDE, int(round(side / _STRIDE)) * _STRIDE)
 

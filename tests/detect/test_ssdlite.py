@@ -146,7 +146,7 @@ def test_a_confident_score_under_the_weak_one_leaves_no_weak_tier(ssdlite_graph:
 
 
 def test_query_on_the_real_street_finds_small_people_and_tracks_them(
-    tmp_path: Path, ssdlite_graph: Path, pedestrian_video: Path
+    tmp_path: Path, ssdlite_cached: Path, pedestrian_video: Path
 ) -> None:
     encoder = load_encoder(stand_in_model(tmp_path / "model", embedding_dim=32, input_size=(64, 32), threshold=1.0))
     with Gallery.create(tmp_path / "gallery", encoder.card) as gallery:
