@@ -158,6 +158,12 @@ def query(
     tracks: Path | None = typer.Option(
         None, "--tracks", help="Write one JSON object per ended track here (videos, cameras, streams)."
     ),
+    mot: Path | None = typer.Option(
+        None,
+        "--mot",
+        help="Write every tracked box here in MOTChallenge format (frame,id,x,y,w,h,score; frames from 1), "
+        "for scoring against ground truth.",
+    ),
     track: bool = typer.Option(
         True, "--track/--no-track", help="Link detections into tracks and name each track by its mean embedding."
     ),
@@ -213,7 +219,7 @@ def query(
     json_out: Path | None = typer.Option(None, "--json", help="Also write the summary as JSON here."),
 ) -> None:
     """Find enrolled people in images, a video, a camera or a stream."""
-    check_outputs(jsonl, save_video, save_crops, tracks)
+    check_outputs(jsonl, save_video, save_crops, tracks, mot)
     if json_out:
         check_output_file(json_out, "--json")
     config = QueryConfig(
@@ -238,7 +244,7 @@ def query(
         run = QueryRun(store, encoder, media, config)
         fps = (media.fps or 10.0) / (media.every if media.fps else 1)
         interrupted = False
-        with QueryOutputs(jsonl, save_video, save_crops, fps, tracks) as outputs:
+        with QueryOutputs(jsonl, save_video, save_crops, fps, tracks, mot, config.tracker.min_boxes) as outputs:
             recent: deque[FrameResult] = deque(maxlen=8)
             with live_display(_live_view(recent, run.stats, media.expected_frames)) as live:
                 try:

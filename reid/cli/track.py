@@ -1,0 +1,46 @@
+"""``reid track``: link the boxes of a MOTChallenge detection file into tracks, no images needed."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import typer
+
+from reid.cli.common import handle_errors, print_table
+from reid.cli.defaults import given
+from reid.paths import check_output_file
+from reid.track import TrackerConfig
+from reid.track.mot import track_detection_file
+
+
+@handle_errors
+def track_command(
+    detections: Path = typer.Option(
+        ..., "--detections", "-d", help="MOTChallenge detection file: frame,id,x,y,w,h,score,... (frames from 1)."
+    ),
+    out: Path = typer.Option(..., "--out", "-o", help="Write the tracks here, in MOTChallenge format."),
+    high_score: float | None = typer.Option(
+        None,
+        "--track-high-score",
+        help="Detection score from which a detection may start a track; weaker ones only continue tracks "
+        "(default: every detection may).",
+    ),
+) -> None:
+    """Track the people of a detection file (any detector's, e.g. a benchmark's public detections)."""
+    check_output_file(out, "--out")
+    result = track_detection_file(detections, out, TrackerConfig(**given(high_score=high_score)))
+    print_table(
+        f"tracked {detections}",
+        ["item", "value"],
+        [
+            ["detections", str(result.detections)],
+            ["frames", str(result.frames)],
+            ["boxes written", str(result.boxes)],
+            ["tracks", str(result.tracks)],
+            ["out", str(out)],
+        ],
+    )
+
+
+def register(app: typer.Typer) -> None:
+    app.command("track")(track_command)
