@@ -79,8 +79,10 @@ def main(
     win_stride: int | None = typer.Option(
         None, "--win-stride", min=1, help="HOG window stride in pixels (default 8; 4 in --demo): smaller finds more."
     ),
-    iou: float = typer.Option(0.3, "--iou", help="Least box overlap that continues a track."),
-    max_gap: int = typer.Option(5, "--max-gap", min=0, help="Kept frames a track may go unseen before it ends."),
+    iou: float = typer.Option(TrackerConfig.iou, "--iou", help="Least box overlap that continues a track."),
+    lost_seconds: float = typer.Option(
+        TrackerConfig.lost_seconds, "--lost-seconds", min=0, help="Seconds a track may go unseen before it ends."
+    ),
     appearance: float | None = typer.Option(
         None, "--appearance", help="Also require this embedding distance or less to continue a track (off by default)."
     ),
@@ -141,7 +143,7 @@ def main(
             top_k=top_k,
             detector=PersonDetectorConfig(scale=detect_scale, win_stride=win_stride or (4 if demo else 8)),
             person_detector=detector,
-            tracker=TrackerConfig(iou=iou, max_gap=max_gap, appearance=appearance, min_boxes=min_boxes),
+            tracker=TrackerConfig(iou=iou, lost_seconds=lost_seconds, appearance=appearance, min_boxes=min_boxes),
         )
         with Progress(
             TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),

@@ -175,7 +175,8 @@ def process_camera(
 ) -> CameraRun:
     """Detect people in every kept frame of ``source``, embed them and link them into tracks."""
     built = build_detector(config.person_detector, "person", [config.detector])
-    detector, tracker = Tracker.for_detector(built, camera, config.tracker)
+    fps = source.fps / source.every if source.fps else None
+    detector, tracker = Tracker.for_detector(built, camera, config.tracker, fps)
     run = CameraRun(camera, source.spec, source.fps)
     timing = run.stage_seconds
     per_frame = config.tracker.appearance is not None

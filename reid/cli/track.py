@@ -7,9 +7,10 @@ from pathlib import Path
 import typer
 
 from reid.cli.common import handle_errors, print_table
-from reid.cli.defaults import given
+from reid.cli.defaults import given, with_default
 from reid.paths import check_output_file
 from reid.track import TrackerConfig
+from reid.track.tracker import REFERENCE_FPS
 from reid.track.mot import track_detection_file
 
 
@@ -19,6 +20,16 @@ def track_command(
         ..., "--detections", "-d", help="MOTChallenge detection file: frame,id,x,y,w,h,score,... (frames from 1)."
     ),
     out: Path = typer.Option(..., "--out", "-o", help="Write the tracks here, in MOTChallenge format."),
+    fps: float | None = typer.Option(
+        None,
+        "--fps",
+        help=f"Frame rate of the detections (default: {REFERENCE_FPS:g}, the rate ByteTrack's settings assume).",
+    ),
+    lost_seconds: float | None = typer.Option(
+        None,
+        "--lost-seconds",
+        help=with_default("Seconds a track may go unseen before it ends.", f"{TrackerConfig.lost_seconds:g}"),
+    ),
     high_score: float | None = typer.Option(
         None,
         "--track-high-score",
@@ -28,7 +39,8 @@ def track_command(
 ) -> None:
     """Track the people of a detection file (any detector's, e.g. a benchmark's public detections)."""
     check_output_file(out, "--out")
-    result = track_detection_file(detections, out, TrackerConfig(**given(high_score=high_score)))
+    config = TrackerConfig(**given(high_score=high_score, lost_seconds=lost_seconds))
+    result = track_detection_file(detections, out, config, fps)
     print_table(
         f"tracked {detections}",
         ["item", "value"],

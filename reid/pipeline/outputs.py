@@ -27,7 +27,7 @@ from reid.detect import Box
 from reid.errors import ConfigError, DataError
 from reid.paths import check_output_file, check_output_folder, write_bytes_atomic
 from reid.pipeline.query import FrameResult, TrackSummary
-from reid.track.mot import MotRow, write_mot
+from reid.track.mot import MotRow, interpolate, write_mot
 
 FOURCC = {".mp4": "mp4v", ".m4v": "mp4v", ".mov": "mp4v", ".avi": "MJPG", ".mkv": "XVID"}
 # BGR colours of boxes: named, unknown.
@@ -187,14 +187,15 @@ class TracksWriter:
 class MotWriter:
     """Every tracked detection as a MOTChallenge row (:mod:`reid.track.mot`), written at
     close, atomically: the file's frames count from 1 (decoded frame index + 1), ids are
-    track numbers (-1 for untracked detections), and tracks of fewer than ``min_boxes``
-    boxes are left out, as the tracker leaves them out of its ended tracks."""
+    track numbers (-1 for untracked detections), tracks of fewer than ``min_boxes`` boxes
+    are left out, as the tracker leaves them out of its ended tracks, and gaps of up to
+    ``max_gap`` frames in a track get interpolated boxes (:func:`reid.track.mot.interpolate`)."""
 
-    def __init__(self, path: Path, min_boxes: int = 1) -> None:
+    def __init__(self, path: Path, min_boxes: int = 1, max_gap: int = 0) -> None:
         self.path = Path(path)
         check_outputs(mot=self.path)
         self.path.parent.mkdir(parents=True, exist_ok=True)
-        self.min_boxes = min_boxes
+        self.min_boxes, self.max_gap = min_boxes, max_gap
         self.rows: list[MotRow] = []
         self.lines = 0
 
@@ -207,7 +208,7 @@ class MotWriter:
     def close(self) -> None:
         boxes = Counter(r.id for r in self.rows)
         kept = [r for r in self.rows if r.id == -1 or boxes[r.id] >= self.min_boxes]
-        self.lines = write_mot(self.path, kept)
+        self.lines = write_mot(self.path, interpolate(kept, self.max_gap))
 
 
 class VideoOutput:
@@ -279,6 +280,7 @@ class QueryOutputs:
         tracks: Path | None = None,
         mot: Path | None = None,
         min_boxes: int = 1,
+        max_gap: int = 0,
     ) -> None:
         self.jsonl: JsonlWriter | None = None
         self.video: VideoOutput | None = None
@@ -290,7 +292,7 @@ class QueryOutputs:
             self.crops = CropWriter(crops) if crops else None
             self.jsonl = JsonlWriter(jsonl) if jsonl else None
             self.tracks = TracksWriter(tracks) if tracks else None
-            self.mot = MotWriter(mot, min_boxes) if mot else None
+            self.mot = MotWriter(mot, min_boxes, max_gap) if mot else None
         except BaseException:
             self.close()
             raise

@@ -300,7 +300,8 @@ class QueryRun:
         self.tracker: Tracker | None = None
         if tracking and self.detector is not None:
             # A detector with a weak tier gives its weak boxes too; they only continue tracks.
-            self.detector, self.tracker = Tracker.for_detector(self.detector, 0, self.config.tracker)
+            fps = source.fps / source.every if source.fps else None
+            self.detector, self.tracker = Tracker.for_detector(self.detector, 0, self.config.tracker, fps)
         if self.detector is not None and self.config.detect_scale != 1:
             self.detector = ScaledDetector(self.detector, self.config.detect_scale)
         self.margin = margin_for(self.detector, self.config.margin)

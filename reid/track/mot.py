@@ -194,10 +194,18 @@ class TrackedFile:
     tracks: int
 
 
-def track_detection_file(detections: Path, out: Path, config: TrackerConfig | None = None) -> TrackedFile:
+def track_detection_file(
+    detections: Path, out: Path, config: TrackerConfig | None = None, fps: float | None = None
+) -> TrackedFile:
     """Track the MOT detection file ``detections`` alone (no images) and write the tracks
-    to ``out`` in MOT format.  Raises DataError for a malformed file (nothing is written)."""
+    to ``out`` in MOT format, with the gaps each track bridged filled by :func:`interpolate`.
+
+    ``fps``: the detections' frame rate (None: :data:`reid.track.tracker.REFERENCE_FPS`),
+    which turns the tracker's ``lost_seconds`` into frames.  Raises DataError for a
+    malformed file (nothing is written).
+    """
     rows = read_mot(detections)
-    tracked = track_rows(rows, Tracker(0, config))
+    tracker = Tracker(0, config, fps)
+    tracked = interpolate(track_rows(rows, tracker), tracker.max_lost)
     count = write_mot(out, tracked)
     return TrackedFile(len(rows), max((r.frame for r in rows), default=0), count, len({r.id for r in tracked}))
