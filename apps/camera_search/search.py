@@ -19,6 +19,7 @@ from typing import Any
 import numpy as np
 
 from reid import ConfigError, GalleryError, check_distance_threshold, resolve_threshold
+from reid.decision import Threshold, nearest_identity
 from reid.detect import PersonDetectorConfig, build_detector
 from reid.gallery import DB_FILE, Gallery, ItemMeta
 from reid.models import Encoder, embed_images
@@ -230,11 +231,10 @@ def process_camera(
     return run
 
 
-def choose_threshold_value(config: SearchConfig, encoder: Encoder, gallery: Gallery) -> tuple[float, str]:
+def choose_threshold(config: SearchConfig, encoder: Encoder, gallery: Gallery) -> Threshold:
     """The decision threshold and where it came from: the option, the card, or the gallery
     (:func:`reid.resolve_threshold`)."""
-    chosen = resolve_threshold(config.threshold, encoder.card, gallery, given_detail=config.threshold_source)
-    return chosen.value, chosen.describe()
+    return resolve_threshold(config.threshold, encoder.card, gallery, given_detail=config.threshold_source)
 
 
 def fresh_reference_gallery(folder: Path, encoder: Encoder) -> Gallery:
@@ -286,7 +286,7 @@ def enrol_tracks(gallery: Gallery, run: CameraRun) -> list[TrackEvent]:
     return events
 
 
-def match_tracks(gallery: Gallery, run: CameraRun, threshold: float, top_k: int) -> list[TrackEvent]:
+def match_tracks(gallery: Gallery, run: CameraRun, threshold: Threshold, top_k: int) -> list[TrackEvent]:
     """Search each track of ``run`` in the gallery; name it when the nearest is close enough."""
     if not run.tracks:
         return []
@@ -297,7 +297,7 @@ def match_tracks(gallery: Gallery, run: CameraRun, threshold: float, top_k: int)
         if found:
             nearest = found[0]
             event.nearest, event.distance = nearest.identity, nearest.distance
-            event.identity = nearest.identity if nearest.distance <= threshold else None
+            event.identity = nearest_identity(found, threshold)
         events.append(event)
     return events
 
@@ -321,7 +321,7 @@ def run_search(
         mode = "gallery"
     try:
         gallery.check_model(encoder.card)
-        threshold, threshold_source = choose_threshold_value(config, encoder, gallery)
+        threshold = choose_threshold(config, encoder, gallery)
         cameras: list[CameraRun] = []
         for camera, source in enumerate(sources):
             cameras.append(process_camera(encoder, camera, source, config, on_progress))
@@ -339,7 +339,7 @@ def run_search(
         gallery.close()
     events.sort(key=lambda e: (e.camera, e.track))
     interrupted = any(c.interrupted for c in cameras)
-    return SearchResult(cameras, events, threshold, threshold_source, folder, mode, interrupted)
+    return SearchResult(cameras, events, threshold.value, threshold.describe(), folder, mode, interrupted)
 
 
 def _embed(encoder: Encoder, crops: list[np.ndarray], source: str) -> np.ndarray:

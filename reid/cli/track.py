@@ -34,12 +34,18 @@ def track_command(
         None,
         "--track-high-score",
         help="Detection score from which a detection may start a track; weaker ones only continue tracks "
-        "(default: every detection may).",
+        "(default: every detection may). ByteTrack's, for scores that are probabilities: 0.6.",
+    ),
+    start_score: float | None = typer.Option(
+        None,
+        "--track-start-score",
+        help="Least score of a detection no track took to start a new track (default: any confident one). "
+        "ByteTrack's: 0.7.",
     ),
 ) -> None:
     """Track the people of a detection file (any detector's, e.g. a benchmark's public detections)."""
     check_output_file(out, "--out")
-    config = TrackerConfig(**given(high_score=high_score, lost_seconds=lost_seconds))
+    config = TrackerConfig(**given(high_score=high_score, start_score=start_score, lost_seconds=lost_seconds))
     result = track_detection_file(detections, out, config, fps)
     print_table(
         f"tracked {detections}",

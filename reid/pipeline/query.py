@@ -23,7 +23,7 @@ from typing import Any
 
 import numpy as np
 
-from reid.decision import Threshold, check_distance_threshold
+from reid.decision import Threshold, check_distance_threshold, nearest_identity
 from reid.decision import resolve_threshold as resolve_distance_threshold
 from reid.detect import Box, Detector, SSDLiteConfig, build_detector
 from reid.errors import ConfigError
@@ -292,8 +292,8 @@ class QueryRun:
         self.config = config or QueryConfig()
         gallery.check_model(encoder.card)
         self.gallery, self.encoder, self.source = gallery, encoder, source
-        threshold = resolve_threshold(self.config, gallery, encoder)
-        self.threshold, self.threshold_source = threshold.value, threshold.describe()
+        self.chosen_threshold = resolve_threshold(self.config, gallery, encoder)
+        self.threshold, self.threshold_source = self.chosen_threshold.value, self.chosen_threshold.describe()
         self.detector = detector if detector is not None else choose_detector(self.config, source, encoder)
         self.stats = QueryStats(unreadable=source.unreadable)
         tracking = self.config.track and self.detector is not None and source.kind != "images"
@@ -478,10 +478,8 @@ class QueryRun:
 
     def _decide(self, top: list[IdentityMatch]) -> tuple[str | None, float]:
         """The identity named by a top-k list (None: farther than the threshold) and its distance."""
-        nearest = top[0] if top else None
-        distance = nearest.distance if nearest is not None else float("inf")
-        identity = nearest.identity if nearest is not None and distance <= self.threshold else None
-        return identity, distance
+        distance = top[0].distance if top else float("inf")
+        return nearest_identity(top, self.chosen_threshold), distance
 
     def finish_tracks(self) -> list[TrackSummary]:
         """End every track still open (at the end of the source, or when a run is stopped)

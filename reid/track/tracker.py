@@ -10,7 +10,9 @@ frame and still unmatched try the weak detections, which are often the same peop
 hidden.  Each stage is one optimal assignment (scipy's ``linear_sum_assignment``) that
 maximizes total overlap; when embeddings are given, the distance between a detection
 and a track's mean embedding adds a small cost, which decides between boxes that
-overlap alike (two people crossing).  Only confident detections that no track takes
+overlap alike (two people crossing), and a third stage re-finds lost tracks by
+appearance alone, inside the filter's uncertainty around where they should be (DeepSORT's
+appearance matching).  Only confident detections that no track takes
 start new tracks; a new track not seen again in the next frame ends at once (ByteTrack's
 unconfirmed tracks), and a track lost for longer than ``lost_seconds`` ends.  When a lost
 track is found again, its filter is re-run from its last detection through boxes
@@ -20,7 +22,8 @@ drifted on while unseen is replaced by the one the two detections imply.
 References: Bewley et al., "Simple Online and Realtime Tracking", ICIP 2016 (SORT);
 Zhang et al., "ByteTrack: Multi-Object Tracking by Associating Every Detection Box",
 ECCV 2022; Cao et al., "Observation-Centric SORT: Rethinking SORT for Robust Multi-Object
-Tracking", CVPR 2023.
+Tracking", CVPR 2023; Wojke et al., "Simple Online and Realtime Tracking with a Deep
+Association Metric", ICIP 2017 (DeepSORT).
 """
 
 from __future__ import annotations
@@ -43,6 +46,12 @@ APPEARANCE_WEIGHT = 0.1
 # The frame rate ByteTrack's settings are stated at (its track buffer: 30 frames at 30
 # fps); used when a source does not say its own.
 REFERENCE_FPS = 30.0
+# Re-finding a lost track by appearance (DeepSORT, Wojke et al. 2017): its cosine distance
+# of at most 0.2 between unit embeddings (a Euclidean distance of at most sqrt(0.4)), inside
+# the 95% quantile of the chi-square distribution with 4 degrees of freedom around the
+# track's Kalman prediction.
+REFIND_COSINE = 0.2
+REFIND_GATE = 9.4877
 # Kalman noise, as fractions of the box height per frame: SORT's and ByteTrack's values.
 POSITION_NOISE = 1.0 / 20
 VELOCITY_NOISE = 1.0 / 160
@@ -81,6 +90,13 @@ class KalmanBox:
         self.mean = self.mean + gain @ (_measure(box) - self.mean[:4])
         self.covariance = self.covariance - gain @ projected @ gain.T
 
+    def gating_distance(self, box: tuple[float, float, float, float]) -> float:
+        """Squared Mahalanobis distance of a measured box from the predicted one."""
+        h = self.mean[3]
+        noise = np.diag(np.square([POSITION_NOISE * h, POSITION_NOISE * h, 1e-1, POSITION_NOISE * h]))
+        residual = _measure(box) - self.mean[:4]
+        return float(residual @ np.linalg.solve(self.covariance[:4, :4] + noise, residual))
+
     def copy(self) -> KalmanBox:
         twin = KalmanBox.__new__(KalmanBox)
         twin.mean, twin.covariance = self.mean.copy(), self.covariance.copy()
@@ -112,6 +128,8 @@ class TrackerConfig:
     ``high_score``: detection score (in the detector's own units) from which a detection
     is confident; None (the default, as units differ per detector) counts every detection
     as confident, and the second stage then has nothing to do.
+    ``start_score``: least score of a detection that no track took to start a new track
+    (ByteTrack: 0.1 above its confident score, 0.7); None: any confident detection does.
     ``lost_seconds``: how long a track may go unseen (a missed detection, an occlusion)
     before it ends: ByteTrack's buffer of 30 frames at 30 fps.  ``appearance``: largest
     embedding distance (Euclidean between unit vectors, 0..2) from a track's mean for a
@@ -121,6 +139,7 @@ class TrackerConfig:
     iou: float = 0.2
     low_iou: float = 0.5
     high_score: float | None = None
+    start_score: float | None = None
     lost_seconds: float = 1.0
     appearance: float | None = None
     min_boxes: int = 2
@@ -131,6 +150,8 @@ class TrackerConfig:
                 raise ConfigError(f"--{name} must be in (0, 1], got {value}")
         if self.high_score is not None and not math.isfinite(self.high_score):
             raise ConfigError(f"--track-high-score must be a number, got {self.high_score}")
+        if self.start_score is not None and not math.isfinite(self.start_score):
+            raise ConfigError(f"--track-start-score must be a number, got {self.start_score}")
         if not (math.isfinite(self.lost_seconds) and self.lost_seconds >= 0):
             raise ConfigError(f"--lost-seconds must be 0 or more, got {self.lost_seconds}")
         check_distance_threshold(self.appearance, "--appearance")
@@ -232,6 +253,12 @@ class Track:
         """Record the identity (None: unknown) and distance the track's mean embedding got."""
         self.identity, self.distance = identity, distance
 
+    def gating_distance(self, step: int, box: Box) -> float:
+        """Squared Mahalanobis distance of ``box`` from the track's prediction at ``step``."""
+        self.predicted_box(step)
+        assert self._filter is not None  # predicted_box raised otherwise
+        return self._filter.gating_distance(box)
+
     def predicted_box(self, step: int) -> Box:
         """Where the track's filter puts it at ``step`` (not before its latest prediction)."""
         if self._filter is None:
@@ -331,10 +358,18 @@ class Tracker:
                 assigned[di] = candidates[ti]
             taken = {id(candidates[ti]) for ti, _ in pairs}
             free = [t for t in free if id(t) not in taken]
+        if embeddings is not None:
+            # Stage three: a person back from behind someone, too far from the lost track's
+            # predicted box to overlap it, is re-found by appearance.
+            lost = [t for t in free if t.last_step < step - 1 and t.embedding_sum is not None]
+            left = [i for i in strong if i not in assigned]
+            for ti, di in self._refind(step, lost, left, observations, embeddings):
+                assigned[di] = lost[ti]
         results: list[Track | None] = []
         for di, observation in enumerate(observations):
             track = assigned.get(di)
-            if track is None and di in confident:
+            starts = cfg.start_score is None or observation.score >= cfg.start_score
+            if track is None and di in confident and starts:
                 self._created += 1
                 track = Track(self.camera, self._created)
                 self._live.append(track)
@@ -376,6 +411,24 @@ class Tracker:
                 elif cfg.appearance is not None:
                     continue
                 cost[ti, column] = value
+        rows, columns = linear_sum_assignment(cost)
+        return [(int(r), wanted[int(c)]) for r, c in zip(rows, columns, strict=True) if cost[r, c] < blocked]
+
+    def _refind(
+        self, step: int, tracks: list[Track], wanted: list[int], observations: list[Observation], embeddings: np.ndarray
+    ) -> list[tuple[int, int]]:
+        """(track position, observation index) pairs of lost tracks re-found by appearance."""
+        if not tracks or not wanted:
+            return []
+        blocked = 10.0
+        cost = np.full((len(tracks), len(wanted)), blocked)
+        for ti, track in enumerate(tracks):
+            means = track.embedding[None]
+            for column, di in enumerate(wanted):
+                cosine = float(pair_distance(means, embeddings[di][None])[0]) ** 2 / 2.0
+                if cosine > REFIND_COSINE or track.gating_distance(step, observations[di].box) > REFIND_GATE:
+                    continue
+                cost[ti, column] = cosine
         rows, columns = linear_sum_assignment(cost)
         return [(int(r), wanted[int(c)]) for r, c in zip(rows, columns, strict=True) if cost[r, c] < blocked]
 

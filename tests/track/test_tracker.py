@@ -218,3 +218,31 @@ def test_lost_seconds_become_frames_at_the_source_rate() -> None:
     assert Tracker(0, TrackerConfig(lost_seconds=1.0)).max_lost == 30
     with pytest.raises(ConfigError, match="--fps"):
         Tracker(0, TrackerConfig(), fps=0)
+
+
+def test_a_lost_track_is_re_found_by_appearance_where_boxes_no_longer_overlap() -> None:
+    """A walker turns back while hidden: the box that reappears does not overlap the
+    prediction, but it lies inside the filter's uncertainty and looks the same; a box as
+    far off that looks different starts a new track."""
+    red, blue = np.eye(4, dtype=np.float32)[0], np.eye(4, dtype=np.float32)[1]
+    results = {}
+    for colour in ("red", "blue"):
+        tracker = Tracker(0, TrackerConfig(min_boxes=1), fps=10)
+        first = None
+        for step in range(10):
+            first = tracker.update(step, [box_at(step, 3 * step)], embeddings=red[None])[0]
+        back = box_at(16, 27 - 3 * 6)
+        predicted = first.predicted_box(16)
+        assert iou(predicted, back.box) < TrackerConfig().iou
+        again = tracker.update(16, [back], embeddings=(red if colour == "red" else blue)[None])[0]
+        results[colour] = again is first
+    assert results == {"red": True, "blue": False}
+
+
+def test_a_start_score_keeps_middling_boxes_from_starting_tracks() -> None:
+    tracker = Tracker(0, TrackerConfig(high_score=0.6, start_score=0.7, min_boxes=1), fps=10)
+    first = tracker.update(0, [box_at(0, 100, score=0.65), box_at(0, 300, score=0.9)])
+    assert first[0] is None and first[1] is not None
+    # Once started, a track continues on confident boxes below the start score.
+    again = tracker.update(1, [box_at(1, 302, score=0.65)])
+    assert again[0] is first[1]
