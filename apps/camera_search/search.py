@@ -18,13 +18,12 @@ from typing import Any
 
 import numpy as np
 
-from reid import ConfigError, GalleryError, check_distance_threshold, resolve_threshold
-from reid.decision import Threshold, nearest_identity
+from reid import ConfigError, GalleryError, Threshold, check_distance_threshold, nearest_identity, resolve_threshold
 from reid.detect import PersonDetectorConfig, build_detector
 from reid.gallery import DB_FILE, Gallery, ItemMeta
 from reid.models import Encoder, embed_images
-from reid.pipeline import FramePipeline, MediaSource, open_source
-from reid.track import Observation, Track, Tracker, TrackerConfig
+from reid.pipeline import FramePipeline, MediaSource, Sighting, attach, choose_to_embed, link_frame, open_source
+from reid.track import Track, Tracker, TrackerConfig
 
 # Called as (camera, frames done, frames expected or None) while a camera is processed.
 ProgressFn = Callable[[int, int, int | None], None]
@@ -181,13 +180,13 @@ def process_camera(
     run = CameraRun(camera, source.spec, source.fps)
     timing = run.stage_seconds
     per_frame = config.tracker.appearance is not None
-    pending: list[tuple[Track, np.ndarray]] = []
+    pending: list[Sighting] = []
+    ended: list[Track] = []
 
     def embed_pending() -> None:
         tick = time.perf_counter()
-        embeddings = _embed(encoder, [c for _, c in pending], source.spec)
-        for (track, _), embedding in zip(pending, embeddings, strict=True):
-            track.add_embedding(embedding)
+        chosen = choose_to_embed([pending], every=1)
+        attach(chosen, _embed(encoder, [s.crop for s in chosen], source.spec))
         pending.clear()
         timing["embed"] += time.perf_counter() - tick
 
@@ -195,27 +194,23 @@ def process_camera(
     items = FramePipeline(source, detector, timing=timing)
     try:
         for item in items:
-            frame, crops = item.frame, item.crops
             embeddings = None
             if per_frame:
                 tick = time.perf_counter()
-                embeddings = _embed(encoder, crops, source.spec)
+                embeddings = _embed(encoder, item.crops, source.spec)
                 timing["embed"] += time.perf_counter() - tick
             tick = time.perf_counter()
-            observations = [
-                Observation(frame.index, frame.time, box, score or 0.0)
-                for box, score in zip(item.boxes, item.scores, strict=True)
-            ]
-            tracks = tracker.update(run.frames, observations, crops, embeddings)
+            sightings, gone = link_frame(tracker, run.frames, item, embeddings=embeddings, thumbnails=True)
+            ended += gone
             timing["track"] += time.perf_counter() - tick
             if not per_frame:
                 # Without appearance gating the tracker never looks at embeddings, so
                 # crops of many frames wait to be embedded together: far fewer, fuller batches.
-                pending.extend((t, c) for t, c in zip(tracks, crops, strict=True) if t is not None)
+                pending.extend(sightings)
                 if len(pending) >= config.batch_size:
                     embed_pending()
             run.frames += 1
-            run.detections += sum(t is not None for t in tracks)  # weak boxes no track took are noise
+            run.detections += len(sightings)  # weak boxes no track took are noise
             if on_progress is not None:
                 on_progress(camera, run.frames, source.expected_frames)
     except KeyboardInterrupt:
@@ -226,7 +221,7 @@ def process_camera(
         run.dropped = items.dropped
     if pending:
         embed_pending()
-    run.tracks = tracker.finish()
+    run.tracks = sorted(ended + tracker.finish(), key=lambda t: (t.first.frame, t.id))
     run.wall_seconds = time.perf_counter() - started
     return run
 

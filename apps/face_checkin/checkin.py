@@ -32,9 +32,8 @@ from typing import IO, Any
 
 import numpy as np
 
-from reid import ConfigError, check_distance_threshold
+from reid import ConfigError, Threshold, check_distance_threshold, nearest_identity
 from reid import resolve_threshold as resolve_distance_threshold
-from reid.decision import Threshold, nearest_identity
 from reid.detect import DEFAULT_MARGIN, Box, Detector, build_detector
 from reid.gallery import Gallery, IdentityMatch
 from reid.models import Encoder, embed_images

@@ -33,6 +33,7 @@ from reid.pipeline.frames import FrameCrops, ScaledDetector, frame_crops, margin
 from reid.pipeline.live import FramePipeline
 from reid.pipeline.sources import Frame, MediaSource
 from reid.pipeline.stages import EMBED_THREADS, intra_op_threads, stage_timer
+from reid.pipeline.stream import Sighting, choose_to_embed, link_frame
 from reid.track import Observation, Track, Tracker, TrackerConfig
 
 DETECT_CHOICES = ("auto", "person", "face", "none")
@@ -446,33 +447,21 @@ class QueryRun:
     ) -> list[tuple[list[int], list[Track], set[int], list[Track]]]:
         """Link the boxes of each frame to tracks, in frame order: for each frame, the
         positions (in the batch's crops) of the detections a track took, those tracks, the
-        positions whose crops are to be embedded, and the tracks that ended before it.  A
-        weak detection no track took is noise, not a person: it is left out."""
-        every = self.config.embed_every
-        links = []
-        scheduled: set[int] = set()
-        at = 0
+        positions whose crops are to be embedded (:func:`reid.pipeline.stream.choose_to_embed`),
+        and the tracks that ended before it.  A weak detection no track took is noise, not a
+        person: it is left out."""
         tick = time.perf_counter()
+        linked: list[tuple[list[Sighting], list[Track]]] = []
+        at = 0
         for item in pending:
-            frame = item.frame
-            observations = [
-                Observation(frame.index, frame.time, box, _score(score))
-                for box, score in zip(item.boxes, item.scores, strict=True)
-            ]
-            tracks = tracker.update(self._step, observations)
-            ended = tracker.pop_ended()
+            linked.append(link_frame(tracker, self._step, item, at))
             self._step += 1
-            taken = [(at + n, t) for n, t in enumerate(tracks) if t is not None]
-            # A track's first box is embedded, then one in ``every``; so is the next box of a
-            # track with no embedding (its embedded crops failed).
-            due = set()
-            for position, track in taken:
-                unembedded = track.embedding_sum is None and track.id not in scheduled
-                if (len(track.observations) - 1) % every == 0 or unembedded:
-                    due.add(position)
-                    scheduled.add(track.id)
-            links.append(([p for p, _ in taken], [t for _, t in taken], due, ended))
             at += len(item.crops)
+        due = {s.position for s in choose_to_embed([sightings for sightings, _ in linked], self.config.embed_every)}
+        links = [
+            ([s.position for s in sightings], [s.track for s in sightings], {s.position for s in sightings} & due, ended)
+            for sightings, ended in linked
+        ]
         self.stats.stage_seconds["track"] += time.perf_counter() - tick
         return links
 
