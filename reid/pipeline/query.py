@@ -34,7 +34,7 @@ from reid.pipeline.live import FramePipeline
 from reid.pipeline.sources import Frame, MediaSource
 from reid.pipeline.stages import EMBED_THREADS, intra_op_threads, stage_timer
 from reid.pipeline.stream import Sighting, choose_to_embed, link_frame
-from reid.track import Observation, Track, Tracker, TrackerConfig
+from reid.track import Track, Tracker, TrackerConfig
 
 DETECT_CHOICES = ("auto", "person", "face", "none")
 # Frames waiting for their crops to fill a batch are held in memory; stretches of video
@@ -398,14 +398,16 @@ class QueryRun:
                 own = features[[row_of[p] for p in positions]] if positions else None
                 tracks = [None] * len(positions)
                 if self.tracker is not None:
-                    observations = [
-                        Observation(frame.index, frame.time, boxes[p - at], _score(scores[p - at])) for p in positions
-                    ]
-                    tracks = self.tracker.update(self._step, observations, embeddings=own)
-                    ended = self.tracker.pop_ended()
+                    # The crops that embedded, linked with their embeddings; a sighting's
+                    # position is its place among them.
+                    kept = [p - at for p in positions]
+                    ready = FrameCrops(
+                        frame, [item.crops[n] for n in kept], [boxes[n] for n in kept], [scores[n] for n in kept]
+                    )
+                    sightings, ended = link_frame(self.tracker, self._step, ready, embeddings=own)
                     self._step += 1
-                    taken = [n for n, track in enumerate(tracks) if track is not None]
-                    positions, tracks = [positions[n] for n in taken], [tracks[n] for n in taken]
+                    positions = [positions[s.position] for s in sightings]
+                    tracks = [s.track for s in sightings]
             for position, track in zip(positions, tracks, strict=True):
                 queries.append(track.embedding if track is not None else features[row_of[position]])
             plans.append((item, positions, tracks, ended))
@@ -489,11 +491,6 @@ class QueryRun:
         else:
             self.stats.identified += 1
             self.stats.per_identity[identity] += 1
-
-
-def _score(score: float | None) -> float:
-    """A detection's score for the tracker; crops given whole count as confident."""
-    return 1.0 if score is None else score
 
 
 def _crop_name(frame: Frame, number: int) -> str:
