@@ -13,6 +13,7 @@ where the value came from (a :class:`Threshold`).  Library errors are
 from reid.decision import (
     Threshold,
     check_distance_threshold,
+    nearest_identity,
     pair_distance,
     resolve_threshold,
     similarity_to_distance,
@@ -33,6 +34,7 @@ __all__ = [
     "__version__",
     "as_dict",
     "check_distance_threshold",
+    "nearest_identity",
     "pair_distance",
     "printable",
     "resolve_threshold",

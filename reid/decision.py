@@ -153,3 +153,24 @@ def resolve_threshold(
         f"{name}: the model card has no calibrated threshold{where}; run 'reid calibrate' or pass "
         "--threshold (a distance between unit embeddings, in (0, 2])"
     )
+
+
+class Match(Protocol):
+    """What :func:`nearest_identity` reads from a search answer (a gallery's ``IdentityMatch``)."""
+
+    @property
+    def identity(self) -> str: ...
+
+    @property
+    def distance(self) -> float: ...
+
+
+def nearest_identity(matches: list[Any], threshold: Threshold) -> str | None:
+    """The identity of the nearest of ``matches`` (nearest first, as a gallery search
+    returns them) when its distance (Euclidean between unit embeddings, 0..2) is at most
+    ``threshold.value``; None (unknown) when it is farther or there is none.  The one rule
+    by which query, camera search and face check-in name a person."""
+    nearest: Match | None = matches[0] if matches else None
+    if nearest is None or not nearest.distance <= threshold.value:
+        return None
+    return nearest.identity

@@ -115,3 +115,15 @@ def test_numpy_and_torch_give_the_same_squared_distances() -> None:
     from_numpy = squared_distances_from_gram(gram, x_sq, y_sq)
     np.testing.assert_array_equal(from_torch.numpy(), from_numpy)
     assert (from_numpy >= 0).all() and from_numpy.dtype == np.float32
+
+
+def test_nearest_identity_names_within_the_threshold_else_unknown() -> None:
+    from reid.decision import Threshold, nearest_identity
+    from reid.gallery import IdentityMatch
+
+    found = [IdentityMatch("ann", 0.4, 1), IdentityMatch("bob", 0.7, 2)]
+    assert nearest_identity(found, Threshold(0.5, "given")) == "ann"
+    assert nearest_identity(found, Threshold(0.4, "given")) == "ann", "at the threshold is within"
+    assert nearest_identity(found, Threshold(0.39, "given")) is None
+    assert nearest_identity([], Threshold(2.0, "given")) is None
+    assert nearest_identity([IdentityMatch("ann", float("nan"), 1)], Threshold(2.0, "given")) is None

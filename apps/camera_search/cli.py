@@ -12,7 +12,7 @@ from rich.text import Text
 
 from reid import ReidError, printable
 from reid.data import quiet_opencv
-from reid.detect import PersonDetectorConfig, detector_names
+from reid.detect import PersonDetectorConfig, detector_names, fallback_note
 from reid.models import load_encoder, stand_in_model
 from reid.track import TrackerConfig
 
@@ -71,7 +71,7 @@ def main(
     max_frames: int | None = typer.Option(None, "--max-frames", min=1, help="Stop each camera after N kept frames."),
     top_k: int = typer.Option(3, "--top-k", min=1, help="Identities fetched per track."),
     detector: str | None = typer.Option(
-        None, "--detector", help=f"Person detector: {', '.join(detector_names('person'))} (default hog)."
+        None, "--detector", help=f"Person detector: {', '.join(detector_names('person'))} (default: reid's person default; hog with --demo)."
     ),
     detect_scale: float = typer.Option(
         1.0, "--detect-scale", help="HOG: scale frames by this before detection (< 1: faster, misses small people)."
@@ -79,8 +79,10 @@ def main(
     win_stride: int | None = typer.Option(
         None, "--win-stride", min=1, help="HOG window stride in pixels (default 8; 4 in --demo): smaller finds more."
     ),
-    iou: float = typer.Option(0.3, "--iou", help="Least box overlap that continues a track."),
-    max_gap: int = typer.Option(5, "--max-gap", min=0, help="Kept frames a track may go unseen before it ends."),
+    iou: float = typer.Option(TrackerConfig.iou, "--iou", help="Least box overlap that continues a track."),
+    lost_seconds: float = typer.Option(
+        TrackerConfig.lost_seconds, "--lost-seconds", min=0, help="Seconds a track may go unseen before it ends."
+    ),
     appearance: float | None = typer.Option(
         None, "--appearance", help="Also require this embedding distance or less to continue a track (off by default)."
     ),
@@ -98,6 +100,9 @@ def main(
             raise ReidError(f"--video-format {video_format!r}: choose avi or mp4")
         if gallery is not None and reference_camera is not None:
             raise ReidError("give --gallery (match every camera against it) or --reference-camera, not both")
+        note = fallback_note("person") if detector is None and not demo else None
+        if note is not None:
+            console.print(note, highlight=False, markup=False)
         scene = None
         threshold_source = "--threshold"
         if demo:
@@ -140,10 +145,9 @@ def main(
             max_frames=max_frames,
             top_k=top_k,
             detector=PersonDetectorConfig(scale=detect_scale, win_stride=win_stride or (4 if demo else 8)),
-            # The app's own default, as its --detector help says: its HOG options above and
-            # its demo's drawn figures (which SSDLite does not see) are HOG's.
-            person_detector=detector or "hog",
-            tracker=TrackerConfig(iou=iou, max_gap=max_gap, appearance=appearance, min_boxes=min_boxes),
+            # The drawn figures of --demo are HOG's to find (SSDLite sees none of them).
+            person_detector=detector or ("hog" if demo else None),
+            tracker=TrackerConfig(iou=iou, lost_seconds=lost_seconds, appearance=appearance, min_boxes=min_boxes),
         )
         with Progress(
             TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),

@@ -18,12 +18,12 @@ from typing import Any
 
 import numpy as np
 
-from reid import ConfigError, GalleryError, check_distance_threshold, resolve_threshold
+from reid import ConfigError, GalleryError, Threshold, check_distance_threshold, nearest_identity, resolve_threshold
 from reid.detect import PersonDetectorConfig, build_detector
 from reid.gallery import DB_FILE, Gallery, ItemMeta
 from reid.models import Encoder, embed_images
-from reid.pipeline import FramePipeline, MediaSource, open_source
-from reid.track import Observation, Track, Tracker, TrackerConfig
+from reid.pipeline import FramePipeline, MediaSource, Sighting, attach, choose_to_embed, link_frame, open_source
+from reid.track import Track, Tracker, TrackerConfig
 
 # Called as (camera, frames done, frames expected or None) while a camera is processed.
 ProgressFn = Callable[[int, int, int | None], None]
@@ -175,17 +175,18 @@ def process_camera(
 ) -> CameraRun:
     """Detect people in every kept frame of ``source``, embed them and link them into tracks."""
     built = build_detector(config.person_detector, "person", [config.detector])
-    detector, tracker = Tracker.for_detector(built, camera, config.tracker)
+    fps = source.fps / source.every if source.fps else None
+    detector, tracker = Tracker.for_detector(built, camera, config.tracker, fps)
     run = CameraRun(camera, source.spec, source.fps)
     timing = run.stage_seconds
     per_frame = config.tracker.appearance is not None
-    pending: list[tuple[Track, np.ndarray]] = []
+    pending: list[Sighting] = []
+    ended: list[Track] = []
 
     def embed_pending() -> None:
         tick = time.perf_counter()
-        embeddings = _embed(encoder, [c for _, c in pending], source.spec)
-        for (track, _), embedding in zip(pending, embeddings, strict=True):
-            track.add_embedding(embedding)
+        chosen = choose_to_embed([pending], every=1)
+        attach(chosen, _embed(encoder, [s.crop for s in chosen], source.spec))
         pending.clear()
         timing["embed"] += time.perf_counter() - tick
 
@@ -193,27 +194,23 @@ def process_camera(
     items = FramePipeline(source, detector, timing=timing)
     try:
         for item in items:
-            frame, crops = item.frame, item.crops
             embeddings = None
             if per_frame:
                 tick = time.perf_counter()
-                embeddings = _embed(encoder, crops, source.spec)
+                embeddings = _embed(encoder, item.crops, source.spec)
                 timing["embed"] += time.perf_counter() - tick
             tick = time.perf_counter()
-            observations = [
-                Observation(frame.index, frame.time, box, score or 0.0)
-                for box, score in zip(item.boxes, item.scores, strict=True)
-            ]
-            tracks = tracker.update(run.frames, observations, crops, embeddings)
+            sightings, gone = link_frame(tracker, run.frames, item, embeddings=embeddings, thumbnails=True)
+            ended += gone
             timing["track"] += time.perf_counter() - tick
             if not per_frame:
                 # Without appearance gating the tracker never looks at embeddings, so
                 # crops of many frames wait to be embedded together: far fewer, fuller batches.
-                pending.extend((t, c) for t, c in zip(tracks, crops, strict=True) if t is not None)
+                pending.extend(sightings)
                 if len(pending) >= config.batch_size:
                     embed_pending()
             run.frames += 1
-            run.detections += sum(t is not None for t in tracks)  # weak boxes no track took are noise
+            run.detections += len(sightings)  # weak boxes no track took are noise
             if on_progress is not None:
                 on_progress(camera, run.frames, source.expected_frames)
     except KeyboardInterrupt:
@@ -224,16 +221,15 @@ def process_camera(
         run.dropped = items.dropped
     if pending:
         embed_pending()
-    run.tracks = tracker.finish()
+    run.tracks = sorted(ended + tracker.finish(), key=lambda t: (t.first.frame, t.id))
     run.wall_seconds = time.perf_counter() - started
     return run
 
 
-def choose_threshold_value(config: SearchConfig, encoder: Encoder, gallery: Gallery) -> tuple[float, str]:
+def choose_threshold(config: SearchConfig, encoder: Encoder, gallery: Gallery) -> Threshold:
     """The decision threshold and where it came from: the option, the card, or the gallery
     (:func:`reid.resolve_threshold`)."""
-    chosen = resolve_threshold(config.threshold, encoder.card, gallery, given_detail=config.threshold_source)
-    return chosen.value, chosen.describe()
+    return resolve_threshold(config.threshold, encoder.card, gallery, given_detail=config.threshold_source)
 
 
 def fresh_reference_gallery(folder: Path, encoder: Encoder) -> Gallery:
@@ -285,7 +281,7 @@ def enrol_tracks(gallery: Gallery, run: CameraRun) -> list[TrackEvent]:
     return events
 
 
-def match_tracks(gallery: Gallery, run: CameraRun, threshold: float, top_k: int) -> list[TrackEvent]:
+def match_tracks(gallery: Gallery, run: CameraRun, threshold: Threshold, top_k: int) -> list[TrackEvent]:
     """Search each track of ``run`` in the gallery; name it when the nearest is close enough."""
     if not run.tracks:
         return []
@@ -296,7 +292,7 @@ def match_tracks(gallery: Gallery, run: CameraRun, threshold: float, top_k: int)
         if found:
             nearest = found[0]
             event.nearest, event.distance = nearest.identity, nearest.distance
-            event.identity = nearest.identity if nearest.distance <= threshold else None
+            event.identity = nearest_identity(found, threshold)
         events.append(event)
     return events
 
@@ -320,7 +316,7 @@ def run_search(
         mode = "gallery"
     try:
         gallery.check_model(encoder.card)
-        threshold, threshold_source = choose_threshold_value(config, encoder, gallery)
+        threshold = choose_threshold(config, encoder, gallery)
         cameras: list[CameraRun] = []
         for camera, source in enumerate(sources):
             cameras.append(process_camera(encoder, camera, source, config, on_progress))
@@ -338,7 +334,7 @@ def run_search(
         gallery.close()
     events.sort(key=lambda e: (e.camera, e.track))
     interrupted = any(c.interrupted for c in cameras)
-    return SearchResult(cameras, events, threshold, threshold_source, folder, mode, interrupted)
+    return SearchResult(cameras, events, threshold.value, threshold.describe(), folder, mode, interrupted)
 
 
 def _embed(encoder: Encoder, crops: list[np.ndarray], source: str) -> np.ndarray:

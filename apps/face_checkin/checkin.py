@@ -32,7 +32,7 @@ from typing import IO, Any
 
 import numpy as np
 
-from reid import ConfigError, check_distance_threshold
+from reid import ConfigError, Threshold, check_distance_threshold, nearest_identity
 from reid import resolve_threshold as resolve_distance_threshold
 from reid.detect import DEFAULT_MARGIN, Box, Detector, build_detector
 from reid.gallery import Gallery, IdentityMatch
@@ -299,8 +299,8 @@ class CheckinDesk:
         if cfg.claim is None:
             nearest = found[0] if found else None
             decision.distance = nearest.distance if nearest is not None else None
-            named = nearest is not None and nearest.distance <= self.threshold
-            decision.identity = nearest.identity if named and nearest is not None else None
+            decision.identity = nearest_identity(found, Threshold(self.threshold, self.threshold_source))
+            named = decision.identity is not None
             decision.decision = "identified" if named else "unknown"
         else:
             claimed = next((m for m in found if m.identity == cfg.claim), None)

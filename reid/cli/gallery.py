@@ -159,6 +159,12 @@ def query(
     tracks: Path | None = typer.Option(
         None, "--tracks", help="Write one JSON object per ended track here (videos, cameras, streams)."
     ),
+    mot: Path | None = typer.Option(
+        None,
+        "--mot",
+        help="Write every tracked box here in MOTChallenge format (frame,id,x,y,w,h,score; frames from 1), "
+        "for scoring against ground truth.",
+    ),
     track: bool = typer.Option(
         True, "--track/--no-track", help="Link detections into tracks and name each track by its mean embedding."
     ),
@@ -214,7 +220,7 @@ def query(
     json_out: Path | None = typer.Option(None, "--json", help="Also write the summary as JSON here."),
 ) -> None:
     """Find enrolled people in images, a video, a camera or a stream."""
-    check_outputs(jsonl, save_video, save_crops, tracks)
+    check_outputs(jsonl, save_video, save_crops, tracks, mot)
     if json_out:
         check_output_file(json_out, "--json")
     config = QueryConfig(
@@ -240,7 +246,8 @@ def query(
         print_fallback_note(detector, run.detector.kind if run.detector is not None else None)
         fps = (media.fps or 10.0) / (media.every if media.fps else 1)
         interrupted = False
-        with QueryOutputs(jsonl, save_video, save_crops, fps, tracks) as outputs:
+        gap = run.tracker.max_lost if run.tracker is not None else 0
+        with QueryOutputs(jsonl, save_video, save_crops, fps, tracks, mot, config.tracker.min_boxes, gap) as outputs:
             recent: deque[FrameResult] = deque(maxlen=8)
             with live_display(_live_view(recent, run.stats, media.expected_frames)) as live:
                 try:

@@ -57,6 +57,7 @@ from reid.pipeline.query import (
 )
 from reid.pipeline.sources import Frame, MediaSource, open_source
 from reid.pipeline.stages import STAGES, intra_op_threads, stage_timer
+from reid.pipeline.stream import Sighting, attach, choose_to_embed, link_frame
 
 __all__ = [
     "DETECT_CHOICES",
@@ -82,12 +83,15 @@ __all__ = [
     "QueryRun",
     "QueryStats",
     "ScaledDetector",
+    "Sighting",
     "TrackSummary",
     "TracksWriter",
     "VideoOutput",
     "VideoWriter",
     "annotate",
+    "attach",
     "camera_of",
+    "choose_to_embed",
     "check_outputs",
     "choose_detector",
     "cut_frame",
@@ -98,6 +102,7 @@ __all__ = [
     "identity_colour",
     "intra_op_threads",
     "largest_detection",
+    "link_frame",
     "margin_for",
     "open_source",
     "plan_enrolment",

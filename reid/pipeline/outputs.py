@@ -1,4 +1,5 @@
-"""Where query results go: JSON lines, an annotated video, crop images, ended tracks.
+"""Where query results go: JSON lines, an annotated video, crop images, ended tracks,
+tracked boxes in MOTChallenge format.
 
 Each writer flushes as it goes and :class:`QueryOutputs` closes all of them however the
 run ends, so a run stopped by Ctrl-C leaves complete JSON lines, a playable video of the
@@ -14,6 +15,7 @@ from __future__ import annotations
 import hashlib
 import json
 import re
+from collections import Counter
 from pathlib import Path
 from types import TracebackType
 from typing import IO
@@ -25,6 +27,7 @@ from reid.detect import Box
 from reid.errors import ConfigError, DataError
 from reid.paths import check_output_file, check_output_folder, write_bytes_atomic
 from reid.pipeline.query import FrameResult, TrackSummary
+from reid.track.mot import MotRow, interpolate, write_mot
 
 FOURCC = {".mp4": "mp4v", ".m4v": "mp4v", ".mov": "mp4v", ".avi": "MJPG", ".mkv": "XVID"}
 # BGR colours of boxes: named, unknown.
@@ -58,14 +61,18 @@ def safe_name(text: str, reserved: frozenset[str] = frozenset()) -> str:
 
 
 def check_outputs(
-    jsonl: Path | None = None, video: Path | None = None, crops: Path | None = None, tracks: Path | None = None
+    jsonl: Path | None = None,
+    video: Path | None = None,
+    crops: Path | None = None,
+    tracks: Path | None = None,
+    mot: Path | None = None,
 ) -> None:
     """Raise ConfigError, before any work, for an output that cannot be written: a file
     where a folder must go or the reverse, a folder that cannot be made, a video suffix
     OpenCV has no codec for."""
     if video is not None and Path(video).suffix.lower() not in FOURCC:
         raise ConfigError(f"{video}: video output must end in {', '.join(FOURCC)}")
-    for path, what in ((jsonl, "--jsonl"), (video, "--save-video"), (tracks, "--tracks")):
+    for path, what in ((jsonl, "--jsonl"), (video, "--save-video"), (tracks, "--tracks"), (mot, "--mot")):
         if path is not None:
             check_output_file(Path(path), what)
     if crops is not None:
@@ -177,6 +184,33 @@ class TracksWriter:
         self._handle.close()
 
 
+class MotWriter:
+    """Every tracked detection as a MOTChallenge row (:mod:`reid.track.mot`), written at
+    close, atomically: the file's frames count from 1 (decoded frame index + 1), ids are
+    track numbers (-1 for untracked detections), tracks of fewer than ``min_boxes`` boxes
+    are left out, as the tracker leaves them out of its ended tracks, and gaps of up to
+    ``max_gap`` frames in a track get interpolated boxes (:func:`reid.track.mot.interpolate`)."""
+
+    def __init__(self, path: Path, min_boxes: int = 1, max_gap: int = 0) -> None:
+        self.path = Path(path)
+        check_outputs(mot=self.path)
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        self.min_boxes, self.max_gap = min_boxes, max_gap
+        self.rows: list[MotRow] = []
+        self.lines = 0
+
+    def write(self, result: FrameResult) -> None:
+        for d in result.detections:
+            track = -1 if d.track is None else d.track
+            score = 1.0 if d.detection_score is None else d.detection_score
+            self.rows.append(MotRow(result.frame + 1, track, tuple(float(v) for v in d.box), score))  # type: ignore[arg-type]
+
+    def close(self) -> None:
+        boxes = Counter(r.id for r in self.rows)
+        kept = [r for r in self.rows if r.id == -1 or boxes[r.id] >= self.min_boxes]
+        self.lines = write_mot(self.path, interpolate(kept, self.max_gap))
+
+
 class VideoOutput:
     """Annotated frames (:func:`annotate`) into a video file (:class:`VideoWriter`)."""
 
@@ -244,22 +278,27 @@ class QueryOutputs:
         crops: Path | None = None,
         fps: float = 10.0,
         tracks: Path | None = None,
+        mot: Path | None = None,
+        min_boxes: int = 1,
+        max_gap: int = 0,
     ) -> None:
         self.jsonl: JsonlWriter | None = None
         self.video: VideoOutput | None = None
         self.crops: CropWriter | None = None
         self.tracks: TracksWriter | None = None
+        self.mot: MotWriter | None = None
         try:
             self.video = VideoOutput(video, fps) if video else None
             self.crops = CropWriter(crops) if crops else None
             self.jsonl = JsonlWriter(jsonl) if jsonl else None
             self.tracks = TracksWriter(tracks) if tracks else None
+            self.mot = MotWriter(mot, min_boxes, max_gap) if mot else None
         except BaseException:
             self.close()
             raise
 
-    def _writers(self) -> list[JsonlWriter | VideoOutput | CropWriter | TracksWriter]:
-        return [w for w in (self.jsonl, self.video, self.crops, self.tracks) if w is not None]
+    def _writers(self) -> list[JsonlWriter | VideoOutput | CropWriter | TracksWriter | MotWriter]:
+        return [w for w in (self.jsonl, self.video, self.crops, self.tracks, self.mot) if w is not None]
 
     def write(self, result: FrameResult) -> None:
         for writer in self._writers():

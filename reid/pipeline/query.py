@@ -23,7 +23,7 @@ from typing import Any
 
 import numpy as np
 
-from reid.decision import Threshold, check_distance_threshold
+from reid.decision import Threshold, check_distance_threshold, nearest_identity
 from reid.decision import resolve_threshold as resolve_distance_threshold
 from reid.detect import Box, Detector, SSDLiteConfig, build_detector
 from reid.errors import ConfigError
@@ -33,7 +33,8 @@ from reid.pipeline.frames import FrameCrops, ScaledDetector, frame_crops, margin
 from reid.pipeline.live import FramePipeline
 from reid.pipeline.sources import Frame, MediaSource
 from reid.pipeline.stages import EMBED_THREADS, intra_op_threads, stage_timer
-from reid.track import Observation, Track, Tracker, TrackerConfig
+from reid.pipeline.stream import Sighting, choose_to_embed, link_frame
+from reid.track import Track, Tracker, TrackerConfig
 
 DETECT_CHOICES = ("auto", "person", "face", "none")
 # Frames waiting for their crops to fill a batch are held in memory; stretches of video
@@ -292,15 +293,16 @@ class QueryRun:
         self.config = config or QueryConfig()
         gallery.check_model(encoder.card)
         self.gallery, self.encoder, self.source = gallery, encoder, source
-        threshold = resolve_threshold(self.config, gallery, encoder)
-        self.threshold, self.threshold_source = threshold.value, threshold.describe()
+        self.chosen_threshold = resolve_threshold(self.config, gallery, encoder)
+        self.threshold, self.threshold_source = self.chosen_threshold.value, self.chosen_threshold.describe()
         self.detector = detector if detector is not None else choose_detector(self.config, source, encoder)
         self.stats = QueryStats(unreadable=source.unreadable)
         tracking = self.config.track and self.detector is not None and source.kind != "images"
         self.tracker: Tracker | None = None
         if tracking and self.detector is not None:
             # A detector with a weak tier gives its weak boxes too; they only continue tracks.
-            self.detector, self.tracker = Tracker.for_detector(self.detector, 0, self.config.tracker)
+            fps = source.fps / source.every if source.fps else None
+            self.detector, self.tracker = Tracker.for_detector(self.detector, 0, self.config.tracker, fps)
         if self.detector is not None and self.config.detect_scale != 1:
             self.detector = ScaledDetector(self.detector, self.config.detect_scale)
         self.margin = margin_for(self.detector, self.config.margin)
@@ -396,14 +398,16 @@ class QueryRun:
                 own = features[[row_of[p] for p in positions]] if positions else None
                 tracks = [None] * len(positions)
                 if self.tracker is not None:
-                    observations = [
-                        Observation(frame.index, frame.time, boxes[p - at], _score(scores[p - at])) for p in positions
-                    ]
-                    tracks = self.tracker.update(self._step, observations, embeddings=own)
-                    ended = self.tracker.pop_ended()
+                    # The crops that embedded, linked with their embeddings; a sighting's
+                    # position is its place among them.
+                    kept = [p - at for p in positions]
+                    ready = FrameCrops(
+                        frame, [item.crops[n] for n in kept], [boxes[n] for n in kept], [scores[n] for n in kept]
+                    )
+                    sightings, ended = link_frame(self.tracker, self._step, ready, embeddings=own)
                     self._step += 1
-                    taken = [n for n, track in enumerate(tracks) if track is not None]
-                    positions, tracks = [positions[n] for n in taken], [tracks[n] for n in taken]
+                    positions = [positions[s.position] for s in sightings]
+                    tracks = [s.track for s in sightings]
             for position, track in zip(positions, tracks, strict=True):
                 queries.append(track.embedding if track is not None else features[row_of[position]])
             plans.append((item, positions, tracks, ended))
@@ -445,42 +449,28 @@ class QueryRun:
     ) -> list[tuple[list[int], list[Track], set[int], list[Track]]]:
         """Link the boxes of each frame to tracks, in frame order: for each frame, the
         positions (in the batch's crops) of the detections a track took, those tracks, the
-        positions whose crops are to be embedded, and the tracks that ended before it.  A
-        weak detection no track took is noise, not a person: it is left out."""
-        every = self.config.embed_every
-        links = []
-        scheduled: set[int] = set()
-        at = 0
+        positions whose crops are to be embedded (:func:`reid.pipeline.stream.choose_to_embed`),
+        and the tracks that ended before it.  A weak detection no track took is noise, not a
+        person: it is left out."""
         tick = time.perf_counter()
+        linked: list[tuple[list[Sighting], list[Track]]] = []
+        at = 0
         for item in pending:
-            frame = item.frame
-            observations = [
-                Observation(frame.index, frame.time, box, _score(score))
-                for box, score in zip(item.boxes, item.scores, strict=True)
-            ]
-            tracks = tracker.update(self._step, observations)
-            ended = tracker.pop_ended()
+            linked.append(link_frame(tracker, self._step, item, at))
             self._step += 1
-            taken = [(at + n, t) for n, t in enumerate(tracks) if t is not None]
-            # A track's first box is embedded, then one in ``every``; so is the next box of a
-            # track with no embedding (its embedded crops failed).
-            due = set()
-            for position, track in taken:
-                unembedded = track.embedding_sum is None and track.id not in scheduled
-                if (len(track.observations) - 1) % every == 0 or unembedded:
-                    due.add(position)
-                    scheduled.add(track.id)
-            links.append(([p for p, _ in taken], [t for _, t in taken], due, ended))
             at += len(item.crops)
+        due = {s.position for s in choose_to_embed([sightings for sightings, _ in linked], self.config.embed_every)}
+        links = [
+            ([s.position for s in sightings], [s.track for s in sightings], {s.position for s in sightings} & due, ended)
+            for sightings, ended in linked
+        ]
         self.stats.stage_seconds["track"] += time.perf_counter() - tick
         return links
 
     def _decide(self, top: list[IdentityMatch]) -> tuple[str | None, float]:
         """The identity named by a top-k list (None: farther than the threshold) and its distance."""
-        nearest = top[0] if top else None
-        distance = nearest.distance if nearest is not None else float("inf")
-        identity = nearest.identity if nearest is not None and distance <= self.threshold else None
-        return identity, distance
+        distance = top[0].distance if top else float("inf")
+        return nearest_identity(top, self.chosen_threshold), distance
 
     def finish_tracks(self) -> list[TrackSummary]:
         """End every track still open (at the end of the source, or when a run is stopped)
@@ -501,11 +491,6 @@ class QueryRun:
         else:
             self.stats.identified += 1
             self.stats.per_identity[identity] += 1
-
-
-def _score(score: float | None) -> float:
-    """A detection's score for the tracker; crops given whole count as confident."""
-    return 1.0 if score is None else score
 
 
 def _crop_name(frame: Frame, number: int) -> str:

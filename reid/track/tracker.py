@@ -1,17 +1,29 @@
-"""Linking one camera's detections into tracks, two-stage as ByteTrack does.
+"""Linking one camera's detections into tracks: ByteTrack's two-stage association on a
+Kalman filter, with OC-SORT's observation-centric re-update.
 
-Each frame, every live track's box is moved by its recent velocity to where it should
-now be.  First the confident detections (score at least ``high_score``) are assigned to
-the tracks by overlap (intersection over union) with those predicted boxes; then the
-tracks still unmatched try the weak detections, which are often the same people half
+Each track carries a constant-velocity Kalman filter over its box centre, aspect ratio and
+height (the state and noise model of SORT and ByteTrack; :class:`KalmanBox`).  Each frame,
+every track's filter predicts where its box is now.  First the confident detections
+(score at least ``high_score``) are assigned to all tracks, seen last frame or lost, by
+overlap (intersection over union) with those predicted boxes; then the tracks seen last
+frame and still unmatched try the weak detections, which are often the same people half
 hidden.  Each stage is one optimal assignment (scipy's ``linear_sum_assignment``) that
 maximizes total overlap; when embeddings are given, the distance between a detection
 and a track's mean embedding adds a small cost, which decides between boxes that
-overlap alike (two people crossing).  Only confident detections that no track takes
-start new tracks; a track unseen for more than ``max_gap`` frames ends.
+overlap alike (two people crossing), and a third stage re-finds lost tracks by
+appearance alone, inside the filter's uncertainty around where they should be (DeepSORT's
+appearance matching).  Only confident detections that no track takes
+start new tracks; a new track not seen again in the next frame ends at once (ByteTrack's
+unconfirmed tracks), and a track lost for longer than ``lost_seconds`` ends.  When a lost
+track is found again, its filter is re-run from its last detection through boxes
+interpolated over the gap (OC-SORT's observation-centric re-update), so the velocity it
+drifted on while unseen is replaced by the one the two detections imply.
 
-Reference: Zhang et al., "ByteTrack: Multi-Object Tracking by Associating Every
-Detection Box", ECCV 2022.
+References: Bewley et al., "Simple Online and Realtime Tracking", ICIP 2016 (SORT);
+Zhang et al., "ByteTrack: Multi-Object Tracking by Associating Every Detection Box",
+ECCV 2022; Cao et al., "Observation-Centric SORT: Rethinking SORT for Robust Multi-Object
+Tracking", CVPR 2023; Wojke et al., "Simple Online and Realtime Tracking with a Deep
+Association Metric", ICIP 2017 (DeepSORT).
 """
 
 from __future__ import annotations
@@ -31,27 +43,104 @@ from reid.models import l2_normalize
 # Weight of the appearance term against 1 - IoU: at most 0.1 (unit embeddings are at most
 # 2 apart), so it orders candidates that overlap alike and never outvotes clear geometry.
 APPEARANCE_WEIGHT = 0.1
-# How much of the newest step's displacement enters the velocity: smooths detector jitter.
-VELOCITY_SMOOTHING = 0.5
+# The frame rate ByteTrack's settings are stated at (its track buffer: 30 frames at 30
+# fps); used when a source does not say its own.
+REFERENCE_FPS = 30.0
+# Re-finding a lost track by appearance (DeepSORT, Wojke et al. 2017): its cosine distance
+# of at most 0.2 between unit embeddings (a Euclidean distance of at most sqrt(0.4)), inside
+# the 95% quantile of the chi-square distribution with 4 degrees of freedom around the
+# track's Kalman prediction.
+REFIND_COSINE = 0.2
+REFIND_GATE = 9.4877
+# Kalman noise, as fractions of the box height per frame: SORT's and ByteTrack's values.
+POSITION_NOISE = 1.0 / 20
+VELOCITY_NOISE = 1.0 / 160
+
+
+class KalmanBox:
+    """A constant-velocity Kalman filter of one box: state (cx, cy, a, h, and their
+    velocities per frame), with a = w / h; measurement (cx, cy, a, h).  Noise scales with
+    the box height (ByteTrack's ``KalmanFilter``, after DeepSORT, Wojke et al. 2017)."""
+
+    def __init__(self, box: tuple[float, float, float, float]) -> None:
+        z = _measure(box)
+        self.mean = np.concatenate([z, np.zeros(4)])
+        h = z[3]
+        std = [2 * POSITION_NOISE * h, 2 * POSITION_NOISE * h, 1e-2, 2 * POSITION_NOISE * h]
+        std += [10 * VELOCITY_NOISE * h, 10 * VELOCITY_NOISE * h, 1e-5, 10 * VELOCITY_NOISE * h]
+        self.covariance = np.diag(np.square(std))
+
+    def predict(self, still_height: bool = False) -> None:
+        """One frame ahead; ``still_height`` (a track not seen last frame) stops its height
+        from drifting, as ByteTrack does for lost tracks."""
+        if still_height:
+            self.mean[7] = 0.0
+        h = self.mean[3]
+        std = [POSITION_NOISE * h, POSITION_NOISE * h, 1e-2, POSITION_NOISE * h]
+        std += [VELOCITY_NOISE * h, VELOCITY_NOISE * h, 1e-5, VELOCITY_NOISE * h]
+        self.mean = _MOTION @ self.mean
+        self.covariance = _MOTION @ self.covariance @ _MOTION.T + np.diag(np.square(std))
+
+    def update(self, box: tuple[float, float, float, float]) -> None:
+        """Correct the state with a measured box."""
+        h = self.mean[3]
+        noise = np.diag(np.square([POSITION_NOISE * h, POSITION_NOISE * h, 1e-1, POSITION_NOISE * h]))
+        projected = self.covariance[:4, :4] + noise
+        gain = np.linalg.solve(projected, self.covariance[:4, :]).T
+        self.mean = self.mean + gain @ (_measure(box) - self.mean[:4])
+        self.covariance = self.covariance - gain @ projected @ gain.T
+
+    def gating_distance(self, box: tuple[float, float, float, float]) -> float:
+        """Squared Mahalanobis distance of a measured box from the predicted one."""
+        h = self.mean[3]
+        noise = np.diag(np.square([POSITION_NOISE * h, POSITION_NOISE * h, 1e-1, POSITION_NOISE * h]))
+        residual = _measure(box) - self.mean[:4]
+        return float(residual @ np.linalg.solve(self.covariance[:4, :4] + noise, residual))
+
+    def copy(self) -> KalmanBox:
+        twin = KalmanBox.__new__(KalmanBox)
+        twin.mean, twin.covariance = self.mean.copy(), self.covariance.copy()
+        return twin
+
+    @property
+    def box(self) -> Box:
+        """The state's box as (x, y, width, height) pixels."""
+        cx, cy, a, h = self.mean[:4]
+        h = max(float(h), 1.0)
+        w = max(float(a) * h, 1.0)
+        return (round(cx - w / 2), round(cy - h / 2), round(w), round(h))
+
+
+_MOTION = np.eye(8) + np.eye(8, k=4)
+
+
+def _measure(box: tuple[float, float, float, float]) -> np.ndarray:
+    x, y, w, h = (float(v) for v in box)
+    return np.array([x + w / 2, y + h / 2, w / max(h, 1e-6), h])
 
 
 @dataclass
 class TrackerConfig:
-    """``iou``: least overlap that continues a track with a confident detection;
-    ``low_iou``: least overlap for a weak one (stricter, as weak boxes are less sure).
-    ``high_score``: detection score (in the detector's own units; HOG: SVM margin, where
-    0.5 leaves about the weakest tenth of vtest.avi's boxes weak) from which a detection is
-    confident; None (the default, as units differ per detector) counts every detection as
-    confident, and the second stage then has nothing to do.
-    ``max_gap``: frames a track may go unseen (a missed detection, an occlusion) before it
-    ends.  ``appearance``: largest embedding distance (Euclidean between unit vectors,
-    0..2) from a track's mean for a match, or None for no gate.  ``min_boxes``: tracks
-    with fewer boxes are detector noise and are not reported when they end."""
+    """``iou``: least overlap that continues a track with a confident detection
+    (ByteTrack's first-stage match threshold, a cost 1 - IoU of at most 0.8);
+    ``low_iou``: least overlap for a weak one (ByteTrack's second stage, 0.5: weak
+    boxes are less sure).
+    ``high_score``: detection score (in the detector's own units) from which a detection
+    is confident; None (the default, as units differ per detector) counts every detection
+    as confident, and the second stage then has nothing to do.
+    ``start_score``: least score of a detection that no track took to start a new track
+    (ByteTrack: 0.1 above its confident score, 0.7); None: any confident detection does.
+    ``lost_seconds``: how long a track may go unseen (a missed detection, an occlusion)
+    before it ends: ByteTrack's buffer of 30 frames at 30 fps.  ``appearance``: largest
+    embedding distance (Euclidean between unit vectors, 0..2) from a track's mean for a
+    match, or None for no gate.  ``min_boxes``: tracks with fewer boxes are detector
+    noise and are not reported when they end."""
 
-    iou: float = 0.3
+    iou: float = 0.2
     low_iou: float = 0.5
     high_score: float | None = None
-    max_gap: int = 5
+    start_score: float | None = None
+    lost_seconds: float = 1.0
     appearance: float | None = None
     min_boxes: int = 2
 
@@ -61,11 +150,17 @@ class TrackerConfig:
                 raise ConfigError(f"--{name} must be in (0, 1], got {value}")
         if self.high_score is not None and not math.isfinite(self.high_score):
             raise ConfigError(f"--track-high-score must be a number, got {self.high_score}")
-        if self.max_gap < 0:
-            raise ConfigError(f"--max-gap must be 0 or more, got {self.max_gap}")
+        if self.start_score is not None and not math.isfinite(self.start_score):
+            raise ConfigError(f"--track-start-score must be a number, got {self.start_score}")
+        if not (math.isfinite(self.lost_seconds) and self.lost_seconds >= 0):
+            raise ConfigError(f"--lost-seconds must be 0 or more, got {self.lost_seconds}")
         check_distance_threshold(self.appearance, "--appearance")
         if self.min_boxes < 1:
             raise ConfigError(f"--min-boxes must be at least 1, got {self.min_boxes}")
+
+    def lost_frames(self, fps: float | None) -> int:
+        """``lost_seconds`` in frames at ``fps`` (None: :data:`REFERENCE_FPS`)."""
+        return round(self.lost_seconds * (fps or REFERENCE_FPS))
 
 
 @dataclass(frozen=True)
@@ -83,7 +178,8 @@ class Observation:
 class Track:
     """One person in one camera.  ``embedding`` is the re-normalized mean of the unit
     embeddings counted in so far; ``identity`` and ``distance`` are the latest decision a
-    caller recorded for it (see :meth:`decide`)."""
+    caller recorded for it (see :meth:`decide`).  ``last_step`` is the tracker step of
+    its latest detection."""
 
     camera: int
     id: int
@@ -92,9 +188,13 @@ class Track:
     thumbnail: np.ndarray | None = field(default=None, repr=False)
     thumbnail_box: Box | None = None
     last_step: int = 0
-    velocity: tuple[float, float] = (0.0, 0.0)
     identity: str | None = None
     distance: float | None = None
+    # The filter predicted up to ``_predicted_step``; ``_anchor`` is its state right after
+    # the latest detection, from which a re-found track's gap is re-run.
+    _filter: KalmanBox | None = field(default=None, repr=False)
+    _anchor: KalmanBox | None = field(default=None, repr=False)
+    _predicted_step: int = 0
 
     @property
     def embedding(self) -> np.ndarray:
@@ -119,18 +219,25 @@ class Track:
         return self.thumbnail_box
 
     def add(self, step: int, observation: Observation, crop: np.ndarray | None = None) -> None:
-        if self.observations:
-            steps = max(1, step - self.last_step)
-            (x0, y0), (x1, y1) = _centre(self.last.box), _centre(observation.box)
-            dx, dy = (x1 - x0) / steps, (y1 - y0) / steps
-            if len(self.observations) == 1:
-                self.velocity = (dx, dy)
-            else:
-                keep = 1.0 - VELOCITY_SMOOTHING
-                self.velocity = (
-                    keep * self.velocity[0] + VELOCITY_SMOOTHING * dx,
-                    keep * self.velocity[1] + VELOCITY_SMOOTHING * dy,
-                )
+        """Count ``observation`` (tracker step ``step``) into the track and its filter.
+
+        After a gap, the filter restarts from its state at the previous detection and is
+        fed boxes interpolated linearly across the gap (OC-SORT's re-update), then this one.
+        """
+        if self._filter is None or self._anchor is None:
+            self._filter = KalmanBox(observation.box)
+        else:
+            gap = step - self.last_step
+            if gap > 1 and step == self._predicted_step:
+                self._filter = self._anchor.copy()
+                start, end = np.asarray(self.last.box, float), np.asarray(observation.box, float)
+                for k in range(1, gap):
+                    self._filter.predict()
+                    self._filter.update(tuple(start + (end - start) * k / gap))  # type: ignore[arg-type]
+                self._filter.predict()
+            self._filter.update(observation.box)
+        self._anchor = self._filter.copy()
+        self._predicted_step = step
         area = observation.box[2] * observation.box[3]
         if self.thumbnail_box is None or area > self.thumbnail_box[2] * self.thumbnail_box[3]:
             self.thumbnail, self.thumbnail_box = crop, observation.box
@@ -146,11 +253,21 @@ class Track:
         """Record the identity (None: unknown) and distance the track's mean embedding got."""
         self.identity, self.distance = identity, distance
 
+    def gating_distance(self, step: int, box: Box) -> float:
+        """Squared Mahalanobis distance of ``box`` from the track's prediction at ``step``."""
+        self.predicted_box(step)
+        assert self._filter is not None  # predicted_box raised otherwise
+        return self._filter.gating_distance(box)
+
     def predicted_box(self, step: int) -> Box:
-        """Where the track should be at ``step``, moving at its recent velocity."""
-        x, y, w, h = self.last.box
-        gap = step - self.last_step
-        return (round(x + self.velocity[0] * gap), round(y + self.velocity[1] * gap), w, h)
+        """Where the track's filter puts it at ``step`` (not before its latest prediction)."""
+        if self._filter is None:
+            raise ConfigError(f"track {self.id} of camera {self.camera} has no detections")
+        while self._predicted_step < step:
+            # A track unseen in the frame before keeps its height (ByteTrack's lost tracks).
+            self._filter.predict(still_height=self._predicted_step > self.last_step)
+            self._predicted_step += 1
+        return self._filter.box
 
 
 def iou(a: Box, b: Box) -> float:
@@ -161,28 +278,30 @@ def iou(a: Box, b: Box) -> float:
     return inter / union if union > 0 else 0.0
 
 
-def _centre(box: Box) -> tuple[float, float]:
-    return box[0] + box[2] / 2, box[1] + box[3] / 2
-
-
 class Tracker:
     """Feed :meth:`update` once per kept frame, in order; :meth:`pop_ended` hands over the
     tracks that have ended since it was last called, :meth:`finish` ends the rest.
 
-    Track ids are 1, 2, ... in order of creation and never change, so they can be
-    reported while the video is still running.
+    ``fps``: the rate of the frames fed (kept frames per second; None: unknown, taken as
+    :data:`REFERENCE_FPS`), which turns ``lost_seconds`` into frames.  Track ids are 1,
+    2, ... in order of creation and never change, so they can be reported while the video
+    is still running.
     """
 
-    def __init__(self, camera: int = 0, config: TrackerConfig | None = None) -> None:
+    def __init__(self, camera: int = 0, config: TrackerConfig | None = None, fps: float | None = None) -> None:
+        if fps is not None and not (math.isfinite(fps) and fps > 0):
+            raise ConfigError(f"--fps must be above 0, got {fps}")
         self.camera = camera
         self.config = config or TrackerConfig()
+        self.fps = fps
+        self.max_lost = self.config.lost_frames(fps)
         self._created = 0
         self._live: list[Track] = []
         self._ended: list[Track] = []
 
     @classmethod
     def for_detector(
-        cls, detector: Detector, camera: int = 0, config: TrackerConfig | None = None
+        cls, detector: Detector, camera: int = 0, config: TrackerConfig | None = None, fps: float | None = None
     ) -> tuple[Detector, Tracker]:
         """The detector to feed a tracker of ``config`` and that tracker: a detector with a
         weak tier (:func:`reid.detect.for_tracking`) gives its weak boxes too, and unless
@@ -191,7 +310,7 @@ class Tracker:
         feed, confident = for_tracking(detector)
         if config.high_score is None:
             config = replace(config, high_score=confident)
-        return feed, cls(camera, config)
+        return feed, cls(camera, config, fps)
 
     def update(
         self,
@@ -216,24 +335,41 @@ class Tracker:
             raise ConfigError(f"{len(crops)} crops for {len(observations)} detections")
         if embeddings is not None and len(embeddings) != len(observations):
             raise ConfigError(f"{len(embeddings)} embeddings for {len(observations)} detections")
-        still = [t for t in self._live if step - t.last_step <= cfg.max_gap + 1]
-        self._ended += [t for t in self._live if step - t.last_step > cfg.max_gap + 1]
+        still, ended = [], []
+        for t in self._live:
+            gone = step - t.last_step - 1
+            # A new track not confirmed by the next frame is gone at once (ByteTrack).
+            unconfirmed = len(t.observations) == 1 and gone >= 1
+            (ended if gone > self.max_lost or unconfirmed else still).append(t)
+        self._ended += ended
         self._live = still
         strong = [i for i, o in enumerate(observations) if cfg.high_score is None or o.score >= cfg.high_score]
         confident = set(strong)
         weak = [i for i in range(len(observations)) if i not in confident]
         assigned: dict[int, Track] = {}
         free = list(self._live)
-        for wanted, least in ((strong, cfg.iou), (weak, cfg.low_iou)):
-            pairs = self._assign(step, free, wanted, observations, embeddings, least)
+        # Stage one: confident boxes against every track; stage two: weak boxes against the
+        # tracks seen in the frame before only, as a weak box far from where a lost track was
+        # is more likely noise.
+        for wanted, least, pool in ((strong, cfg.iou, None), (weak, cfg.low_iou, step - 1)):
+            candidates = [t for t in free if pool is None or t.last_step == pool]
+            pairs = self._assign(step, candidates, wanted, observations, embeddings, least)
             for ti, di in pairs:
-                assigned[di] = free[ti]
-            taken = {ti for ti, _ in pairs}
-            free = [t for ti, t in enumerate(free) if ti not in taken]
+                assigned[di] = candidates[ti]
+            taken = {id(candidates[ti]) for ti, _ in pairs}
+            free = [t for t in free if id(t) not in taken]
+        if embeddings is not None:
+            # Stage three: a person back from behind someone, too far from the lost track's
+            # predicted box to overlap it, is re-found by appearance.
+            lost = [t for t in free if t.last_step < step - 1 and t.embedding_sum is not None]
+            left = [i for i in strong if i not in assigned]
+            for ti, di in self._refind(step, lost, left, observations, embeddings):
+                assigned[di] = lost[ti]
         results: list[Track | None] = []
         for di, observation in enumerate(observations):
             track = assigned.get(di)
-            if track is None and di in confident:
+            starts = cfg.start_score is None or observation.score >= cfg.start_score
+            if track is None and di in confident and starts:
                 self._created += 1
                 track = Track(self.camera, self._created)
                 self._live.append(track)
@@ -275,6 +411,24 @@ class Tracker:
                 elif cfg.appearance is not None:
                     continue
                 cost[ti, column] = value
+        rows, columns = linear_sum_assignment(cost)
+        return [(int(r), wanted[int(c)]) for r, c in zip(rows, columns, strict=True) if cost[r, c] < blocked]
+
+    def _refind(
+        self, step: int, tracks: list[Track], wanted: list[int], observations: list[Observation], embeddings: np.ndarray
+    ) -> list[tuple[int, int]]:
+        """(track position, observation index) pairs of lost tracks re-found by appearance."""
+        if not tracks or not wanted:
+            return []
+        blocked = 10.0
+        cost = np.full((len(tracks), len(wanted)), blocked)
+        for ti, track in enumerate(tracks):
+            means = track.embedding[None]
+            for column, di in enumerate(wanted):
+                cosine = float(pair_distance(means, embeddings[di][None])[0]) ** 2 / 2.0
+                if cosine > REFIND_COSINE or track.gating_distance(step, observations[di].box) > REFIND_GATE:
+                    continue
+                cost[ti, column] = cosine
         rows, columns = linear_sum_assignment(cost)
         return [(int(r), wanted[int(c)]) for r, c in zip(rows, columns, strict=True) if cost[r, c] < blocked]
 

@@ -226,3 +226,23 @@ def test_import_check_catches_private_names(tmp_path: Path) -> None:
     assert any("reid.models.encoder" in p for p in problems)
     assert any("_Labels" in p for p in problems)
     assert any("import reid.pipeline.query" in p for p in problems)
+
+
+def test_a_camera_runs_on_the_tracked_detection_stream(scene: DemoScene, person_model: Path, tmp_path: Path) -> None:
+    """process_camera links, embeds in batches and attaches through reid.pipeline's stream:
+    every reported detection is a box of a track, and every track has an embedding."""
+    from apps.camera_search.search import SearchConfig, process_camera
+    from reid.detect import PersonDetectorConfig
+    from reid.pipeline import open_source
+    from reid.track import TrackerConfig
+
+    config = SearchConfig(
+        videos=[str(scene.videos[0])], out=tmp_path, gallery=tmp_path / "unused", batch_size=3,
+        detector=PersonDetectorConfig(win_stride=4), tracker=TrackerConfig(min_boxes=1),
+    )  # fmt: skip
+    run = process_camera(load_encoder(person_model), 0, open_source(scene.videos[0]), config)
+    assert run.frames == FRAMES and run.tracks
+    assert run.detections == sum(len(t.observations) for t in run.tracks)
+    assert all(t.embedding_sum is not None for t in run.tracks)
+    assert len({t.id for t in run.tracks}) == len(run.tracks), "tracks ended early and at the end are each listed once"
+    assert [t.first.frame for t in run.tracks] == sorted(t.first.frame for t in run.tracks)

@@ -122,3 +122,22 @@ def test_draw_box_and_the_video_writer_fit_every_frame(tmp_path: Path) -> None:
     assert writer.frames == 2 and shapes == [(120, 160, 3)] * 2
     with pytest.raises(ConfigError, match="must end in"):
         VideoWriter(tmp_path / "v.gif", fps=5)
+
+
+def test_mot_output_counts_frames_from_one_and_drops_short_tracks(tmp_path: Path) -> None:
+    from reid.track.mot import read_mot
+
+    results = []
+    for number in range(3):
+        result = frame(["alice", None], number)
+        result.detections[0].track = 1
+        result.detections[1].track = 2 if number == 0 else None
+        results.append(result)
+    path = tmp_path / "run" / "tracks.txt"
+    with QueryOutputs(mot=path, min_boxes=2) as outputs:
+        for result in results:
+            outputs.write(result)
+        assert not path.exists(), "the MOT file is written whole at the end"
+    rows = read_mot(path)
+    assert [(r.frame, r.id) for r in rows] == [(1, 1), (2, -1), (2, 1), (3, -1), (3, 1)]
+    assert rows[0].box == tuple(float(v) for v in results[0].detections[0].box)

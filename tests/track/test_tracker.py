@@ -20,7 +20,7 @@ def test_iou_of_known_boxes() -> None:
 
 
 def test_links_moving_boxes_bridges_gaps_and_drops_noise() -> None:
-    tracker = Tracker(0, TrackerConfig(iou=0.3, max_gap=2, min_boxes=2, high_score=0.5))
+    tracker = Tracker(0, TrackerConfig(iou=0.3, lost_seconds=0.2, min_boxes=2, high_score=0.5), fps=10)
     for step in range(8):
         observations = [] if step in (3, 4) else [box_at(step, 10 + 6 * step)]
         if step == 5:
@@ -35,7 +35,7 @@ def test_links_moving_boxes_bridges_gaps_and_drops_noise() -> None:
 def test_motion_prediction_carries_a_fast_walker_across_an_occlusion() -> None:
     """20 px a frame for a 40 px wide box: after a 3-frame gap the last box no longer
     overlaps the new one at all; only the predicted position does."""
-    tracker = Tracker(0, TrackerConfig(max_gap=3, min_boxes=1))
+    tracker = Tracker(0, TrackerConfig(lost_seconds=0.3, min_boxes=1), fps=10)
     for step in range(12):
         tracker.update(step, [] if step in (5, 6, 7) else [box_at(step, 20 * step)])
     tracks = tracker.finish()
@@ -94,7 +94,7 @@ def test_weak_boxes_continue_tracks_but_start_none() -> None:
 
 
 def test_a_track_ends_and_a_new_one_starts() -> None:
-    tracker = Tracker(0, TrackerConfig(max_gap=2, min_boxes=2))
+    tracker = Tracker(0, TrackerConfig(lost_seconds=0.2, min_boxes=2), fps=10)
     for step in range(5):
         tracker.update(step, [box_at(step, 10 + 5 * step)])
     assert tracker.pop_ended() == []
@@ -123,7 +123,7 @@ def test_track_embedding_is_the_normalized_mean_and_best_box_the_largest() -> No
 
 @pytest.mark.parametrize(
     ("options", "message"),
-    [({"iou": 0.0}, "--iou"), ({"low_iou": 1.5}, "--low-iou"), ({"max_gap": -1}, "--max-gap"),
+    [({"iou": 0.0}, "--iou"), ({"low_iou": 1.5}, "--low-iou"), ({"lost_seconds": -1.0}, "--lost-seconds"),
      ({"appearance": 3.0}, "--appearance"), ({"min_boxes": 0}, "--min-boxes")],
 )
 def test_bad_options_are_config_errors(options: dict[str, float], message: str) -> None:
@@ -157,5 +157,92 @@ def test_a_tracker_for_a_detector_takes_its_confident_score_unless_told() -> Non
     assert feed is plain and tracker.config.high_score is None
     feed, tracker = Tracker.for_detector(Tiered(), 3)
     assert feed is not None and tracker.config.high_score == 0.6 and tracker.camera == 3
-    _, tracker = Tracker.for_detector(Tiered(), config=TrackerConfig(high_score=0.8, max_gap=2))
-    assert tracker.config.high_score == 0.8 and tracker.config.max_gap == 2
+    _, tracker = Tracker.for_detector(Tiered(), config=TrackerConfig(high_score=0.8, lost_seconds=2.0), fps=5)
+    assert tracker.config.high_score == 0.8 and tracker.max_lost == 10
+
+
+def test_a_person_hidden_for_20_frames_keeps_their_track() -> None:
+    """At 30 frames/s a track lives a second unseen; the Kalman filter carries the walker's
+    box 60 px on, well past any overlap with where they were last seen."""
+    tracker = Tracker(0, TrackerConfig(min_boxes=1), fps=30)
+    seen = []
+    for step in range(60):
+        hidden = 20 <= step < 40
+        tracks = tracker.update(step, [] if hidden else [box_at(step, 10 + 3 * step)])
+        seen += tracks
+    assert len({t.id for t in seen if t is not None}) == 1
+    assert len(tracker.finish()) == 1
+
+
+def test_a_walker_hidden_behind_another_keeps_their_track_and_so_does_the_other() -> None:
+    """Two people cross; for 8 frames the one behind is not detected at all."""
+    tracker = Tracker(0, TrackerConfig(min_boxes=1), fps=10)
+    front, back = [], []
+    for step in range(40):
+        a, b = box_at(step, 20 + 8 * step, y=50), box_at(step, 340 - 8 * step, y=60)
+        hidden = 16 <= step < 24
+        tracks = tracker.update(step, [a] if hidden else [a, b])
+        front.append(tracks[0])
+        if not hidden:
+            back.append(tracks[1])
+    assert len({t.id for t in front}) == 1 and len({t.id for t in back}) == 1
+    assert front[0] is not back[0]
+
+
+def test_a_re_found_track_takes_its_speed_from_the_gap() -> None:
+    """A walker slows from 4 to 1 px a frame while unseen: re-run through the gap (OC-SORT's
+    re-update), the filter expects the slow pace next, not the fast one it drifted on."""
+    tracker = Tracker(0, TrackerConfig(min_boxes=1), fps=10)
+    x = 0
+    for step in range(10):
+        x = 4 * step
+        tracker.update(step, [box_at(step, x)])
+    x += 7
+    track = tracker.update(16, [box_at(16, x)])[0]
+    assert track is not None and len(track.observations) == 11
+    # Ten frames on: the slow pace puts the walker 10 px further, the fast one 40.
+    predicted = track.predicted_box(26)[0]
+    assert abs(predicted - (x + 10)) < abs(predicted - (x + 40))
+
+
+def test_a_new_track_not_seen_again_next_frame_ends_at_once() -> None:
+    tracker = Tracker(0, TrackerConfig(min_boxes=1), fps=10)
+    tracker.update(0, [box_at(0, 100)])
+    tracker.update(1, [])
+    tracker.update(2, [])
+    assert [len(t.observations) for t in tracker.pop_ended()] == [1]
+
+
+def test_lost_seconds_become_frames_at_the_source_rate() -> None:
+    assert Tracker(0, TrackerConfig(lost_seconds=1.0), fps=7).max_lost == 7
+    assert Tracker(0, TrackerConfig(lost_seconds=1.0)).max_lost == 30
+    with pytest.raises(ConfigError, match="--fps"):
+        Tracker(0, TrackerConfig(), fps=0)
+
+
+def test_a_lost_track_is_re_found_by_appearance_where_boxes_no_longer_overlap() -> None:
+    """A walker turns back while hidden: the box that reappears does not overlap the
+    prediction, but it lies inside the filter's uncertainty and looks the same; a box as
+    far off that looks different starts a new track."""
+    red, blue = np.eye(4, dtype=np.float32)[0], np.eye(4, dtype=np.float32)[1]
+    results = {}
+    for colour in ("red", "blue"):
+        tracker = Tracker(0, TrackerConfig(min_boxes=1), fps=10)
+        first = None
+        for step in range(10):
+            first = tracker.update(step, [box_at(step, 3 * step)], embeddings=red[None])[0]
+        back = box_at(16, 27 - 3 * 6)
+        predicted = first.predicted_box(16)
+        assert iou(predicted, back.box) < TrackerConfig().iou
+        again = tracker.update(16, [back], embeddings=(red if colour == "red" else blue)[None])[0]
+        results[colour] = again is first
+    assert results == {"red": True, "blue": False}
+
+
+def test_a_start_score_keeps_middling_boxes_from_starting_tracks() -> None:
+    tracker = Tracker(0, TrackerConfig(high_score=0.6, start_score=0.7, min_boxes=1), fps=10)
+    first = tracker.update(0, [box_at(0, 100, score=0.65), box_at(0, 300, score=0.9)])
+    assert first[0] is None and first[1] is not None
+    # Once started, a track continues on confident boxes below the start score.
+    again = tracker.update(1, [box_at(1, 302, score=0.65)])
+    assert again[0] is first[1]

@@ -1,0 +1,211 @@
+"""MOTChallenge text files: tracker output, ground truth and public detections.
+
+One box per line, ``frame,id,x,y,w,h,score,...`` (Milan et al., "MOT16: A Benchmark for
+Multi-Object Tracking", 2016): ``frame`` counts from 1, ``id`` is the track (-1 in a
+detection file), ``x, y`` is the box's top-left corner and ``w, h`` its size in pixels of
+the full frame, ``score`` is the detector's confidence (in ground truth: 1 to score the box,
+0 to ignore it).  Columns after the seventh (class, visibility, world coordinates) are
+read past.  Written files carry ``-1,-1,-1`` there, as the benchmark's own tracker output
+does.
+
+Reading is bounded: a file over :data:`MAX_MOT_BYTES` or a line over
+:data:`MAX_LINE_CHARS` is refused before it is parsed, and every malformed line raises a
+:class:`reid.errors.DataError` naming the file and the line number.
+"""
+
+from __future__ import annotations
+
+import math
+from collections import defaultdict
+from collections.abc import Iterable
+from dataclasses import dataclass
+from pathlib import Path
+
+from reid.detect import Box
+from reid.errors import DataError
+from reid.paths import write_bytes_atomic
+from reid.track.tracker import Observation, Track, Tracker, TrackerConfig
+
+# A 30 fps hour with 100 boxes a frame is about 700 MB of text; this is room for hours of
+# a busy scene while never reading an arbitrary file whole into memory.
+MAX_MOT_BYTES = 1024 * 1024 * 1024
+# A line of ten numbers is under 100 characters; anything far longer is not a MOT file.
+MAX_LINE_CHARS = 1000
+FIELDS = ("frame", "id", "x", "y", "w", "h", "score")
+
+
+@dataclass(frozen=True)
+class MotRow:
+    """One box: ``frame`` (1-based), track ``id`` (-1: none), ``box`` (x, y, width, height
+    in pixels, floats) and ``score``."""
+
+    frame: int
+    id: int
+    box: tuple[float, float, float, float]
+    score: float
+
+    def line(self) -> str:
+        """The row as one MOTChallenge line (no newline)."""
+        values = ",".join(_number(v) for v in self.box)
+        return f"{self.frame},{self.id},{values},{_number(self.score)},-1,-1,-1"
+
+
+def _number(value: float) -> str:
+    """Integers without a decimal point, others to three decimals (a thousandth of a pixel)."""
+    return str(int(value)) if float(value).is_integer() else f"{value:.3f}".rstrip("0")
+
+
+def read_mot(path: Path) -> list[MotRow]:
+    """The rows of the MOTChallenge file ``path``, in file order.
+
+    Blank lines are skipped.  Raises DataError naming the file (and the line) when the file
+    is missing, too large, not text, or a line has fewer than seven fields, a field that
+    is not a finite number, a frame below 1, a non-integer frame or id, or a box without
+    area.
+    """
+    path = Path(path)
+    try:
+        size = path.stat().st_size
+    except OSError as error:
+        raise DataError(f"{path}: cannot read MOT file ({error.strerror or error})") from None
+    if not path.is_file():
+        raise DataError(f"{path}: not a MOT file (not a regular file)")
+    if size > MAX_MOT_BYTES:
+        raise DataError(f"{path}: MOT file of {size} bytes is over the {MAX_MOT_BYTES}-byte limit")
+    rows: list[MotRow] = []
+    try:
+        with open(path, encoding="utf-8") as handle:
+            for number, line in enumerate(iter(lambda: handle.readline(MAX_LINE_CHARS + 1), ""), start=1):
+                if len(line) > MAX_LINE_CHARS:
+                    raise DataError(f"{path} line {number}: longer than {MAX_LINE_CHARS} characters")
+                if line.strip():
+                    rows.append(_parse(path, number, line))
+    except UnicodeDecodeError:
+        raise DataError(f"{path}: not a MOT text file (not UTF-8 text)") from None
+    except OSError as error:
+        raise DataError(f"{path}: cannot read MOT file ({error.strerror or error})") from None
+    return rows
+
+
+def _parse(path: Path, number: int, line: str) -> MotRow:
+    fields = [f.strip() for f in line.split(",")]
+    if len(fields) < len(FIELDS):
+        raise DataError(
+            f"{path} line {number}: {len(fields)} fields, a MOT line needs at least {len(FIELDS)} "
+            f"({','.join(FIELDS)})"
+        )
+    values = []
+    for name, text in zip(FIELDS, fields, strict=False):
+        try:
+            value = float(text)
+        except ValueError:
+            raise DataError(f"{path} line {number}: {name} {text[:40]!r} is not a number") from None
+        if not math.isfinite(value):
+            raise DataError(f"{path} line {number}: {name} {text[:40]!r} is not a finite number")
+        values.append(value)
+    frame, track, x, y, w, h, score = values
+    if not frame.is_integer() or frame < 1:
+        raise DataError(f"{path} line {number}: frame {fields[0][:40]!r} must be a whole number from 1")
+    if not track.is_integer():
+        raise DataError(f"{path} line {number}: id {fields[1][:40]!r} must be a whole number")
+    if w <= 0 or h <= 0:
+        raise DataError(f"{path} line {number}: box {fields[4][:20]}x{fields[5][:20]} has no area")
+    return MotRow(int(frame), int(track), (x, y, w, h), score)
+
+
+def write_mot(path: Path, rows: Iterable[MotRow]) -> int:
+    """Write ``rows`` to ``path`` sorted by frame then id, atomically; returns the count."""
+    ordered = sorted(rows, key=lambda r: (r.frame, r.id))
+    payload = "".join(r.line() + "\n" for r in ordered)
+    write_bytes_atomic(Path(path), payload.encode("utf-8"))
+    return len(ordered)
+
+
+def by_frame(rows: Iterable[MotRow]) -> dict[int, list[MotRow]]:
+    """Rows grouped by frame number, each group in file order."""
+    frames: dict[int, list[MotRow]] = defaultdict(list)
+    for row in rows:
+        frames[row.frame].append(row)
+    return dict(frames)
+
+
+def interpolate(rows: Iterable[MotRow], max_gap: int) -> list[MotRow]:
+    """``rows`` with the boxes missing from short gaps of each track filled in.
+
+    Where track ``id`` (not -1) is seen in frames ``a`` and ``b`` with ``1 < b - a <=
+    max_gap + 1`` and in none between, each frame between gets a box interpolated linearly
+    from the two (ByteTrack's post-processing, Zhang et al. 2022, §4.1), with the lower of
+    their two scores.  Rows of id -1 come back as they are.
+    """
+    rows = list(rows)
+    tracks: dict[int, list[MotRow]] = defaultdict(list)
+    for row in rows:
+        if row.id != -1:
+            tracks[row.id].append(row)
+    filled = list(rows)
+    for seen in tracks.values():
+        seen.sort(key=lambda r: r.frame)
+        for before, after in zip(seen, seen[1:], strict=False):
+            gap = after.frame - before.frame
+            if not 1 < gap <= max_gap + 1:
+                continue
+            score = min(before.score, after.score)
+            for step in range(1, gap):
+                t = step / gap
+                box = tuple(a + t * (b - a) for a, b in zip(before.box, after.box, strict=True))
+                filled.append(MotRow(before.frame + step, before.id, box, score))  # type: ignore[arg-type]
+    return filled
+
+
+def track_rows(rows: Iterable[MotRow], tracker: Tracker) -> list[MotRow]:
+    """Link a detection file's rows into tracks with ``tracker``, frame by frame.
+
+    Frame numbers are the tracker's steps, so a frame without detections still counts as
+    one.  Returns one row per detection a track took, with the detection's own box and
+    score and the track's id, for tracks with at least ``tracker.config.min_boxes`` boxes;
+    the ids of ``rows`` are ignored.  Boxes are rounded to pixels for linking only.
+    """
+    frames = by_frame(rows)
+    linked: list[tuple[MotRow, Track]] = []
+    for frame in range(1, max(frames, default=0) + 1):
+        here = frames.get(frame, [])
+        observations = [Observation(frame, None, _pixels(r.box), r.score) for r in here]
+        for row, track in zip(here, tracker.update(frame, observations), strict=True):
+            if track is not None:
+                linked.append((row, track))
+    tracker.finish()
+    least = tracker.config.min_boxes
+    kept = {id(t) for _, t in linked if len(t.observations) >= least}
+    return [MotRow(r.frame, t.id, r.box, r.score) for r, t in linked if id(t) in kept]
+
+
+def _pixels(box: tuple[float, float, float, float]) -> Box:
+    x, y, w, h = box
+    return (round(x), round(y), max(1, round(w)), max(1, round(h)))
+
+
+@dataclass(frozen=True)
+class TrackedFile:
+    """What :func:`track_detection_file` did: detections read, boxes written, tracks made."""
+
+    detections: int
+    frames: int
+    boxes: int
+    tracks: int
+
+
+def track_detection_file(
+    detections: Path, out: Path, config: TrackerConfig | None = None, fps: float | None = None
+) -> TrackedFile:
+    """Track the MOT detection file ``detections`` alone (no images) and write the tracks
+    to ``out`` in MOT format, with the gaps each track bridged filled by :func:`interpolate`.
+
+    ``fps``: the detections' frame rate (None: :data:`reid.track.tracker.REFERENCE_FPS`),
+    which turns the tracker's ``lost_seconds`` into frames.  Raises DataError for a
+    malformed file (nothing is written).
+    """
+    rows = read_mot(detections)
+    tracker = Tracker(0, config, fps)
+    tracked = interpolate(track_rows(rows, tracker), tracker.max_lost)
+    count = write_mot(out, tracked)
+    return TrackedFile(len(rows), max((r.frame for r in rows), default=0), count, len({r.id for r in tracked}))

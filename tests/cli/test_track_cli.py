@@ -1,0 +1,28 @@
+"""``reid track``: a detection file tracked alone; a malformed one is one line naming the file and line."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from typer.testing import CliRunner
+
+from reid.cli.app import app
+from reid.track.mot import read_mot
+
+
+def test_track_writes_mot_tracks_and_refuses_a_malformed_file(tmp_path: Path) -> None:
+    detections, out = tmp_path / "det.txt", tmp_path / "tracks.txt"
+    detections.write_text("".join(f"{f},-1,{10 + 4 * f},50,40,100,0.9,-1,-1,-1\n" for f in range(1, 9)))
+    runner = CliRunner()
+    result = runner.invoke(app, ["track", "--detections", str(detections), "--out", str(out)])
+    assert result.exit_code == 0, result.output
+    rows = read_mot(out)
+    assert [r.frame for r in rows] == list(range(1, 9)) and {r.id for r in rows} == {1}
+
+    detections.write_text("1,-1,10,50,40,100,0.9\n2,-1,x,50,40,100,0.9\n")
+    out.unlink()
+    result = runner.invoke(app, ["track", "--detections", str(detections), "--out", str(out)])
+    assert result.exit_code == 1
+    lines = [line for line in result.output.splitlines() if line.strip()]
+    assert len(lines) == 1 and "line 2" in lines[0] and "det.txt" in lines[0] and "Traceback" not in result.output
+    assert not out.exists()
