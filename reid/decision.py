@@ -41,8 +41,11 @@ THRESHOLD_SOURCES = (GIVEN, GALLERY_CALIBRATION, MODEL_CARD, GALLERY, DEFAULT)
 UNIT = "Euclidean distance between unit embeddings, in (0, 2]"
 CONVERSIONS = "cosine similarity s is sqrt(2-2s), cosine distance c is sqrt(2c)"
 # The false-accept rates at which a calibration records its impostor distance quantiles:
-# four a decade from 1 down to 1e-6, kept where its impostor pairs resolve them.
-QUANTILE_RATES = tuple(10.0 ** (-k / 4) for k in range(25))
+# four a decade from 1 down to 1e-6, and every tenth above 0.1 (where a decade spans most
+# impostors), kept where its impostor pairs resolve them.
+QUANTILE_RATES = tuple(
+    sorted({*(round(10.0 ** (-k / 4), 12) for k in range(25)), *(k / 10 for k in range(2, 10)), 0.95, 0.99}, reverse=True)
+)
 # A given threshold is called far looser than the card's when it accepts this many times
 # the card's own share of its calibration impostors: a factor 10 is a decade on the ROC,
 # beyond any choice of operating point among thresholds of the same unit.
