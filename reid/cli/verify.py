@@ -227,7 +227,8 @@ def calibrate_command(
     ),
     json_file: Path | None = typer.Option(None, "--json", help="Also write the choice to this JSON file."),
 ) -> None:
-    """Choose the model's verification threshold on labelled pairs and write it into its card."""
+    """Choose the model's verification threshold (a Euclidean distance between unit embeddings, in
+    (0, 2]) on labelled pairs and write it into its card, with its impostor distance quantiles (for --far)."""
     if best_accuracy and far is not None:
         raise ConfigError("give --far or --best-accuracy, not both")
     target = None if best_accuracy else (default_of(calibrate_model, "target_far") if far is None else far)

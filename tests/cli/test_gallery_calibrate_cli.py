@@ -96,3 +96,20 @@ def test_calibrate_refuses_in_one_line(tmp_path: Path, model: Path, args: list[s
     code, out = invoke("gallery", "calibrate", gallery, *args)
     assert code != 0 and line in out and "Traceback" not in out
     assert (gallery / "gallery.db").read_bytes() == before
+
+
+def test_no_synthetic_note_for_a_gallery_of_the_synthetic_data_itself(tmp_path: Path, model: Path) -> None:
+    from reid.gallery.calibration import synthetic_card_note
+
+    card = load_card(model)
+    card.metrics = {"dataset": f"synthetic:{tmp_path / 'data'}"}
+    vectors, labels, _ = clustered(3, 2, dim=64)
+    with Gallery.create(tmp_path / "own", load_card(model)) as gallery:
+        items = [ItemMeta(label, source=str(tmp_path / "data" / f"{n}.jpg")) for n, label in enumerate(labels)]
+        gallery.add(vectors, items)
+        assert synthetic_card_note(card, gallery) == ""
+    with Gallery.create(tmp_path / "other", load_card(model)) as gallery:
+        gallery.add(vectors, [ItemMeta(label, source=f"street/{n}.jpg") for n, label in enumerate(labels)])
+        assert synthetic_card_note(card, gallery).startswith("note: demo's threshold was calibrated on synthetic data")
+        card.metrics, card.threshold_source = {"dataset": "market1501:/data"}, "reid calibrate: FAR <= 0.001 on pairs.csv"
+        assert synthetic_card_note(card, gallery) == ""
