@@ -40,6 +40,12 @@ GALLERY_CALIBRATION = "gallery calibration"
 THRESHOLD_SOURCES = (GIVEN, GALLERY_CALIBRATION, MODEL_CARD, GALLERY, DEFAULT)
 UNIT = "Euclidean distance between unit embeddings, in (0, 2]"
 CONVERSIONS = "cosine similarity s is sqrt(2-2s), cosine distance c is sqrt(2c)"
+# What every --threshold option says (reid's commands and the apps).
+THRESHOLD_HELP = (
+    f"Decision threshold, a {UNIT}: same identity at this distance or less. Other tools' units differ: "
+    f"{CONVERSIONS} (insightface's similarity 0.5 is 1.0, deepface's cosine distance 0.40 is 0.894); "
+    "face_recognition's tolerance 0.6 is on raw dlib descriptors of norm about 1.42, so about 0.42 here."
+)
 # The false-accept rates at which a calibration records its impostor distance quantiles:
 # four a decade from 1 down to 1e-6, and every tenth above 0.1 (where a decade spans most
 # impostors), kept where its impostor pairs resolve them.

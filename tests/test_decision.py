@@ -222,3 +222,21 @@ def test_quantiles_descend_and_are_checked() -> None:
     assert check_quantiles(quantiles) == quantiles and impostor_quantiles([]) == ()
     with pytest.raises(ValueError, match="rates must descend"):
         check_quantiles([(0.1, 0.5), (0.5, 0.9)])
+
+
+@pytest.mark.parametrize(
+    "command",
+    [("reid", "verify"), ("reid", "query"), ("reid", "calibrate"), ("reid", "gallery", "calibrate"),
+     ("camera_search",), ("face_checkin",)],
+)
+def test_every_threshold_option_says_its_unit(command: tuple[str, ...]) -> None:
+    from apps.camera_search.cli import app as camera_search
+    from apps.face_checkin.cli import app as face_checkin
+
+    program = {"reid": app, "camera_search": camera_search, "face_checkin": face_checkin}[command[0]]
+    result = CliRunner().invoke(program, [*command[1:], "--help"], terminal_width=400)
+    assert result.exit_code == 0, result.output
+    text = " ".join(result.output.replace("│", " ").split())
+    assert "Euclidean distance between unit embeddings" in text
+    if "--threshold" in text:
+        assert "sqrt(2-2s)" in text and "sqrt(2c)" in text

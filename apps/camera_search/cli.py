@@ -11,8 +11,8 @@ from rich.table import Table
 from rich.text import Text
 
 from reid import ReidError, printable
-from reid.cli.threshold_options import threshold_option
 from reid.data import quiet_opencv
+from reid.decision import THRESHOLD_HELP
 from reid.detect import PersonDetectorConfig, detector_names
 from reid.models import load_encoder, stand_in_model
 from reid.track import TrackerConfig
@@ -65,7 +65,7 @@ def main(
     reference_camera: int | None = typer.Option(
         None, "--reference-camera", help="Camera whose tracks are enrolled as the known people (default 0)."
     ),
-    threshold: float | None = threshold_option("the model card's"),
+    threshold: float | None = typer.Option(None, "--threshold", help=f"{THRESHOLD_HELP} Default: the model card's."),
     every: int = typer.Option(1, "--every", min=1, help="Keep one frame in N."),
     max_frames: int | None = typer.Option(None, "--max-frames", min=1, help="Stop each camera after N kept frames."),
     top_k: int = typer.Option(3, "--top-k", min=1, help="Identities fetched per track."),

@@ -11,8 +11,8 @@ from rich.table import Table
 from rich.text import Text
 
 from reid import ReidError, printable
-from reid.cli.threshold_options import threshold_option
 from reid.data import quiet_opencv
+from reid.decision import THRESHOLD_HELP
 from reid.gallery import Gallery
 from reid.models import load_encoder, stand_in_model
 from reid.pipeline import DUPLICATE
@@ -61,7 +61,7 @@ def main(
     out: Path = typer.Option(..., "--out", "-o", help="Folder for decisions.jsonl, summary.json (and the gallery)."),
     gallery: Path | None = typer.Option(None, "--gallery", "-g", help="Gallery folder (default: OUT/gallery)."),
     claim: str | None = typer.Option(None, "--claim", help="1:1: is each face this enrolled person?  (Default 1:N.)"),
-    threshold: float | None = threshold_option("the model card's calibrated one"),
+    threshold: float | None = typer.Option(None, "--threshold", help=f"{THRESHOLD_HELP} Default: the model card's calibrated one."),
     detect: str = typer.Option(
         "auto", "--detect", help="auto: photos whole, video frames through the face detector; face: detect everywhere "
         "(photos with no face found are taken whole); none: everything whole."

@@ -1,17 +1,12 @@
-"""``--threshold`` and ``--far``, shared by ``reid verify``, ``reid query`` and the apps: one
-help text that says the unit and how other tools' thresholds convert to it."""
+"""``--threshold`` and ``--far``, shared by ``reid verify`` and ``reid query``; their help says
+the unit and how other tools' thresholds convert to it (:data:`reid.decision.THRESHOLD_HELP`,
+which the apps' options use too)."""
 
 from __future__ import annotations
 
 import typer
 
-from reid.decision import CONVERSIONS, UNIT
-
-THRESHOLD_HELP = (
-    f"Decision threshold, a {UNIT}: same identity at this distance or less. Other tools' units differ: "
-    f"{CONVERSIONS} (insightface's similarity 0.5 is 1.0, deepface's cosine distance 0.40 is 0.894); "
-    "face_recognition's tolerance 0.6 is on raw dlib descriptors of norm about 1.42, so about 0.42 here."
-)
+from reid.decision import THRESHOLD_HELP
 FAR_HELP = (
     "Instead of --threshold: a target false-accept rate such as 1e-3, read from the impostor pairs the model "
     "card was calibrated on (cards calibrated by 'reid calibrate' carry them)."
