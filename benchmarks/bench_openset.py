@@ -30,7 +30,7 @@ Rules fixed before any run (never tuned on the result):
   rate f names a stranger with probability about 53 f (at most), and the aim is at most 5%
   of strangers named wrongly.
 
-Run: ``python benchmarks/bench_openset.py --model ../main/models/demo`` (a few minutes on 2 cores).
+Run: ``python benchmarks/bench_openset.py --model models/demo`` (after ``reid demo``; about ten minutes on 2 cores).
 """
 
 from __future__ import annotations
@@ -202,7 +202,7 @@ def row(name: str, threshold: float, source: str, result: dict[str, object]) -> 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--model", type=Path, required=True, help="Model folder (e.g. ../main/models/demo).")
+    parser.add_argument("--model", type=Path, required=True, help="Model folder (e.g. models/demo).")
     parser.add_argument("--detector", default="ssdlite")
     parser.add_argument("--keep", type=Path, help="Keep the gallery, clip and outputs in this folder.")
     args = parser.parse_args()

@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import json
 import math
+import re
 from pathlib import Path
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -45,7 +46,7 @@ DEFAULT_FAR = 1e-3
 MIN_ADMITTED = 10
 MAX_ITEMS = 2048
 SEED = 0
-SYNTHETIC = "synthetic:"
+SYNTHETIC = "synthetic"  # the data set name of reid's generated people ("synthetic" or "synthetic:DIR")
 GRAM_ROWS = 512  # rows of the Gram matrix computed at a time
 
 Embeddings = Callable[[np.ndarray], np.ndarray]
@@ -247,9 +248,9 @@ def synthetic_card_note(card: Any, gallery: Any) -> str:
     nothing of where strangers of a real scene fall, so such a threshold names them.
     """
     data = str(getattr(card, "metrics", {}).get("dataset", ""))
-    if not (data.startswith(SYNTHETIC) or f" {SYNTHETIC}" in card.threshold_source):
+    if data.split(":")[0] != SYNTHETIC and not re.search(rf"\b{SYNTHETIC}\b", card.threshold_source):
         return ""
-    root = data[len(SYNTHETIC) :] if data.startswith(SYNTHETIC) else ""
+    root = data.partition(":")[2] if data.split(":")[0] == SYNTHETIC else ""
     first = gallery.items(limit=1)
     if root and first and Path(first[0].source).resolve().is_relative_to(Path(root).resolve()):
         return ""
