@@ -10,9 +10,8 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from rich.table import Table
 from rich.text import Text
 
-from reid import ReidError, printable
+from reid import THRESHOLD_HELP, ReidError, printable
 from reid.data import quiet_opencv
-from reid.decision import THRESHOLD_HELP
 from reid.detect import PersonDetectorConfig, detector_names
 from reid.models import load_encoder, stand_in_model
 from reid.track import TrackerConfig

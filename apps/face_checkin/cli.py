@@ -10,9 +10,8 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
-from reid import ReidError, printable
+from reid import THRESHOLD_HELP, ReidError, printable
 from reid.data import quiet_opencv
-from reid.decision import THRESHOLD_HELP
 from reid.gallery import Gallery
 from reid.models import load_encoder, stand_in_model
 from reid.pipeline import DUPLICATE
