@@ -11,6 +11,7 @@ import pytest
 from typer.testing import CliRunner
 
 from reid.cli.app import app
+from reid.errors import ConfigError
 from reid.gallery import Gallery, ItemMeta
 from reid.models import ModelCard, build_network, load_card, save_model
 from tests.gallery.gallery_helpers import clustered
@@ -118,3 +119,28 @@ def test_no_synthetic_note_for_a_gallery_of_the_synthetic_data_itself(tmp_path: 
         assert synthetic_card_note(card, gallery).startswith("note: demo's threshold was calibrated on synthetic data")
         card.metrics, card.threshold_source = {"dataset": "market1501:/data"}, "reid calibrate: FAR <= 0.001 on pairs.csv"
         assert synthetic_card_note(card, gallery) == ""
+
+
+def test_query_far_reads_the_card_and_refuses_in_one_line(tmp_path: Path, model: Path) -> None:
+    from reid.pipeline import QueryConfig
+
+    with pytest.raises(ConfigError, match="^--far is a false-accept rate"):
+        QueryConfig(far=5.0)
+    with pytest.raises(ConfigError, match="^give --threshold or --far, not both"):
+        QueryConfig(threshold=0.5, far=1e-3)
+    gallery = gallery_of(tmp_path / "g", model, 5)
+    code, out = invoke("query", "-m", model, "-g", gallery, probe(tmp_path), "--far", "1e-3")
+    assert code == 1 and "demo's card records no impostor distances to read --far from" in out
+    card = load_card(model)
+    card.impostor_quantiles = ((1.0, 1.6), (0.1, 1.2), (0.01, 1.0), (0.001, 0.9))
+    other = tmp_path / "calibrated"
+    save_model(build_network(card), card, other)
+    with Gallery.open(gallery) as store:
+        vectors = store.embeddings([1, 2, 3])
+    gallery = tmp_path / "g2"
+    with Gallery.create(gallery, load_card(other)) as store:
+        store.add(vectors, [ItemMeta(f"p{n}", source=f"{n}.jpg") for n in range(3)])
+    code, out = invoke("query", "-m", other, "-g", gallery, probe(tmp_path), "--far", "0.01", "--json", tmp_path / "q.json")
+    assert code == 0, out
+    summary = json.loads((tmp_path / "q.json").read_text())
+    assert summary["threshold"] == pytest.approx(1.0) and summary["threshold_source"].startswith("given (--far 0.01")
