@@ -11,6 +11,7 @@ where the value came from (a :class:`Threshold`).  Library errors are
 """
 
 from reid.decision import (
+    THRESHOLD_HELP,
     Threshold,
     check_distance_threshold,
     nearest_identity,
@@ -30,6 +31,7 @@ __all__ = [
     "GalleryError",
     "ModelError",
     "ReidError",
+    "THRESHOLD_HELP",
     "Threshold",
     "__version__",
     "as_dict",

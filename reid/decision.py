@@ -12,12 +12,23 @@ A threshold outside (0, 2] would accept nothing or everything, and is a mistake 
 similarity, a percentage) rather than a choice; :func:`check_distance_threshold` refuses
 it.  :func:`resolve_threshold` picks the threshold a run answers at and says where it came
 from.
+
+**Other tools' units.**  Thresholds of other tools are other quantities: a cosine
+similarity ``s`` (insightface's 0.5) is the distance ``sqrt(2 - 2 s)`` here (1.0); a cosine
+distance ``c = 1 - s`` (deepface's 0.40) is ``sqrt(2 c)`` (0.894); face_recognition's
+tolerance 0.6 is a Euclidean distance between raw dlib descriptors of norm about 1.42,
+about 0.42 here.  Since a wrong unit cannot be told from a loose choice by its value,
+:func:`far_note` says when a given threshold accepts far more of the card's calibration
+impostors than the card's own threshold does, and a threshold can instead be asked for by
+its false-accept rate (:func:`threshold_at_far`), read from the impostor distance quantiles
+a calibrated card carries (:func:`impostor_quantiles`).
 """
 
 from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from collections.abc import Sequence
 from typing import Any, Protocol, TypeVar
 
 import numpy as np
@@ -25,7 +36,26 @@ import numpy as np
 from reid.errors import ConfigError
 
 GIVEN, MODEL_CARD, GALLERY, DEFAULT = "given", "model card", "gallery", "default"
-THRESHOLD_SOURCES = (GIVEN, MODEL_CARD, GALLERY, DEFAULT)
+GALLERY_CALIBRATION = "gallery calibration"
+THRESHOLD_SOURCES = (GIVEN, GALLERY_CALIBRATION, MODEL_CARD, GALLERY, DEFAULT)
+UNIT = "Euclidean distance between unit embeddings, in (0, 2]"
+CONVERSIONS = "cosine similarity s is sqrt(2-2s), cosine distance c is sqrt(2c)"
+# What every --threshold option says (reid's commands and the apps).
+THRESHOLD_HELP = (
+    f"Decision threshold, a {UNIT}: same identity at this distance or less. Other tools' units differ: "
+    f"{CONVERSIONS} (insightface's similarity 0.5 is 1.0, deepface's cosine distance 0.40 is 0.894); "
+    "face_recognition's tolerance 0.6 is on raw dlib descriptors of norm about 1.42, so about 0.42 here."
+)
+# The false-accept rates at which a calibration records its impostor distance quantiles:
+# four a decade from 1 down to 1e-6, and every tenth above 0.1 (where a decade spans most
+# impostors), kept where its impostor pairs resolve them.
+QUANTILE_RATES = tuple(
+    sorted({*(round(10.0 ** (-k / 4), 12) for k in range(25)), *(k / 10 for k in range(2, 10)), 0.95, 0.99}, reverse=True)
+)
+# A given threshold is called far looser than the card's when it accepts this many times
+# the card's own share of its calibration impostors: a factor 10 is a decade on the ROC,
+# beyond any choice of operating point among thresholds of the same unit.
+FAR_NOTE_FACTOR = 10.0
 
 Matrix = TypeVar("Matrix")
 
@@ -40,6 +70,115 @@ def check_distance_threshold(value: float | None, option: str = "--threshold") -
     if not isinstance(value, (int, float)) or isinstance(value, bool) or math.isnan(value) or not 0 < value <= 2:
         raise ConfigError(f"{option} is a distance between unit embeddings, in (0, 2]; got {value}")
     return float(value)
+
+
+def check_far(value: float | None, option: str = "--far") -> float | None:
+    """Return ``value`` as a float (None stays None) when it is a false-accept rate in (0, 1).
+
+    Raises ConfigError naming ``option`` for anything else (NaN, 0, 1 or more, a percentage).
+    """
+    if value is None:
+        return None
+    if not isinstance(value, (int, float)) or isinstance(value, bool) or math.isnan(value) or not 0 < value < 1:
+        raise ConfigError(f"{option} is a false-accept rate, a fraction in (0, 1) such as 1e-3; got {value}")
+    return float(value)
+
+
+def impostor_quantiles(impostor_distances: Any) -> tuple[tuple[float, float], ...]:
+    """The ``(rate, distance)`` pairs a calibration records: for each rate of
+    :data:`QUANTILE_RATES` that its impostor pairs resolve (at least one pair), the
+    distance within which that share of them lies.
+
+    ``impostor_distances``: (N,) distances of pairs of different identities (Euclidean
+    between unit embeddings).  The distance for rate ``r`` is the ``ceil(r N)``-th smallest,
+    so accepting at it admits at least that share.  Rates descend, distances do not rise.
+    An empty input gives ().
+    """
+    d = np.sort(np.asarray(impostor_distances, dtype=np.float64).reshape(-1))
+    d = d[np.isfinite(d)]
+    if d.size == 0:
+        return ()
+    out = []
+    for rate in QUANTILE_RATES:
+        if rate * d.size < 1:
+            break
+        k = int(math.ceil(rate * d.size - 1e-9))
+        out.append((float(rate), round(float(np.clip(d[k - 1], 0.0, 2.0)), 6)))
+    return tuple(out)
+
+
+def check_quantiles(quantiles: Any) -> tuple[tuple[float, float], ...]:
+    """``quantiles`` as ``(rate, distance)`` pairs when rates strictly descend in (0, 1] and
+    distances do not rise, in [0, 2]; ValueError naming the first problem otherwise."""
+    pairs = tuple((float(rate), float(distance)) for rate, distance in quantiles)
+    for n, (rate, distance) in enumerate(pairs):
+        if not (0 < rate <= 1 and 0 <= distance <= 2):
+            raise ValueError(f"entry {n} ({rate}, {distance}) is not a rate in (0, 1] and a distance in [0, 2]")
+        if n and not (rate < pairs[n - 1][0] and distance <= pairs[n - 1][1]):
+            raise ValueError(f"entry {n}: rates must descend and distances not rise")
+    return pairs
+
+
+def far_at(quantiles: Sequence[tuple[float, float]], threshold: float) -> float | None:
+    """The share of the calibration's impostor pairs a ``threshold`` accepts, interpolated
+    linearly in log-rate between the recorded quantiles; 1.0 at or above the largest
+    impostor distance, None when the quantiles are empty.  Below the smallest recorded
+    quantile it returns that quantile's rate, an upper bound (the pairs resolve no less)."""
+    if not quantiles:
+        return None
+    rates = [rate for rate, _ in quantiles]
+    distances = [distance for _, distance in quantiles]
+    if threshold >= distances[0]:
+        return rates[0]
+    for (r_hi, d_hi), (r_lo, d_lo) in zip(quantiles, quantiles[1:]):
+        if d_lo <= threshold < d_hi:
+            step = (threshold - d_lo) / (d_hi - d_lo)
+            return float(10 ** (math.log10(r_lo) + step * (math.log10(r_hi) - math.log10(r_lo))))
+    return rates[-1]
+
+
+def threshold_at_far(quantiles: Sequence[tuple[float, float]], far: float, where: str = "the model card") -> float:
+    """The distance threshold at false-accept rate ``far`` on a calibration's impostor pairs:
+    interpolated linearly in log-rate between the recorded quantiles (:func:`impostor_quantiles`).
+
+    Raises ConfigError when ``far`` is not a rate in (0, 1), when there are no quantiles
+    (naming ``where``), and when ``far`` is below the smallest rate they resolve.
+    """
+    check_far(far)
+    if not quantiles:
+        raise ConfigError(
+            f"{where} records no impostor distances to read --far from; run 'reid calibrate' on labelled pairs "
+            "or give --threshold"
+        )
+    rates = [rate for rate, _ in quantiles]
+    if far < rates[-1]:
+        raise ConfigError(
+            f"--far {far:g} is below what {where}'s calibration pairs resolve (down to {rates[-1]:.2g}); "
+            "calibrate on more pairs or give a larger --far"
+        )
+    for (r_hi, d_hi), (r_lo, d_lo) in zip(quantiles, quantiles[1:]):
+        if r_lo <= far <= r_hi:
+            step = (math.log10(far) - math.log10(r_lo)) / (math.log10(r_hi) - math.log10(r_lo))
+            return max(float(d_lo + step * (d_hi - d_lo)), 1e-6)
+    return max(float(quantiles[0][1]), 1e-6)
+
+
+def far_note(card: ThresholdCard, threshold: float, option: str = "--threshold") -> str:
+    """One line when ``threshold`` accepts at least :data:`FAR_NOTE_FACTOR` times the share
+    of the card's calibration impostors that the card's own threshold accepts, saying both
+    rates and the unit (a value of another unit: a cosine similarity, a raw-descriptor
+    distance, looks like a loose threshold); "" otherwise or when the card has no quantiles."""
+    quantiles = getattr(card, "impostor_quantiles", ())
+    own = card.threshold
+    if not quantiles or own is None:
+        return ""
+    given_rate, own_rate = far_at(quantiles, threshold), far_at(quantiles, own)
+    if given_rate is None or own_rate is None or given_rate < FAR_NOTE_FACTOR * own_rate:
+        return ""
+    return (
+        f"note: {option} {threshold:g} accepts about {given_rate:.1%} of the impostor pairs {card.name}'s card was "
+        f"calibrated on (its own {own:.4f}: {own_rate:.2g}); the unit is {UNIT} ({CONVERSIONS})"
+    )
 
 
 def similarity_to_distance(similarity: Any) -> np.ndarray:
@@ -84,7 +223,8 @@ def squared_distances_from_gram(gram: Matrix, row_norms: Any, col_norms: Any) ->
 
 
 class ThresholdCard(Protocol):
-    """What :func:`resolve_threshold` reads from a model card."""
+    """What :func:`resolve_threshold` reads from a model card (and, where it has them, its
+    ``impostor_quantiles``: ``(rate, distance)`` pairs of :func:`impostor_quantiles`)."""
 
     name: str
     threshold: float | None
@@ -106,14 +246,17 @@ class Threshold:
     """A decision threshold (Euclidean distance between unit embeddings, in (0, 2]) and its origin.
 
     ``source`` is one of :data:`THRESHOLD_SOURCES`: "given" (an option or the caller),
+    "gallery calibration" (the gallery's own, from the impostor pairs of its identities),
     "model card" (its calibrated threshold), "gallery" (the one recorded at its creation)
     or "default"; ``detail`` says more where known (the card's ``threshold_source``, the
-    gallery folder, how a given value was chosen).
+    gallery folder, how a given value was chosen).  ``note`` is one line a command should
+    print beside it ("" when none): a given threshold far looser than the card's.
     """
 
     value: float
     source: str
     detail: str = ""
+    note: str = ""
 
     def describe(self) -> str:
         """One line for summaries and JSON: ``source`` and, when known, ``(detail)``."""
@@ -128,30 +271,47 @@ def resolve_threshold(
     given_detail: str = "",
     default: float | None = None,
     model_name: str | None = None,
+    far: float | None = None,
+    calibrated: Threshold | None = None,
 ) -> Threshold:
-    """The threshold to decide at: ``given``, else the card's, else the gallery's, else ``default``.
+    """The threshold to decide at: ``given`` (or the card's distance at false-accept rate
+    ``far``), else ``calibrated`` (a gallery's own calibration), else the card's, else the
+    gallery's recorded one, else ``default``.
 
-    The card wins over the gallery: recalibrating a model keeps its weights and so its
-    fingerprint, and a gallery enrolled before must then answer at the new threshold.
+    The card wins over the threshold a gallery recorded at its creation: recalibrating a
+    model keeps its weights and so its fingerprint, and a gallery enrolled before must then
+    answer at the new threshold.  A gallery's own calibration wins over the card: it comes
+    from the impostor pairs of the very identities a query is told apart from.
     ``given_detail`` describes a given value (e.g. "--threshold"); ``model_name`` names the
-    model in the error (default: the card's name).
+    model in errors (default: the card's name).  A given threshold far looser than the
+    card's on its calibration pairs carries a ``note`` (:func:`far_note`).
 
-    Raises ConfigError when ``given`` or ``default`` is outside (0, 2], and when no source
-    has a threshold (naming the model, and the gallery when one was consulted).
+    Raises ConfigError when ``given`` or ``default`` is outside (0, 2], when both ``given``
+    and ``far`` are set, when ``far`` cannot be read from the card (:func:`threshold_at_far`),
+    and when no source has a threshold (naming the model, and the gallery when one was consulted).
     """
+    name = model_name or card.name
+    if given is not None and far is not None:
+        raise ConfigError("give --threshold or --far, not both")
     if check_distance_threshold(given) is not None:
-        return Threshold(float(given), GIVEN, given_detail)  # type: ignore[arg-type]
+        note = far_note(card, float(given), given_detail or "--threshold")  # type: ignore[arg-type]
+        return Threshold(float(given), GIVEN, given_detail, note)  # type: ignore[arg-type]
+    if far is not None:
+        quantiles = getattr(card, "impostor_quantiles", ())
+        value = threshold_at_far(quantiles, far, f"{name}'s card")
+        return Threshold(value, GIVEN, f"--far {far:g} on the impostor pairs {name}'s card was calibrated on")
+    if calibrated is not None:
+        return calibrated
     if card.threshold is not None:
         return Threshold(float(card.threshold), MODEL_CARD, card.threshold_source)
     if gallery is not None and gallery.threshold is not None:
         return Threshold(float(gallery.threshold), GALLERY, str(gallery.folder))
     if check_distance_threshold(default, "default threshold") is not None:
         return Threshold(float(default), DEFAULT)  # type: ignore[arg-type]
-    name = model_name or card.name
     where = f" and gallery {gallery.folder} records none" if gallery is not None else ""
     raise ConfigError(
         f"{name}: the model card has no calibrated threshold{where}; run 'reid calibrate' or pass "
-        "--threshold (a distance between unit embeddings, in (0, 2])"
+        f"--threshold ({UNIT})"
     )
 
 

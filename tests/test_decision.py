@@ -12,7 +12,14 @@ import pytest
 from typer.testing import CliRunner
 
 from reid import ConfigError, Threshold, check_distance_threshold, pair_distance, resolve_threshold, similarity_to_distance
-from reid.decision import THRESHOLD_SOURCES, squared_distances_from_gram
+from reid.decision import (
+    GALLERY_CALIBRATION,
+    THRESHOLD_SOURCES,
+    check_quantiles,
+    far_at,
+    impostor_quantiles,
+    squared_distances_from_gram,
+)
 from reid.cli.app import app
 from reid.pipeline import QueryConfig
 from reid.track import TrackerConfig
@@ -127,3 +134,121 @@ def test_nearest_identity_names_within_the_threshold_else_unknown() -> None:
     assert nearest_identity(found, Threshold(0.39, "given")) is None
     assert nearest_identity([], Threshold(2.0, "given")) is None
     assert nearest_identity([IdentityMatch("ann", float("nan"), 1)], Threshold(2.0, "given")) is None
+
+
+def normal_cdf(x: float) -> float:
+    return 0.5 * (1 + math.erf(x / math.sqrt(2)))
+
+
+@dataclass
+class CalibratedCard:
+    """A card calibrated on impostor pairs whose distances are normal(mean, spread)."""
+
+    mean: float
+    spread: float
+    threshold: float | None = None
+    name: str = "m"
+    threshold_source: str = "reid calibrate"
+    pairs: int = 200_000
+
+    @property
+    def impostor_quantiles(self) -> tuple[tuple[float, float], ...]:
+        rng = np.random.default_rng(7)
+        return impostor_quantiles(rng.normal(self.mean, self.spread, self.pairs))
+
+    def rate(self, threshold: float) -> float:
+        return normal_cdf((threshold - self.mean) / self.spread)
+
+
+# dlib-face-like: impostors close (normalized descriptors), the card's 0.4231 from dlib's 0.6;
+# arcface-like: impostors near orthogonal, the card's threshold at FAR 1e-3.
+DLIB_LIKE = CalibratedCard(0.55, 0.07, threshold=0.4231)
+ARCFACE_LIKE = CalibratedCard(1.38, 0.06, threshold=1.38 - 3.09 * 0.06)
+
+
+@pytest.mark.parametrize(
+    ("card", "given"),
+    [
+        (DLIB_LIKE, 0.6),  # face_recognition's tolerance, on raw descriptors
+        (DLIB_LIKE, 0.5),  # a cosine similarity
+        (DLIB_LIKE, 0.8),
+        (DLIB_LIKE, 0.45),
+        (DLIB_LIKE, 0.3),
+        (ARCFACE_LIKE, 1.0),  # insightface's similarity 0.5 converted: sqrt(2 - 2 * 0.5)
+        (ARCFACE_LIKE, 0.894),  # deepface's cosine distance 0.40 converted: sqrt(2 * 0.40)
+        (ARCFACE_LIKE, 1.3),
+        (ARCFACE_LIKE, 1.25),
+        (ARCFACE_LIKE, 1.5),
+    ],
+)
+def test_a_given_threshold_far_looser_than_the_cards_says_so_with_its_rate(card: CalibratedCard, given: float) -> None:
+    chosen = resolve_threshold(given, card, given_detail="--threshold")
+    assert chosen.value == given and chosen.source == "given"
+    looser = card.rate(given) >= 10 * max(card.rate(card.threshold), 1 / card.pairs)
+    # Ratios within 30% of the factor 10 depend on interpolation between quantiles: not asserted.
+    if abs(math.log10(card.rate(given) / max(card.rate(card.threshold), 1 / card.pairs)) - 1) < 0.12:
+        return
+    assert bool(chosen.note) == looser
+    if looser:
+        rate = float(chosen.note.split("accepts about ")[1].split("%")[0]) / 100
+        assert rate == pytest.approx(card.rate(given), rel=0.15, abs=0.002)
+        assert "Euclidean distance between unit embeddings" in chosen.note and "\n" not in chosen.note
+        assert "sqrt(2-2s)" in chosen.note
+
+
+@pytest.mark.parametrize("far", [0.3, 1e-1, 1e-2, 3e-3, 1e-3, 1e-4])
+def test_far_reads_the_threshold_from_the_cards_impostor_quantiles(far: float) -> None:
+    card = DLIB_LIKE
+    chosen = resolve_threshold(None, card, far=far)
+    assert chosen.source == "given" and "--far" in chosen.describe()
+    assert card.rate(chosen.value) == pytest.approx(far, rel=0.25)
+    assert far_at(card.impostor_quantiles, chosen.value) == pytest.approx(far, rel=1e-6)
+
+
+def test_far_is_refused_where_the_card_cannot_answer_it() -> None:
+    with pytest.raises(ConfigError, match=r"^m's card records no impostor distances to read --far from"):
+        resolve_threshold(None, Card(threshold=0.4), far=1e-3)
+    small = CalibratedCard(0.55, 0.07, threshold=0.42, pairs=500)
+    with pytest.raises(ConfigError, match=r"^--far 0.0001 is below what m's card's calibration pairs resolve"):
+        resolve_threshold(None, small, far=1e-4)
+    for bad in (0.0, 1.0, 5.0, -0.1, math.nan, 75.0):
+        with pytest.raises(ConfigError, match=r"^--far is a false-accept rate, a fraction in \(0, 1\)"):
+            resolve_threshold(None, DLIB_LIKE, far=bad)
+    with pytest.raises(ConfigError, match="give --threshold or --far, not both"):
+        resolve_threshold(0.5, DLIB_LIKE, far=1e-3)
+
+
+def test_a_galleries_own_calibration_wins_over_the_card_and_loses_to_a_given_value() -> None:
+    own = Threshold(0.7, GALLERY_CALIBRATION, "FAR 0.001 on 200 identities")
+    card = Card(threshold=0.4, threshold_source="reid calibrate")
+    assert resolve_threshold(None, card, Store(0.9), calibrated=own) == own
+    assert resolve_threshold(0.5, card, Store(0.9), calibrated=own).value == 0.5
+    assert resolve_threshold(None, card, Store(0.9)).source == "model card"
+    assert own.source in THRESHOLD_SOURCES
+
+
+def test_quantiles_descend_and_are_checked() -> None:
+    quantiles = impostor_quantiles(np.linspace(0.2, 1.2, 1000))
+    assert quantiles[0] == (1.0, 1.2) and quantiles[-1][0] >= 1e-3
+    assert all(a[0] > b[0] and a[1] >= b[1] for a, b in zip(quantiles, quantiles[1:]))
+    assert check_quantiles(quantiles) == quantiles and impostor_quantiles([]) == ()
+    with pytest.raises(ValueError, match="rates must descend"):
+        check_quantiles([(0.1, 0.5), (0.5, 0.9)])
+
+
+@pytest.mark.parametrize(
+    "command",
+    [("reid", "verify"), ("reid", "query"), ("reid", "calibrate"), ("reid", "gallery", "calibrate"),
+     ("camera_search",), ("face_checkin",)],
+)
+def test_every_threshold_option_says_its_unit(command: tuple[str, ...]) -> None:
+    from apps.camera_search.cli import app as camera_search
+    from apps.face_checkin.cli import app as face_checkin
+
+    program = {"reid": app, "camera_search": camera_search, "face_checkin": face_checkin}[command[0]]
+    result = CliRunner().invoke(program, [*command[1:], "--help"], terminal_width=400)
+    assert result.exit_code == 0, result.output
+    text = " ".join(result.output.replace("│", " ").split())
+    assert "Euclidean distance between unit embeddings" in text
+    if "--threshold" in text:
+        assert "sqrt(2-2s)" in text and "sqrt(2c)" in text

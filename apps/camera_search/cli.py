@@ -10,7 +10,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from rich.table import Table
 from rich.text import Text
 
-from reid import ReidError, printable
+from reid import THRESHOLD_HELP, ReidError, printable
 from reid.data import quiet_opencv
 from reid.detect import PersonDetectorConfig, detector_names, fallback_note
 from reid.models import load_encoder, stand_in_model
@@ -64,9 +64,7 @@ def main(
     reference_camera: int | None = typer.Option(
         None, "--reference-camera", help="Camera whose tracks are enrolled as the known people (default 0)."
     ),
-    threshold: float | None = typer.Option(
-        None, "--threshold", help="Largest distance that names a track (default: the model card's)."
-    ),
+    threshold: float | None = typer.Option(None, "--threshold", help=f"{THRESHOLD_HELP} Default: the model card's."),
     every: int = typer.Option(1, "--every", min=1, help="Keep one frame in N."),
     max_frames: int | None = typer.Option(None, "--max-frames", min=1, help="Stop each camera after N kept frames."),
     top_k: int = typer.Option(3, "--top-k", min=1, help="Identities fetched per track."),

@@ -10,7 +10,7 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
-from reid import ReidError, printable
+from reid import THRESHOLD_HELP, ReidError, printable
 from reid.data import quiet_opencv
 from reid.gallery import Gallery
 from reid.models import load_encoder, stand_in_model
@@ -60,9 +60,7 @@ def main(
     out: Path = typer.Option(..., "--out", "-o", help="Folder for decisions.jsonl, summary.json (and the gallery)."),
     gallery: Path | None = typer.Option(None, "--gallery", "-g", help="Gallery folder (default: OUT/gallery)."),
     claim: str | None = typer.Option(None, "--claim", help="1:1: is each face this enrolled person?  (Default 1:N.)"),
-    threshold: float | None = typer.Option(
-        None, "--threshold", help="Accept at this distance or less (default: the model card's calibrated one)."
-    ),
+    threshold: float | None = typer.Option(None, "--threshold", help=f"{THRESHOLD_HELP} Default: the model card's calibrated one."),
     detect: str = typer.Option(
         "auto", "--detect", help="auto: photos whole, video frames through the face detector; face: detect everywhere "
         "(photos with no face found are taken whole); none: everything whole."

@@ -24,6 +24,7 @@ from reid.cli.common import (
 )
 from reid.cli.defaults import default_of, given, with_default
 from reid.cli.detector_options import detector_option, print_fallback_note
+from reid.cli.threshold_options import far_option, threshold_option
 from reid.cli.index_options import (
     EF_SEARCH_OPTION,
     NLIST_OPTION,
@@ -38,7 +39,9 @@ from reid.cli.index_options import (
     spec_from_flags,
 )
 from reid.errors import ConfigError, DataError
+from reid.decision import check_far
 from reid.gallery import Gallery, resolve_gallery_path
+from reid.gallery.calibration import MIN_ADMITTED, identities_needed
 from reid.models import load_encoder
 from reid.paths import check_output_file
 from reid.track import TrackerConfig
@@ -183,9 +186,11 @@ def query(
         ),
     ),
     detector: str | None = detector_option(),
-    threshold: float | None = typer.Option(
-        None, "--threshold", help="Distance under which a match is named (default: the model's)."
+    threshold: float | None = threshold_option(
+        "the gallery's own calibration (reid gallery calibrate, or once it holds enough identities), "
+        "else the model card's"
     ),
+    far: float | None = far_option(),
     score: str | None = typer.Option(
         None,
         "--score",
@@ -229,6 +234,7 @@ def query(
             detect=detect,
             detector=detector,
             threshold=threshold,
+            far=far,
             score=score,
             batch_size=batch_size,
             detect_scale=detect_scale,
@@ -265,6 +271,8 @@ def query(
             {"source": source, "threshold": run.threshold, "threshold_source": run.threshold_source, **stats.to_dict()},
         )
     _print_summary(stats, run.threshold, run.threshold_source)
+    if run.threshold_note:
+        console.print(run.threshold_note, highlight=False, soft_wrap=True)
     print_skipped(stats.unreadable)
     if interrupted:
         err_console.print("interrupted; outputs keep every frame answered so far")
@@ -460,6 +468,61 @@ def reindex(
         highlight=False,
         soft_wrap=True,
     )
+
+
+@gallery_app.command("calibrate")
+@handle_errors
+def calibrate(
+    gallery: str = typer.Argument(..., help=GALLERY_HELP),
+    far: float | None = typer.Option(
+        None,
+        "--far",
+        help=with_default(
+            "Target false-accept rate: the share of pairs of two different enrolled identities the threshold may "
+            "accept. A stranger meets every identity: with N identities, about N times this names a stranger.",
+            f"{default_of(Gallery.calibrate, 'far'):g}",
+        ),
+    ),
+    max_items: int | None = typer.Option(
+        None,
+        "--max-items",
+        min=2,
+        help=with_default(
+            "Items sampled (evenly over identities); every pair of two different identities among them is measured.",
+            str(default_of(Gallery.calibrate, "max_items")),
+        ),
+    ),
+    as_json: bool = typer.Option(False, "--json", help="Print JSON instead of a table."),
+) -> None:
+    """Store the gallery's own threshold (Euclidean distance between unit embeddings), chosen on the
+    distances between its enrolled identities for a target false-accept rate; queries then answer at it."""
+    check_far(far)
+    with Gallery.open(resolve_gallery_path(gallery)) as store:
+        calibration = store.calibrate(**given(far=far, max_items=max_items))
+        folder = store.folder
+    needed = identities_needed(calibration.far)
+    if as_json:
+        typer.echo(json.dumps({"gallery": str(folder), **calibration.to_dict(), "identities_needed": needed}, indent=2))
+        return
+    print_table(
+        f"gallery {folder}: threshold at FAR {calibration.far:g} (Euclidean distance between unit embeddings)",
+        ["field", "value"],
+        [
+            ("threshold", f"{calibration.threshold:.4f}"),
+            ("identities", f"{calibration.identities} ({calibration.sampled_identities} sampled)"),
+            ("items", f"{calibration.items} ({calibration.sampled_items} sampled)"),
+            ("impostor pairs", f"{calibration.impostor_pairs:,} (pairs of items of two different identities)"),
+            ("within the threshold", f"{calibration.admitted:,}"),
+        ],
+    )
+    if not calibration.enough:
+        console.print(
+            f"note: {calibration.identity_pairs:,} pairs of identities expect fewer than {MIN_ADMITTED} within the "
+            f"threshold; at FAR {calibration.far:g} the estimate wants {needed} identities (stored, and used since asked for)",
+            highlight=False,
+            soft_wrap=True,
+        )
+    console.print(f"stored in {folder}; queries answer at it unless given --threshold or --far", highlight=False)
 
 
 def register(app: typer.Typer) -> None:

@@ -10,7 +10,9 @@ from rich.text import Text
 from reid.cli.common import console, handle_errors, make_progress, print_table, printable, write_json
 from reid.cli.defaults import default_of, given, with_default
 from reid.cli.detector_options import detector_option
+from reid.cli.threshold_options import far_option, threshold_option
 from reid.cli.model_options import INPUT_SIZE_OPTION, MEAN_OPTION, RGB_OPTION, STD_OPTION, preprocessing_from_flags
+from reid.decision import check_far
 from reid.errors import ConfigError
 from reid.evaluation import PairScores, VerificationResult, calibrate_model, compare_images, read_pairs, verify_pairs
 from reid.evaluation.faces import fitted_to, image_preparer
@@ -124,7 +126,8 @@ def verify_command(
     image_a: Path | None = typer.Argument(None, help="First image (with IMAGE_B; or use --pairs)."),
     image_b: Path | None = typer.Argument(None, help="Second image."),
     model: str = typer.Option(..., "--model", "-m", help=ENCODER_HELP),
-    threshold: float | None = typer.Option(None, "--threshold", help="Decision threshold (default: the model card's)."),
+    threshold: float | None = threshold_option("the model card's calibrated one"),
+    far: float | None = far_option(),
     pairs: Path | None = typer.Option(None, "--pairs", help=PAIRS_HELP),
     root: Path | None = typer.Option(None, "--root", help=ROOT_HELP),
     folds: int | None = typer.Option(
@@ -166,12 +169,14 @@ def verify_command(
         raise ConfigError("give two images (reid verify A B --model M) or --pairs FILE")
     if plot is not None:
         raise ConfigError("--plot needs --pairs")
+    check_far(far)
     encoder = load_encoder(model, preprocessing=preprocessing)
     decision = compare_images(
         encoder,
         image_a,
         image_b,
         threshold=threshold,
+        far=far,
         model_name=model,
         prepare=fitted_to(image_preparer(detect, no_face, detector), encoder),
         no_face=no_face,
@@ -184,6 +189,8 @@ def verify_command(
         )
     )
     console.print(f"threshold from: {decision.threshold_source}", highlight=False)
+    if decision.note:
+        console.print(decision.note, highlight=False, soft_wrap=True)
     if json_file is not None:
         write_json(
             json_file,
@@ -194,6 +201,7 @@ def verify_command(
                 "threshold": decision.threshold,
                 "same": bool(decision.same),
                 "threshold_source": decision.threshold_source,
+                "note": decision.note,
             },
         )
 
@@ -219,7 +227,8 @@ def calibrate_command(
     ),
     json_file: Path | None = typer.Option(None, "--json", help="Also write the choice to this JSON file."),
 ) -> None:
-    """Choose the model's verification threshold on labelled pairs and write it into its card."""
+    """Choose the model's verification threshold (a Euclidean distance between unit embeddings, in
+    (0, 2]) on labelled pairs and write it into its card, with its impostor distance quantiles (for --far)."""
     if best_accuracy and far is not None:
         raise ConfigError("give --far or --best-accuracy, not both")
     target = None if best_accuracy else (default_of(calibrate_model, "target_far") if far is None else far)

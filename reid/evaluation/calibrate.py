@@ -6,6 +6,7 @@ import hashlib
 from dataclasses import dataclass
 from pathlib import Path
 
+from reid.decision import impostor_quantiles
 from reid.errors import DataError, ModelError
 from reid.evaluation.embed import PairScores, PrepareFn, ProgressFn, score_pairs
 from reid.evaluation.faces import fitted_to
@@ -57,7 +58,9 @@ def calibrate_model(
     prepare: PrepareFn | None = None,
 ) -> Calibration:
     """Choose the threshold for ``target_far`` (or the best accuracy when None) on a pair
-    file and write it, with its provenance, into the model folder's card atomically."""
+    file and write it, with its provenance and the quantiles of the impostor distances
+    (:func:`reid.decision.impostor_quantiles`, which ``--far`` reads), into the model
+    folder's card atomically."""
     folder = model_folder(model)
     encoder = load_encoder(folder)
     pair_set = read_pairs(pairs_file, root)
@@ -78,5 +81,6 @@ def calibrate_model(
     source = describe_source(pair_set, scores, choice)
     card.threshold = choice.threshold
     card.threshold_source = source
+    card.impostor_quantiles = impostor_quantiles(scores.distances[~scores.is_same])
     card.metrics = {**card.metrics, "calibration": {**choice.to_dict(), "pairs": pair_set.source.name}}
     return Calibration(choice, scores, save_card(card, folder), source)

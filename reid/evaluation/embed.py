@@ -280,6 +280,7 @@ class PairDecision:
     threshold: float
     same: bool
     threshold_source: str
+    note: str = ""
 
 
 def compare_images(
@@ -288,21 +289,24 @@ def compare_images(
     path_b: str | Path,
     *,
     threshold: float | None = None,
+    far: float | None = None,
     model_name: str | None = None,
     prepare: PrepareFn | None = None,
     no_face: str = "error",
 ) -> PairDecision:
-    """Distance between two images and the same/different decision at the threshold given,
-    else at the model card's calibrated threshold.
+    """Distance between two images and the same/different decision at the threshold given
+    (or the card's distance at false-accept rate ``far``), else at the model card's
+    calibrated threshold; ``note`` says when a given threshold is far looser than the
+    card's (:func:`reid.decision.far_note`).
 
     Raises ConfigError for a threshold outside (0, 2] or a card without one (naming
     ``model_name``, default the card's name), DataError naming the file that cannot be read
     or (unless ``no_face`` is "whole") shows no face to a face model, and ModelError on
     non-finite embeddings.
     """
-    chosen = resolve_threshold(threshold, encoder.card, model_name=model_name)
+    chosen = resolve_threshold(threshold, encoder.card, far=far, model_name=model_name)
     images = [_load(Path(path_a), prepare), _load(Path(path_b), prepare)]
     policy = "whole" if no_face == "whole" else "error"
     features = embed_images(encoder, images, [str(path_a), str(path_b)], no_face=policy).features
     distance = float(pair_distance(features[:1], features[1:])[0])
-    return PairDecision(distance, chosen.value, distance <= chosen.value, chosen.describe())
+    return PairDecision(distance, chosen.value, distance <= chosen.value, chosen.describe(), chosen.note)

@@ -78,6 +78,10 @@ INSERT_SHARD = (
 )
 # The meta values a gallery keeps for life (or until a reindex): their checksum is meta's facts_sha256.
 FACT_KEYS = ("model_fingerprint", "model_name", "model_kind", "dim", "threshold", "created", "index_spec")
+# The gallery's own calibrated threshold (reid.gallery.calibration), a JSON object, and its
+# checksum; absent until one is stored, so galleries of every format open without it.
+CALIBRATION_KEY = "calibration"
+CALIBRATION_SUM = "calibration_sha256"
 SQL_CHUNK = 900  # stays under SQLite's default limit of host parameters per statement
 ROWS_CHUNK = 100_000  # rows fetched from SQLite at a time when reading whole tables
 MAX_PROBLEMS = 100  # problems a database check collects before it stops looking
@@ -357,6 +361,10 @@ class Catalogue:
             raw = self.read_meta()
             if fmt >= FORMAT and raw.get("facts_sha256") != facts_hash(raw):
                 problems.append("the gallery's model, dimension, threshold or index options do not match their checksum")
+            if (CALIBRATION_KEY in raw or CALIBRATION_SUM in raw) and raw.get(CALIBRATION_SUM) != text_hash(
+                raw.get(CALIBRATION_KEY, "")
+            ):
+                problems.append("the gallery's stored calibration does not match its checksum")
             # A gallery of an older format has no checksums until its first write adds them.
             if fmt >= FORMAT:
                 cursor = self.db.execute(f"SELECT {ITEM_COLUMNS}, row_sha256 FROM items NOT INDEXED ORDER BY id")
@@ -418,6 +426,15 @@ class Catalogue:
                 step.apply(self)
         self.set_meta({"format": str(FORMAT)})
         self.commit()
+
+    def read_calibration(self) -> str | None:
+        """The stored calibration's JSON text, or None when none is stored."""
+        rows = self.query("SELECT value FROM meta WHERE key = ?", [CALIBRATION_KEY])
+        return str(rows[0][0]) if rows else None
+
+    def set_calibration(self, text: str) -> None:
+        """Store a calibration's JSON text with its checksum (inside a transaction)."""
+        self.set_meta({CALIBRATION_KEY: text, CALIBRATION_SUM: text_hash(text)})
 
     def set_meta(self, values: dict[str, str]) -> None:
         self.db.executemany("INSERT OR REPLACE INTO meta (key, value) VALUES (?, ?)", values.items())
@@ -493,6 +510,11 @@ def item_row(item: ItemMeta, enrolled: str) -> tuple[Any, ...]:
 def row_hash(item_id: int, row: Sequence[Any]) -> str:
     """Checksum of an item row: its id and the columns of :func:`item_row`, in that order."""
     return hashlib.sha256(json.dumps([int(item_id), *row]).encode()).hexdigest()[:16]
+
+
+def text_hash(text: str) -> str:
+    """Checksum of one stored text value (the calibration)."""
+    return hashlib.sha256(text.encode()).hexdigest()[:16]
 
 
 def facts_hash(meta: dict[str, str]) -> str:

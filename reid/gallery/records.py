@@ -144,6 +144,8 @@ class GalleryInfo:
     bytes: int
     shards: int = 1
     search_device: str = "cpu"
+    # The gallery's own stored calibration (reid.gallery.calibration), as a plain dict.
+    calibration: dict[str, Any] | None = None
 
     def to_dict(self) -> dict[str, Any]:
         return as_dict(self)

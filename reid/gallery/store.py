@@ -32,13 +32,14 @@ import json
 import os
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager, suppress
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 import faiss
 import numpy as np
 
 from reid.errors import ConfigError, GalleryError
+from reid.gallery.calibration import DEFAULT_FAR, MAX_ITEMS, SEED, GalleryCalibration, calibrate, identities_needed
 from reid.gallery.catalogue import DB_FILE, FORMAT, Catalogue, DiskState, facts_hash, item_row, layout_meta, now
 from reid.gallery.check import measure_recall, verify_files, verify_ids
 from reid.gallery.device import GPU_ENV, GPU_MAX_K, GpuSearch, detect_gpus, use_gpu
@@ -269,6 +270,67 @@ class Gallery:
         return self.meta.threshold
 
     @property
+    def calibration(self) -> GalleryCalibration | None:
+        """The threshold this gallery calibrated on its own identities and stored
+        (:meth:`calibrate`), or None; GalleryError when the stored value is malformed."""
+        text = self._catalogue.read_calibration()
+        if text is None:
+            return None
+        try:
+            return GalleryCalibration.from_json(text)
+        except ValueError as exc:
+            raise GalleryError(
+                f"{self.db_path}: the stored calibration is malformed ({exc}); store a new one with "
+                "reid gallery calibrate"
+            ) from None
+
+    def calibrate(
+        self, far: float = DEFAULT_FAR, max_items: int = MAX_ITEMS, seed: int = SEED, store: bool = True
+    ) -> GalleryCalibration:
+        """The threshold at false-accept rate ``far`` on the impostor pairs of this gallery's
+        identities (:mod:`reid.gallery.calibration`: ``max_items`` sampled items, from
+        ``seed``), stored in the gallery when ``store`` (under the writers' lock, on the
+        state it has then).  Raises ConfigError as :func:`reid.gallery.calibration.calibrate`.
+        """
+        if not store:
+            return self._calibrate(far, max_items, seed)
+        with self._writing():
+            calibration = replace(self._calibrate(far, max_items, seed), stored=True)
+            text = calibration.to_json()
+
+            def write() -> None:
+                self._catalogue.begin()
+                self._catalogue.set_calibration(text)
+                self._catalogue.commit()
+
+            self._transaction(write)
+        return calibration
+
+    def current_calibration(self) -> GalleryCalibration | None:
+        """The gallery's own threshold a query answers at unless given one, or None.
+
+        The stored calibration while the gallery holds what it was computed on; after a
+        later write, one computed now at the stored rate.  A gallery that stored none
+        calibrates now at :data:`~reid.gallery.calibration.DEFAULT_FAR` once it holds
+        enough identities for the estimate (:func:`~reid.gallery.calibration.identities_needed`).
+        """
+        stored = self.calibration
+        last_id = int(self._labels.ids[-1]) if len(self._labels.ids) else 0
+        if stored is not None and stored.current(len(self), self.identity_count, last_id):
+            return stored
+        if stored is None and self.identity_count < identities_needed(DEFAULT_FAR):
+            return None
+        try:
+            fresh = self._calibrate(stored.far if stored is not None else DEFAULT_FAR, MAX_ITEMS, SEED)
+        except ConfigError:
+            return None
+        return fresh if stored is not None or fresh.enough else None
+
+    def _calibrate(self, far: float, max_items: int, seed: int) -> GalleryCalibration:
+        labels = self._labels
+        return calibrate(labels.ids, labels.codes, self._originals, far, max_items, seed, created=now())
+
+    @property
     def index_kind(self) -> str:
         """What the index really is ("flat" while an IVF gallery is too small to train);
         kinds joined by "+" when shards differ."""
@@ -311,6 +373,7 @@ class Gallery:
             model_name=self.meta.model_name,
             model_kind=self.meta.model_kind,
             threshold=self.meta.threshold,
+            calibration=None if (stored := self.calibration) is None else stored.to_dict(),
             created=self.meta.created,
             generation=self._generation,
             segments=len(self._segments),

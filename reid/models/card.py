@@ -25,6 +25,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import Field, StrictBool, StrictInt, StrictStr, TypeAdapter, ValidationError
 
+from reid.decision import check_quantiles
 from reid.errors import ModelError
 from reid.paths import file_sha256, write_bytes_atomic
 from reid.serial import as_dict
@@ -60,6 +61,8 @@ Mean = Annotated[float, Field(strict=True, ge=0.0, le=1.0, allow_inf_nan=False)]
 Std = Annotated[float, Field(strict=True, gt=0.0, le=255.0, allow_inf_nan=False)]
 Distance = Annotated[float, Field(strict=True, ge=0.0, le=2.0, allow_inf_nan=False)]
 Fingerprint = Annotated[StrictStr, Field(pattern=r"^([0-9a-f]{16})?$")]
+Rate = Annotated[float, Field(strict=True, gt=0.0, le=1.0, allow_inf_nan=False)]
+MAX_QUANTILES = 64
 
 # bnneck: BN feature is the embedding (reid train's); fc: Linear + BN + ReLU, torchreid's OSNet
 # head; none: the pooled feature itself, torchreid's ResNet.
@@ -96,6 +99,10 @@ class ModelCard:
     metrics: dict[str, Any] = field(default_factory=dict)
     threshold: Distance | None = None
     threshold_source: StrictStr = ""
+    # (false-accept rate, distance) on the impostor pairs the threshold was calibrated on
+    # (reid.decision.impostor_quantiles); what --far reads.  Absent on older cards, and on
+    # cards calibrated before reid recorded them: such cards refuse --far.
+    impostor_quantiles: Annotated[tuple[tuple[Rate, Distance], ...], Field(max_length=MAX_QUANTILES)] = ()
     fingerprint: Fingerprint = ""
     # Absent on cards written before the fingerprint covered the card: version 1.
     fingerprint_version: Annotated[StrictInt, Field(ge=1, le=FINGERPRINT_VERSION)] = 1
@@ -138,7 +145,7 @@ def validate_card(card: ModelCard | dict[str, Any], source: str) -> ModelCard:
     """
     values = card.to_dict() if isinstance(card, ModelCard) else card
     try:
-        return _CARD_SCHEMA.validate_python(values)
+        checked = _CARD_SCHEMA.validate_python(values)
     except ValidationError as exc:
         error = exc.errors()[0]
         where = "".join(f"[{part}]" if isinstance(part, int) else f".{part}" for part in error["loc"]).lstrip(".")
@@ -147,6 +154,11 @@ def validate_card(card: ModelCard | dict[str, Any], source: str) -> ModelCard:
             shown = shown[:SHOWN_INPUT] + "..."
         more = f" (and {exc.error_count() - 1} more problems)" if exc.error_count() > 1 else ""
         raise ModelError(f"{source}: field {where or 'card'}: {error['msg'].lower()}, got {shown}{more}") from None
+    try:
+        check_quantiles(checked.impostor_quantiles)
+    except ValueError as exc:
+        raise ModelError(f"{source}: field impostor_quantiles: {exc}") from None
+    return checked
 
 
 def embedding_fingerprint(card: ModelCard, weights: str) -> str:

@@ -18,16 +18,17 @@ import time
 from collections import Counter
 from contextlib import closing
 from collections.abc import Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import numpy as np
 
-from reid.decision import Threshold, check_distance_threshold, nearest_identity
+from reid.decision import MODEL_CARD, Threshold, check_distance_threshold, check_far, nearest_identity
 from reid.decision import resolve_threshold as resolve_distance_threshold
 from reid.detect import Box, Detector, SSDLiteConfig, build_detector
 from reid.errors import ConfigError
 from reid.gallery import SCORES, Gallery, IdentityMatch
+from reid.gallery.calibration import synthetic_card_note
 from reid.models.encoder import NO_FACE_CHOICES, Encoder, embed_images
 from reid.pipeline.frames import FrameCrops, ScaledDetector, frame_crops, margin_for
 from reid.pipeline.live import FramePipeline
@@ -73,6 +74,7 @@ class QueryConfig:
     detect: str = "auto"
     detector: str | None = None
     threshold: float | None = None
+    far: float | None = None
     score: str = "best"
     batch_size: int = 32
     margin: float | None = None
@@ -105,6 +107,9 @@ class QueryConfig:
         if self.no_face not in NO_FACE_CHOICES:
             raise ConfigError(f"--no-face {self.no_face!r}: choose one of {', '.join(NO_FACE_CHOICES)}")
         check_distance_threshold(self.threshold)
+        check_far(self.far)
+        if self.threshold is not None and self.far is not None:
+            raise ConfigError("give --threshold or --far, not both")
         if self.min_height is not None and self.detector != "ssdlite":
             raise ConfigError(
                 f"--min-height works with --detector ssdlite, not {self.detector or 'the default detector'}"
@@ -250,9 +255,22 @@ class QueryStats:
 
 
 def resolve_threshold(config: QueryConfig, gallery: Gallery, encoder: Encoder) -> Threshold:
-    """--threshold, else the model card's, else the one the gallery recorded at creation
-    (:func:`reid.decision.resolve_threshold`); raises ConfigError when none has one."""
-    return resolve_distance_threshold(config.threshold, encoder.card, gallery, given_detail="--threshold")
+    """--threshold (or --far on the card's calibration pairs), else the gallery's own
+    calibration (:meth:`Gallery.current_calibration`), else the model card's, else the one
+    the gallery recorded at creation (:func:`reid.decision.resolve_threshold`), with a note
+    when the card's threshold comes from synthetic data; raises ConfigError when none has one."""
+    own = gallery.current_calibration() if config.threshold is None and config.far is None else None
+    chosen = resolve_distance_threshold(
+        config.threshold,
+        encoder.card,
+        gallery,
+        given_detail="--threshold",
+        far=config.far,
+        calibrated=None if own is None else own.as_threshold(),
+    )
+    if chosen.source == MODEL_CARD:
+        return replace(chosen, note=synthetic_card_note(encoder.card, gallery))
+    return chosen
 
 
 def choose_detector(config: QueryConfig, source: MediaSource, encoder: Encoder) -> Detector | None:
@@ -295,6 +313,7 @@ class QueryRun:
         self.gallery, self.encoder, self.source = gallery, encoder, source
         self.chosen_threshold = resolve_threshold(self.config, gallery, encoder)
         self.threshold, self.threshold_source = self.chosen_threshold.value, self.chosen_threshold.describe()
+        self.threshold_note = self.chosen_threshold.note
         self.detector = detector if detector is not None else choose_detector(self.config, source, encoder)
         self.stats = QueryStats(unreadable=source.unreadable)
         tracking = self.config.track and self.detector is not None and source.kind != "images"

@@ -163,6 +163,32 @@ def test_calibrate_then_verify_uses_the_card(tmp_path, model, orl_faces):
     assert "threshold from: model card (reid calibrate" in " ".join(result.output.split())
     result = run("calibrate", "--model", model, "--pairs", pairs, "--far", "0.01", "--best-accuracy")
     assert result.exit_code == 1 and "not both" in result.output
+    # The card now carries its impostor quantiles: --far reads a threshold from them, and a
+    # given threshold that accepts ten times the card's share of impostors says so.
+    assert load_card(model).impostor_quantiles
+    a, b = orl_faces / "s1" / "1.pgm", orl_faces / "s2" / "1.pgm"
+    result = run("verify", a, b, "--model", model, "--far", "0.2", "--json", tmp_path / "v.json")
+    assert result.exit_code == 0, result.output
+    assert "threshold from: given (--far 0.2 on the impostor pairs" in " ".join(result.output.split())
+    assert json.loads((tmp_path / "v.json").read_text())["note"] == ""
+    result = run("verify", a, b, "--model", model, "--threshold", "2", "--json", tmp_path / "v.json")
+    assert result.exit_code == 0, result.output
+    note = json.loads((tmp_path / "v.json").read_text())["note"]
+    assert note.startswith("note: --threshold 2 accepts about 100.0% of the impostor pairs t's card")
+    assert " ".join(note.split()) in " ".join(result.output.split())
+    for bad in (["--far", "5"], ["--far", "0"], ["--far", "0.1", "--threshold", "0.5"], ["--far", "1e-9"]):
+        result = run("verify", a, b, "--model", model, *bad)
+        assert result.exit_code == 1 and "Traceback" not in result.output, bad
+        assert len([line for line in result.output.splitlines() if line.startswith("error:")]) == 1, result.output
+
+
+def test_far_on_a_card_without_impostor_quantiles_is_refused(tmp_path, orl_faces):
+    card = ModelCard(name="q", architecture="resnet18", embedding_dim=64, input_size=(64, 32), threshold=0.5)
+    save_model(build_network(card), card, tmp_path / "q")
+    result = run("verify", orl_faces / "s1" / "1.pgm", orl_faces / "s1" / "2.pgm", "--model", tmp_path / "q",
+                 "--far", "1e-3")
+    assert result.exit_code == 1
+    assert "q's card records no impostor distances to read --far from" in " ".join(result.output.split())
 
 
 def test_verify_detect_face(tmp_path, model, orl_faces):

@@ -10,6 +10,7 @@ import numpy as np
 import pytest
 
 from reid.data.records import ImageRecord
+from reid.decision import impostor_quantiles
 from reid.errors import ConfigError, DataError, ModelError
 from reid.evaluation import (
     calibrate_model,
@@ -202,6 +203,9 @@ def test_calibrate_writes_the_card(tmp_path):
     assert "FAR <= 0.1" in after.threshold_source and "pairs.csv" in after.threshold_source
     assert after.metrics["calibration"]["far"] <= 0.1
     assert after.fingerprint == before.fingerprint
+    impostors = calibration.scores.distances[~calibration.scores.is_same]
+    assert after.impostor_quantiles == impostor_quantiles(impostors) and after.impostor_quantiles[0][0] == 1.0
+    assert after.impostor_quantiles[0][1] == pytest.approx(impostors.max(), abs=1e-6)
     assert not list((tmp_path / "m").glob(".*tmp*"))
     best = calibrate_model(tmp_path / "m", pairs, tmp_path / "pairs", target_far=None)
     assert load_card(tmp_path / "m").threshold_source.startswith("reid calibrate: best accuracy")

@@ -1,0 +1,261 @@
+"""A gallery's own threshold, from the impostor pairs its enrolled identities hold.
+
+Every pair of items of two DIFFERENT enrolled identities is an impostor pair: a stranger
+looks to the gallery like one more identity, so the distances between its identities
+are a sample of the distances at which a stranger would meet them.  The threshold for a
+target false-accept rate ``far`` is the distance within which that share of the impostor
+pairs lies; pairs of items of the same identity never count (they are genuine pairs).
+
+**Cost.**  Items are sampled, at most :data:`MAX_ITEMS` (default 2,048), the same number
+from each identity where it can (identities with fewer items give all they have; with
+more identities than the budget, one item each of a random subset), so that identities
+with many items do not outweigh the rest.  Every pair of sampled items of different
+identities is measured: about two million pairs from one Gram matrix of the sampled
+embeddings, whatever the gallery's size (a 100,000-item gallery costs the same as a
+2,048-item one, plus reading 2,048 embeddings).  The sample is drawn from a fixed seed,
+so the same gallery calibrates to the same threshold.
+
+**Enough identities.**  The items of two identities are not independent: the evidence
+for a rate is the number of identity pairs, N(N-1)/2 for N identities.  A threshold is
+trusted by default (a query uses it without being asked) when at least
+:data:`MIN_ADMITTED` (10) identity pairs are expected within it: N(N-1)/2 x far >= 10, so
+that the count the threshold rests on has a relative Poisson error of at most
+1/sqrt(10), about a third.  At FAR 1e-3 that is 142 identities (10,011 identity pairs);
+at 1e-2, 46.  ``reid gallery calibrate`` computes and stores one for fewer identities
+when asked (it needs at least 10 sampled impostor pairs within the threshold) and says
+what it rests on.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+from pathlib import Path
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from reid.decision import GALLERY_CALIBRATION, UNIT, Threshold, check_far, similarity_to_distance
+from reid.errors import ConfigError
+from reid.serial import as_dict
+
+DEFAULT_FAR = 1e-3
+MIN_ADMITTED = 10
+MAX_ITEMS = 2048
+SEED = 0
+SYNTHETIC = "synthetic"  # the data set name of reid's generated people ("synthetic" or "synthetic:DIR")
+GRAM_ROWS = 512  # rows of the Gram matrix computed at a time
+
+Embeddings = Callable[[np.ndarray], np.ndarray]
+
+
+@dataclass(frozen=True)
+class GalleryCalibration:
+    """A threshold (Euclidean distance between unit embeddings, in (0, 2]) chosen so that a
+    share of at most ``far`` of the measured impostor pairs lies within it.
+
+    ``identities``, ``items`` and ``last_id`` describe the gallery it was computed on (a
+    later write makes it stale); ``sampled_items`` of ``sampled_identities`` identities
+    gave ``impostor_pairs`` pairs of different identities, of which ``admitted`` lie
+    within ``threshold``; ``identity_pairs`` is N(N-1)/2 over the sampled identities.
+    ``stored``: read from the gallery (True) or computed for this run.
+    """
+
+    far: float
+    threshold: float
+    identities: int
+    items: int
+    last_id: int
+    sampled_items: int
+    sampled_identities: int
+    impostor_pairs: int
+    identity_pairs: int
+    admitted: int
+    created: str = ""
+    stored: bool = False
+
+    @property
+    def enough(self) -> bool:
+        """Whether the estimate rests on enough identity pairs to be used by default."""
+        return self.identity_pairs * self.far >= MIN_ADMITTED
+
+    def current(self, items: int, identities: int, last_id: int) -> bool:
+        """Whether it was computed on a gallery of this content (no write since)."""
+        return (self.items, self.identities, self.last_id) == (items, identities, last_id)
+
+    def describe(self) -> str:
+        how = "stored" if self.stored else "computed for this run"
+        return (
+            f"FAR {self.far:g} on {self.sampled_identities} identities: {self.impostor_pairs:,} impostor pairs of "
+            f"{self.sampled_items:,} sampled items, {self.admitted} within; {how}"
+        )
+
+    def as_threshold(self) -> Threshold:
+        return Threshold(self.threshold, GALLERY_CALIBRATION, self.describe())
+
+    def to_dict(self) -> dict[str, Any]:
+        data = as_dict(self)
+        data.pop("stored")
+        return data
+
+    def to_json(self) -> str:
+        return json.dumps(self.to_dict(), sort_keys=True)
+
+    @classmethod
+    def from_json(cls, text: str) -> GalleryCalibration:
+        """The calibration a gallery stored; ValueError naming the first bad value."""
+        try:
+            data = json.loads(text)
+        except json.JSONDecodeError as exc:
+            raise ValueError(f"not JSON ({exc})") from None
+        if not isinstance(data, dict):
+            raise ValueError("not a JSON object")
+        counts = ("identities", "items", "last_id", "sampled_items", "sampled_identities")
+        counts += ("impostor_pairs", "identity_pairs", "admitted")
+        for key in counts:
+            value = data.get(key)
+            if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+                raise ValueError(f"{key} is not a count: {value!r}")
+        for key, low, high in (("far", 0.0, 1.0), ("threshold", 0.0, 2.0)):
+            value = data.get(key)
+            if isinstance(value, bool) or not isinstance(value, (int, float)) or not low < value <= high:
+                raise ValueError(f"{key} is not in ({low:g}, {high:g}]: {value!r}")
+        if not isinstance(data.get("created", ""), str):
+            raise ValueError("created is not text")
+        if data["admitted"] > data["impostor_pairs"] or data["sampled_items"] > data["items"]:
+            raise ValueError("more pairs admitted than measured, or more items sampled than held")
+        return cls(**{key: data[key] for key in (*counts, "far", "threshold")}, created=data.get("created", ""), stored=True)
+
+
+def identities_needed(far: float) -> int:
+    """The fewest identities whose N(N-1)/2 identity pairs expect :data:`MIN_ADMITTED`
+    within a threshold at ``far``: the default-use rule (module docstring)."""
+    check_far(far)
+    n = max(2, math.ceil((1 + math.sqrt(1 + 8 * MIN_ADMITTED / far)) / 2) - 1)
+    while n * (n - 1) / 2 * far < MIN_ADMITTED:
+        n += 1
+    return n
+
+
+def sample_items(codes: np.ndarray, max_items: int, seed: int = SEED) -> np.ndarray:
+    """Positions of at most ``max_items`` items, as evenly over identities as they allow.
+
+    ``codes``: (N,) identity codes.  Each identity gives ``max_items // identities`` random
+    items (all it has when fewer); when there are more identities than ``max_items``, one
+    random item each of ``max_items`` random identities.  Positions come back ascending.
+    """
+    if max_items < 2:
+        raise ConfigError(f"a calibration needs at least 2 sampled items, got {max_items}")
+    rng = np.random.default_rng(seed)
+    codes = np.asarray(codes)
+    order = rng.permutation(len(codes))
+    order = order[np.argsort(codes[order], kind="stable")]
+    sorted_codes = codes[order]
+    starts = np.flatnonzero(np.r_[True, sorted_codes[1:] != sorted_codes[:-1]])
+    rank = np.arange(len(order)) - np.repeat(starts, np.diff(np.r_[starts, len(order)]))
+    identities = len(starts)
+    if identities > max_items:
+        chosen = rng.choice(identities, size=max_items, replace=False)
+        keep = order[starts[chosen]]
+    else:
+        keep = order[rank < max_items // identities]
+    return np.sort(keep)
+
+
+def impostor_distances(vectors: np.ndarray, codes: np.ndarray) -> np.ndarray:
+    """Distances (float64, Euclidean between unit embeddings) of every pair i < j of rows of
+    ``vectors`` (N, D) whose ``codes`` differ: the impostor pairs, never the genuine ones."""
+    vectors = np.asarray(vectors, dtype=np.float32)
+    codes = np.asarray(codes)
+    parts = []
+    for start in range(0, len(vectors), GRAM_ROWS):
+        block = vectors[start : start + GRAM_ROWS] @ vectors.T
+        rows = np.arange(start, start + len(block))[:, None]
+        keep = (np.arange(len(vectors))[None, :] > rows) & (codes[start : start + len(block), None] != codes[None, :])
+        parts.append(similarity_to_distance(block[keep]))
+    return np.concatenate(parts) if parts else np.zeros(0)
+
+
+def threshold_for_far(distances: np.ndarray, far: float) -> tuple[float, int]:
+    """The largest threshold (halfway to the next distance) that admits at most ``far`` of
+    the impostor ``distances``, and how many it admits.
+
+    Raises ConfigError when fewer than :data:`MIN_ADMITTED` pairs would be admitted: the
+    pairs cannot resolve that rate.
+    """
+    check_far(far)
+    d = np.sort(np.asarray(distances, dtype=np.float64))
+    k = int(math.floor(far * d.size + 1e-9))
+    if k < MIN_ADMITTED or k >= d.size:
+        raise ConfigError(
+            f"{d.size:,} impostor pairs cannot resolve FAR {far:g}: at least {MIN_ADMITTED} of them must lie within "
+            f"the threshold ({math.ceil(MIN_ADMITTED / far):,} pairs); enrol more identities or give a larger --far"
+        )
+    threshold = (d[k - 1] + d[k]) / 2 if d[k] > d[k - 1] else float(np.nextafter(d[k], -np.inf))
+    threshold = float(min(max(threshold, 1e-6), 2.0))
+    return threshold, int(np.searchsorted(d, threshold, side="right"))
+
+
+def calibrate(
+    ids: np.ndarray,
+    codes: np.ndarray,
+    embeddings: Embeddings,
+    far: float = DEFAULT_FAR,
+    max_items: int = MAX_ITEMS,
+    seed: int = SEED,
+    created: str = "",
+) -> GalleryCalibration:
+    """Calibrate on items ``ids`` (N,) of identity ``codes`` (N,), reading their vectors with
+    ``embeddings(ids) -> (n, D)`` float32 unit rows (only the sampled ones are read).
+
+    Raises ConfigError for a rate outside (0, 1), fewer than two identities, or too few
+    impostor pairs for ``far`` (:func:`threshold_for_far`).
+    """
+    check_far(far)
+    ids, codes = np.asarray(ids, dtype=np.int64), np.asarray(codes)
+    identities = len(np.unique(codes))
+    if identities < 2:
+        raise ConfigError(f"a gallery of {identities} identities holds no impostor pair to calibrate on")
+    chosen = sample_items(codes, max_items, seed)
+    sampled_codes = codes[chosen]
+    distances = impostor_distances(embeddings(ids[chosen]), sampled_codes)
+    threshold, admitted = threshold_for_far(distances, far)
+    sampled_identities = len(np.unique(sampled_codes))
+    return GalleryCalibration(
+        far=float(far),
+        threshold=threshold,
+        identities=identities,
+        items=len(ids),
+        last_id=int(ids.max()),
+        sampled_items=len(chosen),
+        sampled_identities=sampled_identities,
+        impostor_pairs=int(distances.size),
+        identity_pairs=sampled_identities * (sampled_identities - 1) // 2,
+        admitted=admitted,
+        created=created,
+    )
+
+
+def synthetic_card_note(card: Any, gallery: Any) -> str:
+    """One line when ``card``'s threshold was calibrated on reid's generated (synthetic)
+    people and ``gallery`` holds other images (its first item's source lies outside that
+    data set's folder); "" otherwise.
+
+    Generated people are another kind of data than camera images: their distances say
+    nothing of where strangers of a real scene fall, so such a threshold names them.
+    """
+    data = str(getattr(card, "metrics", {}).get("dataset", ""))
+    if data.split(":")[0] != SYNTHETIC and not re.search(rf"\b{SYNTHETIC}\b", card.threshold_source):
+        return ""
+    root = data.partition(":")[2] if data.split(":")[0] == SYNTHETIC else ""
+    first = gallery.items(limit=1)
+    if root and first and Path(first[0].source).resolve().is_relative_to(Path(root).resolve()):
+        return ""
+    return (
+        f"note: {card.name}'s threshold was calibrated on synthetic data (generated people), not on images like "
+        f"this gallery's; strangers may be named: run 'reid gallery calibrate {gallery.folder}', or give --threshold "
+        f"({UNIT}) or --far"
+    )
