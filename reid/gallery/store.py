@@ -127,7 +127,8 @@ class Gallery:
     """An open gallery.  Create one with :meth:`create`, :meth:`open` or :meth:`open_or_create`.
 
     Searching uses the copy loaded in memory; :meth:`refresh` picks up what other processes
-    committed since.  Writes (:meth:`add`, :meth:`remove_identity`, :meth:`reindex`) first
+    committed since.  Writes (:meth:`add`, :meth:`remove_identity`, :meth:`remove_item`,
+    :meth:`rename_identity`, :meth:`reindex`) first
     catch up with the disk under the lock, so concurrent writers never lose each other's work.
     ``gpu`` (default: the ``REID_FAISS_GPU`` environment variable, else ``auto``) says
     whether searches run on GPUs; see :mod:`reid.gallery.device`.
@@ -463,36 +464,89 @@ class Gallery:
             ids = np.asarray(self._catalogue.identity_ids(identity), dtype=np.int64)
             if len(ids) == 0:
                 raise GalleryError(f"{self.folder}: no identity {identity!r} in the gallery")
+            self._remove_ids(ids, generation)
+            self._labels.drop(identity)
+            rows_left = len(self._catalogue.identity_ids(identity))
+            self._check_removed(ids, rows_left, repr(identity))
+        return len(ids)
+
+    def remove_item(self, item_id: int) -> GalleryItem:
+        """Remove the one item ``item_id`` (its row and its embedding); returns it as it was.
+
+        Raises GalleryError when there is no such item, or when it is still found afterwards.
+        """
+        with self._writing() as generation:
+            item = self._catalogue.get_items([int(item_id)]).get(int(item_id))
+            if item is None:
+                raise GalleryError(f"{self.folder}: no item {item_id} in the gallery")
+            ids = np.asarray([item.id], dtype=np.int64)
+            self._remove_ids(ids, generation)
+            self._labels.drop_ids(ids)
+            rows_left = len(self._catalogue.get_items([item.id]))
+            self._check_removed(ids, rows_left, f"item {item.id}")
+        return item
+
+    def rename_identity(self, identity: str, new_name: str) -> int:
+        """Give every item of ``identity`` the label ``new_name``; returns how many items.
+
+        One commit rewrites the rows (with their checksums) and names a rewritten active
+        shard, so other processes holding the gallery reload its labels.  Raises
+        GalleryError when ``identity`` has no items and ConfigError when ``new_name`` is
+        empty or already an identity of the gallery (renaming never merges two people).
+        """
+        if not new_name or not new_name.strip():
+            raise ConfigError(f"{self.folder}: the new identity label is empty")
+        with self._writing() as generation:
+            ids = self._catalogue.identity_ids(identity)
+            if not ids:
+                raise GalleryError(f"{self.folder}: no identity {identity!r} in the gallery")
+            if new_name != identity and self._catalogue.identity_ids(new_name):
+                raise ConfigError(f"{self.folder}: identity {new_name!r} already exists; choose another name")
             written: list[Written] = []
             try:
                 with _removed_on_error(written):
-                    sealed = []
-                    for shard, record in self._layout.sealed:
-                        gone = ids[shard.holds(ids)]
-                        if not len(gone):
-                            sealed.append((shard, record))
-                        elif len(gone) < len(shard):
-                            written.append(self._without(shard, gone, generation))
-                            sealed.append((written[-1].shard, written[-1].record))
-                    # The active shard is rewritten either way, which folds its segments in.
-                    active = self._layout.active
-                    written.append(self._without(active, ids[active.holds(ids)], generation))
-                    layout = _Layout(sealed, written[-1].shard, written[-1].record, self._layout.template)
-                self._commit(layout, generation, written, delete_ids=ids)
-                self._labels.drop(identity)
+                    written.append(self._without(self._layout.active, np.zeros(0, np.int64), generation))
+                    layout = _Layout(list(self._layout.sealed), written[-1].shard, written[-1].record, self._layout.template)
+                self._commit(layout, generation, written, relabel=(identity, new_name))
+                self._labels.rename(identity, new_name)
             except BaseException:
-                # Shards may have lost items in memory without the commit: reload them.
                 self._stale = True
                 raise
-            rows_left = len(self._catalogue.identity_ids(identity))
-            index_left = sum(int(shard.holds(ids).sum()) for shard in self._layout.shards())
-            if rows_left or index_left:
-                self._stale = True
-                raise GalleryError(
-                    f"{self.db_path}: after removing {identity!r}, {rows_left} of its items are still in the "
-                    f"database and {index_left} in the index (see reid gallery info --check)"
-                )
         return len(ids)
+
+    def _remove_ids(self, ids: np.ndarray, generation: int) -> None:
+        """Rewrite the shards holding ``ids`` without them and commit that with the rows'
+        deletion (the caller holds the lock, inside :meth:`_writing`)."""
+        written: list[Written] = []
+        try:
+            with _removed_on_error(written):
+                sealed = []
+                for shard, record in self._layout.sealed:
+                    gone = ids[shard.holds(ids)]
+                    if not len(gone):
+                        sealed.append((shard, record))
+                    elif len(gone) < len(shard):
+                        written.append(self._without(shard, gone, generation))
+                        sealed.append((written[-1].shard, written[-1].record))
+                # The active shard is rewritten either way, which folds its segments in.
+                active = self._layout.active
+                written.append(self._without(active, ids[active.holds(ids)], generation))
+                layout = _Layout(sealed, written[-1].shard, written[-1].record, self._layout.template)
+            self._commit(layout, generation, written, delete_ids=ids)
+        except BaseException:
+            # Shards may have lost items in memory without the commit: reload them.
+            self._stale = True
+            raise
+
+    def _check_removed(self, ids: np.ndarray, rows_left: int, what: str) -> None:
+        """Raise GalleryError when removed ``ids`` are still in the database or the index."""
+        index_left = sum(int(shard.holds(ids).sum()) for shard in self._layout.shards())
+        if rows_left or index_left:
+            self._stale = True
+            raise GalleryError(
+                f"{self.db_path}: after removing {what}, {rows_left} of its items are still in the "
+                f"database and {index_left} in the index (see reid gallery info --check)"
+            )
 
     def reindex(self, spec: IndexSpec) -> None:
         """Rebuild the index as ``spec`` says (e.g. flat to IVF-PQ, or into shards), keeping every item."""
@@ -757,8 +811,11 @@ class Gallery:
         extra: Sequence[Path] = (),
         spec: IndexSpec | None = None,
         delete_ids: np.ndarray | None = None,
+        relabel: tuple[str, str] | None = None,
     ) -> None:
-        """Name ``layout``'s files in one transaction (dropping all segments), then use it.
+        """Name ``layout``'s files in one transaction (dropping all segments), then use it;
+        the same transaction deletes the rows ``delete_ids`` and renames the identity
+        ``relabel`` (old, new).
 
         Until the commit the new files (``written`` and ``extra``) are deleted on failure;
         after it they are the gallery, and only the files it no longer names are deleted.
@@ -774,6 +831,8 @@ class Gallery:
             catalogue.begin()
             if delete_ids is not None:
                 catalogue.delete_items(delete_ids)
+            if relabel is not None:
+                catalogue.rename_identity(*relabel)
             catalogue.set_meta(meta)
             catalogue.replace_shards([record for _, record in layout.sealed])
             catalogue.commit()
