@@ -201,6 +201,17 @@ def read_bytes(path: str | Path, limits: ImageLimits | None = None) -> bytes:
     return payload
 
 
+def bounded_bytes(payload: bytes, source: str | Path, limits: ImageLimits | None = None) -> bytes:
+    """``payload``, an image received in memory (an upload), held to the limits a file is
+    (:func:`read_bytes`): DataError naming ``source`` when it is empty or over ``limits.max_bytes``."""
+    limits = limits or ImageLimits.from_env()
+    if len(payload) > limits.max_bytes:
+        raise DataError(f"{source}: file is {len(payload)} bytes, over the image limit of {limits.max_bytes}")
+    if not payload:
+        raise DataError(f"{source}: empty file")
+    return payload
+
+
 def decode_image(payload: bytes, source: str | Path, limits: ImageLimits | None = None) -> np.ndarray:
     """Decode an image file's bytes as RGB uint8 (H, W, 3); DataError naming ``source``.
 

@@ -246,6 +246,25 @@ class Gallery:
             folder.rmdir()
         return True
 
+    @classmethod
+    def destroy(cls, folder: str | Path, lock_timeout: float = 120.0) -> int:
+        """Delete the gallery at ``folder`` with every item in it (its files only, and the
+        folder when nothing else is left in it); returns how many items it held.
+
+        Raises GalleryError when ``folder`` holds no gallery or its lock cannot be taken.
+        """
+        folder = Path(folder)
+        if not (folder / DB_FILE).is_file():
+            raise GalleryError(f"{folder}: no gallery here (no {DB_FILE})")
+        with gallery_lock(folder, exclusive=True, timeout=lock_timeout), cls(folder, lock_timeout, "off") as gallery:
+            catalogue = gallery._catalogue
+            count = sum(summary.items for summary in catalogue.identities()) if catalogue.has_meta() else 0
+            gallery.close()
+            _remove_gallery_files(folder)
+        with suppress(OSError):
+            folder.rmdir()
+        return count
+
     def close(self) -> None:
         self._catalogue.close()
 

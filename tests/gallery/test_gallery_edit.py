@@ -77,3 +77,16 @@ def test_remove_item_removes_its_row_and_embedding_only(tmp_path: Path) -> None:
     assert gallery.check(queries=10, k=3).items == 19
     gallery.close()
     other.close()
+
+
+def test_destroy_deletes_the_gallery_files_and_nothing_else(tmp_path: Path) -> None:
+    gallery, _, _ = _filled(tmp_path / "g")
+    gallery.close()
+    (tmp_path / "g" / "notes.txt").write_text("kept")
+    assert Gallery.destroy(tmp_path / "g") == 24
+    assert [p.name for p in (tmp_path / "g").iterdir()] == ["notes.txt"]
+    with pytest.raises(GalleryError, match="no gallery here"):
+        Gallery.destroy(tmp_path / "g")
+    _filled(tmp_path / "h")[0].close()
+    Gallery.destroy(tmp_path / "h")
+    assert not (tmp_path / "h").exists()
