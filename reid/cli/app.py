@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import typer
 
-from reid.cli import evaluate, export, gallery, models, report, train, verify
+from reid.cli import evaluate, export, gallery, models, report, serve, train, verify
 from reid.data import quiet_opencv
 
 app = typer.Typer(
@@ -15,7 +15,7 @@ app = typer.Typer(
     pretty_exceptions_enable=False,
 )
 
-for module in (train, evaluate, verify, gallery, export, report, models):
+for module in (train, evaluate, verify, gallery, export, report, models, serve):
     module.register(app)
 
 

@@ -137,3 +137,11 @@ def test_bounded_bytes_holds_uploads_to_the_file_limits() -> None:
         bounded_bytes(b"abcde", "up.jpg", limits)
     with pytest.raises(DataError, match="up.jpg: empty file"):
         bounded_bytes(b"", "up.jpg", limits)
+
+
+@pytest.mark.parametrize("payload", [b"x", b"xx", b"BM", b"\x28\x00"])
+def test_a_few_bytes_are_a_data_error_not_a_crash(payload: bytes) -> None:
+    from reid.data.io import decode_image
+
+    with pytest.raises(DataError, match="tiny.jpg: not a readable image"):
+        decode_image(payload, "tiny.jpg")
