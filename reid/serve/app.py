@@ -211,6 +211,12 @@ async def read_form(request: Request, service: Service) -> Any:
         )
     except MultiPartException as exc:
         raise ApiError(422, f"malformed multipart form: {exc.message}") from None
+    except HTTPException as exc:
+        # Starlette reports a form over its file count as a 400.
+        if exc.status_code != 400:
+            raise
+        status = 413 if "Too many files" in str(exc.detail) else 422
+        raise ApiError(status, f"multipart form refused: {exc.detail} (at most {service.config.max_images} images)") from None
 
 
 async def read_json(request: Request, model: type[schemas.Strict]) -> Any:
