@@ -40,6 +40,7 @@ import numpy as np
 
 from reid.errors import ConfigError, GalleryError
 from reid.gallery.catalogue import DB_FILE, FORMAT, Catalogue, DiskState, facts_hash, item_row, layout_meta, now
+from reid.gallery import thumbnails as thumbs
 from reid.gallery.check import measure_recall, verify_files, verify_ids
 from reid.gallery.device import GPU_ENV, GPU_MAX_K, GpuSearch, detect_gpus, use_gpu
 from reid.gallery.export import export_suffix, write_jsonl, write_npz
@@ -166,8 +167,10 @@ class Gallery:
         spec: IndexSpec | None = None,
         lock_timeout: float = 120.0,
         gpu: str | None = None,
+        thumbnails: bool = True,
     ) -> Gallery:
-        """A new, empty gallery for embeddings of the model ``card`` describes.
+        """A new, empty gallery for embeddings of the model ``card`` describes; with
+        ``thumbnails`` it keeps a small JPEG of each enrolled crop (:mod:`reid.gallery.thumbnails`).
 
         A failed creation leaves nothing: no database, no lock, no folder it made.  Raises
         GalleryError when a gallery is already there, ConfigError for a card without a
@@ -184,6 +187,8 @@ class Gallery:
                     raise GalleryError(f"{folder}: a gallery already exists here")
                 gallery._initialize(card, spec or IndexSpec())
                 gallery._load()
+                if thumbnails:
+                    thumbs.enable(folder)
         return gallery
 
     @classmethod
@@ -206,8 +211,10 @@ class Gallery:
         spec: IndexSpec | None = None,
         lock_timeout: float = 120.0,
         gpu: str | None = None,
+        thumbnails: bool = True,
     ) -> Gallery:
-        """Open the gallery at ``folder`` (checking it was made with ``card``'s model) or create it.
+        """Open the gallery at ``folder`` (checking it was made with ``card``'s model) or create it
+        (keeping thumbnails unless ``thumbnails`` is False, as :meth:`create`).
 
         ``spec`` applies when the gallery is new; for an existing one it must equal the
         gallery's own (change that with :meth:`reindex`).
@@ -223,6 +230,8 @@ class Gallery:
             with _closed_on_error(cls(folder, lock_timeout, gpu)) as gallery:
                 if not gallery._catalogue.has_meta():
                     gallery._initialize(card, spec or IndexSpec())
+                    if thumbnails:
+                        thumbs.enable(folder)
                 gallery._load()
                 gallery.check_model(card)
                 if spec is not None and spec != gallery.spec:
@@ -420,10 +429,17 @@ class Gallery:
                 raise error from exc
             raise
 
-    def add(self, embeddings: np.ndarray, items: Sequence[ItemMeta], skip_duplicates: bool = True) -> AddResult:
+    def add(
+        self,
+        embeddings: np.ndarray,
+        items: Sequence[ItemMeta],
+        skip_duplicates: bool = True,
+        crops: Sequence[np.ndarray] | None = None,
+    ) -> AddResult:
         """Store one batch atomically: after a crash either all of it is there or none.
 
-        ``embeddings`` (N, D) float32, one row per item.  Items whose ``image_hash`` is
+        ``embeddings`` (N, D) float32, one row per item.  ``crops`` (RGB uint8, one per
+        item) become the added items' thumbnails when the gallery keeps them, after the commit.  Items whose ``image_hash`` is
         already stored (or repeats within the batch) are skipped when ``skip_duplicates``;
         their positions come back in ``duplicates``.  Raises ConfigError for a count or
         shape mismatch, an empty identity or non-finite values.
@@ -436,6 +452,8 @@ class Gallery:
                 raise ConfigError(f"{item.source or 'item'}: identity label is empty")
         with self._writing() as generation:
             keep, duplicates = self._split_duplicates(items) if skip_duplicates else (list(range(len(items))), [])
+            if crops is not None and len(crops) != len(items):
+                raise ConfigError(f"{len(crops)} crops for {len(items)} items")
             if not keep:
                 return AddResult([], duplicates)
             kept_vectors = vectors[keep]
@@ -470,6 +488,8 @@ class Gallery:
             except BaseException:
                 self._stale = True
                 raise
+            if crops is not None:
+                thumbs.write(self.folder, ids.tolist(), [crops[i] for i in keep])
         return AddResult(ids.tolist(), duplicates)
 
     def remove_identity(self, identity: str) -> int:
@@ -484,6 +504,7 @@ class Gallery:
             if len(ids) == 0:
                 raise GalleryError(f"{self.folder}: no identity {identity!r} in the gallery")
             self._remove_ids(ids, generation)
+            thumbs.remove(self.folder, ids)
             self._labels.drop(identity)
             rows_left = len(self._catalogue.identity_ids(identity))
             self._check_removed(ids, rows_left, repr(identity))
@@ -500,6 +521,7 @@ class Gallery:
                 raise GalleryError(f"{self.folder}: no item {item_id} in the gallery")
             ids = np.asarray([item.id], dtype=np.int64)
             self._remove_ids(ids, generation)
+            thumbs.remove(self.folder, ids)
             self._labels.drop_ids(ids)
             rows_left = len(self._catalogue.get_items([item.id]))
             self._check_removed(ids, rows_left, f"item {item.id}")
@@ -963,6 +985,7 @@ def _new_removed_on_error(folder: Path) -> Iterator[None]:
 
 def _remove_gallery_files(folder: Path) -> None:
     """Delete the files a gallery keeps in ``folder`` (never anything else there)."""
+    thumbs.remove_all(folder)
     for path in folder.iterdir():
         name = path.name
         ours = name in (DB_FILE, f"{DB_FILE}-journal", LOCK_FILE) or name.lstrip(".").startswith(FILE_PREFIXES)

@@ -267,8 +267,9 @@ def enrol(
                 report.skipped.append((items[position].source, reason))
                 seen.discard(items[position].image_hash or "")
             items = [items[position] for position in embedded.kept]
+            crops = [crops[position] for position in embedded.kept]
         if items:
-            result = gallery.add(embedded.features, items)
+            result = gallery.add(embedded.features, items, crops=crops)
             for position in result.duplicates:
                 report.duplicates += 1
                 report.skipped.append((items[position].source, DUPLICATE))

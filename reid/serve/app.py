@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from fastapi import Depends, FastAPI, Query, Request
+from fastapi import Path as PathParam
 from fastapi.exceptions import RequestValidationError
 from fastapi.middleware.cors import CORSMiddleware
 from fastapi.responses import JSONResponse, Response
@@ -46,6 +47,8 @@ ERRORS: dict[int | str, dict[str, Any]] = {
 }
 IMAGE_FIELDS = {"image": "The photo.", "other": "A second photo (verify)."}
 RETRY_AFTER = "1"
+# Item ids are SQLite row ids: positive 64-bit integers.
+ITEM_ID = PathParam(ge=1, le=2**63 - 1)
 # Text fields of a multipart form are small; the images are files.
 MAX_FORM_FIELD = 64 * 1024
 
@@ -437,7 +440,7 @@ def create_app(service: Service, pool: WorkerPool | None = None) -> FastAPI:
     @app.post("/v1/galleries", response_model=schemas.GalleryOut, status_code=201, responses=ERRORS, tags=["galleries"])
     async def create_gallery(body: schemas.GalleryCreate, _: Principal = needs("admin")) -> dict[str, Any]:
         """Create an empty gallery for a served model (admin)."""
-        return await run(service.create_gallery, body.name, body.model, body.index)
+        return await run(service.create_gallery, body.name, body.model, body.index, body.thumbnails)
 
     @app.get("/v1/galleries/{gallery}", response_model=schemas.GalleryOut, responses=ERRORS, tags=["galleries"])
     async def gallery_info(gallery: str, _: Principal = needs("read")) -> dict[str, Any]:
@@ -480,9 +483,18 @@ def create_app(service: Service, pool: WorkerPool | None = None) -> FastAPI:
         "/v1/galleries/{gallery}/identities/{identity}/items/{item}", response_model=schemas.ItemOut,
         responses=ERRORS, tags=["identities"],
     )  # fmt: skip
-    async def delete_item(gallery: str, identity: str, item: int, _: Principal = needs("write")) -> dict[str, Any]:
+    async def delete_item(gallery: str, identity: str, item: int = ITEM_ID, _: Principal = needs("write")) -> dict[str, Any]:
         """Delete one enrolled item of an identity."""
         return await run(service.delete_item, gallery, identity, item)
+
+    @app.get(
+        "/v1/galleries/{gallery}/items/{item}/thumbnail", response_class=Response, tags=["identities"],
+        responses={**ERRORS, 200: {"content": {"image/jpeg": {}}, "description": "A JPEG."}},
+    )  # fmt: skip
+    async def thumbnail(gallery: str, item: int = ITEM_ID, _: Principal = needs("read")) -> Response:
+        """The small JPEG of an enrolled crop (personal data: a picture of a person)."""
+        payload = await run(service.thumbnail, gallery, item)
+        return Response(payload, media_type="image/jpeg", headers={"Cache-Control": "private, no-store"})
 
     # -------------------------------------------------------------- images
 

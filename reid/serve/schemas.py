@@ -65,6 +65,7 @@ class GalleryOut(Strict):
     threshold: ThresholdOut | None
     detect: str | None
     detector: str | None
+    thumbnails: bool = Field(description="The gallery keeps a small JPEG of each enrolled crop (personal data).")
 
 
 class GalleryList(Strict):
@@ -75,6 +76,7 @@ class GalleryCreate(Strict):
     name: str = Field(max_length=64, description="1 to 64 letters, digits, '.', '_' or '-'.")
     model: str | None = Field(default=None, max_length=200, description="A served model (default: the first).")
     index: Literal["flat", "hnsw", "ivf", "ivfpq"] | None = None
+    thumbnails: bool = Field(default=True, description="Keep a small JPEG of each enrolled crop (personal data).")
 
 
 class Deleted(Strict):
@@ -154,6 +156,7 @@ class SearchJson(Strict):
 class Match(Strict):
     identity: str
     distance: float
+    item: int = Field(description="The identity's nearest item (its thumbnail: .../items/{item}/thumbnail).")
 
 
 class Subject(Strict):

@@ -24,7 +24,7 @@ from reid.data.io import ImageLimits, bounded_bytes, decode_image
 from reid.decision import Threshold, pair_distance, resolve_threshold
 from reid.detect import Detection, Detector, build_detector
 from reid.errors import ConfigError, DataError, GalleryError, ReidError
-from reid.gallery import DB_FILE, Gallery, IndexSpec
+from reid.gallery import DB_FILE, Gallery, IndexSpec, thumbnails
 from reid.models import Encoder, load_encoder
 from reid.models.encoder import embed_images
 from reid.pipeline import DUPLICATE, EnrolConfig, EnrolEntry, Frame, cut_frame, enrol, subject_crop
@@ -235,10 +235,14 @@ class Service:
             "threshold": None if threshold is None else _threshold(threshold),
             "detect": (settings.detect or (settings.detector and "by detector")) or None,
             "detector": settings.detector,
+            "thumbnails": thumbnails.enabled(gallery.folder),
         }
 
-    def create_gallery(self, name: str, model: str | None = None, index: str | None = None) -> dict[str, Any]:
-        """A new, empty gallery ``name`` for ``model`` (default: the first model served)."""
+    def create_gallery(
+        self, name: str, model: str | None = None, index: str | None = None, keep_thumbnails: bool = True
+    ) -> dict[str, Any]:
+        """A new, empty gallery ``name`` for ``model`` (default: the first model served),
+        keeping a thumbnail of each enrolled crop unless ``keep_thumbnails`` is False."""
         folder = self.folder(name)
         model = model or self.config.settings(name).model or next(iter(self.models))
         if model not in self.models:
@@ -247,7 +251,7 @@ class Service:
             raise Conflict(f"gallery {name!r} already exists")
         spec = IndexSpec(kind=index) if index is not None else None
         try:
-            Gallery.create(folder, self.models[model].card, spec, self.config.lock_timeout).close()
+            Gallery.create(folder, self.models[model].card, spec, self.config.lock_timeout, thumbnails=keep_thumbnails).close()
         except GalleryError as exc:
             raise Conflict(str(exc)) from None
         return self.info(name)
@@ -308,6 +312,16 @@ class Service:
             raise NotFound(f"no item {item_id} of identity {identity[:MAX_IDENTITY]!r} in gallery {name!r}")
         return _item(gallery.remove_item(item_id))
 
+    def thumbnail(self, name: str, item_id: int) -> bytes:
+        """The JPEG thumbnail of item ``item_id``; NotFound when the item or its thumbnail is not there."""
+        gallery = self._handle(name)
+        if item_id not in gallery.get_items([item_id]):
+            raise NotFound(f"no item {item_id} in gallery {name!r}")
+        try:
+            return thumbnails.path_of(gallery.folder, item_id).read_bytes()
+        except OSError:
+            raise NotFound(f"item {item_id} of gallery {name!r} has no thumbnail") from None
+
     # ----------------------------------------------------------------- images
 
     def enrol(self, name: str, identity: str, uploads: Sequence[Upload]) -> dict[str, Any]:
@@ -355,7 +369,7 @@ class Service:
                 "identity": nearest.identity if known and nearest is not None else None,
                 "decision": "known" if known else "unknown",
                 "distance": None if nearest is None else round(nearest.distance, 6),
-                "matches": [m.to_dict() for m in top],
+                "matches": [{**m.to_dict(), "item": m.item_id} for m in top],
             })  # fmt: skip
         return {"gallery": name, "model": model, "threshold": _threshold(chosen), "subjects": subjects}
 

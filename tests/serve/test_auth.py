@@ -79,6 +79,7 @@ ROUTES: list[tuple[str, str, str, int, Build]] = [
     ("search", "POST", "read", 200, lambda s: ("/v1/galleries/staff/search", {"files": [("image", photo())]})),
     ("verify", "POST", "read", 200, lambda s: ("/v1/galleries/staff/verify", {"files": [("image", photo()), ("other", photo())]})),
     ("embed", "POST", "read", 200, lambda s: ("/v1/galleries/staff/embed", {"files": [("image", photo())]})),
+    ("thumbnail", "GET", "read", 200, lambda s: (f"/v1/galleries/staff/items/{enrolled(s, 'alice')}/thumbnail", {})),
     ("list keys", "GET", "admin", 200, _fixed("/v1/keys")),
     ("create key", "POST", "admin", 201, _fixed("/v1/keys", json={"gallery": "staff", "scopes": ["read"]})),
     ("revoke key", "DELETE", "admin", 200, _revoke),

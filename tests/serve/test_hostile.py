@@ -162,3 +162,11 @@ def test_a_jpeg_in_base64_is_not_taken_for_a_path(served: Served) -> None:
     assert data.startswith("/9j/")
     ok = served.client.post("/v1/galleries/staff/search", json={"image": {"data": f"data:image/jpeg;base64,{data}"}}, headers=served.key("read"))
     assert ok.status_code == 200 and len(ok.json()["subjects"]) == 1
+
+
+def test_item_ids_beyond_64_bits_are_a_422(served: Served) -> None:
+    for method in ("DELETE", "GET"):
+        path = "/v1/galleries/staff/identities/x/items/" if method == "DELETE" else "/v1/galleries/staff/items/"
+        suffix = "" if method == "DELETE" else "/thumbnail"
+        response = served.client.request(method, f"{path}{2**70}{suffix}", headers=served.admin())
+        _error(response, 422)

@@ -35,7 +35,7 @@ def test_galleries_list_info_create_delete(served: Served, crops: dict[str, list
     mine = served.client.get("/v1/galleries", headers=served.key("read")).json()["galleries"]
     assert [g["name"] for g in mine] == ["staff"]
     info = served.client.get("/v1/galleries/staff", headers=served.key("read")).json()
-    assert info["model"] == "m" and info["items"] == 0 and info["dim"] == 64
+    assert info["model"] == "m" and info["items"] == 0 and info["dim"] == 64 and info["thumbnails"] is True
     assert info["threshold"] == {"value": 0.05, "source": "given", "detail": "serve settings"}
     other = served.client.get("/v1/galleries/other", headers=served.key("other")).json()
     assert other["threshold"]["source"] == "model card" and other["threshold"]["value"] == 0.3
@@ -113,6 +113,9 @@ def test_search_names_the_enrolled_and_says_unknown_for_a_stranger(served: Serve
     assert subject["box"] == [0, 0, image.shape[1], image.shape[0]]
     assert subject["identity"] == "alice" and subject["decision"] == "known" and subject["distance"] < 1e-3
     assert subject["matches"][0]["identity"] == "alice"
+    thumb = served.client.get(f"/v1/galleries/staff/items/{subject['matches'][0]['item']}/thumbnail", headers=served.key("read"))
+    assert thumb.status_code == 200 and thumb.headers["content-type"] == "image/jpeg" and thumb.content[:2] == b"\xff\xd8"
+    assert served.client.get("/v1/galleries/staff/items/999/thumbnail", headers=served.key("read")).status_code == 404
     miss = served.client.post(
         "/v1/galleries/staff/search", json={"image": b64(crops[stranger][0]), "top_k": 1}, headers=served.key("read")
     ).json()["subjects"][0]
