@@ -8,12 +8,15 @@ read the request, run one service method on the worker pool, return its answer.
 
 from __future__ import annotations
 
+import asyncio
 import base64
 import binascii
+import json
 import logging
 import os
 import time
-from collections.abc import Callable
+from collections.abc import AsyncIterator, Callable
+from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from typing import Any
 
@@ -21,7 +24,7 @@ from fastapi import Depends, FastAPI, Query, Request
 from fastapi import Path as PathParam
 from fastapi.exceptions import RequestValidationError
 from fastapi.middleware.cors import CORSMiddleware
-from fastapi.responses import JSONResponse, Response
+from fastapi.responses import JSONResponse, Response, StreamingResponse
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, Counter, Gauge, Histogram, generate_latest
 from pydantic import ValidationError
@@ -35,6 +38,7 @@ from reid.serve import schemas
 from reid.serve.keys import ApiKey
 from reid.serve.pool import PoolFull, WorkerPool
 from reid.serve.service import ServeError, Service, Upload
+from reid.serve.watches import Watch
 
 log = logging.getLogger("reid.serve")
 
@@ -47,6 +51,8 @@ ERRORS: dict[int | str, dict[str, Any]] = {
 }
 IMAGE_FIELDS = {"image": "The photo.", "other": "A second photo (verify)."}
 RETRY_AFTER = "1"
+# How often an event stream looks for new events, and how long it stays silent at most.
+SSE_POLL, SSE_KEEPALIVE = 0.2, 15.0
 # Item ids are SQLite row ids: positive 64-bit integers.
 ITEM_ID = PathParam(ge=1, le=2**63 - 1)
 # Text fields of a multipart form are small; the images are files.
@@ -178,6 +184,16 @@ class Metrics:
         self.queue = Gauge("reid_serve_queue_depth", "Inference calls running or waiting.", registry=self.registry)
         self.queue.set_function(lambda: pool.depth)
         self.refused = Counter("reid_serve_refused_busy", "Requests refused with 503: pool full.", registry=self.registry)
+        self.watch_fps = Gauge("reid_serve_watch_fps", "Frames a watch answers per second.", ["watch"], registry=self.registry)
+        self.watch_dropped = Gauge(
+            "reid_serve_watch_dropped_frames", "Frames a live watch dropped, behind its source.", ["watch"],
+            registry=self.registry,
+        )  # fmt: skip
+
+    def watches(self, watches: list[Watch]) -> None:
+        for watch in watches:
+            self.watch_fps.labels(watch.id).set(watch.fps)
+            self.watch_dropped.labels(watch.id).set(watch.dropped)
 
     def observe(self, method: str, route: str, status: int, seconds: float) -> None:
         self.requests.labels(method, route, str(status)).inc()
@@ -313,7 +329,14 @@ def create_app(service: Service, pool: WorkerPool | None = None) -> FastAPI:
     config = service.config
     pool = pool or WorkerPool(config.threads, config.queue)
     metrics = Metrics(pool)
+    @asynccontextmanager
+    async def lifespan(_: FastAPI) -> AsyncIterator[None]:
+        yield
+        # A stopping server ends its watches' threads (and releases their cameras).
+        service.watches.stop_all()
+
     app = FastAPI(
+        lifespan=lifespan,
         title="reid",
         version="1",
         summary="Person re-identification and face verification over enrolled galleries.",
@@ -421,7 +444,8 @@ def create_app(service: Service, pool: WorkerPool | None = None) -> FastAPI:
 
     @app.get("/metrics", tags=["health"], response_class=Response)
     async def prometheus() -> Response:
-        """Prometheus metrics of this process: requests, latency per route, queue depth."""
+        """Prometheus metrics of this process: requests, latency per route, queue depth, watches."""
+        metrics.watches(service.watches.list())
         return Response(generate_latest(metrics.registry), media_type=CONTENT_TYPE_LATEST)
 
     # -------------------------------------------------------------- galleries
@@ -576,6 +600,87 @@ def create_app(service: Service, pool: WorkerPool | None = None) -> FastAPI:
         """The embedding of each person or face in the photo, with the model's fingerprint."""
         images, _options = await one_image(request, schemas.EmbedJson)
         return await run(service.embed, gallery, images[0])
+
+    # -------------------------------------------------------------- watches
+
+    def watch_for(who: Principal, watch_id: str) -> Watch:
+        """The watch ``watch_id`` when ``who`` may read its gallery: 404 when there is none
+        (or none this key may know of), 403 for a key without the read scope."""
+        watch = service.watches.get(watch_id)
+        if watch is None or (not who.admin and who.key is not None and who.key.gallery != watch.gallery):
+            raise ApiError(404, f"no watch {watch_id[:40]!r}")
+        if not who.admin and who.key is not None and not who.key.allows("read"):
+            raise ApiError(403, "this key lacks the 'read' scope")
+        return watch
+
+    @app.post("/v1/watches", response_model=schemas.WatchOut, status_code=201, responses=ERRORS, tags=["watches"])
+    async def start_watch(body: schemas.WatchCreate, _: Principal = needs("admin")) -> dict[str, Any]:
+        """Start a tracked query of an allowed video source against a gallery (admin)."""
+        return (await run(service.start_watch, body.gallery, body.source, body.max_frames)).summary()
+
+    @app.get("/v1/watches", response_model=schemas.WatchList, responses=ERRORS, tags=["watches"])
+    async def list_watches(who: Principal = needs("any")) -> dict[str, Any]:
+        """The watches of this process: all for the admin, its gallery's for a read key."""
+        if who.admin:
+            return {"watches": [w.summary() for w in service.watches.list()]}
+        assert who.key is not None
+        if not who.key.allows("read"):
+            raise ApiError(403, "this key lacks the 'read' scope")
+        return {"watches": [w.summary() for w in service.watches.list(who.key.gallery)]}
+
+    @app.get("/v1/watches/{watch_id}", response_model=schemas.WatchOut, responses=ERRORS, tags=["watches"])
+    async def watch_state(watch_id: str, who: Principal = needs("any")) -> dict[str, Any]:
+        """A watch's state: running, paused, done, stopped or failed, frames, frame rate, dropped frames."""
+        return watch_for(who, watch_id).summary()
+
+    @app.get(
+        "/v1/watches/{watch_id}/events", tags=["watches"], response_class=StreamingResponse,
+        responses={**ERRORS, 200: {"content": {"text/event-stream": {}}, "description": "Server-Sent Events."}},
+    )  # fmt: skip
+    async def watch_events(watch_id: str, request: Request, who: Principal = needs("any")) -> StreamingResponse:
+        """The watch's events as Server-Sent Events (ended, decided, done); resumes after Last-Event-ID."""
+        watch = watch_for(who, watch_id)
+        last = request.headers.get("last-event-id", "0")
+        after = int(last) if last.isdigit() else 0
+
+        async def stream() -> Any:
+            seq, quiet = after, 0.0
+            while True:
+                events = watch.since(seq)
+                for event in events:
+                    seq = event["seq"]
+                    yield f"id: {seq}\nevent: {event['event']}\ndata: {json.dumps(event['data'])}\n\n"
+                if watch.over and not watch.since(seq):
+                    return
+                if not events:
+                    quiet += SSE_POLL
+                    if quiet >= SSE_KEEPALIVE:
+                        quiet = 0.0
+                        yield ": keep-alive\n\n"
+                await asyncio.sleep(SSE_POLL)
+
+        return StreamingResponse(stream(), media_type="text/event-stream", headers={"Cache-Control": "no-store"})
+
+    @app.post("/v1/watches/{watch_id}/pause", response_model=schemas.WatchOut, responses=ERRORS, tags=["watches"])
+    async def pause_watch(watch_id: str, who: Principal = needs("admin")) -> dict[str, Any]:
+        """Pause a watch (admin): it stops taking frames until resumed."""
+        watch = watch_for(who, watch_id)
+        service.watches.pause(watch, True)
+        return watch.summary()
+
+    @app.post("/v1/watches/{watch_id}/resume", response_model=schemas.WatchOut, responses=ERRORS, tags=["watches"])
+    async def resume_watch(watch_id: str, who: Principal = needs("admin")) -> dict[str, Any]:
+        """Resume a paused watch (admin)."""
+        watch = watch_for(who, watch_id)
+        service.watches.pause(watch, False)
+        return watch.summary()
+
+    @app.delete("/v1/watches/{watch_id}", response_model=schemas.WatchOut, responses=ERRORS, tags=["watches"])
+    async def stop_watch(watch_id: str, who: Principal = needs("admin")) -> dict[str, Any]:
+        """Stop a watch (admin); its events stay readable."""
+        watch = watch_for(who, watch_id)
+        service.watches.stop(watch)
+        return watch.summary()
 
     # -------------------------------------------------------------- keys
 

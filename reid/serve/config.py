@@ -96,12 +96,16 @@ class ServeConfig:
     no_auth: bool = False
     keys_file: Path | None = None
     lock_timeout: float = 30.0
+    watch_files: list[str] = field(default_factory=list)
+    watch_cameras: list[int] = field(default_factory=list)
+    watch_urls: list[str] = field(default_factory=list)
+    max_watches: int = 4
 
     def __post_init__(self) -> None:
         self.root = Path(self.root)
         if self.keys_file is not None:
             self.keys_file = Path(self.keys_file)
-        for name in ("port", "workers", "threads", "max_body_bytes", "max_images"):
+        for name in ("port", "workers", "threads", "max_body_bytes", "max_images", "max_watches"):
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, int) or value < (0 if name == "port" else 1):
                 raise ConfigError(f"{name} must be a positive whole number, got {value!r}")
@@ -171,16 +175,23 @@ def load_serve_config(path: str | Path | None = None, **options: Any) -> ServeCo
         if not isinstance(models, dict):
             raise ConfigError(f"{where}: models must map names to model folders")
         values["models"] = {str(k): str(v) for k, v in models.items()}
-        origins = values.get("cors_origins") or []
-        if not isinstance(origins, list):
-            raise ConfigError(f"{where}: cors_origins must be a list of origins")
-        values["cors_origins"] = [str(o) for o in origins]
+        for name in ("cors_origins", "watch_files", "watch_urls", "watch_cameras"):
+            listed = values.get(name) or []
+            if not isinstance(listed, list):
+                raise ConfigError(f"{where}: {name} must be a list")
+            values[name] = [_camera(v, where) for v in listed] if name == "watch_cameras" else [str(v) for v in listed]
         return ServeConfig(**values)
     except ConfigError as exc:
         message = str(exc)
         raise ConfigError(message if message.startswith(where) else f"{where}: {message}") from None
     except (TypeError, AttributeError) as exc:
         raise ConfigError(f"{where}: malformed settings ({exc})") from None
+
+
+def _camera(value: Any, where: str) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+        raise ConfigError(f"{where}: watch_cameras holds camera indexes (0, 1, ...), not {value!r}")
+    return value
 
 
 def _settings(entry: Any, where: str) -> GallerySettings:

@@ -225,3 +225,25 @@ class KeyCreated(KeyOut):
 
 class KeyList(Strict):
     keys: list[KeyOut]
+
+
+class WatchCreate(Strict):
+    gallery: str = Field(max_length=64)
+    source: str = Field(max_length=2000, description="A video file, camera index or stream URL the settings allow.")
+    max_frames: int | None = Field(default=None, ge=1, le=10**9)
+
+
+class WatchOut(Strict):
+    id: str
+    gallery: str
+    source: str
+    state: Literal["starting", "running", "paused", "done", "stopped", "failed"]
+    error: str | None
+    frames: int
+    fps: float
+    dropped: int
+    events: int = Field(description="The sequence number of the last event.")
+
+
+class WatchList(Strict):
+    watches: list[WatchOut]

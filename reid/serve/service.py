@@ -30,6 +30,7 @@ from reid.models.encoder import embed_images
 from reid.pipeline import DUPLICATE, EnrolConfig, EnrolEntry, Frame, cut_frame, enrol, subject_crop
 from reid.serve.config import ServeConfig, check_gallery_name
 from reid.serve.keys import AdminKey, KeyStore
+from reid.serve.watches import Watch, Watches
 
 # An identity label is text a person reads: bounded, one line, no control characters.
 MAX_IDENTITY = 200
@@ -119,6 +120,7 @@ class Service:
     ) -> None:
         self.config, self.models, self.detectors, self.keys, self.admin = config, models, detectors, keys, admin
         self.limits = ImageLimits.from_env()
+        self.watches = Watches(config)
         self._local = threading.local()
 
     @classmethod
@@ -321,6 +323,12 @@ class Service:
             return thumbnails.path_of(gallery.folder, item_id).read_bytes()
         except OSError:
             raise NotFound(f"item {item_id} of gallery {name!r} has no thumbnail") from None
+
+    def start_watch(self, name: str, source: str, max_frames: int | None = None) -> Watch:
+        """Start a tracked query of ``source`` against gallery ``name`` (see :mod:`reid.serve.watches`)."""
+        gallery = self._handle(name)
+        _, encoder = self._model(name, gallery)
+        return self.watches.start(name, gallery.folder, encoder, source, self.config.settings(name), max_frames)
 
     # ----------------------------------------------------------------- images
 
