@@ -18,13 +18,15 @@ import time
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 from fastapi import Depends, FastAPI, Query, Request
 from fastapi import Path as PathParam
 from fastapi.exceptions import RequestValidationError
 from fastapi.middleware.cors import CORSMiddleware
-from fastapi.responses import JSONResponse, Response, StreamingResponse
+from fastapi.responses import FileResponse, JSONResponse, Response, StreamingResponse
+from fastapi.staticfiles import StaticFiles
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, Counter, Gauge, Histogram, generate_latest
 from pydantic import ValidationError
@@ -51,6 +53,12 @@ ERRORS: dict[int | str, dict[str, Any]] = {
 }
 IMAGE_FIELDS = {"image": "The photo.", "other": "A second photo (verify)."}
 RETRY_AFTER = "1"
+STATIC = Path(__file__).with_name("static")
+# The page loads nothing from elsewhere; the browser is told to hold it to that.
+PAGE_HEADERS = {
+    "Content-Security-Policy": "default-src 'self'; img-src 'self' blob:; style-src 'self'; script-src 'self'",
+    "X-Content-Type-Options": "nosniff",
+}
 # How often an event stream looks for new events, and how long it stays silent at most.
 SSE_POLL, SSE_KEEPALIVE = 0.2, 15.0
 # Item ids are SQLite row ids: positive 64-bit integers.
@@ -422,6 +430,15 @@ def create_app(service: Service, pool: WorkerPool | None = None) -> FastAPI:
 
     async def run(function: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
         return await pool.run(function, *args, **kwargs)
+
+    # -------------------------------------------------------------- the page
+
+    @app.get("/", include_in_schema=False)
+    async def page() -> FileResponse:
+        """The web page (plain HTML, CSS and JavaScript shipped in the package; works offline)."""
+        return FileResponse(STATIC / "index.html", headers=PAGE_HEADERS)
+
+    app.mount("/static", StaticFiles(directory=STATIC), name="static")
 
     # -------------------------------------------------------------- health
 

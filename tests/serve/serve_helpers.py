@@ -3,10 +3,16 @@
 from __future__ import annotations
 
 import base64
+import socket
+import threading
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import uvicorn
 from fastapi.testclient import TestClient
 
 from reid.models import Encoder, load_encoder, stand_in_model
@@ -71,3 +77,28 @@ def serve_root(
 def shared_encoder(folder: Path) -> Encoder:
     build_model(folder)
     return load_encoder(folder, device="cpu")
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+@contextmanager
+def uvicorn_in_thread(service: Service) -> Iterator[str]:
+    """A real uvicorn server of ``service`` on 127.0.0.1 and a free port, on a thread of this
+    process (a child process pays for importing PyTorch again); yields its URL."""
+    port = free_port()
+    server = uvicorn.Server(uvicorn.Config(create_app(service), host="127.0.0.1", port=port, log_config=None, access_log=False))
+    thread = threading.Thread(target=server.run, daemon=True)
+    thread.start()
+    deadline = time.monotonic() + 60
+    while not server.started and time.monotonic() < deadline and thread.is_alive():
+        time.sleep(0.05)
+    assert server.started, "uvicorn did not start"
+    try:
+        yield f"http://127.0.0.1:{port}"
+    finally:
+        server.should_exit = True
+        thread.join(30)

@@ -193,3 +193,14 @@ def test_openapi_describes_every_route(served: Served) -> None:
     }  # fmt: skip
     assert "/v1/galleries/{gallery}/identities/{identity}/items/{item}" in paths
     assert "SearchOut" in schema["components"]["schemas"] and "ErrorBody" in schema["components"]["schemas"]
+
+
+def test_the_page_is_served_and_loads_nothing_from_elsewhere(served: Served) -> None:
+    page = served.client.get("/")
+    assert page.status_code == 200 and "<title>reid</title>" in page.text
+    assert "default-src 'self'" in page.headers["content-security-policy"]
+    for name in ("app.js", "style.css"):
+        asset = served.client.get(f"/static/{name}")
+        assert asset.status_code == 200
+        assert "http://" not in asset.text and "https://" not in asset.text and "innerHTML" not in asset.text
+    assert "http://" not in page.text and "https://" not in page.text

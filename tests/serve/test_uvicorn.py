@@ -7,31 +7,21 @@ from __future__ import annotations
 import logging
 import os
 import signal
-import socket
 import subprocess
 import sys
 import threading
 import time
 from collections.abc import Iterator
-from contextlib import contextmanager
 from pathlib import Path
 
 import httpx
 import pytest
-import uvicorn
-from serve_helpers import ADMIN, b64, bearer, files, serve_root
+from serve_helpers import ADMIN, b64, bearer, files, free_port, serve_root, uvicorn_in_thread
 
 from reid.gallery import Gallery
 from reid.models import Encoder
-from reid.serve import Service, create_app
 
 ROOT = Path(__file__).resolve().parents[2]
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 class Server:
@@ -87,25 +77,6 @@ def server_factory(tmp_path: Path, model_folder: Path, encoder: object) -> Itera
 
 def _train_crops(market1501_mini: Path, count: int) -> list[Path]:
     return sorted((market1501_mini / "bounding_box_train").glob("*.jpg"))[:count]
-
-
-@contextmanager
-def uvicorn_in_thread(service: Service) -> Iterator[str]:
-    """A real uvicorn server of ``service`` on 127.0.0.1 and a free port, on a thread of this
-    process (a child process pays for importing PyTorch again); yields its URL."""
-    port = free_port()
-    server = uvicorn.Server(uvicorn.Config(create_app(service), host="127.0.0.1", port=port, log_config=None, access_log=False))
-    thread = threading.Thread(target=server.run, daemon=True)
-    thread.start()
-    deadline = time.monotonic() + 60
-    while not server.started and time.monotonic() < deadline and thread.is_alive():
-        time.sleep(0.05)
-    assert server.started, "uvicorn did not start"
-    try:
-        yield f"http://127.0.0.1:{port}"
-    finally:
-        server.should_exit = True
-        thread.join(30)
 
 
 def test_search_and_enrol_over_a_socket_with_one_log_line_each(
