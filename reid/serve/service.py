@@ -235,7 +235,7 @@ class Service:
             "index": facts.index,
             "created": facts.created,
             "threshold": None if threshold is None else _threshold(threshold),
-            "detect": (settings.detect or (settings.detector and "by detector")) or None,
+            "detect": settings.detect,
             "detector": settings.detector,
             "thumbnails": thumbnails.enabled(gallery.folder),
         }

@@ -15,6 +15,7 @@ camera indexes in :attr:`ServeConfig.watch_cameras`, stream URLs starting with o
 from __future__ import annotations
 
 import itertools
+import math
 import secrets
 import threading
 import time
@@ -29,6 +30,8 @@ from reid.pipeline import QueryConfig, QueryRun, TrackSummary, open_source
 from reid.serve.config import ServeConfig
 
 KEPT_EVENTS = 10_000
+# How often a running watch catches up with what was enrolled or deleted since it started.
+REFRESH_SECONDS = 2.0
 # How long a paused watch sleeps between looks at whether it may go on or must stop.
 PAUSE_POLL = 0.1
 
@@ -156,7 +159,12 @@ class Watches:
             with Gallery.open(folder, self.config.lock_timeout) as gallery:
                 run = QueryRun(gallery, encoder, open_source(watch.source, max_frames=max_frames), config)
                 watch.state = "paused" if watch._pause.is_set() else "running"
+                refreshed = time.monotonic()
                 for result in run:
+                    if time.monotonic() - refreshed >= REFRESH_SECONDS:
+                        # Between frames the run is not searching: its gallery may catch up.
+                        gallery.refresh()
+                        refreshed = time.monotonic()
                     for summary in result.ended_tracks:
                         watch.add("ended", _track(summary))
                         decided.pop(summary.track, None)
@@ -197,6 +205,6 @@ def _decision(result: Any, detection: Any) -> dict[str, Any]:
         "time": None if result.time is None else round(result.time, 3),
         "identity": detection.identity,
         "decision": "unknown" if detection.identity is None else "known",
-        "distance": round(float(detection.distance), 6) if detection.distance == detection.distance and detection.distance != float("inf") else None,
+        "distance": round(float(detection.distance), 6) if math.isfinite(detection.distance) else None,
         "box": list(detection.box),
     }
