@@ -127,3 +127,20 @@ def test_serve_refuses_with_one_line(tmp_path: Path, monkeypatch: pytest.MonkeyP
     assert no_key.exit_code == 1 and "no admin key" in no_key.output
     for result in (open_wide, no_model, no_key):
         assert "Traceback" not in result.output and len(result.output.strip().splitlines()) == 1
+
+
+def test_each_worker_builds_its_app_from_the_settings_it_is_handed(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, model_folder: Path, encoder: object
+) -> None:
+    from fastapi.testclient import TestClient
+
+    from reid.serial import as_dict
+    from reid.serve.app import SERVE_CONFIG_ENV, app_from_environment
+
+    config = load_serve_config(None, root=str(tmp_path / "root"), models={"m": str(model_folder)}, threads=2)
+    (tmp_path / "admin.key").write_text("w" * 32)
+    monkeypatch.delenv(ADMIN_KEY_ENV, raising=False)
+    monkeypatch.setenv(SERVE_CONFIG_ENV, json.dumps({**as_dict(config), "admin_key_file": str(tmp_path / "admin.key")}))
+    client = TestClient(app_from_environment())
+    assert client.get("/v1/ready").json()["models"][0]["fingerprint"] == encoder.card.fingerprint  # type: ignore[attr-defined]
+    assert client.post("/v1/galleries", json={"name": "g"}, headers={"Authorization": "Bearer " + "w" * 32}).status_code == 201
