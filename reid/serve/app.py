@@ -35,7 +35,7 @@ from starlette.exceptions import HTTPException
 from starlette.formparsers import MultiPartException
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from reid.errors import ConfigError, DataError, GalleryError, ModelError, ReidError
+from reid.errors import ConfigError, GalleryError, ReidError
 from reid.serve import schemas
 from reid.serve.keys import ApiKey
 from reid.serve.pool import PoolFull, WorkerPool
@@ -87,8 +87,7 @@ def status_of(exc: ReidError) -> tuple[int, str]:
         return exc.status, exc.code
     if isinstance(exc, GalleryError):
         return (503, "busy") if "is locked by another process" in str(exc) else (409, "gallery_error")
-    if isinstance(exc, (DataError, ConfigError, ModelError)):
-        return 422, "invalid"
+    # DataError, ConfigError, ModelError and the rest: the request asked for what cannot be.
     return 422, "invalid"
 
 
@@ -419,8 +418,7 @@ def create_app(service: Service, pool: WorkerPool | None = None) -> FastAPI:
             if scope == "any":
                 return who
             gallery = request.path_params.get("gallery")
-            assert who.key is not None
-            if gallery != who.key.gallery:
+            if who.key is None or gallery != who.key.gallery:
                 raise ApiError(403, "this key is for another gallery")
             if not who.key.allows(scope):
                 raise ApiError(403, f"this key lacks the {scope!r} scope")
@@ -640,8 +638,7 @@ def create_app(service: Service, pool: WorkerPool | None = None) -> FastAPI:
         """The watches of this process: all for the admin, its gallery's for a read key."""
         if who.admin:
             return {"watches": [w.summary() for w in service.watches.list()]}
-        assert who.key is not None
-        if not who.key.allows("read"):
+        if who.key is None or not who.key.allows("read"):
             raise ApiError(403, "this key lacks the 'read' scope")
         return {"watches": [w.summary() for w in service.watches.list(who.key.gallery)]}
 

@@ -104,3 +104,40 @@ def test_only_allowed_sources_and_keys(watched: Served, pedestrian_video: Path, 
     assert watched.client.get(f"/v1/watches/{watch}").status_code == 401
     assert watched.client.get("/v1/watches/nope", headers=bearer(watched.keys["read"])).status_code == 404
     _events(watched, watch, watched.admin())
+
+
+WATCH_ROUTES = [
+    ("start", "POST", "/v1/watches", 201),
+    ("list", "GET", "/v1/watches", 200),
+    ("state", "GET", "/v1/watches/{w}", 200),
+    ("events", "GET", "/v1/watches/{w}/events", 200),
+    ("pause", "POST", "/v1/watches/{w}/pause", 200),
+    ("resume", "POST", "/v1/watches/{w}/resume", 200),
+    ("stop", "DELETE", "/v1/watches/{w}", 200),
+]
+# Who gets what: a key of another gallery is not told that the watch exists.
+EXPECTED = {
+    "start": {"read": 403, "write": 403, "both": 403, "other": 403},
+    "list": {"read": 200, "write": 403, "both": 200, "other": 200},
+    "state": {"read": 200, "write": 403, "both": 200, "other": 404},
+    "events": {"read": 200, "write": 403, "both": 200, "other": 404},
+    "pause": {"read": 403, "write": 403, "both": 403, "other": 403},
+    "resume": {"read": 403, "write": 403, "both": 403, "other": 403},
+    "stop": {"read": 403, "write": 403, "both": 403, "other": 403},
+}
+
+
+@pytest.mark.parametrize("name,method,path,success", WATCH_ROUTES, ids=[r[0] for r in WATCH_ROUTES])
+def test_every_watch_route_for_every_key(watched: Served, pedestrian_video: Path, name: str, method: str, path: str, success: int) -> None:
+    watched.keys["both"] = watched.new_key("staff", "read", "write")
+    body = {"gallery": "staff", "source": str(pedestrian_video), "max_frames": 2}
+    watch = watched.client.post("/v1/watches", json=body, headers=watched.admin()).json()["id"]
+    _events(watched, watch, watched.admin())
+    got = {}
+    for who in ("none", "wrong", "read", "write", "both", "other", "admin"):
+        headers = {} if who == "none" else bearer("rk_000000000000_" + "z" * 43) if who == "wrong" else (
+            watched.admin() if who == "admin" else watched.key(who)
+        )  # fmt: skip
+        kwargs = {"json": body} if name == "start" else {}
+        got[who] = watched.client.request(method, path.format(w=watch), headers=headers, **kwargs).status_code
+    assert got == {"none": 401, "wrong": 401, **EXPECTED[name], "admin": success}
