@@ -1,4 +1,4 @@
-"""Fixtures of the service tests: one real encoder per session, a served root per test, real
+"""Fixtures of the service tests: one real encoder per test run, a served root per test, real
 Market-1501 crops (skipped with a reason where the data is absent)."""
 
 from __future__ import annotations
