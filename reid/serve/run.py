@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import copy
+import inspect
 import json
 import os
 from pathlib import Path
@@ -16,6 +17,9 @@ from reid.serve.app import SERVE_CONFIG_ENV, create_app
 from reid.serve.config import ServeConfig
 from reid.serve.keys import AdminKey
 from reid.serve.service import Service
+
+# How long a worker process may take to load everything before its supervisor gives up on it.
+WORKER_STARTUP_SECONDS = 600
 
 
 def log_config() -> dict[str, Any]:
@@ -41,4 +45,8 @@ def serve(config: ServeConfig, admin_key_file: str | Path | None = None) -> None
     settings = as_dict(config)
     settings["admin_key_file"] = None if admin_key_file is None else str(admin_key_file)
     os.environ[SERVE_CONFIG_ENV] = json.dumps(settings)
+    if "timeout_worker_healthcheck" in inspect.signature(uvicorn.Config).parameters:
+        # A worker loads PyTorch and the models before it answers; uvicorn's default of a
+        # few seconds kills it mid-load on a busy host, again and again.
+        options["timeout_worker_healthcheck"] = WORKER_STARTUP_SECONDS
     uvicorn.run("reid.serve.app:app_from_environment", factory=True, workers=config.workers, **options)

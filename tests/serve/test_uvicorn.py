@@ -27,13 +27,13 @@ ROOT = Path(__file__).resolve().parents[2]
 class Server:
     """``reid serve`` in a child process, with its log."""
 
-    def __init__(self, root: Path, model: Path, log: Path) -> None:
+    def __init__(self, root: Path, model: Path, log: Path, extra: tuple[str, ...] = ()) -> None:
         self.port = free_port()
         self.url = f"http://127.0.0.1:{self.port}"
         self.log = log
         env = {**os.environ, "REID_SERVE_ADMIN_KEY": ADMIN, "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")])}
         command = [sys.executable, "-m", "reid", "serve", "--root", str(root), "--model", f"m={model}",
-                   "--port", str(self.port), "--threads", "2"]  # fmt: skip
+                   "--port", str(self.port), "--threads", "2", *extra]  # fmt: skip
         self.process = subprocess.Popen(command, env=env, stdout=log.open("wb"), stderr=subprocess.STDOUT)
         deadline = time.monotonic() + 120
         while time.monotonic() < deadline:
@@ -65,8 +65,8 @@ class Server:
 def server_factory(tmp_path: Path, model_folder: Path, encoder: object) -> Iterator:  # type: ignore[type-arg]
     started: list[Server] = []
 
-    def start(root: Path) -> Server:
-        server = Server(root, model_folder, tmp_path / f"server-{len(started)}.log")
+    def start(root: Path, *extra: str) -> Server:
+        server = Server(root, model_folder, tmp_path / f"server-{len(started)}.log", extra)
         started.append(server)
         return server
 
@@ -198,3 +198,17 @@ def test_two_servers_share_one_gallery(
         assert [i["identity"] for i in b.get("/v1/galleries/g/identities").json()["identities"]] == ["q", "renamed"]
     with Gallery.open(root / "g") as gallery:
         assert gallery.check(queries=10, k=3).items == 22
+
+
+@pytest.mark.slow
+def test_several_workers_serve_one_root(tmp_path: Path, server_factory, market1501_mini: Path) -> None:  # type: ignore[no-untyped-def]
+    server = server_factory(tmp_path / "root", "--workers", "2")
+    crops = _train_crops(market1501_mini, 8)
+    with server.client() as client:
+        assert client.post("/v1/galleries", json={"name": "g"}).status_code == 201
+        for start in range(0, 8, 2):
+            assert client.post("/v1/galleries/g/identities/p/images", files=files(crops[start : start + 2])).json()["added"] == 2
+        # Whichever worker answers, it sees every commit.
+        assert {client.get("/v1/galleries/g").json()["items"] for _ in range(12)} == {8}
+    log = server.stop()
+    assert log.count("Application startup complete.") >= 2 and "died" not in log
