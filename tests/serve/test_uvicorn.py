@@ -141,9 +141,15 @@ def test_kill_9_during_an_enrolment_leaves_the_gallery_whole(
             except httpx.HTTPError as exc:
                 outcome.append(type(exc).__name__)
 
+        before = {path.name for path in (root / "g").iterdir()}
         sending = threading.Thread(target=enrol)
         sending.start()
-        time.sleep(0.6)
+        # Kill as the batch's first file appears: the server is then inside the commit.
+        deadline = time.monotonic() + 120
+        while time.monotonic() < deadline and sending.is_alive():
+            if any(n.lstrip(".").startswith("seg-") for n in {path.name for path in (root / "g").iterdir()} - before):
+                break
+            time.sleep(0.002)
         server.process.send_signal(signal.SIGKILL)
         server.process.wait(20)
         sending.join(30)
