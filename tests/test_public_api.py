@@ -11,7 +11,7 @@ import pytest
 
 from reid.losses.registry import LOSS_NAMES, _LOSSES
 
-PACKAGES = ("reid", "reid.losses", "reid.engine", "reid.evaluation", "reid.models", "reid.data")
+PACKAGES = ("reid", "reid.losses", "reid.engine", "reid.evaluation", "reid.models", "reid.data", "reid.serve")
 
 
 def exports(package: str) -> list[tuple[str, object]]:

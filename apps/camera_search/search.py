@@ -18,11 +18,20 @@ from typing import Any
 
 import numpy as np
 
-from reid import ConfigError, GalleryError, Threshold, check_distance_threshold, nearest_identity, resolve_threshold
+from reid import ConfigError, GalleryError, Threshold, check_distance_threshold, nearest_identity
 from reid.detect import PersonDetectorConfig, build_detector
 from reid.gallery import DB_FILE, Gallery, ItemMeta
 from reid.models import Encoder, embed_images
-from reid.pipeline import FramePipeline, MediaSource, Sighting, attach, choose_to_embed, link_frame, open_source
+from reid.pipeline import (
+    FramePipeline,
+    MediaSource,
+    Sighting,
+    attach,
+    choose_to_embed,
+    gallery_threshold,
+    link_frame,
+    open_source,
+)
 from reid.track import Track, Tracker, TrackerConfig
 
 # Called as (camera, frames done, frames expected or None) while a camera is processed.
@@ -227,9 +236,9 @@ def process_camera(
 
 
 def choose_threshold(config: SearchConfig, encoder: Encoder, gallery: Gallery) -> Threshold:
-    """The decision threshold and where it came from: the option, the card, or the gallery
-    (:func:`reid.resolve_threshold`)."""
-    return resolve_threshold(config.threshold, encoder.card, gallery, given_detail=config.threshold_source)
+    """The decision threshold and where it came from: the option, the gallery's own
+    calibration, the card, or the gallery (:func:`reid.pipeline.gallery_threshold`)."""
+    return gallery_threshold(config.threshold, encoder.card, gallery, given_detail=config.threshold_source)
 
 
 def fresh_reference_gallery(folder: Path, encoder: Encoder) -> Gallery:

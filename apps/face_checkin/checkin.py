@@ -33,7 +33,6 @@ from typing import IO, Any
 import numpy as np
 
 from reid import ConfigError, Threshold, check_distance_threshold, nearest_identity
-from reid import resolve_threshold as resolve_distance_threshold
 from reid.detect import DEFAULT_MARGIN, Box, Detector, build_detector
 from reid.gallery import Gallery, IdentityMatch
 from reid.models import Encoder, embed_images
@@ -44,6 +43,7 @@ from reid.pipeline import (
     FramePipeline,
     MediaSource,
     enrol,
+    gallery_threshold,
     open_source,
     plan_enrolment,
 )
@@ -218,9 +218,9 @@ class Decision:
 
 
 def resolve_threshold(config: CheckinConfig, encoder: Encoder, gallery: Gallery) -> tuple[float, str]:
-    """The threshold and where it came from: --threshold, else the card, else the gallery
-    (:func:`reid.resolve_threshold`)."""
-    chosen = resolve_distance_threshold(config.threshold, encoder.card, gallery, given_detail=config.threshold_source)
+    """The threshold and where it came from: --threshold, else the gallery's own calibration,
+    else the card, else the gallery (:func:`reid.pipeline.gallery_threshold`)."""
+    chosen = gallery_threshold(config.threshold, encoder.card, gallery, given_detail=config.threshold_source)
     return chosen.value, chosen.describe()
 
 

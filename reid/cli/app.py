@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import typer
 
-from reid.cli import evaluate, export, gallery, models, report, track, train, verify
+from reid.cli import evaluate, export, gallery, models, report, serve, track, train, verify
 from reid.data import quiet_opencv
 
 app = typer.Typer(
@@ -15,7 +15,7 @@ app = typer.Typer(
     pretty_exceptions_enable=False,
 )
 
-for module in (train, evaluate, verify, gallery, export, report, models, track):
+for module in (train, evaluate, verify, gallery, export, report, models, track, serve):
     module.register(app)
 
 

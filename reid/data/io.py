@@ -201,6 +201,17 @@ def read_bytes(path: str | Path, limits: ImageLimits | None = None) -> bytes:
     return payload
 
 
+def bounded_bytes(payload: bytes, source: str | Path, limits: ImageLimits | None = None) -> bytes:
+    """``payload``, an image received in memory (an upload), held to the limits a file is
+    (:func:`read_bytes`): DataError naming ``source`` when it is empty or over ``limits.max_bytes``."""
+    limits = limits or ImageLimits.from_env()
+    if len(payload) > limits.max_bytes:
+        raise DataError(f"{source}: file is {len(payload)} bytes, over the image limit of {limits.max_bytes}")
+    if not payload:
+        raise DataError(f"{source}: empty file")
+    return payload
+
+
 def decode_image(payload: bytes, source: str | Path, limits: ImageLimits | None = None) -> np.ndarray:
     """Decode an image file's bytes as RGB uint8 (H, W, 3); DataError naming ``source``.
 
@@ -246,7 +257,11 @@ def _declared_size(payload: bytes) -> tuple[int, int] | None:
     prefix = payload[:16]
     for name in Image.ID:
         factory, accept = Image.OPEN[name]
-        if accept is not None and not accept(prefix):
+        try:
+            refused = accept is not None and not accept(prefix)
+        except Exception:  # noqa: BLE001 - some plugins' checks fail on a prefix shorter than they read
+            refused = True
+        if refused:
             continue
         try:
             with warnings.catch_warnings():

@@ -11,7 +11,8 @@ unwritable gallery raises GalleryError naming the file; a bad argument ConfigErr
 failed write leaves the gallery as it was.  The parts: :mod:`~reid.gallery.store` (the
 lock and the commit), :mod:`~reid.gallery.catalogue` (SQLite), :mod:`~reid.gallery.search`,
 :mod:`~reid.gallery.check`, :mod:`~reid.gallery.export`, :mod:`~reid.gallery.files`,
-:mod:`~reid.gallery.shards` and :mod:`~reid.gallery.index`.
+:mod:`~reid.gallery.shards`, :mod:`~reid.gallery.index` and :mod:`~reid.gallery.thumbnails`
+(small JPEGs of enrolled crops, personal data, deleted with their items).
 """
 
 from reid.decision import similarity_to_distance
@@ -32,6 +33,7 @@ from reid.gallery.records import (
 from reid.gallery.catalogue import DB_FILE
 from reid.gallery.search import SCORES
 from reid.gallery.store import Gallery, open_gallery, resolve_gallery_path
+from reid.gallery import thumbnails
 
 __all__ = [
     "DB_FILE",
@@ -53,4 +55,5 @@ __all__ = [
     "open_gallery",
     "resolve_gallery_path",
     "similarity_to_distance",
+    "thumbnails",
 ]

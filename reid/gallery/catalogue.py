@@ -468,6 +468,14 @@ class Catalogue:
     def delete_items(self, ids: Sequence[int]) -> None:
         self.db.executemany("DELETE FROM items WHERE id = ?", ((int(i),) for i in ids))
 
+    def rename_identity(self, identity: str, new_name: str) -> None:
+        """Relabel ``identity``'s rows as ``new_name``, each with its checksum recomputed."""
+        rows = self.db.execute(f"SELECT {ITEM_COLUMNS} FROM items WHERE identity = ?", (identity,)).fetchall()
+        self.db.executemany(
+            "UPDATE items SET identity = ?, row_sha256 = ? WHERE id = ?",
+            [(new_name, row_hash(row[0], (new_name, *row[2:])), row[0]) for row in rows],
+        )
+
     def replace_shards(self, sealed: Sequence[ShardRecord]) -> None:
         """Name ``sealed`` as the sealed shards, in order, and drop every segment."""
         self.db.execute("DELETE FROM shards")

@@ -73,6 +73,22 @@ class IdentityLabels:
             self.ids, self.codes = self.ids[keep], self.codes[keep]
             self._count = None
 
+    def drop_ids(self, ids: np.ndarray) -> None:
+        keep = ~np.isin(self.ids, ids)
+        self.ids, self.codes = self.ids[keep], self.codes[keep]
+        self._count = None
+
+    def rename(self, identity: str, new_name: str) -> None:
+        """Label ``identity``'s items ``new_name`` (a name no held item has)."""
+        code = self.code_of.pop(identity)
+        if new_name in self.code_of:
+            # A name whose items were all removed keeps its code; the renamed items take it.
+            self.codes[self.codes == code] = self.code_of[new_name]
+        else:
+            self.code_of[new_name] = code
+            self.names[code] = new_name
+        self._count = None
+
     def lookup(self, ids: np.ndarray) -> np.ndarray:
         """Identity codes of item ``ids`` (every id must be held)."""
         pos = np.searchsorted(self.ids, ids)

@@ -34,6 +34,7 @@ from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager, suppress
 from dataclasses import dataclass, replace
 from pathlib import Path
+from typing import Any
 
 import faiss
 import numpy as np
@@ -41,6 +42,7 @@ import numpy as np
 from reid.errors import ConfigError, GalleryError
 from reid.gallery.calibration import DEFAULT_FAR, MAX_ITEMS, SEED, GalleryCalibration, calibrate, identities_needed
 from reid.gallery.catalogue import DB_FILE, FORMAT, Catalogue, DiskState, facts_hash, item_row, layout_meta, now
+from reid.gallery import thumbnails as thumbs
 from reid.gallery.check import measure_recall, verify_files, verify_ids
 from reid.gallery.device import GPU_ENV, GPU_MAX_K, GpuSearch, detect_gpus, use_gpu
 from reid.gallery.export import export_suffix, write_jsonl, write_npz
@@ -128,7 +130,8 @@ class Gallery:
     """An open gallery.  Create one with :meth:`create`, :meth:`open` or :meth:`open_or_create`.
 
     Searching uses the copy loaded in memory; :meth:`refresh` picks up what other processes
-    committed since.  Writes (:meth:`add`, :meth:`remove_identity`, :meth:`reindex`) first
+    committed since.  Writes (:meth:`add`, :meth:`remove_identity`, :meth:`remove_item`,
+    :meth:`rename_identity`, :meth:`reindex`) first
     catch up with the disk under the lock, so concurrent writers never lose each other's work.
     ``gpu`` (default: the ``REID_FAISS_GPU`` environment variable, else ``auto``) says
     whether searches run on GPUs; see :mod:`reid.gallery.device`.
@@ -155,6 +158,7 @@ class Gallery:
         self._segments: list[int] = []
         self._labels = IdentityLabels()
         self._stale = True
+        self._fresh_calibration: tuple[tuple[Any, ...], GalleryCalibration | None] | None = None
 
     # ----------------------------------------------------------------- opening
 
@@ -166,8 +170,10 @@ class Gallery:
         spec: IndexSpec | None = None,
         lock_timeout: float = 120.0,
         gpu: str | None = None,
+        thumbnails: bool = True,
     ) -> Gallery:
-        """A new, empty gallery for embeddings of the model ``card`` describes.
+        """A new, empty gallery for embeddings of the model ``card`` describes; with
+        ``thumbnails`` it keeps a small JPEG of each enrolled crop (:mod:`reid.gallery.thumbnails`).
 
         A failed creation leaves nothing: no database, no lock, no folder it made.  Raises
         GalleryError when a gallery is already there, ConfigError for a card without a
@@ -184,6 +190,8 @@ class Gallery:
                     raise GalleryError(f"{folder}: a gallery already exists here")
                 gallery._initialize(card, spec or IndexSpec())
                 gallery._load()
+                if thumbnails:
+                    thumbs.enable(folder)
         return gallery
 
     @classmethod
@@ -206,8 +214,10 @@ class Gallery:
         spec: IndexSpec | None = None,
         lock_timeout: float = 120.0,
         gpu: str | None = None,
+        thumbnails: bool = True,
     ) -> Gallery:
-        """Open the gallery at ``folder`` (checking it was made with ``card``'s model) or create it.
+        """Open the gallery at ``folder`` (checking it was made with ``card``'s model) or create it
+        (keeping thumbnails unless ``thumbnails`` is False, as :meth:`create`).
 
         ``spec`` applies when the gallery is new; for an existing one it must equal the
         gallery's own (change that with :meth:`reindex`).
@@ -223,6 +233,8 @@ class Gallery:
             with _closed_on_error(cls(folder, lock_timeout, gpu)) as gallery:
                 if not gallery._catalogue.has_meta():
                     gallery._initialize(card, spec or IndexSpec())
+                    if thumbnails:
+                        thumbs.enable(folder)
                 gallery._load()
                 gallery.check_model(card)
                 if spec is not None and spec != gallery.spec:
@@ -245,6 +257,25 @@ class Gallery:
         with suppress(OSError):
             folder.rmdir()
         return True
+
+    @classmethod
+    def destroy(cls, folder: str | Path, lock_timeout: float = 120.0) -> int:
+        """Delete the gallery at ``folder`` with every item in it (its files only, and the
+        folder when nothing else is left in it); returns how many items it held.
+
+        Raises GalleryError when ``folder`` holds no gallery or its lock cannot be taken.
+        """
+        folder = Path(folder)
+        if not (folder / DB_FILE).is_file():
+            raise GalleryError(f"{folder}: no gallery here (no {DB_FILE})")
+        with gallery_lock(folder, exclusive=True, timeout=lock_timeout), cls(folder, lock_timeout, "off") as gallery:
+            catalogue = gallery._catalogue
+            count = sum(summary.items for summary in catalogue.identities()) if catalogue.has_meta() else 0
+            gallery.close()
+            _remove_gallery_files(folder)
+        with suppress(OSError):
+            folder.rmdir()
+        return count
 
     def close(self) -> None:
         self._catalogue.close()
@@ -320,11 +351,17 @@ class Gallery:
             return stored
         if stored is None and self.identity_count < identities_needed(DEFAULT_FAR):
             return None
+        # A service asks before every request: compute once per state of the gallery.
+        key = (len(self), self.identity_count, last_id, stored)
+        if self._fresh_calibration is not None and self._fresh_calibration[0] == key:
+            return self._fresh_calibration[1]
         try:
             fresh = self._calibrate(stored.far if stored is not None else DEFAULT_FAR, MAX_ITEMS, SEED)
         except ConfigError:
             return None
-        return fresh if stored is not None or fresh.enough else None
+        chosen = fresh if stored is not None or fresh.enough else None
+        self._fresh_calibration = (key, chosen)
+        return chosen
 
     def _calibrate(self, far: float, max_items: int, seed: int) -> GalleryCalibration:
         labels = self._labels
@@ -463,10 +500,17 @@ class Gallery:
                 raise error from exc
             raise
 
-    def add(self, embeddings: np.ndarray, items: Sequence[ItemMeta], skip_duplicates: bool = True) -> AddResult:
+    def add(
+        self,
+        embeddings: np.ndarray,
+        items: Sequence[ItemMeta],
+        skip_duplicates: bool = True,
+        crops: Sequence[np.ndarray] | None = None,
+    ) -> AddResult:
         """Store one batch atomically: after a crash either all of it is there or none.
 
-        ``embeddings`` (N, D) float32, one row per item.  Items whose ``image_hash`` is
+        ``embeddings`` (N, D) float32, one row per item.  ``crops`` (RGB uint8, one per
+        item) become the added items' thumbnails when the gallery keeps them, after the commit.  Items whose ``image_hash`` is
         already stored (or repeats within the batch) are skipped when ``skip_duplicates``;
         their positions come back in ``duplicates``.  Raises ConfigError for a count or
         shape mismatch, an empty identity or non-finite values.
@@ -479,6 +523,8 @@ class Gallery:
                 raise ConfigError(f"{item.source or 'item'}: identity label is empty")
         with self._writing() as generation:
             keep, duplicates = self._split_duplicates(items) if skip_duplicates else (list(range(len(items))), [])
+            if crops is not None and len(crops) != len(items):
+                raise ConfigError(f"{len(crops)} crops for {len(items)} items")
             if not keep:
                 return AddResult([], duplicates)
             kept_vectors = vectors[keep]
@@ -513,6 +559,8 @@ class Gallery:
             except BaseException:
                 self._stale = True
                 raise
+            if crops is not None:
+                thumbs.write(self.folder, ids.tolist(), [crops[i] for i in keep])
         return AddResult(ids.tolist(), duplicates)
 
     def remove_identity(self, identity: str) -> int:
@@ -526,36 +574,91 @@ class Gallery:
             ids = np.asarray(self._catalogue.identity_ids(identity), dtype=np.int64)
             if len(ids) == 0:
                 raise GalleryError(f"{self.folder}: no identity {identity!r} in the gallery")
+            self._remove_ids(ids, generation)
+            thumbs.remove(self.folder, ids)
+            self._labels.drop(identity)
+            rows_left = len(self._catalogue.identity_ids(identity))
+            self._check_removed(ids, rows_left, repr(identity))
+        return len(ids)
+
+    def remove_item(self, item_id: int) -> GalleryItem:
+        """Remove the one item ``item_id`` (its row and its embedding); returns it as it was.
+
+        Raises GalleryError when there is no such item, or when it is still found afterwards.
+        """
+        with self._writing() as generation:
+            item = self._catalogue.get_items([int(item_id)]).get(int(item_id))
+            if item is None:
+                raise GalleryError(f"{self.folder}: no item {item_id} in the gallery")
+            ids = np.asarray([item.id], dtype=np.int64)
+            self._remove_ids(ids, generation)
+            thumbs.remove(self.folder, ids)
+            self._labels.drop_ids(ids)
+            rows_left = len(self._catalogue.get_items([item.id]))
+            self._check_removed(ids, rows_left, f"item {item.id}")
+        return item
+
+    def rename_identity(self, identity: str, new_name: str) -> int:
+        """Give every item of ``identity`` the label ``new_name``; returns how many items.
+
+        One commit rewrites the rows (with their checksums) and names a rewritten active
+        shard, so other processes holding the gallery reload its labels.  Raises
+        GalleryError when ``identity`` has no items and ConfigError when ``new_name`` is
+        empty or already an identity of the gallery (renaming never merges two people).
+        """
+        if not new_name or not new_name.strip():
+            raise ConfigError(f"{self.folder}: the new identity label is empty")
+        with self._writing() as generation:
+            ids = self._catalogue.identity_ids(identity)
+            if not ids:
+                raise GalleryError(f"{self.folder}: no identity {identity!r} in the gallery")
+            if new_name != identity and self._catalogue.identity_ids(new_name):
+                raise ConfigError(f"{self.folder}: identity {new_name!r} already exists; choose another name")
             written: list[Written] = []
             try:
                 with _removed_on_error(written):
-                    sealed = []
-                    for shard, record in self._layout.sealed:
-                        gone = ids[shard.holds(ids)]
-                        if not len(gone):
-                            sealed.append((shard, record))
-                        elif len(gone) < len(shard):
-                            written.append(self._without(shard, gone, generation))
-                            sealed.append((written[-1].shard, written[-1].record))
-                    # The active shard is rewritten either way, which folds its segments in.
-                    active = self._layout.active
-                    written.append(self._without(active, ids[active.holds(ids)], generation))
-                    layout = _Layout(sealed, written[-1].shard, written[-1].record, self._layout.template)
-                self._commit(layout, generation, written, delete_ids=ids)
-                self._labels.drop(identity)
+                    written.append(self._without(self._layout.active, np.zeros(0, np.int64), generation))
+                    layout = _Layout(list(self._layout.sealed), written[-1].shard, written[-1].record, self._layout.template)
+                self._commit(layout, generation, written, relabel=(identity, new_name))
+                self._labels.rename(identity, new_name)
             except BaseException:
-                # Shards may have lost items in memory without the commit: reload them.
                 self._stale = True
                 raise
-            rows_left = len(self._catalogue.identity_ids(identity))
-            index_left = sum(int(shard.holds(ids).sum()) for shard in self._layout.shards())
-            if rows_left or index_left:
-                self._stale = True
-                raise GalleryError(
-                    f"{self.db_path}: after removing {identity!r}, {rows_left} of its items are still in the "
-                    f"database and {index_left} in the index (see reid gallery info --check)"
-                )
         return len(ids)
+
+    def _remove_ids(self, ids: np.ndarray, generation: int) -> None:
+        """Rewrite the shards holding ``ids`` without them and commit that with the rows'
+        deletion (the caller holds the lock, inside :meth:`_writing`)."""
+        written: list[Written] = []
+        try:
+            with _removed_on_error(written):
+                sealed = []
+                for shard, record in self._layout.sealed:
+                    gone = ids[shard.holds(ids)]
+                    if not len(gone):
+                        sealed.append((shard, record))
+                    elif len(gone) < len(shard):
+                        written.append(self._without(shard, gone, generation))
+                        sealed.append((written[-1].shard, written[-1].record))
+                # The active shard is rewritten either way, which folds its segments in.
+                active = self._layout.active
+                written.append(self._without(active, ids[active.holds(ids)], generation))
+                layout = _Layout(sealed, written[-1].shard, written[-1].record, self._layout.template)
+            self._commit(layout, generation, written, delete_ids=ids)
+        except BaseException:
+            # Shards may have lost items in memory without the commit: reload them.
+            self._stale = True
+            raise
+
+    def _check_removed(self, ids: np.ndarray, rows_left: int, what: str) -> None:
+        """Raise GalleryError when removed ``ids`` are still in the database or the index."""
+        index_left = sum(int(shard.holds(ids).sum()) for shard in self._layout.shards())
+        if rows_left or index_left:
+            self._stale = True
+            raise GalleryError(
+                f"{self.db_path}: after removing {what}, {rows_left} of its items are still in the "
+                f"database and {index_left} in the index (see reid gallery info --check)"
+            )
 
     def reindex(self, spec: IndexSpec) -> None:
         """Rebuild the index as ``spec`` says (e.g. flat to IVF-PQ, or into shards), keeping every item."""
@@ -820,8 +923,11 @@ class Gallery:
         extra: Sequence[Path] = (),
         spec: IndexSpec | None = None,
         delete_ids: np.ndarray | None = None,
+        relabel: tuple[str, str] | None = None,
     ) -> None:
-        """Name ``layout``'s files in one transaction (dropping all segments), then use it.
+        """Name ``layout``'s files in one transaction (dropping all segments), then use it;
+        the same transaction deletes the rows ``delete_ids`` and renames the identity
+        ``relabel`` (old, new).
 
         Until the commit the new files (``written`` and ``extra``) are deleted on failure;
         after it they are the gallery, and only the files it no longer names are deleted.
@@ -837,6 +943,8 @@ class Gallery:
             catalogue.begin()
             if delete_ids is not None:
                 catalogue.delete_items(delete_ids)
+            if relabel is not None:
+                catalogue.rename_identity(*relabel)
             catalogue.set_meta(meta)
             catalogue.replace_shards([record for _, record in layout.sealed])
             catalogue.commit()
@@ -948,6 +1056,7 @@ def _new_removed_on_error(folder: Path) -> Iterator[None]:
 
 def _remove_gallery_files(folder: Path) -> None:
     """Delete the files a gallery keeps in ``folder`` (never anything else there)."""
+    thumbs.remove_all(folder)
     for path in folder.iterdir():
         name = path.name
         ours = name in (DB_FILE, f"{DB_FILE}-journal", LOCK_FILE) or name.lstrip(".").startswith(FILE_PREFIXES)

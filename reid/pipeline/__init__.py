@@ -53,6 +53,7 @@ from reid.pipeline.query import (
     QueryStats,
     TrackSummary,
     choose_detector,
+    gallery_threshold,
     resolve_threshold,
 )
 from reid.pipeline.sources import Frame, MediaSource, open_source
@@ -106,6 +107,7 @@ __all__ = [
     "margin_for",
     "open_source",
     "plan_enrolment",
+    "gallery_threshold",
     "resolve_threshold",
     "safe_name",
     "stage_timer",

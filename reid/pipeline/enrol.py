@@ -24,7 +24,7 @@ from typing import Any
 
 from reid.data.cameras import camera_from_name
 from reid.data.folders import identity_folders
-from reid.data.io import ImageLimits, decode_image, is_image_file, list_media, read_bytes
+from reid.data.io import ImageLimits, bounded_bytes, decode_image, is_image_file, list_media, read_bytes
 from reid.detect import Detector, build_detector, check_detector
 from reid.detect.base import largest_detection
 from reid.errors import ConfigError, DataError
@@ -36,11 +36,13 @@ from reid.pipeline.sources import GLOB_CHARS
 
 @dataclass(frozen=True)
 class EnrolEntry:
-    """One image to enrol and the identity it shows."""
+    """One image to enrol and the identity it shows; ``data``: its bytes when it arrived in
+    memory (an upload), and then ``path`` is only its name."""
 
     path: Path
     identity: str
     camera: str | None = None
+    data: bytes | None = None
 
 
 # The reason an image already in the gallery is listed among the skipped.
@@ -226,7 +228,7 @@ def enrol(
     for start in range(0, len(entries), config.batch_size):
         batch = entries[start : start + config.batch_size]
         crops, items = [], []
-        payloads = [_read_bytes(entry.path, limits) for entry in batch]
+        payloads = [_read_bytes(entry, limits) for entry in batch]
         hashes = [hashlib.sha256(p).hexdigest() if isinstance(p, bytes) else "" for p in payloads]
         known = gallery.known_hashes([h for h in hashes if h])
         for entry, payload, digest in zip(batch, payloads, hashes, strict=True):
@@ -265,8 +267,9 @@ def enrol(
                 report.skipped.append((items[position].source, reason))
                 seen.discard(items[position].image_hash or "")
             items = [items[position] for position in embedded.kept]
+            crops = [crops[position] for position in embedded.kept]
         if items:
-            result = gallery.add(embedded.features, items)
+            result = gallery.add(embedded.features, items, crops=crops)
             for position in result.duplicates:
                 report.duplicates += 1
                 report.skipped.append((items[position].source, DUPLICATE))
@@ -308,9 +311,11 @@ def enrol_into(
     return report
 
 
-def _read_bytes(path: Path, limits: ImageLimits) -> bytes | DataError:
+def _read_bytes(entry: EnrolEntry, limits: ImageLimits) -> bytes | DataError:
     try:
-        return read_bytes(path, limits)
+        if entry.data is not None:
+            return bounded_bytes(entry.data, entry.path, limits)
+        return read_bytes(entry.path, limits)
     except DataError as exc:
         return exc
 

@@ -29,6 +29,7 @@ from reid.detect import Box, Detector, SSDLiteConfig, build_detector
 from reid.errors import ConfigError
 from reid.gallery import SCORES, Gallery, IdentityMatch
 from reid.gallery.calibration import synthetic_card_note
+from reid.models.card import ModelCard
 from reid.models.encoder import NO_FACE_CHOICES, Encoder, embed_images
 from reid.pipeline.frames import FrameCrops, ScaledDetector, frame_crops, margin_for
 from reid.pipeline.live import FramePipeline
@@ -254,23 +255,37 @@ class QueryStats:
         }
 
 
-def resolve_threshold(config: QueryConfig, gallery: Gallery, encoder: Encoder) -> Threshold:
-    """--threshold (or --far on the card's calibration pairs), else the gallery's own
-    calibration (:meth:`Gallery.current_calibration`), else the model card's, else the one
-    the gallery recorded at creation (:func:`reid.decision.resolve_threshold`), with a note
-    when the card's threshold comes from synthetic data; raises ConfigError when none has one."""
-    own = gallery.current_calibration() if config.threshold is None and config.far is None else None
+def gallery_threshold(
+    given: float | None,
+    card: ModelCard,
+    gallery: Gallery,
+    *,
+    given_detail: str = "--threshold",
+    far: float | None = None,
+) -> Threshold:
+    """The threshold a search of ``gallery`` decides at: ``given`` (or ``far`` read from the
+    card's calibration pairs), else the gallery's own calibration
+    (:meth:`Gallery.current_calibration`), else the model card's, else the one the gallery
+    recorded at creation (:func:`reid.decision.resolve_threshold`), with a note when the
+    card's threshold comes from synthetic data.  The one rule of query, camera search, face
+    check-in and the service; raises ConfigError when none has one."""
+    own = gallery.current_calibration() if given is None and far is None else None
     chosen = resolve_distance_threshold(
-        config.threshold,
-        encoder.card,
+        given,
+        card,
         gallery,
-        given_detail="--threshold",
-        far=config.far,
+        given_detail=given_detail,
+        far=far,
         calibrated=None if own is None else own.as_threshold(),
     )
     if chosen.source == MODEL_CARD:
-        return replace(chosen, note=synthetic_card_note(encoder.card, gallery))
+        return replace(chosen, note=synthetic_card_note(card, gallery))
     return chosen
+
+
+def resolve_threshold(config: QueryConfig, gallery: Gallery, encoder: Encoder) -> Threshold:
+    """:func:`gallery_threshold` for a query's --threshold or --far."""
+    return gallery_threshold(config.threshold, encoder.card, gallery, far=config.far)
 
 
 def choose_detector(config: QueryConfig, source: MediaSource, encoder: Encoder) -> Detector | None:

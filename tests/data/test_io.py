@@ -126,3 +126,22 @@ def test_folder_walk_takes_images_and_names_everything_else(tmp_path: Path) -> N
     assert reasons["moved.jpg"].startswith("link to nothing readable")
     assert reasons["loop"].startswith("link to nothing readable")
     assert reasons["sub/back-to-top"].startswith("folder link loops back")
+
+
+def test_bounded_bytes_holds_uploads_to_the_file_limits() -> None:
+    from reid.data.io import ImageLimits, bounded_bytes
+
+    limits = ImageLimits(max_bytes=4)
+    assert bounded_bytes(b"abcd", "up.jpg", limits) == b"abcd"
+    with pytest.raises(DataError, match="up.jpg: file is 5 bytes, over the image limit of 4"):
+        bounded_bytes(b"abcde", "up.jpg", limits)
+    with pytest.raises(DataError, match="up.jpg: empty file"):
+        bounded_bytes(b"", "up.jpg", limits)
+
+
+@pytest.mark.parametrize("payload", [b"x", b"xx", b"BM", b"\x28\x00"])
+def test_a_few_bytes_are_a_data_error_not_a_crash(payload: bytes) -> None:
+    from reid.data.io import decode_image
+
+    with pytest.raises(DataError, match="tiny.jpg: not a readable image"):
+        decode_image(payload, "tiny.jpg")

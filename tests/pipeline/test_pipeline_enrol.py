@@ -14,7 +14,7 @@ from reid.detect import build_detector
 from reid.errors import ConfigError, DataError, GalleryError
 from reid.gallery import Gallery, open_gallery
 from reid.models import Encoder
-from reid.pipeline import EnrolConfig, camera_of, enrol, plan_enrolment
+from reid.pipeline import EnrolConfig, EnrolEntry, camera_of, enrol, plan_enrolment
 from reid.pipeline.synthetic import street_frames
 
 
@@ -76,6 +76,22 @@ def test_enrol_counts_duplicates_and_unreadable(tmp_path: Path, encoder: Encoder
         assert item.image_hash and len(item.image_hash) == 64 and item.box is not None
     payload = report.to_dict()
     assert payload["added"] == 6 and any(s["reason"].startswith("not a readable image") for s in payload["skipped"])
+
+
+def test_enrol_takes_images_given_as_bytes(tmp_path: Path, encoder: Encoder) -> None:
+    crops = walker_crops(tmp_path / "people")
+    good = crops["red"][0].read_bytes()
+    entries = [
+        EnrolEntry(Path("upload.png"), "red", data=good),
+        EnrolEntry(Path("again.png"), "red", data=good),
+        EnrolEntry(Path("broken.png"), "red", data=b"garbage"),
+        EnrolEntry(Path("empty.png"), "red", data=b""),
+    ]
+    with Gallery.open_or_create(tmp_path / "g", encoder.card) as gallery:
+        report = enrol(gallery, encoder, entries)
+        assert (report.added, report.duplicates, report.unreadable) == (1, 1, 2)
+        assert [i.source for i in gallery.items("red")] == ["upload.png"]
+    assert dict(report.skipped)["empty.png"] == "empty file"
 
 
 def test_enrolled_crops_are_found_again(tmp_path: Path, encoder: Encoder) -> None:

@@ -1,0 +1,37 @@
+"""``reid serve``: the HTTP service over galleries (FastAPI + uvicorn, the ``serve`` extra).
+
+:func:`create_app` builds the application from a loaded :class:`Service` (models and
+detectors loaded first); :class:`ServeConfig` and :func:`load_serve_config` say what is
+served; :class:`KeyStore` and :class:`AdminKey` hold the keys.  docs/serve.md has the routes.
+The settings and keys need no web packages, so ``reid serve keys`` works without them.
+"""
+
+from typing import Any
+
+from reid.serve.config import GallerySettings, ServeConfig, load_serve_config
+from reid.serve.keys import SCOPES, AdminKey, ApiKey, KeyStore
+from reid.serve.pool import WorkerPool
+from reid.serve.service import Service, Upload
+
+__all__ = [
+    "SCOPES",
+    "AdminKey",
+    "ApiKey",
+    "GallerySettings",
+    "KeyStore",
+    "ServeConfig",
+    "Service",
+    "Upload",
+    "WorkerPool",
+    "create_app",
+    "load_serve_config",
+]
+
+
+def __getattr__(name: str) -> Any:
+    # FastAPI is imported only by what needs it (the serve extra may be absent).
+    if name == "create_app":
+        from reid.serve.app import create_app
+
+        return create_app
+    raise AttributeError(f"module 'reid.serve' has no attribute {name!r}")

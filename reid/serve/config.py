@@ -1,0 +1,206 @@
+"""What ``reid serve`` serves: its galleries, their models, detectors and thresholds, and the
+server's limits, from ``serve.yaml`` and the command line (options override the file).
+
+A ``serve.yaml``::
+
+    root: galleries                 # folder whose sub-folders are the galleries served
+    models: {demo: models/demo}     # loaded before the port opens
+    galleries:
+      staff: {model: demo, detect: person, threshold: 0.45}
+    threads: 4                      # inference threads per process
+    queue: 16                       # requests waiting for a thread before 503
+    cors_origins: []                # CORS stays off unless origins are named
+
+Every gallery folder under ``root`` is served with the model whose fingerprint it records;
+``galleries`` only adds settings (and names the model of a gallery not yet created).
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import re
+from dataclasses import dataclass, field, fields
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from reid.decision import check_distance_threshold
+from reid.detect import DETECTOR_KINDS, check_detector
+from reid.errors import ConfigError
+
+# A gallery's name is its folder under the root: one path part, no hidden or odd names.
+GALLERY_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,63}")
+MIB = 1024 * 1024
+
+
+def check_gallery_name(name: str) -> str:
+    """``name`` when it can name a gallery folder under the root; ConfigError otherwise."""
+    if not isinstance(name, str) or not GALLERY_NAME.fullmatch(name):
+        shown = name[:80] if isinstance(name, str) else name
+        raise ConfigError(
+            f"gallery name {shown!r}: use 1 to 64 letters, digits, '.', '_' or '-', starting with a letter or digit"
+        )
+    return name
+
+
+@dataclass
+class GallerySettings:
+    """How one gallery is served.  ``model``: a name in :attr:`ServeConfig.models` (default:
+    the loaded model whose fingerprint the gallery records); ``detect`` "person" or "face"
+    and/or ``detector`` (a :func:`reid.detect.build_detector` name) find the subjects of an
+    uploaded photo (none: the whole photo is one subject); ``threshold``: the decision
+    threshold, a Euclidean distance between unit embeddings in (0, 2] (default: the model
+    card's, else the gallery's); ``top_k``: identities returned per subject by default."""
+
+    model: str | None = None
+    detect: str | None = None
+    detector: str | None = None
+    threshold: float | None = None
+    top_k: int = 5
+
+    def check(self, where: str) -> None:
+        if self.detect is not None and self.detect not in DETECTOR_KINDS:
+            raise ConfigError(f"{where}: detect {self.detect!r}: choose one of {', '.join(DETECTOR_KINDS)}")
+        if self.detect or self.detector:
+            check_detector(self.detector, self.detect)
+        check_distance_threshold(self.threshold, f"{where}: threshold")
+        if not isinstance(self.top_k, int) or self.top_k < 1:
+            raise ConfigError(f"{where}: top_k must be a whole number of at least 1, got {self.top_k!r}")
+
+
+@dataclass
+class ServeConfig:
+    """The server's settings; see the module docstring for the file.
+
+    ``threads`` run inference in each process and ``queue`` requests may wait for one;
+    beyond that a request is answered 503 with ``Retry-After``.  ``workers``: uvicorn
+    processes sharing the port (each loads the models).  ``max_body_bytes`` bounds a
+    request (413 above); ``max_images`` the images in one request.  ``no_auth`` serves
+    without keys, only on a loopback host.  ``keys_file`` (default ``ROOT/.serve-keys.json``)
+    holds the per-gallery keys, hashed.
+    """
+
+    host: str = "127.0.0.1"
+    port: int = 8000
+    workers: int = 1
+    threads: int = 4
+    queue: int = 16
+    root: Path = Path("galleries")
+    models: dict[str, str] = field(default_factory=dict)
+    galleries: dict[str, GallerySettings] = field(default_factory=dict)
+    defaults: GallerySettings = field(default_factory=GallerySettings)
+    max_body_bytes: int = 64 * MIB
+    max_images: int = 64
+    cors_origins: list[str] = field(default_factory=list)
+    no_auth: bool = False
+    keys_file: Path | None = None
+    lock_timeout: float = 30.0
+    watch_files: list[str] = field(default_factory=list)
+    watch_cameras: list[int] = field(default_factory=list)
+    watch_urls: list[str] = field(default_factory=list)
+    max_watches: int = 4
+
+    def __post_init__(self) -> None:
+        self.root = Path(self.root)
+        if self.keys_file is not None:
+            self.keys_file = Path(self.keys_file)
+        for name in ("port", "workers", "threads", "max_body_bytes", "max_images", "max_watches"):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, int) or value < (0 if name == "port" else 1):
+                raise ConfigError(f"{name} must be a positive whole number, got {value!r}")
+        if self.port > 65535:
+            raise ConfigError(f"port must be at most 65535, got {self.port}")
+        if isinstance(self.queue, bool) or not isinstance(self.queue, int) or self.queue < 0:
+            raise ConfigError(f"queue must be a whole number of at least 0, got {self.queue!r}")
+        for name in self.galleries:
+            check_gallery_name(name)
+            self.galleries[name].check(f"gallery {name}")
+            model = self.galleries[name].model
+            if model is not None and model not in self.models:
+                raise ConfigError(f"gallery {name}: model {model!r} is not one of the models served ({', '.join(self.models) or 'none'})")
+        self.defaults.check("defaults")
+        if self.no_auth and not is_loopback(self.host):
+            raise ConfigError(
+                f"--no-auth serves every gallery to anyone who can reach {self.host}; it is allowed on a loopback host only"
+            )
+
+    @property
+    def keys_path(self) -> Path:
+        return self.keys_file if self.keys_file is not None else self.root / ".serve-keys.json"
+
+    def settings(self, gallery: str) -> GallerySettings:
+        """The settings of ``gallery``: its own entry, else the defaults."""
+        return self.galleries.get(gallery, self.defaults)
+
+
+def is_loopback(host: str) -> bool:
+    """True for ``localhost`` and loopback addresses (127.0.0.0/8, ::1)."""
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
+def load_serve_config(path: str | Path | None = None, **options: Any) -> ServeConfig:
+    """The settings of ``path`` (a YAML mapping; None: defaults only) with ``options``
+    (the ones the user gave) over them.  Raises ConfigError naming the file for an unreadable
+    file, an unknown key or a bad value."""
+    values: dict[str, Any] = {}
+    if path is not None:
+        path = Path(path)
+        try:
+            loaded = yaml.safe_load(path.read_text())
+        except OSError as exc:
+            raise ConfigError(f"{path}: cannot read ({exc.strerror or exc})") from None
+        except yaml.YAMLError as exc:
+            raise ConfigError(f"{path}: not valid YAML ({' '.join(str(exc).split())[:200]})") from None
+        if loaded is not None and not isinstance(loaded, dict):
+            raise ConfigError(f"{path}: expected a mapping of settings")
+        values = dict(loaded or {})
+    values.update(options)
+    where = str(path) if path is not None else "serve settings"
+    known = {f.name for f in fields(ServeConfig)}
+    unknown = sorted(set(values) - known)
+    if unknown:
+        raise ConfigError(f"{where}: unknown setting {unknown[0]!r}; known: {', '.join(sorted(known))}")
+    try:
+        values["galleries"] = {
+            str(name): _settings(entry, f"{where}: gallery {name}") for name, entry in (values.get("galleries") or {}).items()
+        }
+        values["defaults"] = _settings(values.get("defaults") or {}, f"{where}: defaults")
+        models = values.get("models") or {}
+        if not isinstance(models, dict):
+            raise ConfigError(f"{where}: models must map names to model folders")
+        values["models"] = {str(k): str(v) for k, v in models.items()}
+        for name in ("cors_origins", "watch_files", "watch_urls", "watch_cameras"):
+            listed = values.get(name) or []
+            if not isinstance(listed, list):
+                raise ConfigError(f"{where}: {name} must be a list")
+            values[name] = [_camera(v, where) for v in listed] if name == "watch_cameras" else [str(v) for v in listed]
+        return ServeConfig(**values)
+    except ConfigError as exc:
+        message = str(exc)
+        raise ConfigError(message if message.startswith(where) else f"{where}: {message}") from None
+    except (TypeError, AttributeError) as exc:
+        raise ConfigError(f"{where}: malformed settings ({exc})") from None
+
+
+def _camera(value: Any, where: str) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+        raise ConfigError(f"{where}: watch_cameras holds camera indexes (0, 1, ...), not {value!r}")
+    return value
+
+
+def _settings(entry: Any, where: str) -> GallerySettings:
+    if isinstance(entry, GallerySettings):
+        return entry
+    if not isinstance(entry, dict):
+        raise ConfigError(f"{where}: expected a mapping of model, detect, detector, threshold, top_k")
+    known = {f.name for f in fields(GallerySettings)}
+    unknown = sorted(set(entry) - known)
+    if unknown:
+        raise ConfigError(f"{where}: unknown setting {unknown[0]!r}; known: {', '.join(sorted(known))}")
+    return GallerySettings(**entry)

@@ -1,0 +1,52 @@
+"""Running the service: load everything, then open the port (uvicorn)."""
+
+from __future__ import annotations
+
+import copy
+import inspect
+import json
+import os
+from pathlib import Path
+from typing import Any
+
+import uvicorn
+from uvicorn.config import LOGGING_CONFIG
+
+from reid.serial import as_dict
+from reid.serve.app import SERVE_CONFIG_ENV, create_app
+from reid.serve.config import ServeConfig
+from reid.serve.keys import AdminKey
+from reid.serve.service import Service
+
+# How long a worker process may take to load everything before its supervisor gives up on it.
+WORKER_STARTUP_SECONDS = 600
+
+
+def log_config() -> dict[str, Any]:
+    """uvicorn's logging with the service's one line per request in place of its access log
+    (which would print paths, and so gallery and identity names, and query strings)."""
+    config = copy.deepcopy(LOGGING_CONFIG)
+    config["loggers"]["reid.serve"] = {"handlers": ["default"], "level": "INFO", "propagate": False}
+    config["loggers"]["uvicorn.access"] = {"handlers": [], "level": "WARNING", "propagate": False}
+    return config
+
+
+def serve(config: ServeConfig, admin_key_file: str | Path | None = None) -> None:
+    """Serve ``config`` until interrupted.  The models and detectors are loaded (and every
+    setting checked) before the port opens; with ``workers`` above 1 each uvicorn worker
+    process loads them again, from the same settings.  Raises ConfigError/ModelError with
+    one line for a setting or model that cannot be used."""
+    admin = AdminKey.from_environment(admin_key_file)
+    service = Service.load(config, admin)
+    options = {"host": config.host, "port": config.port, "log_config": log_config(), "access_log": False}
+    if config.workers == 1:
+        uvicorn.run(create_app(service), **options)
+        return
+    settings = as_dict(config)
+    settings["admin_key_file"] = None if admin_key_file is None else str(admin_key_file)
+    os.environ[SERVE_CONFIG_ENV] = json.dumps(settings)
+    if "timeout_worker_healthcheck" in inspect.signature(uvicorn.Config).parameters:
+        # A worker loads PyTorch and the models before it answers; uvicorn's default of a
+        # few seconds kills it mid-load on a busy host, again and again.
+        options["timeout_worker_healthcheck"] = WORKER_STARTUP_SECONDS
+    uvicorn.run("reid.serve.app:app_from_environment", factory=True, workers=config.workers, **options)

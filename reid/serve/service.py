@@ -1,0 +1,469 @@
+"""What the HTTP routes call: the served galleries, models and detectors, and one method
+per operation.  Every rule is the library's (:mod:`reid.gallery`, :mod:`reid.pipeline`,
+:mod:`reid.decision`, :mod:`reid.data.io`); this module only finds the gallery, model and
+detector a request is for and shapes the answers as plain data.
+
+Methods block (decoding, detection, embedding, SQLite, FAISS) and run on the worker pool's
+threads.  SQLite handles belong to the thread that opened them, so each thread opens its
+own handle of a gallery and refreshes it before each use, which is also how it sees what
+other threads and other processes committed; writes serialize through the gallery's lock.
+"""
+
+from __future__ import annotations
+
+import threading
+import unicodedata
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from reid.data.io import ImageLimits, bounded_bytes, decode_image
+from reid.decision import Threshold, nearest_identity, pair_distance
+from reid.detect import Detection, Detector, build_detector
+from reid.errors import ConfigError, DataError, GalleryError, ReidError
+from reid.gallery import DB_FILE, Gallery, IndexSpec, thumbnails
+from reid.models import Encoder, load_encoder
+from reid.models.encoder import embed_images
+from reid.pipeline import DUPLICATE, EnrolConfig, EnrolEntry, Frame, cut_frame, enrol, gallery_threshold, subject_crop
+from reid.serve.config import ServeConfig, check_gallery_name
+from reid.serve.keys import AdminKey, KeyStore
+from reid.serve.watches import Watch, Watches
+
+# An identity label is text a person reads: bounded, one line, no control characters.
+MAX_IDENTITY = 200
+MAX_UPLOAD_NAME = 200
+
+
+class ServeError(ReidError):
+    """A request the service refuses: ``status`` (HTTP) and ``code`` say how."""
+
+    status = 400
+    code = "bad_request"
+
+
+class NotFound(ServeError):
+    status, code = 404, "not_found"
+
+
+class Conflict(ServeError):
+    status, code = 409, "conflict"
+
+
+@dataclass(frozen=True)
+class Upload:
+    """One uploaded image: the name it came with and its bytes."""
+
+    name: str
+    data: bytes
+
+
+def check_identity(identity: str, what: str = "identity") -> str:
+    """``identity`` when it can label a person: 1 to 200 characters, not only spaces, no
+    control characters; ConfigError otherwise."""
+    if not isinstance(identity, str) or not identity.strip():
+        raise ConfigError(f"{what} is empty")
+    if len(identity) > MAX_IDENTITY:
+        raise ConfigError(f"{what} is {len(identity)} characters long; at most {MAX_IDENTITY}")
+    if any(unicodedata.category(c) in ("Cc", "Cs") for c in identity):
+        raise ConfigError(f"{what} {identity[:40]!r} holds control characters")
+    return identity
+
+
+def upload_names(uploads: Sequence[Upload]) -> list[str]:
+    """A name per upload, as enrolment records and reports it: the file's own name (no
+    folders, no control characters, at most 200 characters), made unique within the request."""
+    names: list[str] = []
+    taken: set[str] = set()
+    for number, upload in enumerate(uploads, 1):
+        base = upload.name.replace("\\", "/").rsplit("/", 1)[-1]
+        base = "".join(c for c in base if unicodedata.category(c) not in ("Cc", "Cs")).strip()[:MAX_UPLOAD_NAME]
+        name = base or f"upload-{number}"
+        candidate, n = name, 2
+        while candidate in taken:
+            candidate, n = f"{name} ({n})", n + 1
+        taken.add(candidate)
+        names.append(candidate)
+    return names
+
+
+class LockedDetector:
+    """A detector shared by the pool's threads, one call at a time: OpenCV's DNN nets and
+    cascades are not safe to call from several threads at once."""
+
+    def __init__(self, detector: Detector) -> None:
+        self.detector, self.kind = detector, detector.kind
+        self._lock = threading.Lock()
+
+    def detect(self, image: np.ndarray) -> list[Detection]:
+        with self._lock:
+            return self.detector.detect(image)
+
+
+class Service:
+    """The served root: models by name, detectors by setting, the keys, the admin key.
+
+    Build it with :meth:`load` (which loads every model and detector, so a server is ready
+    before its port opens).  Methods raise ServeError subclasses, and the library's
+    ReidError subclasses with their one line.
+    """
+
+    def __init__(
+        self,
+        config: ServeConfig,
+        models: dict[str, Encoder],
+        detectors: dict[tuple[str | None, str | None], LockedDetector],
+        keys: KeyStore,
+        admin: AdminKey | None,
+    ) -> None:
+        self.config, self.models, self.detectors, self.keys, self.admin = config, models, detectors, keys, admin
+        self.limits = ImageLimits.from_env()
+        self.watches = Watches(config)
+        self._local = threading.local()
+
+    @classmethod
+    def load(cls, config: ServeConfig, admin: AdminKey | None = None) -> Service:
+        """Load the models and detectors ``config`` names; ConfigError/ModelError with one
+        line when one cannot be loaded, or when no model is named."""
+        if not config.models:
+            raise ConfigError("no model to serve: name one under 'models' in serve.yaml, or give --model")
+        if admin is None and not config.no_auth:
+            raise ConfigError(
+                "no admin key: set REID_SERVE_ADMIN_KEY or REID_SERVE_ADMIN_KEY_FILE (or --admin-key-file), "
+                "or serve a loopback host with --no-auth"
+            )
+        models = {name: load_encoder(path) for name, path in config.models.items()}
+        detectors = {}
+        for settings in (config.defaults, *config.galleries.values()):
+            key = (settings.detect, settings.detector)
+            if (settings.detect or settings.detector) and key not in detectors:
+                detectors[key] = LockedDetector(build_detector(settings.detector, settings.detect))
+        config.root.mkdir(parents=True, exist_ok=True)
+        return cls(config, models, detectors, KeyStore(config.keys_path), admin)
+
+    # ----------------------------------------------------------------- galleries
+
+    def folder(self, name: str) -> Path:
+        return self.config.root / check_gallery_name(name)
+
+    def gallery_names(self) -> list[str]:
+        """The galleries under the root (folders holding a gallery database), sorted."""
+        names = []
+        for path in sorted(self.config.root.iterdir()):
+            try:
+                check_gallery_name(path.name)
+            except ConfigError:
+                continue
+            if (path / DB_FILE).is_file():
+                names.append(path.name)
+        return names
+
+    def exists(self, name: str) -> bool:
+        return (self.folder(name) / DB_FILE).is_file()
+
+    def _handle(self, name: str) -> Gallery:
+        """This thread's handle of gallery ``name``, caught up with every commit; NotFound
+        when the gallery is not there (or was deleted since the handle was opened)."""
+        folder = self.folder(name)
+        handles: dict[str, tuple[int, Gallery]] = self._local.__dict__.setdefault("handles", {})
+        try:
+            inode = (folder / DB_FILE).stat().st_ino
+        except OSError:
+            inode = None
+        held = handles.get(name)
+        if held is not None and held[0] != inode:
+            held[1].close()
+            del handles[name]
+            held = None
+        if inode is None:
+            raise NotFound(f"no gallery {name!r}")
+        if held is not None:
+            held[1].refresh()
+            return held[1]
+        gallery = Gallery.open(folder, self.config.lock_timeout)
+        handles[name] = (inode, gallery)
+        return gallery
+
+    def _model(self, name: str, gallery: Gallery) -> tuple[str, Encoder]:
+        """The served model that made ``gallery``: its settings' model, else the one whose
+        fingerprint it records; Conflict when none is loaded."""
+        wanted = self.config.settings(name).model
+        candidates = [wanted] if wanted is not None else list(self.models)
+        for model in candidates:
+            try:
+                gallery.check_model(self.models[model].card)
+            except GalleryError:
+                continue
+            return model, self.models[model]
+        raise Conflict(
+            f"gallery {name!r} was made with model {gallery.meta.model_name!r} "
+            f"(fingerprint {gallery.meta.model_fingerprint}), which this server has not loaded"
+        )
+
+    def _detector(self, name: str) -> LockedDetector | None:
+        settings = self.config.settings(name)
+        return self.detectors.get((settings.detect, settings.detector))
+
+    def threshold(self, name: str, gallery: Gallery, encoder: Encoder, given: float | None = None) -> Threshold:
+        """The threshold a request decides at: the request's, else the server's settings,
+        else the gallery's own calibration, the model card's or the gallery's
+        (:func:`reid.pipeline.gallery_threshold`)."""
+        if given is not None:
+            return gallery_threshold(given, encoder.card, gallery, given_detail="request")
+        return gallery_threshold(self.config.settings(name).threshold, encoder.card, gallery, given_detail="serve settings")
+
+    def info(self, name: str) -> dict[str, Any]:
+        gallery = self._handle(name)
+        facts = gallery.info()
+        settings = self.config.settings(name)
+        model, threshold = None, None
+        try:
+            model, encoder = self._model(name, gallery)
+            threshold = self.threshold(name, gallery, encoder)
+        except (Conflict, ConfigError):
+            pass
+        return {
+            "name": name,
+            "items": facts.items,
+            "identities": facts.identities,
+            "model": model,
+            "model_name": facts.model_name,
+            "model_fingerprint": facts.model_fingerprint,
+            "model_kind": facts.model_kind,
+            "dim": facts.dim,
+            "index": facts.index,
+            "created": facts.created,
+            "threshold": None if threshold is None else _threshold(threshold),
+            "detect": settings.detect,
+            "detector": settings.detector,
+            "thumbnails": thumbnails.enabled(gallery.folder),
+        }
+
+    def create_gallery(
+        self, name: str, model: str | None = None, index: str | None = None, keep_thumbnails: bool = True
+    ) -> dict[str, Any]:
+        """A new, empty gallery ``name`` for ``model`` (default: the first model served),
+        keeping a thumbnail of each enrolled crop unless ``keep_thumbnails`` is False."""
+        folder = self.folder(name)
+        model = model or self.config.settings(name).model or next(iter(self.models))
+        if model not in self.models:
+            raise ConfigError(f"model {model[:80]!r} is not served; choose one of {', '.join(self.models)}")
+        if (folder / DB_FILE).is_file():
+            raise Conflict(f"gallery {name!r} already exists")
+        spec = IndexSpec(kind=index) if index is not None else None
+        try:
+            Gallery.create(folder, self.models[model].card, spec, self.config.lock_timeout, thumbnails=keep_thumbnails).close()
+        except GalleryError as exc:
+            raise Conflict(str(exc)) from None
+        return self.info(name)
+
+    def delete_gallery(self, name: str) -> int:
+        """Delete gallery ``name`` with its items and its keys; how many items it held."""
+        if not self.exists(name):
+            raise NotFound(f"no gallery {name!r}")
+        held = self._local.__dict__.get("handles", {}).pop(name, None)
+        if held is not None:
+            held[1].close()
+        count = Gallery.destroy(self.folder(name), self.config.lock_timeout)
+        self.keys.revoke_gallery(name)
+        return count
+
+    # ----------------------------------------------------------------- identities
+
+    def identities(self, name: str, offset: int, limit: int) -> dict[str, Any]:
+        summaries = self._handle(name).identities()
+        page = summaries[offset : offset + limit]
+        return {
+            "identities": [
+                {"identity": s.identity, "items": s.items, "first_enrolled": s.first_enrolled, "last_enrolled": s.last_enrolled}
+                for s in page
+            ],
+            "total": len(summaries),
+            "offset": offset,
+            "limit": limit,
+        }
+
+    def identity(self, name: str, identity: str) -> dict[str, Any]:
+        items = self._handle(name).items(identity)
+        if not items:
+            raise NotFound(f"no identity {identity[:MAX_IDENTITY]!r} in gallery {name!r}")
+        return {"identity": identity, "items": [_item(i) for i in items]}
+
+    def rename(self, name: str, identity: str, new_name: str) -> dict[str, Any]:
+        check_identity(new_name, "the new name")
+        gallery = self._handle(name)
+        if not gallery.items(identity, limit=1):
+            raise NotFound(f"no identity {identity[:MAX_IDENTITY]!r} in gallery {name!r}")
+        try:
+            count = gallery.rename_identity(identity, new_name)
+        except ConfigError as exc:
+            raise Conflict(str(exc)) from None
+        return {"identity": new_name, "items": count}
+
+    def delete_identity(self, name: str, identity: str) -> int:
+        gallery = self._handle(name)
+        if not gallery.items(identity, limit=1):
+            raise NotFound(f"no identity {identity[:MAX_IDENTITY]!r} in gallery {name!r}")
+        return gallery.remove_identity(identity)
+
+    def delete_item(self, name: str, identity: str, item_id: int) -> dict[str, Any]:
+        gallery = self._handle(name)
+        item = gallery.get_items([item_id]).get(item_id)
+        if item is None or item.identity != identity:
+            raise NotFound(f"no item {item_id} of identity {identity[:MAX_IDENTITY]!r} in gallery {name!r}")
+        return _item(gallery.remove_item(item_id))
+
+    def thumbnail(self, name: str, item_id: int) -> bytes:
+        """The JPEG thumbnail of item ``item_id``; NotFound when the item or its thumbnail is not there."""
+        gallery = self._handle(name)
+        if item_id not in gallery.get_items([item_id]):
+            raise NotFound(f"no item {item_id} in gallery {name!r}")
+        try:
+            return thumbnails.path_of(gallery.folder, item_id).read_bytes()
+        except OSError:
+            raise NotFound(f"item {item_id} of gallery {name!r} has no thumbnail") from None
+
+    def start_watch(self, name: str, source: str, max_frames: int | None = None) -> Watch:
+        """Start a tracked query of ``source`` against gallery ``name`` (see :mod:`reid.serve.watches`)."""
+        gallery = self._handle(name)
+        _, encoder = self._model(name, gallery)
+        return self.watches.start(name, gallery.folder, encoder, source, self.config.settings(name), max_frames)
+
+    # ----------------------------------------------------------------- images
+
+    def enrol(self, name: str, identity: str, uploads: Sequence[Upload]) -> dict[str, Any]:
+        """Enrol ``uploads`` as ``identity``, in one batch (one commit: all of them that are
+        usable, or none), through :func:`reid.pipeline.enrol`; per file: added, duplicate or
+        skipped with the reason."""
+        check_identity(identity)
+        gallery = self._handle(name)
+        _, encoder = self._model(name, gallery)
+        names = upload_names(uploads)
+        entries = [EnrolEntry(Path(n), identity, data=u.data) for n, u in zip(names, uploads, strict=True)]
+        config = EnrolConfig(batch_size=max(len(entries), 1), no_face="skip")
+        report = enrol(gallery, encoder, entries, config, detector=self._detector(name))
+        reasons = dict(report.skipped)
+        files = []
+        for n in names:
+            reason = reasons.get(n)
+            outcome = "added" if reason is None else "duplicate" if reason == DUPLICATE else "skipped"
+            files.append({"name": n, "outcome": outcome, "reason": reason})
+        return {
+            "identity": identity,
+            "added": report.added,
+            "duplicates": report.duplicates,
+            "skipped": report.unreadable + report.no_detection,
+            "files": files,
+            "gallery_items": len(gallery),
+        }
+
+    def search(self, name: str, upload: Upload, top_k: int | None = None, threshold: float | None = None) -> dict[str, Any]:
+        """Every subject of the photo (each detection, or the whole photo without a
+        detector): its box, the top-k identities, and the decision at the threshold."""
+        gallery = self._handle(name)
+        model, encoder = self._model(name, gallery)
+        chosen = self.threshold(name, gallery, encoder, threshold)
+        k = top_k or self.config.settings(name).top_k
+        boxes, scores, features = self._subjects(name, upload, encoder)
+        found = gallery.search(features, k) if len(features) and len(gallery) else [[] for _ in boxes]
+        subjects = []
+        for box, score, top in zip(boxes, scores, found, strict=True):
+            nearest = top[0] if top else None
+            identity = nearest_identity(top, chosen)
+            subjects.append({
+                "box": list(box),
+                "detection_score": score,
+                "identity": identity,
+                "decision": "unknown" if identity is None else "known",
+                "distance": None if nearest is None else round(nearest.distance, 6),
+                "matches": [{**m.to_dict(), "item": m.item_id} for m in top],
+            })  # fmt: skip
+        return {"gallery": name, "model": model, "threshold": _threshold(chosen), "subjects": subjects}
+
+    def verify(
+        self, name: str, image: Upload, other: Upload | None = None, identity: str | None = None,
+        threshold: float | None = None,
+    ) -> dict[str, Any]:  # fmt: skip
+        """1:1: the subject of ``image`` against that of ``other`` or against the enrolled
+        ``identity`` (its nearest item); the distance and same or different."""
+        if (other is None) == (identity is None):
+            raise ConfigError("verify one image against a second image or against an identity, not both or neither")
+        gallery = self._handle(name)
+        model, encoder = self._model(name, gallery)
+        chosen = self.threshold(name, gallery, encoder, threshold)
+        probe = self._subject(name, image, encoder)
+        if other is not None:
+            distance = float(pair_distance(probe, self._subject(name, other, encoder))[0])
+        else:
+            items = gallery.items(identity)
+            if not items:
+                raise NotFound(f"no identity {str(identity)[:MAX_IDENTITY]!r} in gallery {name!r}")
+            enrolled = gallery.embeddings([i.id for i in items])
+            distance = float(pair_distance(np.repeat(probe, len(enrolled), axis=0), enrolled).min())
+        return {
+            "distance": round(distance, 6),
+            "same": distance <= chosen.value,
+            "identity": identity,
+            "model": model,
+            "threshold": _threshold(chosen),
+        }
+
+    def embed(self, name: str, upload: Upload) -> dict[str, Any]:
+        """The embedding (unit float32 rows, as lists) of every subject of the photo, with
+        the model's fingerprint."""
+        gallery = self._handle(name)
+        model, encoder = self._model(name, gallery)
+        boxes, scores, features = self._subjects(name, upload, encoder)
+        return {
+            "model": model,
+            "fingerprint": encoder.card.fingerprint,
+            "dim": encoder.dim,
+            "subjects": [
+                {"box": list(b), "detection_score": s, "embedding": [float(v) for v in f]}
+                for b, s, f in zip(boxes, scores, features, strict=True)
+            ],
+        }
+
+    def _decode(self, upload: Upload) -> np.ndarray:
+        return decode_image(bounded_bytes(upload.data, upload.name, self.limits), upload.name, self.limits)
+
+    def _subjects(self, name: str, upload: Upload, encoder: Encoder) -> tuple[list[Any], list[float | None], np.ndarray]:
+        """Boxes, detector scores and embeddings of the photo's subjects (the crops a face
+        model finds no face in are left out)."""
+        image = self._decode(upload)
+        cut = cut_frame(Frame(upload.name, 0, None, image), self._detector(name), align_to=encoder.aligned_face_size)
+        if not cut.crops:
+            return [], [], np.zeros((0, encoder.dim), np.float32)
+        labels = [f"{upload.name} subject {n}" for n in range(len(cut.crops))]
+        embedded = embed_images(encoder, cut.crops, labels, "skip")
+        boxes = [cut.boxes[p] for p in embedded.kept]
+        scores = [None if cut.scores[p] is None else round(float(cut.scores[p]), 4) for p in embedded.kept]
+        return boxes, scores, embedded.features
+
+    def _subject(self, name: str, upload: Upload, encoder: Encoder) -> np.ndarray:
+        """The (1, D) embedding of a photo of one subject: the largest detection, as in
+        enrolment, or the whole photo without a detector; DataError when none is found."""
+        image = self._decode(upload)
+        detector = self._detector(name)
+        if detector is not None:
+            chosen = subject_crop(image, detector, align_to=encoder.aligned_face_size)
+            if chosen is None:
+                raise DataError(f"{upload.name}: no {detector.kind} found")
+            image = chosen[0]
+        return embed_images(encoder, [image], [upload.name], "error").features
+
+
+def _threshold(threshold: Threshold) -> dict[str, Any]:
+    return {"value": threshold.value, "source": threshold.source, "detail": threshold.detail}
+
+
+def _item(item: Any) -> dict[str, Any]:
+    return {
+        "id": item.id,
+        "identity": item.identity,
+        "source": item.source,
+        "box": None if item.box is None else list(item.box),
+        "enrolled": item.enrolled,
+    }

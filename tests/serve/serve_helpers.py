@@ -1,0 +1,104 @@
+"""Helpers of the service tests: a served root with a real (untrained) model, keys, uploads."""
+
+from __future__ import annotations
+
+import base64
+import socket
+import threading
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import uvicorn
+from fastapi.testclient import TestClient
+
+from reid.models import Encoder, load_encoder, stand_in_model
+from reid.serve import AdminKey, KeyStore, Service, create_app, load_serve_config
+from reid.serve.pool import WorkerPool
+
+ADMIN = "admin-key-for-the-tests-0123456789"
+
+
+def build_model(folder: Path, threshold: float = 0.3) -> Path:
+    """A small untrained person model (ResNet-18, 64-d, 64x32 input)."""
+    return stand_in_model(folder, "person", name="stand-in", embedding_dim=64, input_size=(64, 32), threshold=threshold)
+
+
+def bearer(token: str) -> dict[str, str]:
+    return {"Authorization": f"Bearer {token}"}
+
+
+def files(paths: list[Path], field: str = "images") -> list[tuple[str, tuple[str, bytes, str]]]:
+    return [(field, (p.name, p.read_bytes(), "image/jpeg")) for p in paths]
+
+
+def b64(path: Path) -> dict[str, str]:
+    return {"name": path.name, "data": base64.b64encode(path.read_bytes()).decode()}
+
+
+@dataclass
+class Served:
+    """A root served in process: the client, the service and a gallery key of each scope."""
+
+    root: Path
+    service: Service
+    client: TestClient
+    keys: dict[str, str]
+
+    def admin(self) -> dict[str, str]:
+        return bearer(ADMIN)
+
+    def key(self, name: str) -> dict[str, str]:
+        return bearer(self.keys[name])
+
+    def create(self, gallery: str) -> Any:
+        response = self.client.post("/v1/galleries", json={"name": gallery}, headers=self.admin())
+        assert response.status_code == 201, response.text
+        return response.json()
+
+    def new_key(self, gallery: str, *scopes: str) -> str:
+        response = self.client.post("/v1/keys", json={"gallery": gallery, "scopes": list(scopes)}, headers=self.admin())
+        assert response.status_code == 201, response.text
+        return response.json()["key"]
+
+
+def serve_root(
+    root: Path, model_folder: Path, encoder: Encoder, pool: WorkerPool | None = None, **settings: Any
+) -> tuple[Service, TestClient]:
+    config = load_serve_config(None, root=str(root), models={"m": str(model_folder)}, **settings)
+    root.mkdir(parents=True, exist_ok=True)
+    service = Service(config, {"m": encoder}, {}, KeyStore(config.keys_path), AdminKey(ADMIN, "tests"))
+    return service, TestClient(create_app(service, pool))
+
+
+def shared_encoder(folder: Path) -> Encoder:
+    build_model(folder)
+    return load_encoder(folder, device="cpu")
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+@contextmanager
+def uvicorn_in_thread(service: Service) -> Iterator[str]:
+    """A real uvicorn server of ``service`` on 127.0.0.1 and a free port, on a thread of this
+    process (a child process pays for importing PyTorch again); yields its URL."""
+    port = free_port()
+    server = uvicorn.Server(uvicorn.Config(create_app(service), host="127.0.0.1", port=port, log_config=None, access_log=False))
+    thread = threading.Thread(target=server.run, daemon=True)
+    thread.start()
+    deadline = time.monotonic() + 60
+    while not server.started and time.monotonic() < deadline and thread.is_alive():
+        time.sleep(0.05)
+    assert server.started, "uvicorn did not start"
+    try:
+        yield f"http://127.0.0.1:{port}"
+    finally:
+        server.should_exit = True
+        thread.join(30)

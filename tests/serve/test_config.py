@@ -1,0 +1,146 @@
+"""serve.yaml and options, the keys file, the admin key, and the ``reid serve`` command."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from reid.cli import app
+from reid.errors import ConfigError
+from reid.serve import AdminKey, KeyStore, load_serve_config
+from reid.serve.keys import ADMIN_KEY_ENV, ADMIN_KEY_FILE_ENV
+
+runner = CliRunner()
+
+
+def test_the_file_and_options_over_it(tmp_path: Path) -> None:
+    path = tmp_path / "serve.yaml"
+    path.write_text(
+        "root: g\nport: 9000\nmodels: {demo: models/demo}\n"
+        "galleries:\n  staff: {model: demo, detect: person, threshold: 0.45, top_k: 3}\n"
+    )
+    config = load_serve_config(path, port=9001)
+    assert (config.port, config.root, config.models) == (9001, Path("g"), {"demo": "models/demo"})
+    assert config.settings("staff").threshold == 0.45 and config.settings("staff").detect == "person"
+    assert config.settings("unlisted") == config.defaults
+    assert config.keys_path == Path("g") / ".serve-keys.json"
+
+
+@pytest.mark.parametrize(
+    "text,message",
+    [
+        ("porte: 1\n", "unknown setting 'porte'"),
+        ("galleries: {staff: {threshold: 5}}\n", "threshold is a distance between unit embeddings"),
+        ("galleries: {staff: {model: nope}}\n", "model 'nope' is not one of the models served"),
+        ("galleries: {'../x': {}}\n", "gallery name '../x'"),
+        ("galleries: {staff: {detect: cars}}\n", "detect 'cars'"),
+        ("galleries: {staff: {colour: red}}\n", "unknown setting 'colour'"),
+        ("threads: 0\n", "threads must be a positive whole number"),
+        ("[1, 2]\n", "expected a mapping"),
+        ("a: [\n", "not valid YAML"),
+    ],
+)
+def test_bad_settings_name_the_file(tmp_path: Path, text: str, message: str) -> None:
+    path = tmp_path / "serve.yaml"
+    path.write_text(text)
+    with pytest.raises(ConfigError, match=message) as caught:
+        load_serve_config(path)
+    assert str(caught.value).startswith(str(path)) and "\n" not in str(caught.value)
+
+
+def test_no_auth_only_on_loopback() -> None:
+    assert load_serve_config(None, host="127.0.0.1", no_auth=True).no_auth
+    assert load_serve_config(None, host="::1", no_auth=True).no_auth
+    with pytest.raises(ConfigError, match="loopback host only"):
+        load_serve_config(None, host="0.0.0.0", no_auth=True)
+
+
+def test_keys_are_stored_hashed_and_found_in_constant_time(tmp_path: Path) -> None:
+    store = KeyStore(tmp_path / "keys.json")
+    key, token = store.create("staff", ["write", "read"])
+    assert key.scopes == ("read", "write") and token.startswith(f"rk_{key.id}_")
+    stored = (tmp_path / "keys.json").read_text()
+    assert token not in stored and token.split("_", 2)[2] not in stored and key.sha256 in stored
+    assert (tmp_path / "keys.json").stat().st_mode & 0o077 == 0
+    # Another process's store sees the key, and then its revocation.
+    other = KeyStore(tmp_path / "keys.json")
+    assert other.find(token) == key
+    assert other.find(token[:-1] + ("A" if token[-1] != "A" else "B")) is None
+    assert other.find("rk_" + key.id + "_short") is None and other.find("") is None
+    store.revoke(key.id)
+    assert other.find(token) is None
+    with pytest.raises(ConfigError, match="no key"):
+        store.revoke(key.id)
+    with pytest.raises(ConfigError, match="scopes"):
+        store.create("staff", ["admin"])
+
+
+def test_a_malformed_keys_file_is_one_line(tmp_path: Path) -> None:
+    (tmp_path / "keys.json").write_text(json.dumps({"keys": [{"id": "x"}]}))
+    with pytest.raises(ConfigError, match="keys.json: the keys file is malformed"):
+        KeyStore(tmp_path / "keys.json").list()
+
+
+def test_the_admin_key_comes_from_a_file_or_the_environment(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv(ADMIN_KEY_ENV, raising=False)
+    monkeypatch.delenv(ADMIN_KEY_FILE_ENV, raising=False)
+    assert AdminKey.from_environment() is None
+    monkeypatch.setenv(ADMIN_KEY_ENV, "k" * 30)
+    assert AdminKey.from_environment().matches("k" * 30)  # type: ignore[union-attr]
+    (tmp_path / "admin.key").write_text("f" * 30 + "\n")
+    from_file = AdminKey.from_environment(tmp_path / "admin.key")
+    assert from_file is not None and from_file.matches("f" * 30) and not from_file.matches("k" * 30)
+    with pytest.raises(ConfigError, match="at least 24 characters"):
+        AdminKey("short", "test")
+    with pytest.raises(ConfigError, match="cannot read the admin key file"):
+        AdminKey.from_environment(tmp_path / "missing.key")
+
+
+def test_the_keys_commands(tmp_path: Path) -> None:
+    root = str(tmp_path / "root")
+    made = runner.invoke(app, ["serve", "keys", "create", "--gallery", "staff", "--scope", "read", "--root", root])
+    assert made.exit_code == 0, made.output
+    token = made.output.strip().splitlines()[-1]
+    key_id = token.split("_")[1]
+    assert KeyStore(tmp_path / "root" / ".serve-keys.json").find(token) is not None
+    listed = runner.invoke(app, ["serve", "keys", "list", "--root", root])
+    assert key_id in listed.output and token not in listed.output
+    assert runner.invoke(app, ["serve", "keys", "revoke", key_id, "--root", root]).exit_code == 0
+    again = runner.invoke(app, ["serve", "keys", "revoke", key_id, "--root", root])
+    assert again.exit_code == 1 and "no key" in again.output
+    bad = runner.invoke(app, ["serve", "keys", "create", "--gallery", "staff", "--scope", "all", "--root", root])
+    assert bad.exit_code == 1 and "choose one or more of read, write" in bad.output
+    assert len(runner.invoke(app, ["serve", "keys", "admin"]).output.strip()) >= 40
+
+
+def test_serve_refuses_with_one_line(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv(ADMIN_KEY_ENV, raising=False)
+    monkeypatch.delenv(ADMIN_KEY_FILE_ENV, raising=False)
+    open_wide = runner.invoke(app, ["serve", "--host", "0.0.0.0", "--no-auth", "--model", "m"])
+    assert open_wide.exit_code == 1 and "loopback host only" in open_wide.output
+    no_model = runner.invoke(app, ["serve", "--root", str(tmp_path)])
+    assert no_model.exit_code == 1 and "no model to serve" in no_model.output
+    no_key = runner.invoke(app, ["serve", "--root", str(tmp_path), "--model", str(tmp_path / "m")])
+    assert no_key.exit_code == 1 and "no admin key" in no_key.output
+    for result in (open_wide, no_model, no_key):
+        assert "Traceback" not in result.output and len(result.output.strip().splitlines()) == 1
+
+
+def test_each_worker_builds_its_app_from_the_settings_it_is_handed(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, model_folder: Path, encoder: object
+) -> None:
+    from fastapi.testclient import TestClient
+
+    from reid.serial import as_dict
+    from reid.serve.app import SERVE_CONFIG_ENV, app_from_environment
+
+    config = load_serve_config(None, root=str(tmp_path / "root"), models={"m": str(model_folder)}, threads=2)
+    (tmp_path / "admin.key").write_text("w" * 32)
+    monkeypatch.delenv(ADMIN_KEY_ENV, raising=False)
+    monkeypatch.setenv(SERVE_CONFIG_ENV, json.dumps({**as_dict(config), "admin_key_file": str(tmp_path / "admin.key")}))
+    client = TestClient(app_from_environment())
+    assert client.get("/v1/ready").json()["models"][0]["fingerprint"] == encoder.card.fingerprint  # type: ignore[attr-defined]
+    assert client.post("/v1/galleries", json={"name": "g"}, headers={"Authorization": "Bearer " + "w" * 32}).status_code == 201

@@ -1,0 +1,88 @@
+"""The web page in a real browser: headless Chromium (Debian's chromium and chromium-driver,
+driven by Selenium) against a real uvicorn on loopback: enter a key, enrol a person from
+two photos, search and see the match and the unknown, delete with the confirmation."""
+
+from __future__ import annotations
+
+import shutil
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from serve_helpers import Served, uvicorn_in_thread
+
+webdriver = pytest.importorskip("selenium.webdriver", reason="selenium is not installed (pip install selenium)")
+from selenium.webdriver.common.by import By  # noqa: E402
+from selenium.webdriver.support import expected_conditions as ready  # noqa: E402
+from selenium.webdriver.support.ui import WebDriverWait  # noqa: E402
+
+CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
+DRIVER = shutil.which("chromedriver")
+
+
+@pytest.fixture
+def browser() -> Iterator:  # type: ignore[type-arg]
+    if CHROMIUM is None or DRIVER is None:
+        pytest.skip("Chromium and chromedriver are not installed (apt-get install chromium chromium-driver)")
+    options = webdriver.ChromeOptions()
+    options.binary_location = CHROMIUM
+    for flag in ("--headless=new", "--no-sandbox", "--disable-dev-shm-usage", "--disable-gpu", "--window-size=1280,1000"):
+        options.add_argument(flag)
+    driver = webdriver.Chrome(service=webdriver.ChromeService(executable_path=DRIVER), options=options)
+    try:
+        yield driver
+    finally:
+        driver.quit()
+
+
+def test_enter_a_key_enrol_search_and_delete(browser, served: Served, crops: dict[str, list[Path]]) -> None:  # type: ignore[no-untyped-def]
+    known, stranger = list(crops)[:2]
+    wait = WebDriverWait(browser, 60)
+    with uvicorn_in_thread(served.service) as url:
+        browser.get(url + "/")
+        browser.find_element(By.ID, "key").send_keys(served.keys["both"])
+        browser.find_element(By.CSS_SELECTOR, "#connect button").click()
+        wait.until(ready.text_to_be_present_in_element((By.ID, "status"), "connected"))
+        assert browser.find_element(By.ID, "gallery").get_attribute("value") == "staff"
+
+        browser.find_element(By.CSS_SELECTOR, "nav button[data-tab=enrol]").click()
+        browser.find_element(By.ID, "enrol-identity").send_keys("Alice <b>")
+        browser.find_element(By.ID, "enrol-files").send_keys("\n".join(str(p) for p in crops[known][:2]))
+        browser.find_element(By.CSS_SELECTOR, "#enrol-form button").click()
+        wait.until(ready.text_to_be_present_in_element((By.ID, "status"), "enrolled 2 of 2"))
+        outcomes = [td.text for td in browser.find_elements(By.CSS_SELECTOR, "#enrol-outcome td.outcome")]
+        assert outcomes == ["added", "added"]
+
+        browser.find_element(By.CSS_SELECTOR, "nav button[data-tab=search]").click()
+        browser.find_element(By.ID, "search-file").send_keys(str(crops[known][0]))
+        wait.until(ready.presence_of_element_located((By.CSS_SELECTOR, "#search-subjects .subject")))
+        assert browser.find_element(By.CSS_SELECTOR, "#search-subjects .known").text == "Alice <b>"
+        # The match's thumbnail came from the gallery, through the key.
+        wait.until(lambda d: d.find_element(By.CSS_SELECTOR, "#search-subjects img.thumb").get_attribute("src").startswith("blob:"))
+        assert "given" in browser.find_element(By.ID, "search-threshold").text
+
+        browser.find_element(By.ID, "search-file").send_keys(str(crops[stranger][0]))
+        wait.until(ready.text_to_be_present_in_element((By.ID, "status"), crops[stranger][0].name))
+        wait.until(ready.presence_of_element_located((By.CSS_SELECTOR, "#search-subjects .unknown")))
+        assert browser.find_element(By.CSS_SELECTOR, "#search-subjects .unknown").text == "unknown"
+
+        browser.find_element(By.CSS_SELECTOR, "nav button[data-tab=people]").click()
+        entry = wait.until(ready.presence_of_element_located((By.CSS_SELECTOR, "#people-list li")))
+        assert entry.find_element(By.CSS_SELECTOR, ".name").text == "Alice <b>"
+        entry.find_element(By.CSS_SELECTOR, "button.delete").click()
+        alert = wait.until(ready.alert_is_present())
+        assert "Delete Alice <b>" in alert.text
+        alert.accept()
+        wait.until(ready.text_to_be_present_in_element((By.ID, "status"), "deleted Alice <b> (2 photos)"))
+        assert browser.find_elements(By.CSS_SELECTOR, "#people-list li") == []
+    gone = served.client.get("/v1/galleries/staff/identities/Alice <b>", headers=served.key("read"))
+    assert gone.status_code == 404
+
+
+def test_the_page_refuses_a_wrong_key(browser, served: Served) -> None:  # type: ignore[no-untyped-def]
+    with uvicorn_in_thread(served.service) as url:
+        browser.get(url + "/")
+        browser.find_element(By.ID, "key").send_keys("not-a-key")
+        browser.find_element(By.CSS_SELECTOR, "#connect button").click()
+        WebDriverWait(browser, 30).until(ready.text_to_be_present_in_element((By.ID, "status"), "401"))
+        assert "error" in browser.find_element(By.ID, "status").get_attribute("class")

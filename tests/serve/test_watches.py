@@ -1,0 +1,143 @@
+"""Watches: a tracked query on a short real video (OpenCV's vtest.avi), its events as
+Server-Sent Events, pause, stop, and the sources and keys allowed."""
+
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+
+import pytest
+from serve_helpers import Served, bearer, files, serve_root
+
+from reid.models import Encoder
+
+
+@pytest.fixture
+def watched(tmp_path: Path, model_folder: Path, encoder: Encoder, pedestrian_video: Path) -> Served:
+    service, client = serve_root(
+        tmp_path / "root", model_folder, encoder, watch_files=[str(pedestrian_video)],
+        galleries={"staff": {"detect": "person"}},
+    )  # fmt: skip
+    served = Served(tmp_path / "root", service, client, {})
+    served.create("staff")
+    served.create("other")
+    served.keys = {"read": served.new_key("staff", "read"), "write": served.new_key("staff", "write"),
+                   "other": served.new_key("other", "read")}  # fmt: skip
+    return served
+
+
+def _events(served: Served, watch_id: str, headers: dict[str, str]) -> list[tuple[str, str, dict]]:
+    found = []
+    with served.client.stream("GET", f"/v1/watches/{watch_id}/events", headers=headers) as response:
+        assert response.status_code == 200 and response.headers["content-type"].startswith("text/event-stream")
+        block: dict[str, str] = {}
+        for line in response.iter_lines():
+            if line.startswith(("id: ", "event: ", "data: ")):
+                key, _, value = line.partition(": ")
+                block[key] = value
+            elif not line and block:
+                found.append((block["id"], block["event"], json.loads(block["data"])))
+                block = {}
+    return found
+
+
+def test_a_watch_streams_its_tracks_and_ends(watched: Served, pedestrian_video: Path, crops: dict[str, list[Path]]) -> None:
+    watched.client.post("/v1/galleries/staff/identities/a/images", files=files(next(iter(crops.values()))[:2]), headers=watched.admin())
+    started = watched.client.post(
+        "/v1/watches", json={"gallery": "staff", "source": str(pedestrian_video), "max_frames": 30}, headers=watched.admin()
+    )
+    assert started.status_code == 201, started.text
+    watch = started.json()["id"]
+    events = _events(watched, watch, watched.key("read"))
+    kinds = [kind for _, kind, _ in events]
+    assert kinds[-1] == "done" and kinds.count("done") == 1
+    assert [int(seq) for seq, _, _ in events] == list(range(1, len(events) + 1))
+    done = events[-1][2]
+    assert done["state"] == "done" and done["frames"] == 30 and done["fps"] > 0
+    ended = [data for _, kind, data in events if kind == "ended"]
+    assert ended, "people walk through vtest.avi: some tracks end"
+    for track in ended:
+        assert track["decision"] in ("known", "unknown") and (track["identity"] is None) == (track["decision"] == "unknown")
+        assert 0 <= track["start_frame"] <= track["end_frame"] < 30 and track["frames"] >= 1 and len(track["box"]) == 4
+    # Reconnecting after an event gets only what followed it.
+    later = _events(watched, watch, {**watched.key("read"), "Last-Event-ID": events[-2][0]})
+    assert [kind for _, kind, _ in later] == ["done"]
+    listed = watched.client.get("/v1/watches", headers=watched.key("read")).json()["watches"]
+    assert [w["id"] for w in listed] == [watch] and listed[0]["state"] == "done"
+    assert watched.client.get("/v1/watches", headers=watched.key("other")).json()["watches"] == []
+    assert 'reid_serve_watch_fps{watch="' in watched.client.get("/metrics").text
+
+
+def test_pause_resume_and_stop(watched: Served, pedestrian_video: Path) -> None:
+    watch = watched.client.post(
+        "/v1/watches", json={"gallery": "staff", "source": str(pedestrian_video)}, headers=watched.admin()
+    ).json()["id"]
+    assert watched.client.post(f"/v1/watches/{watch}/pause", headers=watched.admin()).json()["state"] == "paused"
+    assert watched.client.post(f"/v1/watches/{watch}/pause", headers=watched.key("read")).status_code == 403
+    assert watched.client.post(f"/v1/watches/{watch}/resume", headers=watched.admin()).json()["state"] in ("running", "starting")
+    assert watched.client.delete(f"/v1/watches/{watch}", headers=watched.admin()).status_code == 200
+    deadline = time.monotonic() + 60
+    while watched.client.get(f"/v1/watches/{watch}", headers=watched.admin()).json()["state"] != "stopped":
+        assert time.monotonic() < deadline, "the watch did not stop"
+        time.sleep(0.1)
+    assert _events(watched, watch, watched.admin())[-1][1] == "done"
+
+
+def test_only_allowed_sources_and_keys(watched: Served, pedestrian_video: Path, tmp_path: Path) -> None:
+    other_video = tmp_path / "copy.avi"
+    other_video.write_bytes(pedestrian_video.read_bytes()[:1000])
+    for source in ("/etc/passwd", str(other_video), "0", "rtsp://camera.example/1", "../" * 8 + "etc/hosts"):
+        refused = watched.client.post("/v1/watches", json={"gallery": "staff", "source": source}, headers=watched.admin())
+        assert refused.status_code == 422
+        # Paths and URLs are not echoed: the answer does not tell which files exist.
+        assert len(source) < 4 or source not in refused.json()["error"]["message"]
+    write_only = watched.client.post(
+        "/v1/watches", json={"gallery": "staff", "source": str(pedestrian_video)}, headers=watched.key("write")
+    )
+    assert write_only.status_code == 403
+    watch = watched.client.post(
+        "/v1/watches", json={"gallery": "staff", "source": str(pedestrian_video), "max_frames": 2}, headers=watched.admin()
+    ).json()["id"]
+    assert watched.client.get(f"/v1/watches/{watch}", headers=watched.key("other")).status_code == 404
+    assert watched.client.get(f"/v1/watches/{watch}/events", headers=watched.key("write")).status_code == 403
+    assert watched.client.get(f"/v1/watches/{watch}").status_code == 401
+    assert watched.client.get("/v1/watches/nope", headers=bearer(watched.keys["read"])).status_code == 404
+    _events(watched, watch, watched.admin())
+
+
+WATCH_ROUTES = [
+    ("start", "POST", "/v1/watches", 201),
+    ("list", "GET", "/v1/watches", 200),
+    ("state", "GET", "/v1/watches/{w}", 200),
+    ("events", "GET", "/v1/watches/{w}/events", 200),
+    ("pause", "POST", "/v1/watches/{w}/pause", 200),
+    ("resume", "POST", "/v1/watches/{w}/resume", 200),
+    ("stop", "DELETE", "/v1/watches/{w}", 200),
+]
+# Who gets what: a key of another gallery is not told that the watch exists.
+EXPECTED = {
+    "start": {"read": 403, "write": 403, "both": 403, "other": 403},
+    "list": {"read": 200, "write": 403, "both": 200, "other": 200},
+    "state": {"read": 200, "write": 403, "both": 200, "other": 404},
+    "events": {"read": 200, "write": 403, "both": 200, "other": 404},
+    "pause": {"read": 403, "write": 403, "both": 403, "other": 403},
+    "resume": {"read": 403, "write": 403, "both": 403, "other": 403},
+    "stop": {"read": 403, "write": 403, "both": 403, "other": 403},
+}
+
+
+@pytest.mark.parametrize("name,method,path,success", WATCH_ROUTES, ids=[r[0] for r in WATCH_ROUTES])
+def test_every_watch_route_for_every_key(watched: Served, pedestrian_video: Path, name: str, method: str, path: str, success: int) -> None:
+    watched.keys["both"] = watched.new_key("staff", "read", "write")
+    body = {"gallery": "staff", "source": str(pedestrian_video), "max_frames": 2}
+    watch = watched.client.post("/v1/watches", json=body, headers=watched.admin()).json()["id"]
+    _events(watched, watch, watched.admin())
+    got = {}
+    for who in ("none", "wrong", "read", "write", "both", "other", "admin"):
+        headers = {} if who == "none" else bearer("rk_000000000000_" + "z" * 43) if who == "wrong" else (
+            watched.admin() if who == "admin" else watched.key(who)
+        )  # fmt: skip
+        kwargs = {"json": body} if name == "start" else {}
+        got[who] = watched.client.request(method, path.format(w=watch), headers=headers, **kwargs).status_code
+    assert got == {"none": 401, "wrong": 401, **EXPECTED[name], "admin": success}
