@@ -11,7 +11,7 @@
 3. :func:`reid.evaluation.calibrate_model`, the function behind ``reid calibrate``, picks the
    threshold with the highest TAR at FAR <= ``--far`` on the calibration pairs and writes it,
    with its provenance, into the model card.  A model folder's own card is updated;
-   ``dlib-face``'s built-in card is first saved as the model folder ``OUT/model``, which
+   a ready-made encoder's built-in card (``sface``, ``dlib-face``) is first saved as the model folder ``OUT/model``, which
    both this app and reid take as ``--model``.
 4. The same model then scores the held-out pairs, and FAR and TAR at that threshold are
    measured on people the threshold never saw.
@@ -44,7 +44,7 @@ from reid.evaluation import (
     score_pairs,
     verification_metrics,
 )
-from reid.models import DLIB_FACE, Encoder, load_card, load_encoder, save_card
+from reid.models import READY_MADE_FACES, Encoder, load_card, load_encoder, save_card
 from reid.pipeline import plan_enrolment, subject_crop
 
 from apps.face_checkin.checkin import DETECT_MODES, FaceFinder
@@ -191,8 +191,8 @@ def skipping_refusals(score: Callable[[Prepare | None], T], detect: str, folder:
 
 def model_folder_for(model: str, out: Path) -> Path:
     """The folder whose card receives the threshold: the model's own (a path or a name under
-    ``models/``), or ``out/model`` holding dlib-face's card."""
-    if model == DLIB_FACE:
+    ``models/``), or ``out/model`` holding the card of a ready-made encoder (sface, dlib-face)."""
+    if model in READY_MADE_FACES:
         folder = out / "model"
         save_card(load_encoder(model).card, folder)
         return folder
@@ -262,7 +262,7 @@ app = typer.Typer(add_completion=False, pretty_exceptions_enable=False)
 
 @app.command()
 def main(
-    model: str = typer.Option(..., "--model", "-m", help=f"Face model folder, or {DLIB_FACE}."),
+    model: str = typer.Option(..., "--model", "-m", help=f"Face model folder, or a ready-made one: {', '.join(READY_MADE_FACES)}."),
     people: Path = typer.Option(..., "--people", help="Folder of <person>/<photos>, e.g. the ORL faces."),
     out: Path = typer.Option(..., "--out", "-o", help="Folder for the pair files and calibration.json."),
     far: float = typer.Option(1e-3, "--far", help="Target false accept rate on the calibration pairs."),

@@ -18,7 +18,7 @@ from reid.evaluation.plots import write_verification_plots
 from reid.models import Preprocessing, load_encoder
 
 MODEL_HELP = "Model folder, or a model's name under models/."
-ENCODER_HELP = "Model folder, a model's name under models/, an .onnx file, or dlib-face."
+ENCODER_HELP = "Model folder, a model's name under models/, an .onnx file, or a ready-made face encoder: sface, dlib-face."
 FACE_DETECTOR_HELP = "Face detector for the crops: haar (default) or yunet; implies --detect face."
 DETECT_HELP = "face: crop each photo to its largest face first (no face is an error); none: use images as they are."
 PAIRS_HELP = "Pair file: LFW pairs.txt, or CSV lines 'path_a,path_b,label' (label 1 same, 0 different)."

@@ -271,6 +271,15 @@ def test_real_orl_faces_with_dlib_face(orl_faces: Path, tmp_path: Path) -> None:
     assert answers == {"s1-3.pgm": "s1", "s2-3.pgm": "s2", "s3-3.pgm": "s3", "s4-3.pgm": None}
 
 
+def test_real_orl_faces_with_sface_the_default_model(orl_faces: Path, tmp_path: Path) -> None:
+    people, incoming = _orl_split(orl_faces, tmp_path, 3, range(1, 3), range(3, 4))
+    code, output = invoke("--people", str(people), "--out", str(tmp_path / "out"), str(incoming))
+    assert code == 0, output
+    assert json.loads((tmp_path / "out" / "summary.json").read_text())["model"] == "sface"
+    answers = {Path(d["source"]).name: d["identity"] for d in read_decisions(tmp_path / "out")}
+    assert answers == {"s1-3.pgm": "s1", "s2-3.pgm": "s2", "s3-3.pgm": "s3", "s4-3.pgm": None}
+
+
 def test_app_imports_only_public_reid_names() -> None:
     assert private_imports(ROOT / "apps" / "face_checkin") == []
 
