@@ -280,6 +280,24 @@ def test_real_orl_faces_with_sface_the_default_model(orl_faces: Path, tmp_path: 
     assert answers == {"s1-3.pgm": "s1", "s2-3.pgm": "s2", "s3-3.pgm": "s3", "s4-3.pgm": None}
 
 
+def test_calibration_with_sface_on_the_crops_of_the_detector_given(orl_faces: Path, tmp_path: Path) -> None:
+    people, _ = _orl_split(orl_faces, tmp_path, 6, range(1, 4), range(4, 5))
+    code, output = invoke(
+        "--model", "sface", "--people", str(people), "--out", str(tmp_path / "cal"),
+        "--detect", "face", "--detector", "yunet", "--best-accuracy", command=calibrate_app,
+    )
+    assert code == 0, output
+    report = json.loads((tmp_path / "cal" / "calibration.json").read_text())
+    assert load_card(tmp_path / "cal" / "model").threshold == report["calibration"]["threshold"]
+    held = report["held_out"]
+    assert held["skipped_images"] == 0 and held["tar"] == 1.0 and held["far"] == 0.0
+    code, output = invoke(
+        "--model", "sface", "--people", str(people), "--out", str(tmp_path / "bad"),
+        "--detect", "face", "--detector", "nosuch", command=calibrate_app,
+    )
+    assert code == 1 and "nosuch" in output and len(output.strip().splitlines()) == 1
+
+
 def test_app_imports_only_public_reid_names() -> None:
     assert private_imports(ROOT / "apps" / "face_checkin") == []
 
