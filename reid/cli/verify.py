@@ -34,12 +34,12 @@ def _report_skipped(scores: PairScores) -> None:
     if not scores.skipped_images:
         return
     console.print(
-        f"skipped {len(scores.skipped_images)} unreadable images and the {scores.num_pairs_skipped} pairs using them "
-        "(unscored):",
+        f"skipped {len(scores.skipped_images)} images (unreadable, or no face found) and the "
+        f"{scores.num_pairs_skipped} pairs using them (unscored):",
         highlight=False,
     )
-    for _path, reason in scores.skipped_images[:SHOWN_FAILURES]:
-        console.print(f"  {printable(reason)}")
+    for path, reason in scores.skipped_images[:SHOWN_FAILURES]:
+        console.print(f"  {printable(path)}: {printable(reason)}", highlight=False, soft_wrap=True)
     if len(scores.skipped_images) > SHOWN_FAILURES:
         console.print(f"  ... and {len(scores.skipped_images) - SHOWN_FAILURES} more", highlight=False)
 
