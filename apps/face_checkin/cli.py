@@ -138,6 +138,8 @@ def main(
                 problems = [(path, reason) for path, reason in enrolled.skipped if reason != DUPLICATE]
                 for path, reason in problems[:5]:
                     console.print(f"  skipped {path}: {reason}", highlight=False)
+                for path, note in enrolled.several_subjects[:5]:
+                    console.print(f"  several found in {path}: {note}", highlight=False, soft_wrap=True)
             desk = CheckinDesk(store, encoder, config)
             console.print(
                 f"{config.mode} at threshold {desk.threshold:.4f} (from {desk.threshold_source})", highlight=False
