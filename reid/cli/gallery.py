@@ -259,6 +259,7 @@ def query(
         )
     _print_summary(stats, run.threshold, run.threshold_source)
     print_skipped(stats.unreadable)
+    print_skipped(stats.no_face)
     if interrupted:
         err_console.print("interrupted; outputs keep every frame answered so far")
         raise typer.Exit(130)

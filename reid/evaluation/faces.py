@@ -33,6 +33,9 @@ class FaceCropper:
         whole_fallback: bool = False,
         align_to: tuple[int, int] | None = None,
     ) -> FaceCropper:
+        """The cropper of the largest face ``detector`` finds, grown by ``margin`` (a share of
+        the box) or aligned to ``align_to`` (height, width); ``whole_fallback`` takes a photo
+        without a face whole instead of raising DataError."""
         return cls(SubjectRule(detector, margin, "largest", "whole" if whole_fallback else "error", align_to))
 
     def __call__(self, image: np.ndarray, path: Path) -> np.ndarray:

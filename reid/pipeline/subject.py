@@ -48,6 +48,7 @@ class Subjects:
 
     @property
     def skipped(self) -> bool:
+        """True when nothing of the photo is embedded (nothing found, ``skip``)."""
         return not self.crops
 
     def note(self) -> str | None:
@@ -84,10 +85,12 @@ class SubjectRule:
 
     @property
     def kind(self) -> str:
+        """What is looked for: the detector's kind ("face", "person"), or "subject"."""
         return self.detector.kind if self.detector is not None else "subject"
 
     @property
     def box_margin(self) -> float:
+        """The margin in use: ``margin``, else the default of the detector's kind."""
         if self.margin is not None:
             return self.margin
         return DEFAULT_MARGIN.get(self.kind, 0.0)

@@ -107,7 +107,10 @@ def test_enroll_skips_faceless_photos_whatever_the_batch_size(
     assert code == 0, out
     summary = json.loads((tmp_path / "q.json").read_text())
     assert summary["detections"] == 9 and summary["identities"] == {s: 3 for s in SUBJECTS}
-    assert sorted(Path(s["path"]).name for s in summary["unreadable"]) == ["wall.png"] * 3
+    # Readable photos without a face: "no face found", not unreadable.
+    assert summary["unreadable"] == []
+    assert sorted(Path(s["path"]).name for s in summary["no_face"]) == ["wall.png"] * 3
+    assert all("no face found" in s["reason"] for s in summary["no_face"])
 
 
 @pytest.mark.parametrize("model", MODELS)
