@@ -11,7 +11,7 @@
 3. :func:`reid.evaluation.calibrate_model`, the function behind ``reid calibrate``, picks the
    threshold with the highest TAR at FAR <= ``--far`` on the calibration pairs and writes it,
    with its provenance, into the model card.  A model folder's own card is updated;
-   ``dlib-face``'s built-in card is first saved as the model folder ``OUT/model``, which
+   a ready-made encoder's built-in card (``sface``, ``dlib-face``) is first saved as the model folder ``OUT/model``, which
    both this app and reid take as ``--model``.
 4. The same model then scores the held-out pairs, and FAR and TAR at that threshold are
    measured on people the threshold never saw.
@@ -44,8 +44,8 @@ from reid.evaluation import (
     score_pairs,
     verification_metrics,
 )
-from reid.models import DLIB_FACE, Encoder, load_card, load_encoder, save_card
-from reid.pipeline import plan_enrolment, subject_crop
+from reid.models import READY_MADE_FACES, Encoder, load_card, load_encoder, save_card
+from reid.pipeline import SubjectRule, plan_enrolment
 
 from apps.face_checkin.checkin import DETECT_MODES, FaceFinder
 
@@ -149,7 +149,10 @@ def write_pairs(
 
 
 def photo_preparer(
-    detect: str, encoder: Encoder | None = None, align_to: tuple[int, int] | None = None
+    detect: str,
+    encoder: Encoder | None = None,
+    align_to: tuple[int, int] | None = None,
+    detector: str | None = None,
 ) -> Prepare | None:
     """What each pair photo goes through before it is embedded for calibration: what
     check-in does to enrolment photos (aligned chips of ``align_to`` (height, width) where
@@ -158,17 +161,17 @@ def photo_preparer(
     reid's pair scoring skips photos that fail to load or prepare, but an encoder refusing
     a photo (dlib-face raises DataError when dlib finds no face) ends the whole scoring; a
     trial embedding here turns such a photo into a skipped one, at the price of embedding
-    every photo twice.
+    every photo twice.  ``detector`` names the face detector, as check-in's ``--detector``.
     """
-    finder = FaceFinder(detect) if detect == "face" else None
+    finder = FaceFinder(detect, detector_name=detector) if detect == "face" else None
     if finder is None and encoder is None:
         return None
 
+    # As at enrolment: the largest face, or the whole photo when none is found.
+    rule = SubjectRule(finder.detector if finder else None, finder.margin if finder else None, "largest", "whole", align_to)
+
     def prepare(image: np.ndarray, path: Path) -> np.ndarray:
-        # As at enrolment: the largest face, or the whole photo when none is found.
-        detector = finder.detector if finder is not None else None
-        chosen = subject_crop(image, detector, finder.margin, align_to=align_to) if finder and detector else None
-        face = chosen[0] if chosen is not None else image
+        face = rule.apply(image, path).crops[0]
         if encoder is not None:
             try:
                 encoder.embed([face])
@@ -179,20 +182,22 @@ def photo_preparer(
     return prepare
 
 
-def skipping_refusals(score: Callable[[Prepare | None], T], detect: str, folder: Path) -> T:
+def skipping_refusals(
+    score: Callable[[Prepare | None], T], detect: str, folder: Path, detector: str | None = None
+) -> T:
     """Run ``score`` with the check-in preparation; if the encoder refused a photo, run it
     again with every photo tried first (twice the work, so only when needed)."""
     align_to = load_card(folder).aligned_face_size
     try:
-        return score(photo_preparer(detect, align_to=align_to))
+        return score(photo_preparer(detect, align_to=align_to, detector=detector))
     except DataError:
-        return score(photo_preparer(detect, load_encoder(folder), align_to))
+        return score(photo_preparer(detect, load_encoder(folder), align_to, detector))
 
 
 def model_folder_for(model: str, out: Path) -> Path:
     """The folder whose card receives the threshold: the model's own (a path or a name under
-    ``models/``), or ``out/model`` holding dlib-face's card."""
-    if model == DLIB_FACE:
+    ``models/``), or ``out/model`` holding the card of a ready-made encoder (sface, dlib-face)."""
+    if model in READY_MADE_FACES:
         folder = out / "model"
         save_card(load_encoder(model).card, folder)
         return folder
@@ -206,8 +211,10 @@ def calibrate_on_people(
     target_far: float | None = 1e-3,
     detect: str = "auto",
     max_impostors: int = DEFAULT_MAX_IMPOSTORS,
+    detector: str | None = None,
 ) -> CalibrationReport:
-    """Calibrate ``model`` on half of ``people`` and measure the threshold on the other half."""
+    """Calibrate ``model`` on half of ``people`` and measure the threshold on the other half,
+    on the crops check-in makes with ``detect`` and the face ``detector`` (default haar)."""
     if detect not in DETECT_MODES:
         raise ConfigError(f"--detect {detect!r}: choose one of {', '.join(DETECT_MODES)}")
     photos = people_photos(people)
@@ -221,11 +228,14 @@ def calibrate_on_people(
         lambda prepare: calibrate_model(folder, calibration_csv, people, target_far=target_far, prepare=prepare),
         detect,
         folder,
+        detector,
     )
     threshold = calibration.choice.threshold
     encoder = load_encoder(folder)
     held_out_pairs = read_pairs(held_out_csv, people)
-    scores = skipping_refusals(lambda prepare: score_pairs(encoder, held_out_pairs, prepare=prepare), detect, folder)
+    scores = skipping_refusals(
+        lambda prepare: score_pairs(encoder, held_out_pairs, prepare=prepare), detect, folder, detector
+    )
     if scores.distances.size == 0:
         raise DataError(f"{held_out_csv}: no pair has two usable images")
     accepted = scores.distances <= threshold
@@ -262,12 +272,15 @@ app = typer.Typer(add_completion=False, pretty_exceptions_enable=False)
 
 @app.command()
 def main(
-    model: str = typer.Option(..., "--model", "-m", help=f"Face model folder, or {DLIB_FACE}."),
+    model: str = typer.Option(..., "--model", "-m", help=f"Face model folder, or a ready-made one: {', '.join(READY_MADE_FACES)}."),
     people: Path = typer.Option(..., "--people", help="Folder of <person>/<photos>, e.g. the ORL faces."),
     out: Path = typer.Option(..., "--out", "-o", help="Folder for the pair files and calibration.json."),
     far: float = typer.Option(1e-3, "--far", help="Target false accept rate on the calibration pairs."),
     best_accuracy: bool = typer.Option(False, "--best-accuracy", help="Choose the best-accuracy threshold instead."),
     detect: str = typer.Option("auto", "--detect", help="auto|face|none, as for check-in (photos: auto = whole)."),
+    detector: str | None = typer.Option(
+        None, "--detector", help="Face detector for --detect face: haar (default) or yunet, as for check-in."
+    ),
     max_impostors: int = typer.Option(
         DEFAULT_MAX_IMPOSTORS, "--max-impostors", min=1, help="Most impostor pairs per half (a seeded sample beyond)."
     ),
@@ -275,7 +288,9 @@ def main(
     """Calibrate a face model's threshold on half the people and measure it on the other half."""
     console = Console(markup=False, highlight=False)
     try:
-        report = calibrate_on_people(model, people, out, None if best_accuracy else far, detect, max_impostors)
+        report = calibrate_on_people(
+            model, people, out, None if best_accuracy else far, detect, max_impostors, detector
+        )
     except (ReidError, OSError) as exc:  # an OS error names its file in one line too
         error = Text.assemble(("error:", "bold red"), " ", printable(exc))
         Console(stderr=True, markup=False).print(error, soft_wrap=True)

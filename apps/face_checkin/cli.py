@@ -13,7 +13,7 @@ from rich.text import Text
 from reid import THRESHOLD_HELP, ReidError, printable
 from reid.data import quiet_opencv
 from reid.gallery import Gallery
-from reid.models import load_encoder, stand_in_model
+from reid.models import SFACE, load_encoder, stand_in_model
 from reid.pipeline import DUPLICATE
 
 from apps.face_checkin.calibrate import calibrate_on_people
@@ -52,7 +52,7 @@ def main(
         None, help="Images, folders of images, videos, or a camera index (0); each face is decided."
     ),
     model: str | None = typer.Option(
-        None, "--model", "-m", help="Face model: a folder (calibrated card), a name under models/, or dlib-face."
+        None, "--model", "-m", help="Face model: sface (the default), dlib-face, a folder (calibrated card) or a name under models/."
     ),
     people: Path | None = typer.Option(
         None, "--people", help="Folder of <person>/<photos> to enrol (photos already enrolled are skipped)."
@@ -95,7 +95,7 @@ def main(
                     highlight=False,
                 )
         if model is None:
-            raise ReidError("give --model (a calibrated face model folder, or dlib-face)")
+            model = SFACE
         if not sources:
             raise ReidError("give at least one SOURCE: an image, a folder, a video or a camera index")
         config = CheckinConfig(
@@ -136,6 +136,8 @@ def main(
                 problems = [(path, reason) for path, reason in enrolled.skipped if reason != DUPLICATE]
                 for path, reason in problems[:5]:
                     console.print(f"  skipped {path}: {reason}", highlight=False)
+                for path, note in enrolled.several_subjects[:5]:
+                    console.print(f"  several found in {path}: {note}", highlight=False, soft_wrap=True)
             desk = CheckinDesk(store, encoder, config)
             console.print(
                 f"{config.mode} at threshold {desk.threshold:.4f} (from {desk.threshold_source})", highlight=False

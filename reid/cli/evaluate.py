@@ -18,7 +18,7 @@ from reid.models import load_encoder
 @handle_errors
 def eval_command(
     model: str = typer.Option(
-        ..., "--model", "-m", help="Model folder, a model's name under models/, an .onnx file, or dlib-face."
+        ..., "--model", "-m", help="Model folder, a model's name under models/, an .onnx file, or a ready-made face encoder: sface, dlib-face."
     ),
     data: str = typer.Option(
         ..., "--data", "-d", help="Dataset: synthetic, market1501:PATH, dukemtmc:PATH, msmt17:PATH or folder:PATH."

@@ -117,6 +117,7 @@ def enroll(
         write_json(json_out, report.to_dict())
     problems = [(p, r) for p, r in report.skipped if not r.startswith("duplicate")]
     print_skipped(problems)
+    print_skipped(report.several_subjects, "several found in")
     if report.per_identity:
         print_table("enrolled", ["identity", "added"], sorted(report.per_identity.items()))
     print_table(
@@ -128,6 +129,7 @@ def enroll(
             ("duplicates skipped", report.duplicates),
             ("unreadable skipped", report.unreadable),
             ("no detection skipped", report.no_detection),
+            ("photos with several found", len(report.several_subjects)),
             ("not images skipped", report.not_images),
             ("gallery items", report.gallery_items),
             ("gallery identities", report.gallery_identities),
@@ -274,6 +276,7 @@ def query(
     if run.threshold_note:
         console.print(run.threshold_note, highlight=False, soft_wrap=True)
     print_skipped(stats.unreadable)
+    print_skipped(stats.no_face)
     if interrupted:
         err_console.print("interrupted; outputs keep every frame answered so far")
         raise typer.Exit(130)

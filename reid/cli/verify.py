@@ -20,7 +20,7 @@ from reid.evaluation.plots import write_verification_plots
 from reid.models import Preprocessing, load_encoder
 
 MODEL_HELP = "Model folder, or a model's name under models/."
-ENCODER_HELP = "Model folder, a model's name under models/, an .onnx file, or dlib-face."
+ENCODER_HELP = "Model folder, a model's name under models/, an .onnx file, or a ready-made face encoder: sface, dlib-face."
 FACE_DETECTOR_HELP = "Face detector for the crops: haar (default) or yunet; implies --detect face."
 DETECT_HELP = "face: crop each photo to its largest face first (no face is an error); none: use images as they are."
 PAIRS_HELP = "Pair file: LFW pairs.txt, or CSV lines 'path_a,path_b,label' (label 1 same, 0 different)."
@@ -36,12 +36,12 @@ def _report_skipped(scores: PairScores) -> None:
     if not scores.skipped_images:
         return
     console.print(
-        f"skipped {len(scores.skipped_images)} unreadable images and the {scores.num_pairs_skipped} pairs using them "
-        "(unscored):",
+        f"skipped {len(scores.skipped_images)} images (unreadable, or no face found) and the "
+        f"{scores.num_pairs_skipped} pairs using them (unscored):",
         highlight=False,
     )
-    for _path, reason in scores.skipped_images[:SHOWN_FAILURES]:
-        console.print(f"  {printable(reason)}")
+    for path, reason in scores.skipped_images[:SHOWN_FAILURES]:
+        console.print(f"  {printable(path)}: {printable(reason)}", highlight=False, soft_wrap=True)
     if len(scores.skipped_images) > SHOWN_FAILURES:
         console.print(f"  ... and {len(scores.skipped_images) - SHOWN_FAILURES} more", highlight=False)
 

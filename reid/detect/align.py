@@ -27,6 +27,8 @@ FACE_TEMPLATE_112: tuple[Point, ...] = (
     (41.5493, 92.3655),
     (70.7299, 92.2041),
 )
+# The template's centre, rounded as InsightFace and OpenCV publish it with the template.
+TEMPLATE_CENTRE_112: Point = (56.0262, 71.9008)
 
 
 def template_for(size: tuple[int, int]) -> np.ndarray:
@@ -36,32 +38,48 @@ def template_for(size: tuple[int, int]) -> np.ndarray:
 
 
 def similarity_transform(landmarks: Sequence[Point], size: tuple[int, int]) -> np.ndarray:
-    """The 2x3 similarity (rotation, uniform scale, shift) carrying ``landmarks`` onto the
-    template of a ``size`` chip, in the least-squares sense.  Raises DataError for
-    landmarks that are not five distinct points."""
-    points = np.asarray(landmarks, dtype=np.float32).reshape(-1, 2)
+    """The 2x3 float64 similarity (rotation, uniform scale, shift) carrying ``landmarks``
+    ((x, y) pixels, template order) onto the template of a ``size`` (height, width) chip,
+    in the least-squares sense (Umeyama 1991).  Raises DataError for landmarks that are
+    not five distinct finite points.
+
+    The landmarks, their centred values and each product are float32 and the sums
+    float64, and the 112x112 template's centre is :data:`TEMPLATE_CENTRE_112`, as in
+    OpenCV's ``FaceRecognizerSF.alignCrop``, the reference alignment of SFace: the warp
+    looks pixels up on a 1/32 pixel grid, so a matrix off by 1e-4 already moves edges by
+    whole grey levels.
+    """
+    points = np.asarray(landmarks, dtype=np.float64).reshape(-1, 2)
     if points.shape != (5, 2) or not np.isfinite(points).all() or np.ptp(points, axis=0).max() < 1:
         raise DataError(f"face alignment needs five distinct landmarks, got {points.tolist()}")
-    target = template_for(size).astype(np.float64)
-    source = points.astype(np.float64)
+    height, width = size
+    factor = np.float32([width / 112, height / 112])
+    target = template_for(size)
+    target_mean = np.asarray(TEMPLATE_CENTRE_112, np.float32) * factor
+    source = points.astype(np.float32)
+    source_mean = source.sum(axis=0, dtype=np.float32) / np.float32(len(source))
+    centred_source, centred_target = source - source_mean, target - target_mean
     # Umeyama's closed form: the rotation from the SVD of the cross-covariance, with the
     # reflection excluded, then the scale and shift that follow from it.
-    source_mean, target_mean = source.mean(axis=0), target.mean(axis=0)
-    centred_source, centred_target = source - source_mean, target - target_mean
-    u, singular, vt = np.linalg.svd(centred_target.T @ centred_source / len(points))
-    flip = np.diag([1.0, float(np.sign(np.linalg.det(u) * np.linalg.det(vt)) or 1.0)])
-    rotation = u @ flip @ vt
-    scale = float(np.trace(np.diag(singular) @ flip)) / float((centred_source**2).sum() / len(points))
-    shift = target_mean - scale * rotation @ source_mean
-    matrix = np.hstack([scale * rotation, shift[:, None]])
-    return matrix
+    products = centred_target[:, :, None] * centred_source[:, None, :]  # float32, (5, 2, 2)
+    covariance = products.astype(np.float64).sum(axis=0) / len(points)
+    u, singular, vt = np.linalg.svd(covariance)
+    signs = np.array([1.0, -1.0 if np.linalg.det(covariance) < 0 else 1.0])
+    rotation = u @ np.diag(signs) @ vt
+    variance = (centred_source * centred_source).astype(np.float64).sum() / len(points)
+    scale = float(singular @ signs) / variance
+    shift = target_mean.astype(np.float64) - scale * rotation @ source_mean.astype(np.float64)
+    return np.hstack([scale * rotation, shift[:, None]])
 
 
 def align_face(image: np.ndarray, landmarks: Sequence[Point], size: tuple[int, int] = (112, 112)) -> np.ndarray:
     """The aligned face chip (``size`` = (height, width), same dtype and channels as
-    ``image``): the image warped so its five ``landmarks`` land on the template."""
+    ``image``): the image warped so its five ``landmarks`` land on the template, bilinear,
+    black beyond the photo's edge (the border ArcFace-style encoders were trained with)."""
     matrix = similarity_transform(landmarks, size)
-    return cv2.warpAffine(image, matrix, (size[1], size[0]), flags=cv2.INTER_LINEAR, borderMode=cv2.BORDER_REPLICATE)
+    return cv2.warpAffine(
+        image, matrix, (size[1], size[0]), flags=cv2.INTER_LINEAR, borderMode=cv2.BORDER_CONSTANT, borderValue=0
+    )
 
 
 def crop_detection(

@@ -56,6 +56,11 @@ def _load_batch(
     return out
 
 
+def _reason(exc: DataError, path: Path) -> str:
+    """The problem without the file name that is listed beside it."""
+    return str(exc).removeprefix(f"{path}: ")
+
+
 def embed_paths(
     encoder: Encoder,
     paths: Sequence[str | Path],
@@ -70,8 +75,8 @@ def embed_paths(
 
     An unreadable image (or one the encoder refuses, such as a photo without a face for a
     face model, unless ``no_face`` is "whole") raises DataError naming the file, or with
-    ``skip_unreadable`` is left out and listed in ``failures`` (its row of ``features``
-    stays zero).  Non-finite embeddings raise ModelError.
+    ``skip_unreadable`` is left out and listed in ``failures`` as (path, reason) (its row
+    of ``features`` stays zero).  Non-finite embeddings raise ModelError.
     """
     if batch_size < 1:
         raise DataError(f"batch size must be at least 1, got {batch_size}")
@@ -90,7 +95,7 @@ def embed_paths(
                 following = paths[starts[i + 1] : starts[i + 1] + batch_size]
                 pending = pool.submit(_load_batch, following, prepare, skip_unreadable)
             good = [j for j, item in enumerate(loaded) if not isinstance(item, DataError)]
-            failures += [(batch[j], str(item)) for j, item in enumerate(loaded) if isinstance(item, DataError)]
+            failures += [(batch[j], _reason(item, batch[j])) for j, item in enumerate(loaded) if isinstance(item, DataError)]
             if good:
                 policy = no_face if skip_unreadable or no_face == "whole" else "error"
                 images = [loaded[j] for j in good]
@@ -98,7 +103,7 @@ def embed_paths(
                 rows = np.asarray([good[k] for k in out.kept], dtype=np.int64) + start
                 features[rows] = out.features
                 embedded[rows] = True
-                failures += [(batch[good[k]], f"{batch[good[k]]}: {reason}") for k, reason in out.failures]
+                failures += [(batch[good[k]], reason) for k, reason in out.failures]
             if on_progress is not None:
                 on_progress(start + len(batch), total)
     return Embeddings(features, embedded, failures)
@@ -152,7 +157,7 @@ def evaluate_encoder(
     gallery_records = [r for r, keep in zip(gallery_records, keep_g, strict=True) if keep]
     if not query_records or not gallery_records:
         side = "query" if not query_records else "gallery"
-        first = embeddings.failures[0][1]
+        first = "{}: {}".format(*embeddings.failures[0])
         raise DataError(f"no readable {side} image to evaluate ({len(embeddings.failures)} unreadable; first {first})")
     q_feats = embeddings.features[:num_query][keep_q]
     g_feats = embeddings.features[num_query:][keep_g]

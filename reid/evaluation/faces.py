@@ -1,44 +1,45 @@
-"""Cropping photos to the face before verification (``--detect face``)."""
+"""Cropping photos to the face before verification (``--detect face``), by the one crop
+rule of :mod:`reid.pipeline.subject`."""
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 
-from reid.detect import DEFAULT_MARGIN, Detector, build_detector, crop_detection
-from reid.detect.base import largest_detection
-from reid.errors import ConfigError, DataError
+from reid.detect import DEFAULT_MARGIN, Detector, build_detector
+from reid.errors import ConfigError
 from reid.evaluation.embed import PrepareFn
 from reid.models.encoder import NO_FACE_CHOICES, Encoder
+from reid.pipeline.subject import SubjectRule
 
 DETECT_CHOICES = ("none", "face")
 
 
+@dataclass(frozen=True)
 class FaceCropper:
-    """Replaces a photo by the crop of its largest face; no face is a DataError (the photo
-    is skipped or stops the job), or with ``whole_fallback`` the photo is taken whole."""
+    """A photo replaced by its subject as ``rule`` says: the crop of its largest face; no
+    face is a DataError naming the photo (the photo is skipped or stops the job), or the
+    photo taken whole when the rule says ``whole``."""
 
-    def __init__(
-        self,
+    rule: SubjectRule
+
+    @classmethod
+    def of(
+        cls,
         detector: Detector,
         margin: float = DEFAULT_MARGIN["face"],
         whole_fallback: bool = False,
         align_to: tuple[int, int] | None = None,
-    ) -> None:
-        self.detector = detector
-        self.margin = margin
-        self.whole_fallback = whole_fallback
-        self.align_to = align_to
+    ) -> FaceCropper:
+        """The cropper of the largest face ``detector`` finds, grown by ``margin`` (a share of
+        the box) or aligned to ``align_to`` (height, width); ``whole_fallback`` takes a photo
+        without a face whole instead of raising DataError."""
+        return cls(SubjectRule(detector, margin, "largest", "whole" if whole_fallback else "error", align_to))
 
     def __call__(self, image: np.ndarray, path: Path) -> np.ndarray:
-        # The largest face is the subject of a verification photo; bystanders are smaller.
-        best = largest_detection(self.detector.detect(image))
-        if best is not None:
-            return crop_detection(image, best, self.margin, self.align_to)
-        if self.whole_fallback:
-            return image
-        raise DataError(f"{path}: no face found (use --detect none for images that are already face crops)")
+        return self.rule.apply(image, path).crops[0]
 
 
 def image_preparer(detect: str, no_face: str = "skip", detector: str | None = None) -> PrepareFn | None:
@@ -52,11 +53,11 @@ def image_preparer(detect: str, no_face: str = "skip", detector: str | None = No
         raise ConfigError(f"--detect {detect!r}: choose one of {', '.join(DETECT_CHOICES)}")
     if detect == "none" and detector is None:
         return None
-    return FaceCropper(build_detector(detector, "face"), whole_fallback=no_face == "whole")
+    return FaceCropper.of(build_detector(detector, "face"), whole_fallback=no_face == "whole")
 
 
 def fitted_to(prepare: PrepareFn | None, encoder: Encoder) -> PrepareFn | None:
     """``prepare`` with its face crops aligned when ``encoder`` asks for aligned faces."""
-    if isinstance(prepare, FaceCropper) and encoder.aligned_face_size is not None:
-        return FaceCropper(prepare.detector, prepare.margin, prepare.whole_fallback, encoder.aligned_face_size)
+    if isinstance(prepare, FaceCropper):
+        return FaceCropper(prepare.rule.fitted_to(encoder))
     return prepare

@@ -1,5 +1,5 @@
 """Encoders: networks, model cards, model folders, the Encoder contract and its
-implementations (own PyTorch model, ONNX file, dlib's face descriptor), and export."""
+implementations (own PyTorch model, ONNX file, dlib's face descriptor, SFace), and export."""
 
 from reid.models.backbones import BACKBONES
 from reid.models.card import ModelCard, load_card, save_card
@@ -15,15 +15,17 @@ from reid.models.encoder import (
     preprocess,
 )
 from reid.models.export import EXPORT_FORMATS, ExportResult, export_model
-from reid.models.folder import load_encoder, load_model, save_model
+from reid.models.folder import READY_MADE_FACES, load_encoder, load_model, save_model
 from reid.models.network import ReidNet, build_network
 from reid.models.onnx import OnnxEncoder, Preprocessing, card_path_for
+from reid.models.sface import SFACE, SFaceEncoder
 from reid.models.stand_in import stand_in_model, untrained_network
 
 __all__ = [
     "BACKBONES",
     "DLIB_FACE",
     "NO_FACE_CHOICES",
+    "READY_MADE_FACES",
     "EmbedResult",
     "EXPORT_FORMATS",
     "DlibFaceEncoder",
@@ -33,6 +35,8 @@ __all__ = [
     "OnnxEncoder",
     "Preprocessing",
     "ReidNet",
+    "SFACE",
+    "SFaceEncoder",
     "TorchEncoder",
     "build_network",
     "card_path_for",

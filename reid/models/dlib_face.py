@@ -144,8 +144,8 @@ class DlibFaceEncoder(Encoder):
         self._landmarks = dlib.shape_predictor(str(landmarks))
         self._descriptor = dlib.face_recognition_model_v1(str(descriptor))
 
-    def _detect(self, image: np.ndarray) -> Any:
-        """The largest face at the first upsampling level that finds one, or None."""
+    def find_face(self, image: np.ndarray) -> Any:
+        """The largest face (a dlib rectangle) of an RGB uint8 image at the first upsampling level that finds one, or None."""
         pixels = image.shape[0] * image.shape[1]
         for upsample in range(self.max_upsample + 1):
             if upsample and pixels * 4**upsample > self.max_pixels:
@@ -162,12 +162,13 @@ class DlibFaceEncoder(Encoder):
     def face_chip(self, image: np.ndarray, source: str | Path = "image") -> np.ndarray:
         """The aligned 150x150 RGB chip of the largest face; DataError naming ``source`` if none."""
         image = _rgb(image, source)
-        face = self._detect(image)
+        face = self.find_face(image)
         if face is None:
             raise DataError(f"{source}: {self._no_face()}")
-        return self._chip(image, face)
+        return self.chip_of(image, face)
 
-    def _chip(self, image: np.ndarray, face: Any) -> np.ndarray:
+    def chip_of(self, image: np.ndarray, face: Any) -> np.ndarray:
+        """The aligned 150x150 chip of ``face`` (from :meth:`find_face`) in ``image``."""
         shape = self._landmarks(image, face)
         return self._dlib.get_face_chip(image, shape, size=CHIP_SIZE, padding=CHIP_PADDING)
 
@@ -188,9 +189,9 @@ class DlibFaceEncoder(Encoder):
         chips, kept, failures = [], [], []
         for position, raw in enumerate(images):
             image = _rgb(raw, f"image {position + 1} of {len(images)}")
-            face = self._detect(image)
+            face = self.find_face(image)
             if face is not None:
-                chips.append(self._chip(image, face))
+                chips.append(self.chip_of(image, face))
             elif whole_fallback:
                 chips.append(cv2.resize(image, (CHIP_SIZE, CHIP_SIZE), interpolation=cv2.INTER_AREA))
             else:

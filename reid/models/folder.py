@@ -30,7 +30,12 @@ from reid.models.dlib_face import DLIB_FACE, DlibFaceEncoder
 from reid.models.encoder import Encoder, TorchEncoder
 from reid.models.network import ReidNet, build_network
 from reid.models.onnx import OnnxEncoder, Preprocessing
+from reid.models.sface import ARCHITECTURE as SFACE_ARCHITECTURE
+from reid.models.sface import SFACE, SFaceEncoder
 from reid.paths import resolve_named, write_bytes_atomic
+
+# The face encoders that come ready-made, by the name ``--model`` takes.
+READY_MADE_FACES = (SFACE, DLIB_FACE)
 
 
 def save_model(network: ReidNet, card: ModelCard, folder: Path) -> ModelCard:
@@ -103,9 +108,11 @@ def load_encoder(
     spec: str | Path, device: str | None = None, preprocessing: Preprocessing | None = None
 ) -> Encoder:
     """Load an encoder: a model folder by path (``models/demo``) or bare name (``demo``), an
-    ONNX file (``x.onnx``, preprocessing from its card or ``preprocessing``), or ``dlib-face``.
+    ONNX file (``x.onnx``, preprocessing from its card or ``preprocessing``), ``dlib-face``
+    or ``sface``.
 
-    A model folder whose card has format ``dlib`` holds a (calibrated) card of dlib-face.
+    A model folder whose card has format ``dlib`` holds a (calibrated) card of dlib-face;
+    one whose card describes SFace's architecture, a (calibrated) card of sface.
     ``device`` is where a PyTorch model runs (default: CUDA when available).
 
     Raises:
@@ -125,10 +132,14 @@ def load_encoder(
         card = load_card(path)
         if card.format == "dlib":
             return DlibFaceEncoder(card)
+        if card.format == "onnx" and card.architecture == SFACE_ARCHITECTURE:
+            return SFaceEncoder(card, device=device)
         network, card = load_model(path)
         return TorchEncoder(network, card, device or default_device())
     if str(spec) == DLIB_FACE:
         return DlibFaceEncoder()
+    if str(spec) == SFACE:
+        return SFaceEncoder(device=device)
     if path.is_file():
-        raise ModelError(f"{path}: unsupported model file; give a model folder, an .onnx file or {DLIB_FACE}")
+        raise ModelError(f"{path}: unsupported model file; give a model folder, an .onnx file, {DLIB_FACE} or {SFACE}")
     raise ModelError(f"{spec}: no such model folder")

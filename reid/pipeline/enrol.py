@@ -30,7 +30,8 @@ from reid.detect.base import largest_detection
 from reid.errors import ConfigError, DataError
 from reid.gallery import DB_FILE, Gallery, IndexSpec, ItemMeta
 from reid.models.encoder import NO_FACE_CHOICES, Encoder, embed_images
-from reid.pipeline.frames import ChooseCrop, margin_for, subject_crop, whole_box
+from reid.pipeline.frames import ChooseCrop, whole_box
+from reid.pipeline.subject import SubjectRule
 from reid.pipeline.sources import GLOB_CHARS
 
 
@@ -94,7 +95,9 @@ class EnrolPlan(list[EnrolEntry]):
 
 @dataclass
 class EnrolReport:
-    """What an enrolment did; ``skipped`` lists (path, reason) for every image not added."""
+    """What an enrolment did; ``skipped`` lists (path, reason) for every image not added,
+    ``several_subjects`` (path, note) for every photo in which the detector found more than
+    one subject (the note says how many and the box of the one enrolled)."""
 
     gallery: str
     images: int = 0
@@ -103,6 +106,7 @@ class EnrolReport:
     unreadable: int = 0
     no_detection: int = 0
     not_images: int = 0
+    several_subjects: list[tuple[str, str]] = field(default_factory=list)
     per_identity: Counter[str] = field(default_factory=Counter)
     skipped: list[tuple[str, str]] = field(default_factory=list)
     seconds: float = 0.0
@@ -118,6 +122,7 @@ class EnrolReport:
             "unreadable": self.unreadable,
             "no_detection": self.no_detection,
             "not_images": self.not_images,
+            "several_subjects": [{"path": p, "note": n} for p, n in self.several_subjects],
             "identities": dict(sorted(self.per_identity.items())),
             "skipped": [{"path": p, "reason": r} for p, r in self.skipped],
             "seconds": round(self.seconds, 3),
@@ -222,7 +227,7 @@ def enrol(
     if isinstance(entries, EnrolPlan):
         report.not_images = len(entries.skipped)
         report.skipped += entries.skipped
-    margin = margin_for(detector, config.margin)
+    rule = SubjectRule(detector, config.margin, choose, config.when_none_found, encoder.aligned_face_size)
     started = time.perf_counter()
     seen: set[str] = set()
     for start in range(0, len(entries), config.batch_size):
@@ -246,15 +251,15 @@ def enrol(
                 continue
             box = whole_box(image)
             if detector is not None:
-                chosen = subject_crop(image, detector, margin, choose, encoder.aligned_face_size)
-                if chosen is not None:
-                    image, box = chosen
-                elif config.when_none_found == "error":
-                    raise DataError(f"{entry.path}: no {detector.kind} found")
-                elif config.when_none_found == "skip":
+                subjects = rule.apply(image, entry.path)
+                note = subjects.note()
+                if subjects.skipped:
                     report.no_detection += 1
-                    report.skipped.append((str(entry.path), f"no {detector.kind} found"))
+                    report.skipped.append((str(entry.path), note or f"no {rule.kind} found"))
                     continue
+                if note is not None and subjects.found > 1:
+                    report.several_subjects.append((str(entry.path), note))
+                image, box = subjects.crops[0], subjects.boxes[0]
             seen.add(digest)
             crops.append(image)
             items.append(

@@ -16,7 +16,6 @@ import cv2
 import numpy as np
 
 from reid.detect import DEFAULT_MARGIN, Box, Detection, Detector, crop_detection
-from reid.detect.base import largest_detection
 from reid.errors import ConfigError
 from reid.pipeline.sources import Frame, MediaSource
 
@@ -51,25 +50,6 @@ def margin_for(detector: Detector | None, margin: float | None) -> float:
 # How the crop of a photo of one subject is chosen among the detector's finds (None:
 # nothing usable was found).
 ChooseCrop = Callable[[Sequence[Detection]], Detection | None]
-
-
-def subject_crop(
-    image: np.ndarray,
-    detector: Detector,
-    margin: float | None = None,
-    choose: ChooseCrop = largest_detection,
-    align_to: tuple[int, int] | None = None,
-) -> tuple[np.ndarray, Box] | None:
-    """The crop (RGB uint8, grown by ``margin``) and box of the detection ``choose`` picks
-    in a photo of one subject (an enrolment or calibration photo; by default the largest
-    detection, since bystanders are smaller), or None when it picks none.  ``align_to``
-    (height, width): an aligned face chip instead, where the detector gives landmarks
-    (:func:`reid.detect.crop_detection`)."""
-    chosen = choose(detector.detect(image))
-    if chosen is None:
-        return None
-    piece = crop_detection(image, chosen, margin_for(detector, margin), align_to)
-    return (piece, chosen.box) if piece.size else None
 
 
 def cut_frame(

@@ -232,6 +232,8 @@ class QueryStats:
     stage_seconds: dict[str, float] = field(default_factory=stage_timer)
     wall_seconds: float = 0.0
     unreadable: list[tuple[str, str]] = field(default_factory=list)
+    # Crops the encoder refused (a face model finding no face): readable, not embedded.
+    no_face: list[tuple[str, str]] = field(default_factory=list)
     dropped: int = 0
 
     @property
@@ -252,6 +254,7 @@ class QueryStats:
             "fps": round(self.fps, 3),
             "dropped": self.dropped,
             "unreadable": [{"path": p, "reason": r} for p, r in self.unreadable],
+            "no_face": [{"path": p, "reason": r} for p, r in self.no_face],
         }
 
 
@@ -407,7 +410,7 @@ class QueryRun:
             embedded = embed_images(self.encoder, crops, sources, self.config.no_face)
             timing["embed"] += time.perf_counter() - tick
             self.stats.embedded += len(crops)
-            self.stats.unreadable += [(sources[position], reason) for position, reason in embedded.failures]
+            self.stats.no_face += [(sources[position], reason) for position, reason in embedded.failures]
             features = embedded.features
             row_of = {wanted[position]: row for row, position in enumerate(embedded.kept)}
         # In frame order, count the embeddings into their tracks and note the vector each

@@ -23,11 +23,11 @@ import numpy as np
 from reid.data.io import ImageLimits, bounded_bytes, decode_image
 from reid.decision import Threshold, nearest_identity, pair_distance
 from reid.detect import Detection, Detector, build_detector
-from reid.errors import ConfigError, DataError, GalleryError, ReidError
+from reid.errors import ConfigError, GalleryError, ReidError
 from reid.gallery import DB_FILE, Gallery, IndexSpec, thumbnails
 from reid.models import Encoder, load_encoder
 from reid.models.encoder import embed_images
-from reid.pipeline import DUPLICATE, EnrolConfig, EnrolEntry, Frame, cut_frame, enrol, gallery_threshold, subject_crop
+from reid.pipeline import DUPLICATE, EnrolConfig, EnrolEntry, Frame, SubjectRule, cut_frame, enrol, gallery_threshold
 from reid.serve.config import ServeConfig, check_gallery_name
 from reid.serve.keys import AdminKey, KeyStore
 from reid.serve.watches import Watch, Watches
@@ -445,14 +445,9 @@ class Service:
     def _subject(self, name: str, upload: Upload, encoder: Encoder) -> np.ndarray:
         """The (1, D) embedding of a photo of one subject: the largest detection, as in
         enrolment, or the whole photo without a detector; DataError when none is found."""
-        image = self._decode(upload)
-        detector = self._detector(name)
-        if detector is not None:
-            chosen = subject_crop(image, detector, align_to=encoder.aligned_face_size)
-            if chosen is None:
-                raise DataError(f"{upload.name}: no {detector.kind} found")
-            image = chosen[0]
-        return embed_images(encoder, [image], [upload.name], "error").features
+        rule = SubjectRule(self._detector(name), none_found="error").fitted_to(encoder)
+        subject = rule.apply(self._decode(upload), upload.name)
+        return embed_images(encoder, subject.crops, [upload.name], "error").features
 
 
 def _threshold(threshold: Threshold) -> dict[str, Any]:

@@ -12,6 +12,7 @@ import sys
 from pathlib import Path
 
 import cv2
+import numpy as np
 import pytest
 import typer
 from app_helpers import ROOT, private_imports, tiny_model
@@ -269,6 +270,53 @@ def test_real_orl_faces_with_dlib_face(orl_faces: Path, tmp_path: Path) -> None:
     assert code == 0, output
     answers = {Path(d["source"]).name: d["identity"] for d in read_decisions(tmp_path / "out")}
     assert answers == {"s1-3.pgm": "s1", "s2-3.pgm": "s2", "s3-3.pgm": "s3", "s4-3.pgm": None}
+
+
+def test_real_orl_faces_with_sface_the_default_model(orl_faces: Path, tmp_path: Path) -> None:
+    people, incoming = _orl_split(orl_faces, tmp_path, 3, range(1, 3), range(3, 4))
+    code, output = invoke("--people", str(people), "--out", str(tmp_path / "out"), str(incoming))
+    assert code == 0, output
+    assert json.loads((tmp_path / "out" / "summary.json").read_text())["model"] == "sface"
+    answers = {Path(d["source"]).name: d["identity"] for d in read_decisions(tmp_path / "out")}
+    assert answers == {"s1-3.pgm": "s1", "s2-3.pgm": "s2", "s3-3.pgm": "s3", "s4-3.pgm": None}
+
+
+def test_calibration_with_sface_on_the_crops_of_the_detector_given(orl_faces: Path, tmp_path: Path) -> None:
+    people, _ = _orl_split(orl_faces, tmp_path, 6, range(1, 4), range(4, 5))
+    code, output = invoke(
+        "--model", "sface", "--people", str(people), "--out", str(tmp_path / "cal"),
+        "--detect", "face", "--detector", "yunet", "--best-accuracy", command=calibrate_app,
+    )
+    assert code == 0, output
+    report = json.loads((tmp_path / "cal" / "calibration.json").read_text())
+    assert load_card(tmp_path / "cal" / "model").threshold == report["calibration"]["threshold"]
+    held = report["held_out"]
+    assert held["skipped_images"] == 0 and held["tar"] == 1.0 and held["far"] == 0.0
+    code, output = invoke(
+        "--model", "sface", "--people", str(people), "--out", str(tmp_path / "bad"),
+        "--detect", "face", "--detector", "nosuch", command=calibrate_app,
+    )
+    assert code == 1 and "nosuch" in output and len(output.strip().splitlines()) == 1
+
+
+def test_a_group_photo_says_how_many_faces_and_which_was_enrolled(orl_faces: Path, tmp_path: Path) -> None:
+    people, incoming = _orl_split(orl_faces, tmp_path, 2, range(1, 3), range(3, 4))
+    big = cv2.resize(cv2.imread(str(orl_faces / "s1" / "5.pgm")), (184, 224))
+    small = cv2.imread(str(orl_faces / "s2" / "5.pgm"))
+    group = np.zeros((224, 320, 3), np.uint8)
+    group[:, :184], group[50:162, 220:312] = big, small
+    cv2.imwrite(str(people / "s1" / "group.png"), group)
+    code, output = invoke(
+        "--people", str(people), "--out", str(tmp_path / "out"), "--detect", "face", "--detector", "yunet",
+        str(incoming),
+    )
+    assert code == 0, output
+    enrolment = json.loads((tmp_path / "out" / "summary.json").read_text())["enrolment"]
+    (noted,) = enrolment["several_subjects"]
+    assert Path(noted["path"]).name == "group.png" and noted["note"].startswith("2 faces found")
+    x, y, w, h = json.loads(noted["note"].split("box ")[1])
+    assert x + w <= 184 and w > 92  # the larger face, on the left, was enrolled
+    assert "several found in" in output and "group.png" in output
 
 
 def test_app_imports_only_public_reid_names() -> None:

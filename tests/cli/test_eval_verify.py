@@ -131,7 +131,7 @@ def test_verify_lfw_pairs_skips_unreadable(tmp_path, model):
     pairs.write_text("2 2\nP0 1 2\nP1 1 2\nP0 1 P1 1\nP2 1 P3 2\nP2 1 2\nP3 1 2\nP1 2 P2 2\nP0 2 P3 1\n")
     result = run("verify", "--pairs", pairs, "--root", root, "--model", model, "--json", tmp_path / "v.json")
     assert result.exit_code == 0, result.output
-    assert "skipped 1 unreadable images and the 2 pairs using them" in " ".join(result.output.split())
+    assert "skipped 1 images (unreadable, or no face found) and the 2 pairs using them" in " ".join(result.output.split())
     figures = json.loads((tmp_path / "v.json").read_text())
     assert (figures["num_pairs"], figures["skipped_images"], figures["skipped_pairs"]) == (6, 1, 2)
     assert figures["folds"] == 2

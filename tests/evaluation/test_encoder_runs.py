@@ -242,10 +242,11 @@ class FakeFaces:
 
 def test_face_cropper_takes_the_largest_face_and_refuses_to_guess(tmp_path):
     image = np.zeros((100, 100, 3), np.uint8)
-    crop = FaceCropper(FakeFaces([(0, 0, 10, 10), (40, 40, 40, 20)]), margin=0.0)(image, tmp_path / "x.png")
+    crop = FaceCropper.of(FakeFaces([(0, 0, 10, 10), (40, 40, 40, 20)]), margin=0.0)(image, tmp_path / "x.png")
     assert crop.shape == (20, 40, 3)
     with pytest.raises(DataError, match="x.png: no face found"):
-        FaceCropper(FakeFaces([]))(image, tmp_path / "x.png")
+        FaceCropper.of(FakeFaces([]))(image, tmp_path / "x.png")
+    assert FaceCropper.of(FakeFaces([]), whole_fallback=True)(image, tmp_path / "x.png") is image
     assert image_preparer("none") is None
 
 

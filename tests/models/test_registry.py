@@ -30,10 +30,12 @@ def test_every_entry_is_described() -> None:
         assert artefact.kind in KINDS
         assert artefact.licence and artefact.description and artefact.origin
         assert artefact.layout in (
-            "torchvision", "torchreid", "efficientnet-lite0-ordered", "mobilenetv2-ordered", "tensorflow-frozen-graph"
+            "torchvision", "torchreid", "efficientnet-lite0-ordered", "mobilenetv2-ordered", "tensorflow-frozen-graph",
+            "onnx",
         )
         if artefact.source == "wheel":
             assert len(artefact.sha256) == 64 and artefact.member and "==" in artefact.location
+            assert not artefact.rewrite or len(artefact.published_sha256) == 64
         if artefact.source == "torchvision":
             assert artefact.sha256 and artefact.filename.endswith(f"-{artefact.sha256}.pth")
     osnets = [a for a in ARTEFACTS.values() if a.architecture.startswith("osnet")]

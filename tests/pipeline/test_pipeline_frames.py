@@ -25,7 +25,7 @@ from reid.pipeline import (
     open_source,
     plan_enrolment,
     stage_timer,
-    subject_crop,
+    SubjectRule,
 )
 from reid.pipeline.synthetic import street_frames, write_street_video
 
@@ -90,9 +90,9 @@ def test_largest_detection_and_the_subject_of_a_photo() -> None:
     small, large = Detection((0, 0, 10, 10), 0.9), Detection((20, 20, 30, 40), 0.1)
     assert largest_detection([small, large]) is large and largest_detection([]) is None
     image = np.zeros((100, 100, 3), np.uint8)
-    piece, box = subject_crop(image, GivenBoxes([(0, 0, 10, 10), (20, 20, 30, 40)]), margin=0.0) or (None, None)
-    assert box == (20, 20, 30, 40) and piece is not None and piece.shape == (40, 30, 3)
-    assert subject_crop(image, GivenBoxes([])) is None
+    subjects = SubjectRule(GivenBoxes([(0, 0, 10, 10), (20, 20, 30, 40)]), margin=0.0).apply(image, "x.png")
+    assert subjects.boxes == [(20, 20, 30, 40)] and subjects.crops[0].shape == (40, 30, 3) and subjects.found == 2
+    assert SubjectRule(GivenBoxes([])).apply(image, "x.png").skipped
 
 
 def smallest(found: Sequence[Detection]) -> Detection | None:

