@@ -51,6 +51,23 @@ def open_new(path: Path) -> BinaryIO:
     return os.fdopen(fd, "wb")
 
 
+def make_own_folder(folder: Path) -> Path:
+    """``folder`` made when missing and returned; an existing one is taken only when it is a
+    real folder, never a link, so that files written inside cannot land elsewhere.
+
+    Raises:
+        ConfigError: a link or a file is at ``folder``; one line naming it.
+    """
+    folder = Path(folder)
+    try:
+        os.mkdir(folder)
+    except FileExistsError:
+        pass
+    if folder.is_symlink() or not folder.is_dir():
+        raise ConfigError(f"{folder}: a link or a file is here, where a folder is to be written; remove it or choose another folder")
+    return folder
+
+
 def has_folder_part(spec: str | Path) -> bool:
     """True when the user wrote a path (``./x``, ``../x``, ``a/b``, ``/abs``, ``~/x``), not a bare name.
 
@@ -154,13 +171,14 @@ def remove_stale_temporaries(folder: Path) -> list[Path]:
     removed = []
     for path in Path(folder).glob(f".*{TEMP_MARK}*"):
         pid = path.name.rpartition(TEMP_MARK)[2]
-        if pid.isdigit() and not _running(int(pid)) and path.is_file():
+        if pid.isdigit() and not process_running(int(pid)) and path.is_file():
             path.unlink(missing_ok=True)
             removed.append(path)
     return removed
 
 
-def _running(pid: int) -> bool:
+def process_running(pid: int) -> bool:
+    """True when a process ``pid`` exists (ours or another user's)."""
     try:
         os.kill(pid, 0)
     except ProcessLookupError:

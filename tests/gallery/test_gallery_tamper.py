@@ -131,3 +131,37 @@ def test_a_full_disk_is_one_line_and_the_gallery_stays_intact(tmp_path: Path, co
     assert after == before
     with Gallery.open(folder) as gallery:
         assert len(gallery) == 600 and gallery.index_kind == "flat"
+
+
+@pytest.mark.parametrize(
+    "statement",
+    [
+        "CREATE TRIGGER wipe AFTER INSERT ON items BEGIN DELETE FROM items; END",
+        "CREATE TRIGGER wipe_meta BEFORE UPDATE ON meta BEGIN DELETE FROM items; END",
+        "CREATE VIEW everyone AS SELECT identity FROM items",
+        "CREATE TABLE notes (text TEXT)",
+        "CREATE INDEX items_source ON items(source)",
+        "DROP INDEX items_hash; CREATE INDEX items_hash ON items(source)",
+    ],
+)
+def test_a_schema_no_gallery_creates_is_refused_on_open(tmp_path: Path, statement: str) -> None:
+    folder = small_gallery(tmp_path / "g")
+    with sqlite3.connect(folder / DB_FILE) as db:
+        db.executescript(statement)
+        count = db.execute("SELECT count(*) FROM items").fetchone()[0]
+    with pytest.raises(GalleryError, match="which no gallery creates"):
+        Gallery.open(folder)
+    vectors, labels, _ = clustered(2, 2, seed=5)
+    with pytest.raises(GalleryError, match="which no gallery creates"):
+        with Gallery.open_or_create(folder, make_card()) as gallery:
+            gallery.add(vectors, metas(labels, prefix="new"))
+    line = one_error("gallery", "list", folder)
+    assert DB_FILE in line and "no gallery creates" in line
+    with sqlite3.connect(folder / DB_FILE) as db:
+        assert db.execute("SELECT count(*) FROM items").fetchone()[0] == count
+
+
+def test_a_gallery_of_its_own_schema_opens(tmp_path: Path) -> None:
+    folder = small_gallery(tmp_path / "g")
+    with Gallery.open(folder) as gallery:
+        assert len(gallery) == 30
