@@ -166,6 +166,7 @@ def train_command(
     metric_weight: Optional[float] = typer.Option(None, "--metric-weight", help=default_help("Weight of the metric loss (0 disables it).", "metric_weight")),
     eval_every: Optional[int] = typer.Option(None, "--eval-every", help=default_help("Evaluate on the query/gallery split every N epochs (and at the end); 0: never.", "eval_every")),
     resume: bool = typer.Option(False, "--resume", help="Continue from OUT/checkpoint.pt (the config must train what OUT/config.yaml says)."),
+    overwrite: bool = typer.Option(False, "--overwrite", help="Replace the finished model in OUT (without it such a folder is refused); the old one stays whole until the new one is saved."),
     device: Optional[str] = typer.Option(None, "--device", help="cpu, cuda, cuda:1 ... (default: cuda if available)."),
     threads: Optional[int] = typer.Option(None, "--threads", help="CPU threads for PyTorch."),
     sync_bn: Optional[bool] = typer.Option(None, "--sync-bn/--no-sync-bn", help=default_help("Under torchrun on CUDA: BatchNorm statistics over the global batch.", "sync_bn")),
@@ -196,7 +197,7 @@ def train_command(
         milestones=parse_milestones(milestones) if milestones is not None else None, gamma=gamma, grad_clip=grad_clip,
         amp=amp, seed=seed, ce_weight=ce_weight, label_smoothing=label_smoothing, metric_loss=loss,
         metric_options=parse_options(loss_option) if loss_option else None, metric_weight=metric_weight,
-        eval_every=eval_every, resume=resume or None, device=device, threads=threads, sync_bn=sync_bn,
+        eval_every=eval_every, resume=resume or None, overwrite=overwrite or None, device=device, threads=threads, sync_bn=sync_bn,
         gather_embeddings=gather_embeddings, tensorboard=tensorboard,
     )
     config = resolve_config(TrainConfig(), config_file, overrides)
@@ -224,15 +225,20 @@ def train_command(
         })
 
 
+# Help is built at every start of the program: the recipe it shows looks for an installed
+# ImageNet start without hashing it (the demo itself checks the file).
+DEMO_HELP_RECIPE = demo_config(verify=False)
+
+
 @handle_errors
 def demo_command(
     config_file: Optional[Path] = typer.Option(None, "--config", help=CONFIG_HELP),
     print_config: bool = typer.Option(False, "--print-config", help=PRINT_CONFIG_HELP),
     out: Optional[Path] = typer.Option(None, "--out", help="Where the trained demo model goes."),
-    data: Optional[str] = typer.Option(None, "--data", help=default_help("Dataset to run the demo on.", "data", demo_config())),
-    epochs: Optional[int] = typer.Option(None, "--epochs", help=default_help("Epochs.", "epochs", demo_config())),
-    p: Optional[int] = typer.Option(None, "--p", help=default_help("Identities per batch.", "p", demo_config())),
-    k: Optional[int] = typer.Option(None, "--k", help=default_help("Images per identity in a batch.", "k", demo_config())),
+    data: Optional[str] = typer.Option(None, "--data", help=default_help("Dataset to run the demo on.", "data", DEMO_HELP_RECIPE)),
+    epochs: Optional[int] = typer.Option(None, "--epochs", help=default_help("Epochs.", "epochs", DEMO_HELP_RECIPE)),
+    p: Optional[int] = typer.Option(None, "--p", help=default_help("Identities per batch.", "p", DEMO_HELP_RECIPE)),
+    k: Optional[int] = typer.Option(None, "--k", help=default_help("Images per identity in a batch.", "k", DEMO_HELP_RECIPE)),
     json_file: Optional[Path] = typer.Option(None, "--json", help="Write {untrained, trained, seconds} as JSON."),
     threads: Optional[int] = typer.Option(None, "--threads", help="CPU threads for PyTorch."),
     quiet: bool = typer.Option(False, "--quiet", help="No progress bar."),

@@ -1,7 +1,7 @@
 """Training configuration: the one home of training defaults, and recipes as YAML files.
 
-A recipe is every :class:`TrainConfig` field but ``resume`` (an action, not part of what
-is trained), written as a YAML mapping with the field names as keys. The effective config
+A recipe is every :class:`TrainConfig` field but ``resume`` and ``overwrite`` (actions, not
+part of what is trained), written as a YAML mapping with the field names as keys. The effective config
 of a run is built in layers: the defaults (TrainConfig's, or the demo's), then a file's
 keys, then the keys given on the command line. :func:`resolve_config` builds it and names
 the layer that supplied a bad value: the file by path, a command-line value by its option.
@@ -49,7 +49,7 @@ OPTION_NAMES = {
 }
 
 # What a run asks to do rather than what it trains; never read from or written to a file.
-ACTION_KEYS = ("resume",)
+ACTION_KEYS = ("resume", "overwrite")
 
 # What a resumed run must share with the run that wrote the checkpoint: the data, the
 # network, the losses and the optimizer whose state the checkpoint holds. Schedule, length,
@@ -135,6 +135,8 @@ class TrainConfig:
     eval_every: int = 0
     eval_batch_size: int = 128
     resume: bool = False
+    # Replace a finished model in ``out`` (without it, and without ``resume``, one is refused).
+    overwrite: bool = False
     device: str | None = None
     threads: int | None = None
     # Used only when torchrun starts several processes; see docs/scaling.md.

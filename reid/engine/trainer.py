@@ -47,7 +47,7 @@ from reid.evaluation import RankingResult, evaluate_encoder
 from reid.models.card import ModelCard
 from reid.paths import remove_stale_temporaries
 from reid.models.encoder import Encoder, TorchEncoder
-from reid.models.folder import save_model
+from reid.models.folder import check_model_output, save_model
 from reid.models.network import ReidNet
 from reid.models.pretrained import resolve_start
 from reid.paths import check_output_folder
@@ -185,6 +185,8 @@ def train(config: TrainConfig, callbacks: TrainCallbacks | None = None) -> Train
     """
     config.validate()
     check_output_folder(Path(config.out), "--out")
+    if not config.resume:
+        check_model_output(Path(config.out), "--out", config.overwrite, keep="continue it with --resume")
     if config.tensorboard is not None:
         require_tensorboard(config.tensorboard)
     with distributed_session(config.device, config.sync_bn) as ctx, contextlib.ExitStack() as resources:

@@ -8,8 +8,9 @@ from pathlib import Path
 from reid.models.backbones import backbone_spec
 from reid.models.card import IMAGENET_MEAN, IMAGENET_STD, ModelCard
 from reid.models.checkpoints import SOURCES, detect_layout, read_state
-from reid.models.folder import save_model
+from reid.models.folder import check_model_output, save_model
 from reid.models.network import ReidNet
+from reid.paths import check_output_folder
 
 
 def _head(state: dict, architecture: str, layout: str) -> tuple[str, int | None, int]:
@@ -32,6 +33,7 @@ def import_model(
     source: str | None = None,
     last_stride: int | None = None,
     input_size: tuple[int, int] = (256, 128),
+    overwrite: bool = False,
 ) -> ModelCard:
     """Write ``out`` as a model folder holding the checkpoint's weights and a card.
 
@@ -39,9 +41,13 @@ def import_model(
     mean/std, as torchreid and fast-reid train) and a neck that reproduces the source's
     eval-mode feature: torchreid's OSNet ``fc`` output, torchreid's ResNet pooled feature,
     fast-reid's BNNeck feature. The classifier is dropped. Raises ModelError (one line
-    naming the file) for a file that is not a state_dict or does not fit ``architecture``.
+    naming the file) for a file that is not a state_dict or does not fit ``architecture``,
+    and ConfigError, before reading it, when ``out`` holds a finished model and
+    ``overwrite`` is False. The folder is replaced whole (:func:`save_model`).
     """
     path, out = Path(path), Path(out)
+    check_output_folder(out, "--out")
+    check_model_output(out, "--out", overwrite)
     state = read_state(path)
     layout = SOURCES[source] if source else detect_layout(state)
     neck, embedding_dim, default_stride = _head(state, architecture, layout)

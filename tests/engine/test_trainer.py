@@ -75,6 +75,20 @@ def test_resume_continues_from_checkpoint(micro_data: str, tmp_path: Path) -> No
         assert torch.allclose(value.float(), b.state_dict()[key].float(), atol=1e-4), key
 
 
+def test_a_finished_model_is_not_replaced_without_resume_or_overwrite(micro_data: str, tmp_path: Path) -> None:
+    first = train(tiny_config(micro_data, tmp_path / "m", epochs=1))
+    before = {p.name: p.read_bytes() for p in (tmp_path / "m").iterdir()}
+    steps: list[object] = []
+    for changes in ({}, {"epochs": 2, "seed": 5}):
+        with pytest.raises(ConfigError, match=r"m: holds a finished model .*--resume, or pass --overwrite"):
+            train(tiny_config(micro_data, tmp_path / "m", **changes), TrainCallbacks(on_step=steps.append))
+    assert steps == [] and {p.name: p.read_bytes() for p in (tmp_path / "m").iterdir()} == before
+    again = train(tiny_config(micro_data, tmp_path / "m", epochs=1, seed=5, overwrite=True))
+    assert again.card.fingerprint != first.card.fingerprint
+    assert load_model(tmp_path / "m")[1].fingerprint == again.card.fingerprint
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["m"], "the old folder is gone once the new one is in place"
+
+
 def test_resume_without_checkpoint_and_corrupt_checkpoint(micro_data: str, tmp_path: Path) -> None:
     with pytest.raises(ModelError, match="no checkpoint to resume from"):
         train(tiny_config(micro_data, tmp_path / "m", resume=True))

@@ -3,6 +3,10 @@ network it came from; every bad file gives one line naming the file and the misf
 
 from __future__ import annotations
 
+import os
+import signal
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -12,15 +16,17 @@ from torch import nn
 from typer.testing import CliRunner
 
 from reid.cli import app
-from reid.errors import ModelError
+from reid.errors import ConfigError, ModelError
 from reid.models import ReidNet, load_encoder, load_model
 from reid.models.card import IMAGENET_MEAN
 from reid.models.imports import import_model
 from reid.models.osnet import OSNet
+from reid.paths import STAGING_MARK
 
 from test_osnet import seeded
 
 ARCH = "osnet_x0_25"
+ROOT = Path(__file__).resolve().parents[2]
 
 
 @pytest.fixture(scope="module")
@@ -163,3 +169,49 @@ def test_import_cli(torchreid_net: OSNet, tmp_path: Path) -> None:
     assert len(bad.output.strip().splitlines()) == 1 and "pickled whole model" in bad.output
     wrong = runner.invoke(app, ["import", str(tmp_path / "osnet.pth"), "--arch", ARCH, "--out", str(tmp_path / "x"), "--from", "caffe"])
     assert wrong.exit_code == 1 and "--from 'caffe'" in wrong.output
+
+
+def test_import_refuses_to_replace_a_finished_model_unless_told(torchreid_net: OSNet, tmp_path: Path) -> None:
+    torch.save(torchreid_net.state_dict(), tmp_path / "osnet.pth")
+    first = import_model(tmp_path / "osnet.pth", ARCH, tmp_path / "m")
+    before = {p.name: p.read_bytes() for p in (tmp_path / "m").iterdir()}
+    runner = CliRunner()
+    refused = runner.invoke(app, ["import", str(tmp_path / "osnet.pth"), "--arch", ARCH, "--out", str(tmp_path / "m")])
+    assert refused.exit_code == 1 and len(refused.output.strip().splitlines()) == 1, refused.output
+    assert "holds a finished model" in refused.output and "--overwrite" in refused.output
+    assert {p.name: p.read_bytes() for p in (tmp_path / "m").iterdir()} == before
+    reference = torchvision.models.resnet18(weights=None).eval()
+    torch.save({k: v for k, v in reference.state_dict().items() if not k.startswith("fc.")}, tmp_path / "r18.pth")
+    with pytest.raises(ConfigError, match="holds a finished model"):
+        import_model(tmp_path / "r18.pth", "resnet18", tmp_path / "m", source="torchreid")
+    (tmp_path / "m" / "notes.txt").write_text("mine")
+    card = import_model(tmp_path / "r18.pth", "resnet18", tmp_path / "m", source="torchreid", overwrite=True)
+    assert card.architecture == "resnet18" and card.fingerprint != first.fingerprint
+    assert load_model(tmp_path / "m")[1].fingerprint == card.fingerprint
+    assert (tmp_path / "m" / "notes.txt").read_text() == "mine", "the folder's other files are carried over"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["m", "osnet.pth", "r18.pth"], "nothing left beside it"
+
+
+KILLED_MID_SAVE = """
+import os, signal, sys
+from pathlib import Path
+import torch
+from reid.paths import replaced_folder
+folder = Path(sys.argv[1])
+with replaced_folder(folder, ("weights.pt", "card.json")) as stage:
+    torch.save({"x": torch.zeros(3)}, stage / "weights.pt")
+    os.kill(os.getpid(), signal.SIGKILL)
+"""
+
+
+def test_a_model_folder_is_replaced_whole_or_not_at_all(torchreid_net: OSNet, tmp_path: Path) -> None:
+    torch.save(torchreid_net.state_dict(), tmp_path / "osnet.pth")
+    card = import_model(tmp_path / "osnet.pth", ARCH, tmp_path / "m")
+    killed = subprocess.run([sys.executable, "-c", KILLED_MID_SAVE, str(tmp_path / "m")], env={**os.environ, "PYTHONPATH": str(ROOT)})
+    assert killed.returncode == -signal.SIGKILL
+    assert load_model(tmp_path / "m")[1].fingerprint == card.fingerprint, "the old model still loads"
+    leftovers = [p for p in tmp_path.iterdir() if p.name.startswith(".m")]
+    assert len(leftovers) == 1 and (leftovers[0] / STAGING_MARK).is_file()
+    import_model(tmp_path / "osnet.pth", ARCH, tmp_path / "m", overwrite=True)
+    assert not leftovers[0].exists(), "a killed run's half-written folder is removed by the next save"
+    assert load_model(tmp_path / "m")[1].fingerprint == card.fingerprint
