@@ -15,6 +15,7 @@ import ctypes
 import errno
 import glob
 import hashlib
+import json
 import os
 import shutil
 import zipfile
@@ -115,6 +116,71 @@ def check_file_size(path: Path, limit: int, what: str) -> int:
     if size > limit:
         raise ConfigError(f"{path}: {size:,} bytes, more than the {limit:,} a {what} may have; not read")
     return size
+
+
+def read_text_bounded(path: Path, limit: int, what: str) -> str:
+    """``path``'s text (UTF-8), refused unread when larger than ``limit`` bytes.
+
+    Raises:
+        ConfigError: too large, or not UTF-8 text; one line naming it.
+        OSError: it cannot be read (FileNotFoundError when missing).
+    """
+    check_file_size(path, limit, what)
+    with open(path, "rb") as handle:
+        payload = handle.read(limit + 1)
+    if len(payload) > limit:
+        raise ConfigError(f"{path}: more than the {limit:,} bytes a {what} may have; not read")
+    try:
+        return payload.decode("utf-8")
+    except UnicodeDecodeError:
+        raise ConfigError(f"{path}: a {what} must be UTF-8 text") from None
+
+
+# Nesting deeper than any file of this program writes; a deeper one is refused before
+# Python's recursion limit is reached.
+MAX_NESTING = 32
+
+
+def nesting_depth(value: object, limit: int = MAX_NESTING) -> int:
+    """How deep lists and mappings nest in ``value`` (a scalar: 0), counted without
+    recursion and only up to ``limit + 1``."""
+    deepest = 0
+    pending = [(value, 1)]
+    while pending:
+        item, depth = pending.pop()
+        children = item.values() if isinstance(item, dict) else item if isinstance(item, list) else None
+        if children is None:
+            continue
+        deepest = max(deepest, depth)
+        if depth > limit:
+            break
+        pending.extend((child, depth + 1) for child in children)
+    return deepest
+
+
+def load_json_bounded(path: Path, limit: int, what: str) -> object:
+    """The JSON value in ``path``, read only when at most ``limit`` bytes and nested at most
+    :data:`MAX_NESTING` deep.
+
+    Raises:
+        ConfigError: too large, not UTF-8, not JSON, or nested too deep; one line naming it.
+        OSError: it cannot be read.
+    """
+    return parse_json_bounded(read_text_bounded(path, limit, what), f"{path}", what)
+
+
+def parse_json_bounded(text: str, where: str, what: str) -> object:
+    """``text`` parsed as JSON, nested at most :data:`MAX_NESTING` deep; ``where`` names it
+    in the one-line ConfigError raised for anything else."""
+    try:
+        value = json.loads(text)
+    except RecursionError:
+        raise ConfigError(f"{where}: a {what} nested deeper than {MAX_NESTING} levels; not read") from None
+    except json.JSONDecodeError as exc:
+        raise ConfigError(f"{where}: a {what} that is not valid JSON (line {exc.lineno}: {exc.msg})") from None
+    if nesting_depth(value) > MAX_NESTING:
+        raise ConfigError(f"{where}: a {what} nested deeper than {MAX_NESTING} levels; not read")
+    return value
 
 
 def check_archive(path: Path, limit: int, members: int, what: str) -> None:

@@ -24,7 +24,7 @@ import torch
 import torch.distributed as dist
 
 from reid.errors import ConfigError, DataError, ReidError
-from reid.models.folder import default_device
+from reid.models.folder import check_device, default_device
 
 T = TypeVar("T")
 
@@ -149,10 +149,7 @@ class DistributedContext:
 
 def _device(requested: str | None, launch: Launch) -> torch.device:
     name = requested or default_device()
-    try:
-        device = torch.device(name)
-    except RuntimeError:
-        raise ConfigError(f"--device {name!r}: not a device (cpu, cuda, cuda:1 ...)") from None
+    device = check_device(name)
     if launch.world_size == 1 or device.type == "cpu":
         return device
     if device.type != "cuda":

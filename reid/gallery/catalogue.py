@@ -29,6 +29,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
+from reid.data.io import storable_text
 from reid.errors import ConfigError, GalleryError
 from reid.gallery.files import FileRecord
 from reid.gallery.index import IndexSpec
@@ -513,10 +514,11 @@ def item_row(item: ItemMeta, enrolled: str) -> tuple[Any, ...]:
     """The stored columns of ``item``, typed as SQLite gives them back (so that the row's
     checksum over what was written equals the one over what is read)."""
     box = item.box if item.box is not None else (None, None, None, None)
+    # A file or folder name that is not UTF-8 is stored with its bytes escaped.
     return (
-        str(item.identity),
-        str(item.source),
-        None if item.camera is None else str(item.camera),
+        storable_text(str(item.identity)),
+        storable_text(str(item.source)),
+        None if item.camera is None else storable_text(str(item.camera)),
         None if item.frame is None else int(item.frame),
         None if item.time is None else float(item.time),
         *(None if v is None else int(v) for v in box),

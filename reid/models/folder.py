@@ -119,6 +119,30 @@ def default_device() -> str:
     return "cuda" if torch.cuda.is_available() else "cpu"
 
 
+def check_device(name: str) -> torch.device:
+    """The PyTorch device ``name`` (``cpu``, ``cuda``, ``cuda:1`` ...), checked to exist on
+    this machine before any work runs on it.
+
+    Raises:
+        ConfigError: not a device name, or a CUDA device this machine does not have; one
+            line naming it and what there is.
+    """
+    try:
+        device = torch.device(name)
+    except (RuntimeError, TypeError):
+        raise ConfigError(f"--device {name!r}: not a device (cpu, cuda, cuda:1 ...)") from None
+    if device.type == "cpu":
+        return device
+    if device.type != "cuda":
+        raise ConfigError(f"--device {name}: reid runs on cpu or cuda")
+    count = torch.cuda.device_count() if torch.cuda.is_available() else 0
+    if count == 0:
+        raise ConfigError(f"--device {name}: this machine has no CUDA device (PyTorch sees none); use --device cpu")
+    if device.index is not None and device.index >= count:
+        raise ConfigError(f"--device {name}: this machine has {count} CUDA device(s), cuda:0 to cuda:{count - 1}")
+    return device
+
+
 def resolve_model_path(spec: str | Path) -> Path:
     """A model given by path (``./m``, ``a/m``: that path), or by bare name of a folder under ``models/``."""
     return resolve_named(spec, Path("models"))
@@ -150,8 +174,9 @@ def load_encoder(
         card = load_card(path)
         if card.format == "dlib":
             return DlibFaceEncoder(card)
+        target = check_device(device or default_device())
         network, card = load_model(path)
-        return TorchEncoder(network, card, device or default_device())
+        return TorchEncoder(network, card, target)
     if str(spec) == DLIB_FACE:
         return DlibFaceEncoder()
     if path.is_file():

@@ -3,6 +3,7 @@ are checked, so nothing outside the folder is ever opened, written or deleted.""
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import sqlite3
 import subprocess
@@ -165,3 +166,20 @@ def test_a_gallery_of_its_own_schema_opens(tmp_path: Path) -> None:
     folder = small_gallery(tmp_path / "g")
     with Gallery.open(folder) as gallery:
         assert len(gallery) == 30
+
+
+def test_names_that_are_not_utf8_are_stored_escaped_and_the_rest_is_enrolled(tmp_path: Path) -> None:
+    vectors, labels, _ = clustered(3, 2, seed=7)
+    items = metas(labels)
+    items[1] = dataclasses.replace(items[1], source=os.fsdecode(b"photos/caf\xe9.jpg"))
+    items[3] = dataclasses.replace(items[3], identity=os.fsdecode(b"Jos\xe9"), camera=os.fsdecode(b"cam\xff"))
+    with Gallery.create(tmp_path / "g", make_card(), IndexSpec("flat")) as gallery:
+        gallery.add(vectors, items)
+    with Gallery.open(tmp_path / "g") as gallery:
+        stored = gallery.items()
+        assert len(stored) == 6
+        assert {item.source for item in stored} >= {"photos/caf\\xe9.jpg"}
+        assert "Jos\\xe9" in {item.identity for item in stored}
+    assert one_error("gallery", "info", tmp_path / "nowhere").startswith("error:")
+    listed = runner.invoke(app, ["gallery", "info", str(tmp_path / "g"), "--check"])
+    assert listed.exit_code == 0, listed.output

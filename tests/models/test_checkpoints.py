@@ -7,6 +7,7 @@ import os
 import signal
 import subprocess
 import sys
+import zipfile
 from pathlib import Path
 
 import pytest
@@ -19,6 +20,8 @@ from reid.cli import app
 from reid.errors import ConfigError, ModelError
 from reid.models import ReidNet, load_encoder, load_model
 from reid.models.card import IMAGENET_MEAN
+from reid.models import checkpoints
+from reid.models.checkpoints import MAX_CHECKPOINT_MEMBERS, MAX_STATE_KEYS, read_state
 from reid.models.imports import import_model
 from reid.models.osnet import OSNet
 from reid.paths import STAGING_MARK
@@ -132,12 +135,19 @@ def bad_files(tmp_path: Path, torchreid_net: OSNet) -> dict[str, tuple[Path, str
     torch.save(torchvision.models.resnet18(weights=None).state_dict(), tmp_path / "resnet.pth")
     wider = OSNet("osnet_x0_5", num_classes=751)
     torch.save(wider.state_dict(), tmp_path / "wider.pth")
+    state = torchreid_net.state_dict()
+    torch.save({**state, "fc.0.weight": torch.tensor(1.0)}, tmp_path / "scalar.pth")
+    torch.save({**state, "fc.0.weight": torch.empty(512, 512, device="meta")}, tmp_path / "meta-tensor.pth")
+    torch.save({**state, "conv1.conv.weight": state["conv1.conv.weight"].to_sparse()}, tmp_path / "sparse.pth")
     return {
         "pickled": (tmp_path / "whole.pth", "test_checkpoints.Whole), not weights"),
         "text": (tmp_path / "notes.pth", "not a PyTorch checkpoint"),
         "no tensors": (tmp_path / "meta.pth", "without any tensor"),
         "other architecture": (tmp_path / "resnet.pth", "backbone tensors missing (first backbone.conv1.conv.weight)"),
         "other width": (tmp_path / "wider.pth", "layer backbone.conv1.conv.weight is [32, 3, 7, 7] in the file but [16, 3, 7, 7] here"),
+        "0-d layer": (tmp_path / "scalar.pth", "fc.0.weight has shape []; a layer of this kind has 2 dimension(s)"),
+        "meta tensor": (tmp_path / "meta-tensor.pth", "fc.0.weight is a meta tensor (no values)"),
+        "sparse tensor": (tmp_path / "sparse.pth", "conv1.conv.weight is a torch.sparse_coo tensor"),
     }
 
 
@@ -215,3 +225,46 @@ def test_a_model_folder_is_replaced_whole_or_not_at_all(torchreid_net: OSNet, tm
     import_model(tmp_path / "osnet.pth", ARCH, tmp_path / "m", overwrite=True)
     assert not leftovers[0].exists(), "a killed run's half-written folder is removed by the next save"
     assert load_model(tmp_path / "m")[1].fingerprint == card.fingerprint
+
+
+def zip_bomb(path: Path, unpacked: int) -> Path:
+    """A checkpoint whose tensor storage is ``unpacked`` bytes of zeros, deflated to a few kB."""
+    torch.save({"w": torch.zeros(4)}, path)
+    with zipfile.ZipFile(path) as source:
+        members = [(info, source.read(info)) for info in source.infolist()]
+    with zipfile.ZipFile(path, "w") as bomb:
+        for info, payload in members:
+            if info.filename.endswith("data/0"):
+                deflated = zipfile.ZipInfo(info.filename)
+                deflated.compress_type = zipfile.ZIP_DEFLATED
+                with bomb.open(deflated, "w", force_zip64=True) as member:
+                    zeros = bytes(1 << 20)
+                    for _ in range(unpacked >> 20):
+                        member.write(zeros)
+            else:
+                bomb.writestr(info, payload)
+    return path
+
+
+def test_bombs_and_huge_state_dicts_are_refused_before_loading(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(checkpoints, "MAX_CHECKPOINT_BYTES", 32 << 20)
+    bomb = tmp_path / "bomb.pth"
+    zip_bomb(bomb, 64 << 20)
+    assert bomb.stat().st_size < 1 << 20
+    with zipfile.ZipFile(bomb) as archive:  # deflated for real: the small file unpacks large
+        assert sum(i.file_size for i in archive.infolist()) > 64 << 20
+    with pytest.raises(ModelError, match=r"bomb.pth: unpacks to 67,1.* bytes, more than the 33,554,432 a checkpoint may have"):
+        read_state(bomb)
+    with open(tmp_path / "huge.pth", "wb") as handle:
+        handle.truncate(40 << 20)
+    with pytest.raises(ModelError, match=r"huge.pth: 41,943,040 bytes, more than the 33,554,432"):
+        import_model(tmp_path / "huge.pth", ARCH, tmp_path / "m")
+    many = {f"t{i}": torch.zeros(1) for i in range(MAX_CHECKPOINT_MEMBERS + 10)}
+    torch.save(many, tmp_path / "many.pth")
+    with pytest.raises(ModelError, match=r"many.pth: 50,0.* entries, more than the 50,000 a checkpoint may have"):
+        read_state(tmp_path / "many.pth")
+    shared = torch.zeros(MAX_STATE_KEYS + 10)
+    torch.save({f"t{i}": shared[i : i + 1] for i in range(MAX_STATE_KEYS + 10)}, tmp_path / "views.pth")
+    with pytest.raises(ModelError, match=r"views.pth: 20,010 entries, more than the 20,000 a network's state_dict may have"):
+        read_state(tmp_path / "views.pth")
+    assert not (tmp_path / "m").exists()
