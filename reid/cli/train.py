@@ -23,6 +23,7 @@ from reid.losses import LOSS_NAMES
 from reid.models.backbones import known_architectures
 from reid.models.network import POOLINGS
 from reid.paths import check_output_file
+from reid.text import printable
 
 METRIC_KEYS = ("rank1", "rank5", "rank10", "mAP", "mINP")
 
@@ -67,6 +68,13 @@ def training_progress(quiet: bool) -> Iterator[TrainCallbacks]:
             + (f", {info['skipped']} unreadable skipped" if info["skipped"] else "")
             + f"; {info['pretrained']}"
         )
+        drawn, total = info["coverage"]
+        if drawn < total:
+            err_console.print(
+                f"an epoch draws {drawn} of the {total} training images ({drawn / max(1, total):.0%}): a batch takes "
+                f"P={info['p']} distinct identities, so identities with many images are subsampled"
+                + ("; lower --p or train more epochs to see the rest" if drawn < total / 2 else "")
+            )
         before = info.get("checkpoint_world_size")
         if before is not None and before != processes:
             err_console.print(
@@ -95,6 +103,18 @@ def training_progress(quiet: bool) -> Iterator[TrainCallbacks]:
         return
     with progress:
         yield TrainCallbacks(on_start=on_start, on_step=on_step, on_eval_progress=on_eval)
+
+
+def computed_on_line(split: dict[str, Any]) -> str:
+    """What an evaluation during training was computed on, in one line."""
+    if not split:
+        return "computed on: the data set's query/gallery split"
+    held = "held-out identities" if split.get("held_out") else "identities also trained on"
+    cameras = "" if split.get("cameras_known") else "; no camera ids, so same-camera matches count"
+    return (
+        f"computed on: {printable(split.get('dataset'))} query {split.get('query_images')} and gallery "
+        f"{split.get('gallery_images')} images of {split.get('identities')} {held}{cameras}"
+    )
 
 
 def metric_row(label: str, metrics: dict[str, Any]) -> list[Any]:
@@ -212,12 +232,13 @@ def train_command(
         path, reason = result.skipped_images[0]
         err_console.print(f"skipped {len(result.skipped_images)} unreadable images, e.g. {reason}")
     last = result.history[-1] if result.history else {}
-    console.print(f"model written to {result.model_dir} (fingerprint {result.card.fingerprint}) in {result.seconds:.0f} s")
+    console.print(f"model written to {printable(result.model_dir)} (fingerprint {result.card.fingerprint}) in {result.seconds:.0f} s")
     console.print(f"recipe, history and curves: {CONFIG_FILE}, {HISTORY_FILE}, {CURVES_FILE} in the same folder", highlight=False)
     if config.tensorboard is not None:
-        console.print(f"TensorBoard event files in {config.tensorboard}", highlight=False)
-    if "eval" in last:
+        console.print(f"TensorBoard event files in {printable(config.tensorboard)}", highlight=False)
+    if last.get("eval"):
         print_table("evaluation (Market-1501 protocol)", ["model", *METRIC_KEYS, "valid queries"], [metric_row(str(result.model_dir), last["eval"])])
+        console.print(computed_on_line(last["eval"].get("computed_on") or {}), highlight=False)
     if json_file:
         write_json(json_file, {
             "model": str(result.model_dir), "fingerprint": result.card.fingerprint, "seconds": result.seconds,
@@ -261,7 +282,7 @@ def demo_command(
         [metric_row("untrained", result.untrained.to_dict()), metric_row("trained", result.trained.to_dict())],
     )
     console.print(result.start, soft_wrap=True, highlight=False)
-    console.print(f"trained model in {result.model_dir}; total {result.seconds:.0f} s")
+    console.print(f"trained model in {printable(result.model_dir)}; total {result.seconds:.0f} s")
     if json_file:
         write_json(json_file, result.to_dict())
 

@@ -40,7 +40,7 @@ MAX_HISTORY_BYTES = 256 << 20
 # What each recorded value must be: counts are whole numbers >= 0 (the epoch >= 1), the
 # rest numbers (a loss may be NaN in a run that diverged); evaluation figures fractions.
 COUNT_KEYS = {"epoch": 1, "step": 0, "world_size": 1}
-NUMBER_KEYS = ("loss", "ce", "metric", "lr", "images_per_second")
+NUMBER_KEYS = ("loss", "ce", "metric", "lr", "images_per_second", "coverage")
 
 
 def _is_number(value: Any) -> bool:

@@ -204,7 +204,7 @@ def plot_training_curves(history: Sequence[dict], path: str | Path, title: str =
         raise DataError(f"{path}: no epochs to draw")
     by_step = all("step" in entry for entry in history)
     x = [entry["step"] if by_step else entry["epoch"] for entry in history]
-    evaluated = [entry for entry in history if "eval" in entry]
+    evaluated = [entry for entry in history if isinstance(entry.get("eval"), dict)]
     fig = Figure(figsize=(7, 8 if evaluated else 5.5), dpi=100)
     axes = fig.subplots(3 if evaluated else 2, 1)
     losses, lr_axis = axes[0], axes[1]
@@ -227,7 +227,7 @@ def plot_training_curves(history: Sequence[dict], path: str | Path, title: str =
         ranking = axes[2]
         epochs = [entry["epoch"] for entry in evaluated]
         for key, label in (("rank1", "Rank-1"), ("mAP", "mAP")):
-            ranking.plot(epochs, [entry["eval"][key] * 100 for entry in evaluated], marker="o", markersize=3, label=label)
+            ranking.plot(epochs, [entry["eval"].get(key, np.nan) * 100 for entry in evaluated], marker="o", markersize=3, label=label)
         ranking.set_xlabel("epoch")
         ranking.set_ylabel("%")
         ranking.set_ylim(0, 100)
