@@ -317,3 +317,11 @@ def test_models_list_never_cuts_names_in_a_pipe() -> None:
     for name in ARTEFACTS:
         assert any(name in line.split() for line in listed.stdout.splitlines()), name
     assert len(found) >= 15
+
+
+def test_paths_with_terminal_codes_are_printed_as_text(tmp_path: Path) -> None:
+    cache = tmp_path / "cache\x1b[2J\x1b[31mred\x07"
+    for args in (["models", "path", "osnet_x0_25.imagenet"], ["models", "fetch", "osnet_x0_25.imagenet"]):
+        result = CliRunner().invoke(app, args, env={"REID_CACHE_DIR": str(cache)})
+        assert "\x1b" not in result.output and "\x07" not in result.output
+        assert "\\x1b[2J\\x1b[31mred\\x07" in result.output, result.output
