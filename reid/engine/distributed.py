@@ -149,15 +149,19 @@ class DistributedContext:
 
 def _device(requested: str | None, launch: Launch) -> torch.device:
     name = requested or default_device()
-    device = check_device(name)
+    try:
+        device = torch.device(name)
+    except (RuntimeError, TypeError):
+        raise ConfigError(f"--device {name!r}: not a device (cpu, cuda, cuda:1 ...)") from None
     if launch.world_size == 1 or device.type == "cpu":
-        return device
+        return check_device(name)
     if device.type != "cuda":
         raise ConfigError(f"--device {name}: training in several processes runs on cpu (gloo) or cuda (nccl)")
     if device.index is not None:
         raise ConfigError(
             f"--device {name}: under torchrun each process uses cuda:LOCAL_RANK; pass --device cuda or leave it out"
         )
+    check_device(name)
     if launch.local_rank >= torch.cuda.device_count():
         raise ConfigError(
             f"LOCAL_RANK={launch.local_rank} but this machine has {torch.cuda.device_count()} CUDA devices; "
