@@ -177,7 +177,7 @@ def parse_json_bounded(text: str, where: str, what: str) -> object:
     except RecursionError:
         raise ConfigError(f"{where}: a {what} nested deeper than {MAX_NESTING} levels; not read") from None
     except json.JSONDecodeError as exc:
-        raise ConfigError(f"{where}: a {what} that is not valid JSON (line {exc.lineno}: {exc.msg})") from None
+        raise ConfigError(f"{where}: {what} is not valid JSON (line {exc.lineno}: {exc.msg})") from None
     if nesting_depth(value) > MAX_NESTING:
         raise ConfigError(f"{where}: a {what} nested deeper than {MAX_NESTING} levels; not read")
     return value
