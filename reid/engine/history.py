@@ -20,7 +20,7 @@ from typing import Any
 
 from reid.errors import ConfigError, ModelError
 from reid.evaluation.plots import plot_training_curves
-from reid.paths import parse_json_bounded, read_text_bounded, write_bytes_atomic
+from reid.paths import MAX_NESTING, nesting_depth, read_text_bounded, write_bytes_atomic
 
 HISTORY_FILE = "history.jsonl"
 CURVES_FILE = "curves.png"
@@ -87,7 +87,7 @@ def check_history(history: Any, where: str) -> list[dict[str, Any]]:
 def read_history(folder: Path) -> list[dict[str, Any]]:
     """The entries of ``folder/history.jsonl`` in order, every value checked
     (:func:`entry_problem`); the file is bounded to :data:`MAX_HISTORY_BYTES` and each
-    line's nesting (:func:`reid.paths.parse_json_bounded`) before it is parsed.
+    line's nesting (:data:`reid.paths.MAX_NESTING`) once parsed.
 
     Raises:
         ModelError: the file is missing, too large, or a line is not a JSON object with an
@@ -107,9 +107,13 @@ def read_history(folder: Path) -> list[dict[str, Any]]:
         if not line.strip():
             continue
         try:
-            entry = parse_json_bounded(line, f"{path}: line {number}", "history line")
-        except ConfigError as exc:
-            raise ModelError(str(exc)) from None
+            entry = json.loads(line)
+        except json.JSONDecodeError:
+            raise ModelError(f"{path}: line {number} is not JSON") from None
+        except RecursionError:
+            entry = None
+        if entry is None or nesting_depth(entry) > MAX_NESTING:
+            raise ModelError(f"{path}: line {number}: nested deeper than {MAX_NESTING} levels; not read")
         problem = entry_problem(entry)
         if problem is not None:
             raise ModelError(f"{path}: line {number}: {problem}")

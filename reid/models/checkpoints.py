@@ -36,7 +36,7 @@ MAX_CHECKPOINT_MEMBERS = 50_000
 MAX_STATE_KEYS = 20_000
 
 
-def load_checkpoint_file(path: Path, what: str = "checkpoint") -> Any:
+def load_checkpoint_file(path: Path, what: str = "checkpoint", unreadable: str = "not a PyTorch checkpoint") -> Any:
     """What ``torch.load`` reads from ``path`` (``weights_only=True``: tensors and plain
     values, never pickled code), after the file's size, its unpacked size and its number
     of entries are checked (:func:`reid.paths.check_archive`).
@@ -53,7 +53,7 @@ def load_checkpoint_file(path: Path, what: str = "checkpoint") -> Any:
     try:
         return torch.load(path, map_location="cpu", weights_only=True)
     except Exception as exc:
-        raise _unreadable(path, exc) from None
+        raise _unreadable(path, exc, unreadable) from None
 
 
 def check_tensors(state: dict[str, Any], path: Path) -> dict[str, torch.Tensor]:
@@ -99,7 +99,7 @@ def read_state(path: Path) -> dict[str, torch.Tensor]:
     return tensors
 
 
-def _unreadable(path: Path, exc: Exception) -> ModelError:
+def _unreadable(path: Path, exc: Exception, what: str = "not a PyTorch checkpoint") -> ModelError:
     text = re.sub(r"\x1b\[[0-9;]*m", "", str(exc))
     pickled = re.search(r"GLOBAL ([\w.]+)", text)
     if pickled:
@@ -107,7 +107,7 @@ def _unreadable(path: Path, exc: Exception) -> ModelError:
             f"{path}: a pickled whole model ({pickled.group(1)}), not weights; load it in its own code "
             "and save model.state_dict() instead"
         )
-    return ModelError(f"{path}: not a PyTorch checkpoint ({exc.__class__.__name__})")
+    return ModelError(f"{path}: {what} ({exc.__class__.__name__})")
 
 
 def detect_layout(state: dict[str, torch.Tensor]) -> str:

@@ -82,7 +82,7 @@ def check_model_output(folder: Path, what: str, overwrite: bool, keep: str = "")
 def load_state(path: Path) -> dict[str, torch.Tensor]:
     if not path.is_file():
         raise ModelError(f"{path}: weights file not found")
-    state = load_checkpoint_file(path, "weights file")
+    state = load_checkpoint_file(path, "weights file", "not a readable PyTorch state_dict")
     if not isinstance(state, dict):
         raise ModelError(f"{path}: expected a state_dict, found {type(state).__name__}")
     return check_tensors(state, path)
