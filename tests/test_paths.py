@@ -4,6 +4,7 @@ models/ or galleries/)."""
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -19,9 +20,12 @@ from reid.paths import (
     check_output_file,
     check_output_folder,
     has_folder_part,
+    load_json_bounded,
+    nesting_depth,
     open_new,
     remove_stale_temporaries,
     replaced_atomically,
+    replaced_folder,
     resolve_named,
     temporary_path,
     write_atomic,
@@ -123,3 +127,50 @@ def test_only_temporaries_of_dead_writers_are_removed(tmp_path: Path) -> None:
         path.write_bytes(b"x")
     assert remove_stale_temporaries(tmp_path) == [stale]
     assert sorted(p.name for p in tmp_path.iterdir()) == sorted([live.name, unrelated.name])
+
+
+def test_a_replaced_folder_is_whole_old_or_whole_new(tmp_path: Path) -> None:
+    folder = tmp_path / "m"
+    folder.mkdir()
+    (folder / "weights.pt").write_bytes(b"old weights")
+    (folder / "card.json").write_text("old card")
+    (folder / "history.jsonl").write_text("kept")
+    (folder / "runs").mkdir()
+    (folder / "runs" / "events").write_text("kept too")
+    with pytest.raises(RuntimeError), replaced_folder(folder, ("weights.pt", "card.json")) as stage:
+        (stage / "weights.pt").write_bytes(b"new weights")
+        raise RuntimeError("killed between the files")
+    assert (folder / "weights.pt").read_bytes() == b"old weights" and (folder / "card.json").read_text() == "old card"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["m"]
+    with replaced_folder(folder, ("weights.pt", "card.json")) as stage:
+        (stage / "weights.pt").write_bytes(b"new weights")
+        (stage / "card.json").write_text("new card")
+        assert (folder / "card.json").read_text() == "old card", "readers see the old folder until the swap"
+    assert (folder / "weights.pt").read_bytes() == b"new weights" and (folder / "card.json").read_text() == "new card"
+    assert (folder / "history.jsonl").read_text() == "kept" and (folder / "runs" / "events").read_text() == "kept too"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["m"]
+
+
+@pytest.mark.parametrize(
+    ("text", "depth"), [("1", 0), ("[]", 1), ('{"a": [1, {"b": 2}]}', 3), ("[" * 33 + "]" * 33, 33)]
+)
+def test_nesting_is_counted_without_recursion(text: str, depth: int) -> None:
+    assert nesting_depth(json.loads(text)) == depth
+
+
+def test_bounded_reads_refuse_large_deep_and_undecodable_files(tmp_path: Path) -> None:
+    big = tmp_path / "big.json"
+    with open(big, "wb") as handle:
+        handle.truncate(1 << 20)
+    with pytest.raises(ConfigError, match=r"big.json: 1,048,576 bytes, more than the 1,000 a card may have; not read"):
+        load_json_bounded(big, 1000, "card")
+    deep = tmp_path / "deep.json"
+    deep.write_text("[" * 5000 + "]" * 5000)
+    with pytest.raises(ConfigError, match=r"deep.json: a card nested deeper than 32 levels"):
+        load_json_bounded(deep, 1 << 20, "card")
+    latin = tmp_path / "latin.json"
+    latin.write_bytes(b'{"name": "Jos\xe9"}')
+    with pytest.raises(ConfigError, match=r"latin.json: a card must be UTF-8 text"):
+        load_json_bounded(latin, 1 << 20, "card")
+    (tmp_path / "ok.json").write_text('{"a": 1}')
+    assert load_json_bounded(tmp_path / "ok.json", 100, "card") == {"a": 1}

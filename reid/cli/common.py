@@ -113,12 +113,25 @@ def fmt(value: Any) -> str:
     return printable(value)
 
 
+# The first column names each row (an artefact, an identity): it keeps this many characters
+# on one line however narrow the terminal or pipe, and longer names wrap, never cut.
+NAME_COLUMN = 64
+
+
 def print_table(title: str, columns: list[str], rows: Iterable[Iterable[Any]]) -> None:
+    """A table on stdout; no cell is ever cut short (narrow columns wrap), and the first
+    column's names stay whole on their line up to :data:`NAME_COLUMN` characters, so that
+    ``| grep NAME`` finds them also in an 80-column terminal or a pipe."""
+    cells = [[fmt(v) for v in row] for row in rows]
     table = Table(title=printable(title))
+    widest = max([len(columns[0]), *(len(row[0]) for row in cells if row)])
     for column in columns:
-        table.add_column(column, justify="right" if column != columns[0] else "left")
-    for row in rows:
-        table.add_row(*(fmt(v) for v in row))
+        if column == columns[0]:
+            table.add_column(column, justify="left", no_wrap=True, min_width=min(widest, NAME_COLUMN), overflow="fold")
+        else:
+            table.add_column(column, justify="right", overflow="fold")
+    for row in cells:
+        table.add_row(*row)
     console.print(table)
 
 

@@ -9,6 +9,7 @@ import typer
 from reid.cli.common import console, handle_errors, print_table, write_json
 from reid.cli.defaults import default_of, given, with_default
 from reid.models.export import DEFAULT_TOLERANCE, export_model
+from reid.text import printable
 
 
 @handle_errors
@@ -62,7 +63,7 @@ def export_command(
                 "fingerprint": result.card.fingerprint,
             },
         )
-        console.print(f"wrote {json_file}", highlight=False)
+        console.print(f"wrote {printable(json_file)}", highlight=False)
 
 
 def register(app: typer.Typer) -> None:

@@ -431,7 +431,7 @@ def export(
     """Export items (and embeddings) for use elsewhere."""
     with Gallery.open(resolve_gallery_path(gallery)) as store:
         count = store.export(out)
-    console.print(f"exported {count} items to {out}", highlight=False, soft_wrap=True)
+    console.print(f"exported {count} items to {printable(out)}", highlight=False, soft_wrap=True)
 
 
 @gallery_app.command("reindex")

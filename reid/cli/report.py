@@ -10,10 +10,18 @@ import typer
 from reid.cli.common import console, handle_errors, print_table, write_json
 from reid.engine.report import model_report
 from reid.models.card import ModelCard
+from reid.text import printable
 
 RANKING_KEYS = (("rank1", "Rank-1"), ("rank5", "Rank-5"), ("rank10", "Rank-10"), ("mAP", "mAP"), ("mINP", "mINP"))
 EPOCH_KEYS = (("epoch", "epoch"), ("step", "step"), ("loss", "loss"), ("ce", "cross-entropy"), ("metric", "metric loss"),
               ("lr", "learning rate"), ("images_per_second", "images/s"))
+
+
+def figure(value: Any, spec: str) -> Any:
+    """A number in ``spec``; anything else (a hand-edited card may hold text) as it is."""
+    if isinstance(value, (int, float)) and not isinstance(value, bool):
+        return format(value, spec)
+    return value
 
 
 def options_text(options: dict[str, Any]) -> str:
@@ -48,7 +56,7 @@ def report_command(
     if report.card is not None:
         print_table(f"model card ({report.folder})", ["field", "value"], card_rows(report.card))
     else:
-        console.print(f"{report.folder}: no model card yet (training has not finished)", highlight=False)
+        console.print(f"{printable(report.folder)}: no model card yet (training has not finished)", highlight=False)
     if report.recipe is not None:
         console.print("recipe (config.yaml):", highlight=False)
         console.print(report.recipe.to_yaml().rstrip(), highlight=False, markup=False)
@@ -59,14 +67,14 @@ def report_command(
         print_table(
             f"last epoch of {len(report.history)} recorded",
             ["figure", "value"],
-            [[label, f"{last[key]:.3g}" if key in ("lr", "images_per_second") else last[key]] for key, label in EPOCH_KEYS if key in last],
+            [[label, figure(last[key], ".3g") if key in ("lr", "images_per_second") else last[key]] for key, label in EPOCH_KEYS if key in last],
         )
     metrics = report.metrics
     if metrics:
         print_table("ranking (Market-1501 protocol)", ["metric", "value"],
-                    [[label, f"{metrics[key]:.2%}"] for key, label in RANKING_KEYS if key in metrics])
+                    [[label, figure(metrics[key], ".2%")] for key, label in RANKING_KEYS if key in metrics])
     if report.curves is not None:
-        console.print(f"curves: {report.curves}" + (" (drawn now)" if report.curves_written else ""), highlight=False)
+        console.print(f"curves: {printable(report.curves)}" + (" (drawn now)" if report.curves_written else ""), highlight=False)
     else:
         console.print("no curves: no epoch recorded", highlight=False)
     if json_file is not None:

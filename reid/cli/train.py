@@ -23,6 +23,7 @@ from reid.losses import LOSS_NAMES
 from reid.models.backbones import known_architectures
 from reid.models.network import POOLINGS
 from reid.paths import check_output_file
+from reid.text import printable
 
 METRIC_KEYS = ("rank1", "rank5", "rank10", "mAP", "mINP")
 
@@ -67,6 +68,13 @@ def training_progress(quiet: bool) -> Iterator[TrainCallbacks]:
             + (f", {info['skipped']} unreadable skipped" if info["skipped"] else "")
             + f"; {info['pretrained']}"
         )
+        drawn, total = info["coverage"]
+        if drawn < total:
+            err_console.print(
+                f"an epoch draws {drawn} of the {total} training images ({drawn / max(1, total):.0%}): a batch takes "
+                f"P={info['p']} distinct identities, so identities with many images are subsampled"
+                + ("; lower --p or train more epochs to see the rest" if drawn < total / 2 else "")
+            )
         before = info.get("checkpoint_world_size")
         if before is not None and before != processes:
             err_console.print(
@@ -95,6 +103,18 @@ def training_progress(quiet: bool) -> Iterator[TrainCallbacks]:
         return
     with progress:
         yield TrainCallbacks(on_start=on_start, on_step=on_step, on_eval_progress=on_eval)
+
+
+def computed_on_line(split: dict[str, Any]) -> str:
+    """What an evaluation during training was computed on, in one line."""
+    if not split:
+        return "computed on: the data set's query/gallery split"
+    held = "held-out identities" if split.get("held_out") else "identities also trained on"
+    cameras = "" if split.get("cameras_known") else "; no camera ids, so same-camera matches count"
+    return (
+        f"computed on: {printable(split.get('dataset'))} query {split.get('query_images')} and gallery "
+        f"{split.get('gallery_images')} images of {split.get('identities')} {held}{cameras}"
+    )
 
 
 def metric_row(label: str, metrics: dict[str, Any]) -> list[Any]:
@@ -166,6 +186,7 @@ def train_command(
     metric_weight: Optional[float] = typer.Option(None, "--metric-weight", help=default_help("Weight of the metric loss (0 disables it).", "metric_weight")),
     eval_every: Optional[int] = typer.Option(None, "--eval-every", help=default_help("Evaluate on the query/gallery split every N epochs (and at the end); 0: never.", "eval_every")),
     resume: bool = typer.Option(False, "--resume", help="Continue from OUT/checkpoint.pt (the config must train what OUT/config.yaml says)."),
+    overwrite: bool = typer.Option(False, "--overwrite", help="Replace the finished model in OUT (without it such a folder is refused); the old one stays whole until the new one is saved."),
     device: Optional[str] = typer.Option(None, "--device", help="cpu, cuda, cuda:1 ... (default: cuda if available)."),
     threads: Optional[int] = typer.Option(None, "--threads", help="CPU threads for PyTorch."),
     sync_bn: Optional[bool] = typer.Option(None, "--sync-bn/--no-sync-bn", help=default_help("Under torchrun on CUDA: BatchNorm statistics over the global batch.", "sync_bn")),
@@ -196,7 +217,7 @@ def train_command(
         milestones=parse_milestones(milestones) if milestones is not None else None, gamma=gamma, grad_clip=grad_clip,
         amp=amp, seed=seed, ce_weight=ce_weight, label_smoothing=label_smoothing, metric_loss=loss,
         metric_options=parse_options(loss_option) if loss_option else None, metric_weight=metric_weight,
-        eval_every=eval_every, resume=resume or None, device=device, threads=threads, sync_bn=sync_bn,
+        eval_every=eval_every, resume=resume or None, overwrite=overwrite or None, device=device, threads=threads, sync_bn=sync_bn,
         gather_embeddings=gather_embeddings, tensorboard=tensorboard,
     )
     config = resolve_config(TrainConfig(), config_file, overrides)
@@ -211,12 +232,13 @@ def train_command(
         path, reason = result.skipped_images[0]
         err_console.print(f"skipped {len(result.skipped_images)} unreadable images, e.g. {reason}")
     last = result.history[-1] if result.history else {}
-    console.print(f"model written to {result.model_dir} (fingerprint {result.card.fingerprint}) in {result.seconds:.0f} s")
+    console.print(f"model written to {printable(result.model_dir)} (fingerprint {result.card.fingerprint}) in {result.seconds:.0f} s")
     console.print(f"recipe, history and curves: {CONFIG_FILE}, {HISTORY_FILE}, {CURVES_FILE} in the same folder", highlight=False)
     if config.tensorboard is not None:
-        console.print(f"TensorBoard event files in {config.tensorboard}", highlight=False)
-    if "eval" in last:
+        console.print(f"TensorBoard event files in {printable(config.tensorboard)}", highlight=False)
+    if last.get("eval"):
         print_table("evaluation (Market-1501 protocol)", ["model", *METRIC_KEYS, "valid queries"], [metric_row(str(result.model_dir), last["eval"])])
+        console.print(computed_on_line(last["eval"].get("computed_on") or {}), highlight=False)
     if json_file:
         write_json(json_file, {
             "model": str(result.model_dir), "fingerprint": result.card.fingerprint, "seconds": result.seconds,
@@ -224,15 +246,20 @@ def train_command(
         })
 
 
+# Help is built at every start of the program: the recipe it shows looks for an installed
+# ImageNet start without hashing it (the demo itself checks the file).
+DEMO_HELP_RECIPE = demo_config(verify=False)
+
+
 @handle_errors
 def demo_command(
     config_file: Optional[Path] = typer.Option(None, "--config", help=CONFIG_HELP),
     print_config: bool = typer.Option(False, "--print-config", help=PRINT_CONFIG_HELP),
     out: Optional[Path] = typer.Option(None, "--out", help="Where the trained demo model goes."),
-    data: Optional[str] = typer.Option(None, "--data", help=default_help("Dataset to run the demo on.", "data", demo_config())),
-    epochs: Optional[int] = typer.Option(None, "--epochs", help=default_help("Epochs.", "epochs", demo_config())),
-    p: Optional[int] = typer.Option(None, "--p", help=default_help("Identities per batch.", "p", demo_config())),
-    k: Optional[int] = typer.Option(None, "--k", help=default_help("Images per identity in a batch.", "k", demo_config())),
+    data: Optional[str] = typer.Option(None, "--data", help=default_help("Dataset to run the demo on.", "data", DEMO_HELP_RECIPE)),
+    epochs: Optional[int] = typer.Option(None, "--epochs", help=default_help("Epochs.", "epochs", DEMO_HELP_RECIPE)),
+    p: Optional[int] = typer.Option(None, "--p", help=default_help("Identities per batch.", "p", DEMO_HELP_RECIPE)),
+    k: Optional[int] = typer.Option(None, "--k", help=default_help("Images per identity in a batch.", "k", DEMO_HELP_RECIPE)),
     json_file: Optional[Path] = typer.Option(None, "--json", help="Write {untrained, trained, seconds} as JSON."),
     threads: Optional[int] = typer.Option(None, "--threads", help="CPU threads for PyTorch."),
     quiet: bool = typer.Option(False, "--quiet", help="No progress bar."),
@@ -255,7 +282,7 @@ def demo_command(
         [metric_row("untrained", result.untrained.to_dict()), metric_row("trained", result.trained.to_dict())],
     )
     console.print(result.start, soft_wrap=True, highlight=False)
-    console.print(f"trained model in {result.model_dir}; total {result.seconds:.0f} s")
+    console.print(f"trained model in {printable(result.model_dir)}; total {result.seconds:.0f} s")
     if json_file:
         write_json(json_file, result.to_dict())
 

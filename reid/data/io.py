@@ -68,6 +68,22 @@ class ImageLimits:
         return cls(**values)
 
 
+def storable_text(text: str) -> str:
+    """``text`` as valid Unicode that every store takes (SQLite, JSON, a terminal): a file
+    name with bytes that are not UTF-8 (held by Python as lone surrogates) keeps them
+    written as ``\\xNN`` escapes; valid text is returned as it is."""
+    try:
+        text.encode("utf-8")
+        return text
+    except UnicodeEncodeError:
+        pass
+    try:
+        raw = text.encode("utf-8", "surrogateescape")
+    except UnicodeEncodeError:
+        return text.encode("utf-8", "backslashreplace").decode("utf-8")
+    return raw.decode("utf-8", "backslashreplace")
+
+
 def quiet_opencv() -> None:
     """Stop OpenCV printing its own warnings (one per truncated file) on the process's
     stderr; commands call this once, as they name every skipped file themselves."""

@@ -38,6 +38,31 @@ class ReidDataset:
     def num_train_ids(self) -> int:
         return len({r.pid for r in self.train})
 
+    def evaluation_overlap(self) -> tuple[int, int]:
+        """``(identities, images)`` of the query and gallery that are also in the training
+        split (distractors, pid 0, and junk, pid -1, are nobody's); both 0 when the
+        evaluation is on held-out identities."""
+        train_ids = {r.pid for r in self.train}
+        train_paths = {r.path for r in self.train}
+        held = [r for r in (*self.query, *self.gallery) if r.pid > 0]
+        shared_ids = {r.pid for r in held if r.pid in train_ids}
+        return len(shared_ids), sum(1 for r in (*self.query, *self.gallery) if r.path in train_paths)
+
+    def evaluation_split(self) -> dict[str, object]:
+        """What an evaluation on this data set's query/gallery split is computed on, for
+        summaries: the data set, the numbers of query and gallery images and of their
+        identities, whether those identities are held out of training, and whether the
+        cameras are known (without them a same-camera match cannot be excluded)."""
+        shared_ids, shared_images = self.evaluation_overlap()
+        return {
+            "dataset": self.name,
+            "query_images": len(self.query),
+            "gallery_images": len(self.gallery),
+            "identities": len({r.pid for r in (*self.query, *self.gallery) if r.pid > 0}),
+            "held_out": shared_ids == 0 and shared_images == 0,
+            "cameras_known": self.cameras_known,
+        }
+
 
 def relabel(records: list[ImageRecord]) -> tuple[list[int], dict[int, int]]:
     """Map the pids of a training split onto 0..N-1 (in pid order), for the classifier.

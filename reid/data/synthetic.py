@@ -10,7 +10,10 @@ Market-1501 layout so that it is read by the same reader as the real data.
 
 from __future__ import annotations
 
+import glob
 import json
+import os
+import shutil
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
@@ -18,6 +21,8 @@ import cv2
 import numpy as np
 
 from reid.data.market import MarketLayout
+from reid.errors import DataError
+from reid.paths import TEMP_MARK, fsync_dir, open_new, process_running, write_bytes_atomic
 
 HEIGHT, WIDTH = 128, 64
 
@@ -255,25 +260,147 @@ def _write(path: Path, image: np.ndarray) -> None:
     ok, payload = cv2.imencode(".jpg", cv2.cvtColor(image, cv2.COLOR_RGB2BGR), [cv2.IMWRITE_JPEG_QUALITY, 92])
     if not ok:
         raise OSError(f"{path}: JPEG encoding failed")
-    path.write_bytes(payload.tobytes())
+    with open_new(path) as handle:
+        handle.write(payload.tobytes())
+
+
+STAMP_FILE = "synthetic.json"
+# Written first into a set being generated, so that a leftover of a killed run is known
+# as the program's own before it is removed.
+BUILDING_MARK = ".synthetic-building"
+
+
+def _read_stamp(root: Path) -> dict | None:
+    """The stamp of a set this program wrote under ``root`` (``config`` and ``files``),
+    None when there is none or it is not one (a stamp of an older version lists no files)."""
+    stamp = root / STAMP_FILE
+    try:
+        if not stamp.is_file() or stamp.is_symlink() or stamp.stat().st_size > MAX_STAMP_BYTES:
+            return None
+        content = json.loads(stamp.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError, RecursionError):
+        return None
+    if not isinstance(content, dict):
+        return None
+    if "config" not in content:
+        # An older stamp holds the config alone: the set can be reused, never rewritten.
+        return {"config": content, "files": None}
+    files = content.get("files")
+    if not isinstance(files, list) or not all(isinstance(name, str) for name in files):
+        return None
+    return content
+
+
+# A stamp lists every file of the set; a million names fit easily.
+MAX_STAMP_BYTES = 64 << 20
+
+
+def _foreign_entry(root: Path, files: list[str] | None) -> Path | None:
+    """The first entry under ``root`` that a set with these ``files`` did not write (None
+    when everything there is the program's own); with ``files`` None, ``root`` itself
+    unless it is empty."""
+    owned = set(files or ()) | {STAMP_FILE}
+    folders = {Path(name).parent.as_posix() for name in owned} - {"."}
+    pending = [root]
+    while pending:
+        folder = pending.pop()
+        for entry in sorted(folder.iterdir()):
+            name = entry.relative_to(root).as_posix()
+            if files is None:
+                return entry
+            if entry.is_dir() and not entry.is_symlink() and name in folders:
+                pending.append(entry)
+            elif name not in owned or entry.is_symlink() or not entry.is_file():
+                return entry
+    return None
+
+
+def _remove_own(root: Path, files: list[str]) -> None:
+    """Delete a previous set's files (checked by :func:`_foreign_entry` to be all there
+    is), its folders and ``root`` itself."""
+    for name in files:
+        (root / name).unlink(missing_ok=True)
+    (root / STAMP_FILE).unlink(missing_ok=True)
+    for folder in sorted({(root / name).parent for name in files}, key=lambda p: len(p.parts), reverse=True):
+        if folder != root:
+            folder.rmdir()
+    root.rmdir()
+
+
+def _remove_stale_builds(root: Path) -> None:
+    """Remove leftovers of generations into ``root`` whose process died (named
+    ``.ROOT.tmp-PID`` and holding :data:`BUILDING_MARK`)."""
+    if not root.parent.is_dir():
+        return
+    for leftover in root.parent.glob(f".{glob.escape(root.name)}{TEMP_MARK}*"):
+        pid = leftover.name.rpartition(TEMP_MARK)[2]
+        if (
+            pid.isdigit() and not process_running(int(pid)) and leftover.is_dir() and not leftover.is_symlink()
+            and (leftover / BUILDING_MARK).is_file()
+        ):
+            shutil.rmtree(leftover)
 
 
 def generate_synthetic(root: Path, config: SyntheticConfig = SyntheticConfig()) -> Path:
     """Write the synthetic set under ``root`` in Market-1501 layout and return ``root``.
 
-    The same config always produces the same files; an existing complete set with the
-    same config is reused rather than rewritten.
+    The same config always produces the same files; an existing set with the same config
+    is reused rather than rewritten.  The set is generated beside ``root`` and renamed into
+    place, so ``root`` holds a whole set or none.  ``root`` must be new, empty, or hold
+    only a set this program wrote (which a different config replaces).
+
+    Raises:
+        DataError: ``root`` holds anything else (a real data set, say); nothing is
+            deleted or written then.
     """
     root = Path(root)
-    stamp = root / "synthetic.json"
-    wanted = json.dumps(asdict(config), sort_keys=True)
-    if stamp.is_file() and stamp.read_text() == wanted:
+    wanted = asdict(config)
+    stamp = _read_stamp(root)
+    if stamp is not None and stamp["config"] == json.loads(json.dumps(wanted)):
         return root
+    if root.is_symlink() or (root.exists() and not root.is_dir()):
+        raise DataError(f"{root}: the synthetic set needs a folder of its own here; this is a file or a link")
+    files = stamp["files"] if stamp is not None else None
+    if root.is_dir():
+        foreign = _foreign_entry(root, files)
+        if foreign is not None:
+            raise DataError(
+                f"{root}: holds {foreign.relative_to(root)}, which the synthetic set did not write; "
+                "synthetic data is generated only into a new or empty folder: choose another one "
+                "(or read a real set with market1501:PATH, folder:PATH ...)"
+            )
+    _remove_stale_builds(root)
+    root.parent.mkdir(parents=True, exist_ok=True)
+    build = root.with_name(f".{root.name}{TEMP_MARK}{os.getpid()}")
+    if build.exists() or build.is_symlink():
+        raise DataError(f"{build}: a folder of this process is in the way of the synthetic set")
+    build.mkdir()
+    try:
+        (build / BUILDING_MARK).touch()
+        written = _write_set(build, config)
+        write_bytes_atomic(build / STAMP_FILE, json.dumps({"config": wanted, "files": written}, sort_keys=True).encode())
+        (build / BUILDING_MARK).unlink()
+        if root.is_dir():
+            _remove_own(root, files or [])
+        os.rename(build, root)
+    except BaseException:
+        shutil.rmtree(build, ignore_errors=True)
+        raise
+    fsync_dir(root.parent)
+    return root
+
+
+def _write_set(root: Path, config: SyntheticConfig) -> list[str]:
+    """Render and write every image of the set under ``root``; returns their names
+    relative to ``root``, in the order written."""
     layout = MarketLayout(root)
     for folder in (layout.train_dir, layout.query_dir, layout.gallery_dir):
-        folder.mkdir(parents=True, exist_ok=True)
-        for old in folder.glob("*.jpg"):
-            old.unlink()
+        folder.mkdir()
+    written: list[str] = []
+
+    def write(path: Path, image: np.ndarray) -> None:
+        _write(path, image)
+        written.append(path.relative_to(root).as_posix())
 
     rng = np.random.default_rng(config.seed)
     cameras = [_camera(rng, i) for i in range(config.cameras)]
@@ -295,14 +422,13 @@ def generate_synthetic(root: Path, config: SyntheticConfig = SyntheticConfig()) 
                     folder = layout.query_dir
                 else:
                     folder = layout.gallery_dir
-                _write(folder / name, image)
+                write(folder / name, image)
 
     for i in range(config.distractors):
         cam = int(rng.integers(config.cameras))
-        _write(layout.gallery_dir / f"0000_c{cam + 1}s1_{900000 + i:06d}_00.jpg", render_person(_identity(rng), cameras[cam], rng))
+        write(layout.gallery_dir / f"0000_c{cam + 1}s1_{900000 + i:06d}_00.jpg", render_person(_identity(rng), cameras[cam], rng))
     for i in range(config.junk):
         cam = int(rng.integers(config.cameras))
         junk = _background(cameras[cam], rng)
-        _write(layout.gallery_dir / f"-1_c{cam + 1}s1_{950000 + i:06d}_00.jpg", np.clip(junk, 0, 255).astype(np.uint8))
-    stamp.write_text(wanted)
-    return root
+        write(layout.gallery_dir / f"-1_c{cam + 1}s1_{950000 + i:06d}_00.jpg", np.clip(junk, 0, 255).astype(np.uint8))
+    return written

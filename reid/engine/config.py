@@ -1,7 +1,7 @@
 """Training configuration: the one home of training defaults, and recipes as YAML files.
 
-A recipe is every :class:`TrainConfig` field but ``resume`` (an action, not part of what
-is trained), written as a YAML mapping with the field names as keys. The effective config
+A recipe is every :class:`TrainConfig` field but ``resume`` and ``overwrite`` (actions, not
+part of what is trained), written as a YAML mapping with the field names as keys. The effective config
 of a run is built in layers: the defaults (TrainConfig's, or the demo's), then a file's
 keys, then the keys given on the command line. :func:`resolve_config` builds it and names
 the layer that supplied a bad value: the file by path, a command-line value by its option.
@@ -10,6 +10,7 @@ the layer that supplied a bad value: the file by path, a command-line value by i
 from __future__ import annotations
 
 import difflib
+import math
 from dataclasses import asdict, dataclass, field, fields, replace
 from pathlib import Path
 from typing import Any
@@ -20,7 +21,7 @@ from pydantic import TypeAdapter, ValidationError
 from reid.errors import ConfigError, ModelError
 from reid.losses.registry import LOSS_NAMES, convert_options, loss_options
 from reid.models.backbones import BACKBONES
-from reid.paths import write_bytes_atomic
+from reid.paths import read_text_bounded, write_bytes_atomic
 from reid.models.network import POOLINGS
 
 CONFIG_FILE = "config.yaml"
@@ -48,8 +49,21 @@ OPTION_NAMES = {
     "metric_options": "--loss-option",
 }
 
+# The largest value of each size: far above any real run, low enough that a typo cannot
+# ask for terabytes (an input of 100000x100000, a batch of a million identities).
+SIZE_LIMITS = {
+    "input_size": 4096,
+    "p": 100_000,
+    "k": 10_000,
+    "embedding_dim": 65_536,
+    "epochs": 1_000_000,
+    "eval_batch_size": 65_536,
+    "threads": 4096,
+    "warmup_epochs": 1_000_000,
+}
+
 # What a run asks to do rather than what it trains; never read from or written to a file.
-ACTION_KEYS = ("resume",)
+ACTION_KEYS = ("resume", "overwrite")
 
 # What a resumed run must share with the run that wrote the checkpoint: the data, the
 # network, the losses and the optimizer whose state the checkpoint holds. Schedule, length,
@@ -135,6 +149,8 @@ class TrainConfig:
     eval_every: int = 0
     eval_batch_size: int = 128
     resume: bool = False
+    # Replace a finished model in ``out`` (without it, and without ``resume``, one is refused).
+    overwrite: bool = False
     device: str | None = None
     threads: int | None = None
     # Used only when torchrun starts several processes; see docs/scaling.md.
@@ -194,11 +210,28 @@ class TrainConfig:
             (self.threads is None or self.threads >= 1, "threads", f"must be at least 1 (got {self.threads})"),
         ]
         problems = [(key, problem) for ok, key, problem in checks if not ok]
+        problems += self._bound_problems()
         if not problems and self.uses_metric_loss:
             try:
                 convert_options(self.metric_loss, **self.metric_options)
             except ConfigError as exc:
                 problems.append(("metric_options", str(exc)))
+        return problems
+
+    def _bound_problems(self) -> list[tuple[str, str]]:
+        """Numbers that are not finite (``lr: .inf`` trains to NaN weights) or far beyond
+        anything a run here can hold (an image of 100000x100000 pixels)."""
+        problems = [
+            (f.name, f"must be a finite number (got {getattr(self, f.name)})")
+            for f in fields(self)
+            if isinstance(getattr(self, f.name), float) and not math.isfinite(getattr(self, f.name))
+        ]
+        for key, largest in SIZE_LIMITS.items():
+            values = getattr(self, key)
+            for value in values if isinstance(values, tuple) else (values,):
+                if isinstance(value, int) and value > largest:
+                    problems.append((key, f"must be at most {largest:,} (got {value:,})"))
+                    break
         return problems
 
     def to_dict(self) -> dict[str, Any]:
@@ -243,34 +276,69 @@ def option_name(key: str) -> str:
 
 
 class _UniqueKeyLoader(yaml.SafeLoader):
-    """YAML's safe loader, refusing a key given twice (plain YAML keeps the last silently)."""
+    """YAML's safe loader, refusing a key given twice (plain YAML keeps the last silently)
+    and a key that is not text (a list or a mapping as a key)."""
 
     def construct_mapping(self, node: yaml.MappingNode, deep: bool = False) -> dict[Any, Any]:
         seen: dict[Any, int] = {}
         for key_node, _ in node.value:
             key = self.construct_object(key_node, deep=deep)
             line = key_node.start_mark.line + 1
+            if not isinstance(key, (str, int, float, bool)) and key is not None:
+                raise yaml.constructor.ConstructorError(None, None, f"line {line}: a key must be a name, not a {type(key).__name__}")
             if key in seen:
                 raise yaml.constructor.ConstructorError(None, None, f"key {key!r} appears twice (lines {seen[key]} and {line})")
             seen[key] = line
         return super().construct_mapping(node, deep=deep)
 
 
+# Bounds of a recipe file, checked before its values are built: a recipe is a few dozen
+# keys; aliases are refused outright (nothing needs them, and a few of them nested expand
+# a kilobyte into gigabytes).
+MAX_CONFIG_BYTES = 1 << 20
+MAX_CONFIG_NESTING = 8
+MAX_CONFIG_NODES = 10_000
+
+
+def _check_yaml_shape(text: str, path: Path) -> None:
+    """Refuse, from YAML's event stream (nothing built yet), an alias, nesting deeper than
+    :data:`MAX_CONFIG_NESTING` and more than :data:`MAX_CONFIG_NODES` values."""
+    depth = nodes = 0
+    for event in yaml.parse(text, Loader=yaml.SafeLoader):
+        line = event.start_mark.line + 1 if event.start_mark is not None else 0
+        if isinstance(event, yaml.AliasEvent):
+            raise ConfigError(f"{path}: line {line}: YAML aliases (*{event.anchor}) are not taken in a recipe; write the value out")
+        if isinstance(event, (yaml.MappingStartEvent, yaml.SequenceStartEvent)):
+            depth += 1
+            if depth > MAX_CONFIG_NESTING:
+                raise ConfigError(f"{path}: line {line}: nested deeper than the {MAX_CONFIG_NESTING} levels a recipe may have")
+        elif isinstance(event, (yaml.MappingEndEvent, yaml.SequenceEndEvent)):
+            depth -= 1
+        if isinstance(event, yaml.NodeEvent):
+            nodes += 1
+            if nodes > MAX_CONFIG_NODES:
+                raise ConfigError(f"{path}: more than the {MAX_CONFIG_NODES:,} values a recipe may have")
+
+
 def read_config_file(path: Path) -> dict[str, Any]:
     """The keys of a recipe file, checked to be known recipe keys (not yet their values).
 
+    The file is bounded before anything is built from it: at most
+    :data:`MAX_CONFIG_BYTES`, no aliases, nesting and values bounded (:func:`_check_yaml_shape`).
+
     Raises:
-        ConfigError: the file is missing, not YAML, not a mapping or has an unknown key;
-            one line naming the file.
+        ConfigError: the file is missing, too large, not YAML, not a mapping or has an
+            unknown key; one line naming the file.
     """
     path = Path(path)
     try:
-        text = path.read_text(encoding="utf-8")
+        text = read_text_bounded(path, MAX_CONFIG_BYTES, "config file")
     except FileNotFoundError:
         raise ConfigError(f"{path}: config file not found") from None
-    except (OSError, UnicodeDecodeError) as exc:
-        raise ConfigError(f"{path}: config file cannot be read ({exc.__class__.__name__})") from None
+    except OSError as exc:
+        raise ConfigError(f"{path}: config file cannot be read ({exc.strerror or exc.__class__.__name__})") from None
     try:
+        _check_yaml_shape(text, path)
         data = yaml.load(text, Loader=_UniqueKeyLoader)
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)

@@ -16,7 +16,8 @@ from reid.engine.config import TrainConfig
 from reid.engine.trainer import TrainCallbacks, TrainResult, build_card, evaluate_dataset, train
 from reid.evaluation import EncoderEvaluation, RankingResult, ThresholdChoice, choose_threshold, evaluate_encoder
 from reid.models.backbones import backbone_spec
-from reid.models.card import ModelCard, save_card
+from reid.errors import ReidError
+from reid.models.card import CARD_FILE, ModelCard, load_card, save_card
 from reid.models.encoder import TorchEncoder
 from reid.models.folder import default_device, load_encoder
 from reid.models.pretrained import imagenet_offline
@@ -64,11 +65,14 @@ def choose_demo_config(imagenet: Artefact | None) -> TrainConfig:
     return TrainConfig(**_DEMO_COMMON, **(_IMAGENET_RECIPE if imagenet is not None else _SCRATCH_RECIPE))
 
 
-def demo_config() -> TrainConfig:
+def demo_config(verify: bool = True) -> TrainConfig:
     """The demo's training recipe for this installation: small and fast on two CPU cores,
     far better than untrained; from ImageNet weights when an ImageNet start is installed,
-    else from scratch (``configs/demo.yaml`` spells out the ImageNet recipe as a file)."""
-    return choose_demo_config(imagenet_offline(IMAGENET_ARCHITECTURE))
+    else from scratch (``configs/demo.yaml`` spells out the ImageNet recipe as a file).
+
+    ``verify`` False takes an ImageNet start file that is present without hashing it
+    (help texts, built at every start of the program)."""
+    return choose_demo_config(imagenet_offline(IMAGENET_ARCHITECTURE, verify))
 
 
 def start_line(config: TrainConfig, pretrained_note: str, imagenet: Artefact | None) -> str:
@@ -99,6 +103,21 @@ class DemoResult:
             "model": str(self.model_dir),
             "start": self.start,
         }
+
+
+# How a demo's card begins its threshold source: what marks a model folder as the demo's own.
+DEMO_MARK = "reid demo:"
+
+
+def holds_demo_model(folder: Path) -> bool:
+    """True when ``folder`` holds a model that ``reid demo`` wrote (its card says so)."""
+    if not (folder / CARD_FILE).is_file():
+        return False
+    try:
+        card = load_card(folder)
+    except ReidError:
+        return False
+    return str(card.threshold_source or "").startswith(DEMO_MARK)
 
 
 def untrained_encoder(config: TrainConfig, dataset: ReidDataset) -> TorchEncoder:
@@ -142,7 +161,9 @@ def run_demo(config: TrainConfig, callbacks: TrainCallbacks | None = None) -> De
     if config.threads:
         torch.set_num_threads(config.threads)
     untrained = evaluate_dataset(untrained_encoder(config, dataset), dataset, config.eval_batch_size, callbacks.on_eval_progress)
-    result = train(replace(config, eval_every=0), callbacks)
+    # A demo replaces the demo model it wrote before, never another model.
+    overwrite = config.overwrite or holds_demo_model(Path(config.out))
+    result = train(replace(config, eval_every=0, overwrite=overwrite), callbacks)
     encoder = load_encoder(result.model_dir, config.device)
     evaluation = evaluate_encoder(
         encoder, dataset.query, dataset.gallery, batch_size=config.eval_batch_size, on_progress=callbacks.on_eval_progress
@@ -151,7 +172,7 @@ def run_demo(config: TrainConfig, callbacks: TrainCallbacks | None = None) -> De
     result.card.metrics = {"dataset": config.data, "protocol": "market1501", **evaluation.result.to_dict()}
     result.card.threshold = choice.threshold
     result.card.threshold_source = (
-        f"reid demo: {choice.criterion} on the query x gallery pairs of {config.data} "
+        f"{DEMO_MARK} {choice.criterion} on the query x gallery pairs of {config.data} "
         f"({choice.num_genuine} genuine, {choice.num_impostor} impostor); TAR {choice.tar:.4f}"
     )
     save_card(result.card, result.model_dir)

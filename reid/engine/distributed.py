@@ -24,7 +24,7 @@ import torch
 import torch.distributed as dist
 
 from reid.errors import ConfigError, DataError, ReidError
-from reid.models.folder import default_device
+from reid.models.folder import check_device, default_device
 
 T = TypeVar("T")
 
@@ -151,16 +151,17 @@ def _device(requested: str | None, launch: Launch) -> torch.device:
     name = requested or default_device()
     try:
         device = torch.device(name)
-    except RuntimeError:
+    except (RuntimeError, TypeError):
         raise ConfigError(f"--device {name!r}: not a device (cpu, cuda, cuda:1 ...)") from None
     if launch.world_size == 1 or device.type == "cpu":
-        return device
+        return check_device(name)
     if device.type != "cuda":
         raise ConfigError(f"--device {name}: training in several processes runs on cpu (gloo) or cuda (nccl)")
     if device.index is not None:
         raise ConfigError(
             f"--device {name}: under torchrun each process uses cuda:LOCAL_RANK; pass --device cuda or leave it out"
         )
+    check_device(name)
     if launch.local_rank >= torch.cuda.device_count():
         raise ConfigError(
             f"LOCAL_RANK={launch.local_rank} but this machine has {torch.cuda.device_count()} CUDA devices; "

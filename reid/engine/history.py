@@ -20,7 +20,7 @@ from typing import Any
 
 from reid.errors import ConfigError, ModelError
 from reid.evaluation.plots import plot_training_curves
-from reid.paths import write_bytes_atomic
+from reid.paths import MAX_NESTING, nesting_depth, read_text_bounded, write_bytes_atomic
 
 HISTORY_FILE = "history.jsonl"
 CURVES_FILE = "curves.png"
@@ -35,20 +35,73 @@ def write_history(folder: Path, history: list[dict[str, Any]]) -> Path:
     return path
 
 
+# A history line is under 1 kB; a run of a million epochs stays far below this.
+MAX_HISTORY_BYTES = 256 << 20
+# What each recorded value must be: counts are whole numbers >= 0 (the epoch >= 1), the
+# rest numbers (a loss may be NaN in a run that diverged); evaluation figures fractions.
+COUNT_KEYS = {"epoch": 1, "step": 0, "world_size": 1}
+NUMBER_KEYS = ("loss", "ce", "metric", "lr", "images_per_second", "coverage")
+
+
+def _is_number(value: Any) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool)
+
+
+def entry_problem(entry: Any) -> str | None:
+    """What is wrong with one history entry, in words (None when nothing is): not an
+    object, a count that is not a whole number in range, a figure that is not a number,
+    an evaluation whose rates are not fractions 0..1."""
+    if not isinstance(entry, dict):
+        return f"not an epoch entry (a JSON object), but a {type(entry).__name__}"
+    if "epoch" not in entry:
+        return "not an epoch entry (it has no epoch)"
+    for key, least in COUNT_KEYS.items():
+        if key in entry and not (isinstance(entry[key], int) and not isinstance(entry[key], bool) and entry[key] >= least):
+            return f"{key} is {entry[key]!r}, not a whole number >= {least}"
+    for key in NUMBER_KEYS:
+        if key in entry and entry[key] is not None and not _is_number(entry[key]):
+            return f"{key} is {entry[key]!r}, not a number"
+    if "eval" in entry and entry["eval"] is not None:
+        figures = entry["eval"]
+        if not isinstance(figures, dict):
+            return f"eval is {figures!r}, not an object of figures"
+        for key in EVAL_SCALARS:
+            value = figures.get(key)
+            if key in figures and not (_is_number(value) and 0.0 <= value <= 1.0):
+                return f"eval {key} is {value!r}, not a fraction between 0 and 1"
+    return None
+
+
+def check_history(history: Any, where: str) -> list[dict[str, Any]]:
+    """``history`` (a list of epoch entries, as a card keeps it) with every entry checked
+    (:func:`entry_problem`); raises ModelError naming ``where`` and the first bad entry."""
+    if not isinstance(history, list):
+        raise ModelError(f"{where}: the training history is a {type(history).__name__}, not a list of epochs")
+    for number, entry in enumerate(history, start=1):
+        problem = entry_problem(entry)
+        if problem is not None:
+            raise ModelError(f"{where}: history entry {number}: {problem}")
+    return history
+
+
 def read_history(folder: Path) -> list[dict[str, Any]]:
-    """The entries of ``folder/history.jsonl`` in order.
+    """The entries of ``folder/history.jsonl`` in order, every value checked
+    (:func:`entry_problem`); the file is bounded to :data:`MAX_HISTORY_BYTES` and each
+    line's nesting (:data:`reid.paths.MAX_NESTING`) once parsed.
 
     Raises:
-        ModelError: the file is missing, or a line is not a JSON object with an epoch;
-            one line naming the file and the line number.
+        ModelError: the file is missing, too large, or a line is not a JSON object with an
+            epoch and values in range; one line naming the file and the line number.
     """
     path = Path(folder) / HISTORY_FILE
     try:
-        lines = path.read_text(encoding="utf-8").splitlines()
+        lines = read_text_bounded(path, MAX_HISTORY_BYTES, "training history").splitlines()
     except FileNotFoundError:
         raise ModelError(f"{path}: no training history") from None
-    except (OSError, UnicodeDecodeError) as exc:
-        raise ModelError(f"{path}: training history cannot be read ({exc.__class__.__name__})") from None
+    except ConfigError as exc:
+        raise ModelError(str(exc)) from None
+    except OSError as exc:
+        raise ModelError(f"{path}: training history cannot be read ({exc.strerror or exc.__class__.__name__})") from None
     history = []
     for number, line in enumerate(lines, start=1):
         if not line.strip():
@@ -57,8 +110,13 @@ def read_history(folder: Path) -> list[dict[str, Any]]:
             entry = json.loads(line)
         except json.JSONDecodeError:
             raise ModelError(f"{path}: line {number} is not JSON") from None
-        if not isinstance(entry, dict) or not isinstance(entry.get("epoch"), int):
-            raise ModelError(f"{path}: line {number} is not an epoch entry (a JSON object with an integer epoch)")
+        except RecursionError:
+            entry = None
+        if entry is None or nesting_depth(entry) > MAX_NESTING:
+            raise ModelError(f"{path}: line {number}: nested deeper than {MAX_NESTING} levels; not read")
+        problem = entry_problem(entry)
+        if problem is not None:
+            raise ModelError(f"{path}: line {number}: {problem}")
         history.append(entry)
     return history
 

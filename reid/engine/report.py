@@ -7,7 +7,7 @@ from pathlib import Path
 from typing import Any
 
 from reid.engine.config import CONFIG_FILE, TrainConfig, resolve_config
-from reid.engine.history import CURVES_FILE, HISTORY_FILE, read_history, write_curves
+from reid.engine.history import CURVES_FILE, HISTORY_FILE, check_history, read_history, write_curves
 from reid.errors import ModelError
 from reid.models.card import CARD_FILE, ModelCard, load_card
 from reid.models.folder import resolve_model_path
@@ -75,7 +75,7 @@ def model_report(spec: str | Path) -> ModelReport:
     if present[HISTORY_FILE]:
         history = read_history(folder)
     else:
-        history = list(card.training.get("history", [])) if card is not None else []
+        history = check_history(card.training.get("history", []), str(folder / CARD_FILE)) if card is not None else []
     curves = folder / CURVES_FILE
     written = False
     if not curves.is_file() and history:

@@ -20,6 +20,7 @@ from reid.engine.config import TrainConfig, check_resume_config
 from reid.engine.distributed import DistributedContext
 from reid.engine.optim import reset_base_lrs
 from reid.errors import ModelError, ReidError
+from reid.models.checkpoints import load_checkpoint_file
 from reid.paths import write_bytes_atomic
 
 CHECKPOINT_FILE = "checkpoint.pt"
@@ -51,9 +52,13 @@ def load_checkpoint(path: Path) -> dict[str, Any]:
         ModelError: the file cannot be read as a checkpoint; one line naming it.
     """
     try:
-        return torch.load(path, map_location="cpu", weights_only=True)
-    except Exception as exc:
-        raise ModelError(f"{path}: checkpoint cannot be read ({exc.__class__.__name__}); remove it or train without --resume") from exc
+        loaded = load_checkpoint_file(path, "training checkpoint")
+    except ModelError as exc:
+        reason = str(exc).removeprefix(f"{path}: ")
+        raise ModelError(f"{path}: checkpoint cannot be read ({reason}); remove it or train without --resume") from None
+    if not isinstance(loaded, dict):
+        raise ModelError(f"{path}: checkpoint cannot be read (holds a {type(loaded).__name__}); remove it or train without --resume")
+    return loaded
 
 
 def capture_state(

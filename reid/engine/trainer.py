@@ -42,12 +42,12 @@ from reid.engine.loading import load_images
 from reid.engine.objective import TrainingObjective, build_metric, metric_options
 from reid.engine.optim import build_optimizer, lr_factor, set_learning_rate
 from reid.engine.state import CHECKPOINT_FILE, ResumePoint, capture_state, read_resume_state, restore_state, save_checkpoint
-from reid.errors import ReidError
+from reid.errors import ConfigError, ReidError
 from reid.evaluation import RankingResult, evaluate_encoder
 from reid.models.card import ModelCard
 from reid.paths import remove_stale_temporaries
 from reid.models.encoder import Encoder, TorchEncoder
-from reid.models.folder import save_model
+from reid.models.folder import check_model_output, save_model
 from reid.models.network import ReidNet
 from reid.models.pretrained import resolve_start
 from reid.paths import check_output_folder
@@ -185,6 +185,8 @@ def train(config: TrainConfig, callbacks: TrainCallbacks | None = None) -> Train
     """
     config.validate()
     check_output_folder(Path(config.out), "--out")
+    if not config.resume:
+        check_model_output(Path(config.out), "--out", config.overwrite, keep="continue it with --resume")
     if config.tensorboard is not None:
         require_tensorboard(config.tensorboard)
     with distributed_session(config.device, config.sync_bn) as ctx, contextlib.ExitStack() as resources:
@@ -278,6 +280,7 @@ def _setup(config: TrainConfig, ctx: DistributedContext) -> _Run:
     # Resolved before the images are decoded, so a missing ImageNet download fails at once.
     start = resolve_start(config.architecture, config.pretrained)
     dataset = ctx.rank_zero_first(lambda: load_dataset(config.data))
+    _check_training_data(config, dataset)
     images, kept, skipped = load_images(dataset.train, tuple(config.input_size))
     records = [dataset.train[i] for i in kept]
     labels_list, _ = relabel(records)
@@ -313,6 +316,32 @@ def _setup(config: TrainConfig, ctx: DistributedContext) -> _Run:
     )
 
 
+def _check_training_data(config: TrainConfig, dataset: ReidDataset) -> None:
+    """Refuse, before any image is decoded, an evaluation during training on the training
+    identities themselves (a plain identity folder's query and gallery are its training
+    images), and a metric loss on identities of one image each (its positives would be
+    copies of that image)."""
+    if config.eval_every:
+        shared_ids, shared_images = dataset.evaluation_overlap()
+        if shared_ids or shared_images:
+            raise ConfigError(
+                f"--eval-every {config.eval_every}: the query and gallery of {config.data} hold {shared_ids} of its training "
+                f"identities ({shared_images} training images), so the figures would be on the training data; "
+                "give the folder train/, query/ and gallery/ of different identities, or evaluate with `reid eval` "
+                "on held-out data (--eval-every 0)"
+            )
+    if config.uses_metric_loss and dataset.train:
+        per_identity: dict[int, int] = {}
+        for record in dataset.train:
+            per_identity[record.pid] = per_identity.get(record.pid, 0) + 1
+        if max(per_identity.values()) < 2:
+            raise ConfigError(
+                f"--data {config.data}: every one of its {len(per_identity)} training identities has one image, so "
+                f"the metric loss ({config.metric_loss}) would only see copies of one image as positives; give "
+                "identities several images, or train with --loss none"
+            )
+
+
 def _uses_amp(config: TrainConfig, ctx: DistributedContext) -> bool:
     return config.amp and ctx.device.type == "cuda"
 
@@ -344,6 +373,8 @@ def _start_summary(config: TrainConfig, ctx: DistributedContext, run: _Run, resu
         "backend": ctx.backend,
         "global_batch": ctx.world_size * config.p * config.k,
         "checkpoint_world_size": resume.checkpoint_world_size,
+        "coverage": run.sampler.coverage(),
+        "p": config.p,
     }
 
 
@@ -404,6 +435,10 @@ def _train_epoch(
     entry["lr"] = run.optimizer.param_groups[0]["lr"]
     entry["step"] = step_total
     entry["world_size"] = ctx.world_size
+    drawn, total = run.sampler.coverage()
+    # The share of the training images this epoch's batches drew (P distinct identities a
+    # batch leave images of large identities undrawn when there are few identities).
+    entry["coverage"] = drawn / max(1, total)
     return entry, step_total
 
 
@@ -425,7 +460,7 @@ def _evaluate(config: TrainConfig, ctx: DistributedContext, run: _Run, callbacks
         encoder = TorchEncoder(run.network, run.card, ctx.device)
         result = evaluate_dataset(encoder, run.dataset, config.eval_batch_size, callbacks.on_eval_progress)
         run.network.train()
-        evaluation = result.to_dict()
+        evaluation = {**result.to_dict(), "computed_on": run.dataset.evaluation_split()}
     # The other processes wait here while rank 0 evaluates.
     return ctx.broadcast(evaluation)
 

@@ -6,6 +6,7 @@ the ranked-list mosaic is drawn with OpenCV.
 
 from __future__ import annotations
 
+import io
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -20,6 +21,7 @@ from reid.data.records import ImageRecord
 from reid.errors import DataError
 from reid.evaluation.ranking import RankedList, RankingResult, ranked_lists
 from reid.evaluation.verification import VerificationResult
+from reid.paths import write_bytes_atomic
 
 CELL = (128, 64)  # (height, width) of one image in the ranked-list mosaic
 BORDER = 4
@@ -27,8 +29,11 @@ GREEN, RED, GREY = (40, 170, 40), (210, 40, 40), (90, 90, 90)
 
 
 def _save_figure(fig: Figure, path: Path) -> Path:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    FigureCanvasAgg(fig).print_png(str(path))
+    # Rendered to memory, then written atomically: a link planted at the name is replaced,
+    # never followed to overwrite its target.
+    buffer = io.BytesIO()
+    FigureCanvasAgg(fig).print_png(buffer)
+    write_bytes_atomic(path, buffer.getvalue())
     return path
 
 
@@ -90,11 +95,10 @@ def plot_ranked_lists(
         rows.append(np.hstack(cells))
     mosaic = np.vstack(rows)
     path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
     ok, payload = cv2.imencode(".png", cv2.cvtColor(mosaic, cv2.COLOR_RGB2BGR))
     if not ok:
         raise DataError(f"{path}: could not encode the ranked-list picture")
-    path.write_bytes(payload.tobytes())
+    write_bytes_atomic(path, payload.tobytes())
     return path
 
 
@@ -200,7 +204,7 @@ def plot_training_curves(history: Sequence[dict], path: str | Path, title: str =
         raise DataError(f"{path}: no epochs to draw")
     by_step = all("step" in entry for entry in history)
     x = [entry["step"] if by_step else entry["epoch"] for entry in history]
-    evaluated = [entry for entry in history if "eval" in entry]
+    evaluated = [entry for entry in history if isinstance(entry.get("eval"), dict)]
     fig = Figure(figsize=(7, 8 if evaluated else 5.5), dpi=100)
     axes = fig.subplots(3 if evaluated else 2, 1)
     losses, lr_axis = axes[0], axes[1]
@@ -223,7 +227,7 @@ def plot_training_curves(history: Sequence[dict], path: str | Path, title: str =
         ranking = axes[2]
         epochs = [entry["epoch"] for entry in evaluated]
         for key, label in (("rank1", "Rank-1"), ("mAP", "mAP")):
-            ranking.plot(epochs, [entry["eval"][key] * 100 for entry in evaluated], marker="o", markersize=3, label=label)
+            ranking.plot(epochs, [entry["eval"].get(key, np.nan) * 100 for entry in evaluated], marker="o", markersize=3, label=label)
         ranking.set_xlabel("epoch")
         ranking.set_ylabel("%")
         ranking.set_ylim(0, 100)

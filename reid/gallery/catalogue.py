@@ -29,6 +29,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
+from reid.data.io import storable_text
 from reid.errors import ConfigError, GalleryError
 from reid.gallery.files import FileRecord
 from reid.gallery.index import IndexSpec
@@ -167,6 +168,32 @@ MIGRATIONS = (
 )
 
 
+# ----------------------------------------------------------------- the schema
+
+# What a gallery's database may hold: its tables (sqlite_sequence comes with AUTOINCREMENT),
+# its two indexes as created, and SQLite's own indexes of primary keys and unique columns.
+OWN_TABLES = frozenset({"meta", "items", "segments", "shards", "sqlite_sequence"})
+OWN_INDEXES = {
+    statement.split()[2]: " ".join(statement.split()) for statement in SCHEMA if statement.startswith("CREATE INDEX")
+}
+
+
+def foreign_schema(rows: Sequence[tuple[Any, ...]]) -> str | None:
+    """The first schema object among ``sqlite_master`` rows ``(type, name, tbl_name, sql)``
+    that no gallery creates (a trigger, a view, another table or index), in words; None
+    when every object is the gallery's own."""
+    for kind, name, table, sql in rows:
+        if kind == "table" and name in OWN_TABLES:
+            continue
+        if kind == "index" and table in OWN_TABLES:
+            if sql is None and str(name).startswith("sqlite_autoindex_"):
+                continue
+            if name in OWN_INDEXES and " ".join(str(sql).split()) == OWN_INDEXES[name]:
+                continue
+        return f"the {kind} {str(name)!r}"
+    return None
+
+
 # ----------------------------------------------------------------- the catalogue
 
 
@@ -193,10 +220,19 @@ class Catalogue:
         except sqlite3.Error as exc:
             raise GalleryError(f"{self.path}: cannot open the gallery database ({one_line(exc)})") from exc
         try:
+            # No function with side effects runs from the schema (a generated column, say).
+            db.execute("PRAGMA trusted_schema=OFF")
             db.execute("PRAGMA synchronous=FULL")
+            foreign = foreign_schema(db.execute("SELECT type, name, tbl_name, sql FROM sqlite_master").fetchall())
         except sqlite3.Error as exc:
             db.close()
             raise GalleryError(f"{self.path}: cannot open the gallery database ({one_line(exc)})") from exc
+        if foreign is not None:
+            db.close()
+            raise GalleryError(
+                f"{self.path}: holds {foreign}, which no gallery creates; it is not opened "
+                "(a trigger or view would run inside every write)"
+            )
         return db
 
     def close(self) -> None:
@@ -503,10 +539,11 @@ def item_row(item: ItemMeta, enrolled: str) -> tuple[Any, ...]:
     """The stored columns of ``item``, typed as SQLite gives them back (so that the row's
     checksum over what was written equals the one over what is read)."""
     box = item.box if item.box is not None else (None, None, None, None)
+    # A file or folder name that is not UTF-8 is stored with its bytes escaped.
     return (
-        str(item.identity),
-        str(item.source),
-        None if item.camera is None else str(item.camera),
+        storable_text(str(item.identity)),
+        storable_text(str(item.source)),
+        None if item.camera is None else storable_text(str(item.camera)),
         None if item.frame is None else int(item.frame),
         None if item.time is None else float(item.time),
         *(None if v is None else int(v) for v in box),

@@ -26,8 +26,8 @@ from typing import Annotated, Any, Literal
 from pydantic import Field, StrictBool, StrictInt, StrictStr, TypeAdapter, ValidationError
 
 from reid.decision import check_quantiles
-from reid.errors import ModelError
-from reid.paths import file_sha256, write_bytes_atomic
+from reid.errors import ConfigError, ModelError
+from reid.paths import file_sha256, load_json_bounded, write_bytes_atomic
 from reid.serial import as_dict
 
 CARD_FILE = "card.json"
@@ -213,8 +213,12 @@ def save_card(card: ModelCard, folder: Path) -> Path:
     return path
 
 
+# A card with the history of a thousand epochs is under 1 MB.
+MAX_CARD_BYTES = 64 << 20
+
+
 def load_card(folder: Path) -> ModelCard:
-    """Read and validate ``folder/card.json``.
+    """Read and validate ``folder/card.json`` (:func:`read_card_json`).
 
     Raises:
         ModelError: the card is missing, not JSON, not an object, or a field is invalid;
@@ -223,10 +227,23 @@ def load_card(folder: Path) -> ModelCard:
     path = Path(folder) / CARD_FILE
     if not path.is_file():
         raise ModelError(f"{path}: no model card (expected {CARD_FILE} in the model folder)")
+    return read_card_json(path)
+
+
+def read_card_json(path: Path) -> ModelCard:
+    """The card in the JSON file ``path``, bounded before it is parsed (at most
+    :data:`MAX_CARD_BYTES`, nesting bounded) and validated field by field.
+
+    Raises:
+        ModelError: too large, nested too deep, not JSON, not an object, or a field is
+            invalid; one line naming the file.
+    """
     try:
-        data = json.loads(path.read_text())
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
-        raise ModelError(f"{path}: model card is not valid JSON ({exc})") from exc
+        data = load_json_bounded(path, MAX_CARD_BYTES, "model card")
+    except ConfigError as exc:
+        raise ModelError(str(exc)) from None
+    except OSError as exc:
+        raise ModelError(f"{path}: model card cannot be read ({exc.strerror or exc.__class__.__name__})") from None
     if not isinstance(data, dict):
         raise ModelError(f"{path}: model card must be a JSON object")
     return ModelCard.from_dict(data, source=str(path))

@@ -14,16 +14,65 @@ import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import torch
 from torch import nn
 
-from reid.errors import ModelError
-from reid.models.backbones import backbone_spec, source_key_mapper, timm_model, torchvision_model
+from reid.errors import ConfigError, ModelError
+from reid.models.backbones import backbone_spec, build_backbone, source_key_mapper, timm_model, torchvision_model
 from reid.models.registry import Artefact
+from reid.paths import check_archive
 
 SOURCES = {"torchreid": "native", "torchvision": "native", "fastreid": "fastreid", "reid": "reid"}
 _HEADS = ("reduction.", "bnneck.", "classifier.")
+
+
+# Bounds of a checkpoint file, checked before it is unpacked: a ResNet-152 with its
+# optimizer state is under 1 GB and 3,000 tensors; a state_dict of any network here has
+# fewer than 5,000 entries.
+MAX_CHECKPOINT_BYTES = 4 << 30
+MAX_CHECKPOINT_MEMBERS = 50_000
+MAX_STATE_KEYS = 20_000
+
+
+def load_checkpoint_file(path: Path, what: str = "checkpoint", unreadable: str = "not a PyTorch checkpoint") -> Any:
+    """What ``torch.load`` reads from ``path`` (``weights_only=True``: tensors and plain
+    values, never pickled code), after the file's size, its unpacked size and its number
+    of entries are checked (:func:`reid.paths.check_archive`).
+
+    Raises:
+        ModelError: the file is too large, unpacks too large, or is not a readable
+            checkpoint; one line naming it.
+    """
+    path = Path(path)
+    try:
+        check_archive(path, MAX_CHECKPOINT_BYTES, MAX_CHECKPOINT_MEMBERS, what)
+    except ConfigError as exc:
+        raise ModelError(str(exc)) from None
+    try:
+        return torch.load(path, map_location="cpu", weights_only=True)
+    except Exception as exc:
+        raise _unreadable(path, exc, unreadable) from None
+
+
+def check_tensors(state: dict[str, Any], path: Path) -> dict[str, torch.Tensor]:
+    """``state``'s entries when they are a state_dict one can compute with: at most
+    :data:`MAX_STATE_KEYS` keys, every value a dense tensor with storage (not meta, not
+    sparse or quantized).
+
+    Raises:
+        ModelError: naming the file and the first entry that is not.
+    """
+    if len(state) > MAX_STATE_KEYS:
+        raise ModelError(f"{path}: {len(state):,} entries, more than the {MAX_STATE_KEYS:,} a network's state_dict may have")
+    for key, value in state.items():
+        if not isinstance(value, torch.Tensor):
+            continue
+        if value.is_meta or value.layout != torch.strided or value.is_quantized:
+            kind = "a meta tensor (no values)" if value.is_meta else f"a {value.layout} tensor"
+            raise ModelError(f"{path}: {key} is {kind}; a checkpoint holds dense tensors")
+    return state
 
 
 def read_state(path: Path) -> dict[str, torch.Tensor]:
@@ -35,17 +84,14 @@ def read_state(path: Path) -> dict[str, torch.Tensor]:
     path = Path(path)
     if not path.is_file():
         raise ModelError(f"{path}: checkpoint file not found")
-    try:
-        loaded = torch.load(path, map_location="cpu", weights_only=True)
-    except Exception as exc:
-        raise _unreadable(path, exc) from None
+    loaded = load_checkpoint_file(path)
     state = loaded
     for wrapper in ("state_dict", "model"):
         if isinstance(state, dict) and isinstance(state.get(wrapper), dict):
             state = state[wrapper]
     if not isinstance(state, dict) or not state:
         raise ModelError(f"{path}: holds {type(loaded).__name__ if not isinstance(loaded, dict) else 'no weights'}, not a state_dict")
-    tensors = {str(k): v for k, v in state.items() if isinstance(v, torch.Tensor)}
+    tensors = {str(k): v for k, v in check_tensors(state, path).items() if isinstance(v, torch.Tensor)}
     if not tensors:
         raise ModelError(f"{path}: a dict of {len(state)} entries without any tensor; not a state_dict")
     if all(k.startswith("module.") for k in tensors):
@@ -53,7 +99,7 @@ def read_state(path: Path) -> dict[str, torch.Tensor]:
     return tensors
 
 
-def _unreadable(path: Path, exc: Exception) -> ModelError:
+def _unreadable(path: Path, exc: Exception, what: str = "not a PyTorch checkpoint") -> ModelError:
     text = re.sub(r"\x1b\[[0-9;]*m", "", str(exc))
     pickled = re.search(r"GLOBAL ([\w.]+)", text)
     if pickled:
@@ -61,7 +107,7 @@ def _unreadable(path: Path, exc: Exception) -> ModelError:
             f"{path}: a pickled whole model ({pickled.group(1)}), not weights; load it in its own code "
             "and save model.state_dict() instead"
         )
-    return ModelError(f"{path}: not a PyTorch checkpoint ({exc.__class__.__name__})")
+    return ModelError(f"{path}: {what} ({exc.__class__.__name__})")
 
 
 def detect_layout(state: dict[str, torch.Tensor]) -> str:
@@ -140,6 +186,14 @@ def _native_name(key: str, mapper: Callable[[str], str | None], family: str) -> 
     if key.startswith(("fc.", "classifier.")):
         return _DROP  # torchvision's / timm's ImageNet classifier
     return None
+
+
+def fit_artefact(artefact: Artefact, state: dict[str, torch.Tensor], path: Path) -> None:
+    """Check that a registry artefact's tensors (native names) make its architecture's
+    backbone, by loading them into one.  Raises ModelError naming ``path`` otherwise."""
+    holder = nn.Module()
+    holder.backbone, _ = build_backbone(artefact.architecture, 1)
+    fit(holder, place(state, artefact.architecture, "native"), artefact.architecture, path)
 
 
 def place(state: dict[str, torch.Tensor], architecture: str, layout: str) -> Placed:

@@ -26,46 +26,71 @@ from reid.models.card import (
     seal_card,
     verify_card,
 )
+from reid.models.checkpoints import check_tensors, load_checkpoint_file
 from reid.models.dlib_face import DLIB_FACE, DlibFaceEncoder
 from reid.models.encoder import Encoder, TorchEncoder
 from reid.models.network import ReidNet, build_network
 from reid.models.onnx import OnnxEncoder, Preprocessing
 from reid.models.sface import ARCHITECTURE as SFACE_ARCHITECTURE
 from reid.models.sface import SFACE, SFaceEncoder
-from reid.paths import resolve_named, write_bytes_atomic
+from reid.paths import replaced_folder, resolve_named, write_bytes_atomic
 
 # The face encoders that come ready-made, by the name ``--model`` takes.
 READY_MADE_FACES = (SFACE, DLIB_FACE)
 
 
 def save_model(network: ReidNet, card: ModelCard, folder: Path) -> ModelCard:
-    """Write ``weights.pt`` then ``card.json`` into ``folder``, each atomically; returns
-    the card with the fingerprint of the weights written.
+    """Write ``weights.pt`` and ``card.json`` as the model folder ``folder``; returns the
+    card with the fingerprint of the weights written.
+
+    The folder is built beside ``folder`` and swapped in whole (:func:`reid.paths.replaced_folder`;
+    its other files, a run's history say, are carried over): a run killed at any point
+    leaves the old model or the new one, each loadable, never new weights beside an old card.
 
     Raises:
-        ModelError: a card field is invalid (nothing of the card is written then).
+        ModelError: a card field is invalid (nothing is written then).
         OSError: the folder cannot be written.
     """
     folder = Path(folder)
     buffer = io.BytesIO()
     torch.save(network.state_dict(), buffer)
-    write_bytes_atomic(folder / WEIGHTS_FILE, buffer.getvalue())
-    card = seal_card(card, file_fingerprint(folder / WEIGHTS_FILE))
-    card.created = card.created or datetime.now(timezone.utc).isoformat(timespec="seconds")
-    save_card(card, folder)
+    with replaced_folder(folder, (WEIGHTS_FILE, CARD_FILE)) as stage:
+        write_bytes_atomic(stage / WEIGHTS_FILE, buffer.getvalue())
+        card = seal_card(card, file_fingerprint(stage / WEIGHTS_FILE))
+        card.created = card.created or datetime.now(timezone.utc).isoformat(timespec="seconds")
+        save_card(card, stage)
     return card
+
+
+def holds_model(folder: Path) -> bool:
+    """True when ``folder`` holds a finished model (its card or weights)."""
+    return (Path(folder) / CARD_FILE).exists() or (Path(folder) / WEIGHTS_FILE).exists()
+
+
+def check_model_output(folder: Path, what: str, overwrite: bool, keep: str = "") -> None:
+    """Refuse, before any work, to replace the finished model in ``folder`` unless
+    ``overwrite``; ``what`` names the option that gave the folder, ``keep`` what else the
+    user can do (``continue it with --resume``).
+
+    Raises:
+        ConfigError: ``folder`` holds a model and ``overwrite`` is False; one line saying
+            how to choose another folder or replace it.
+    """
+    if not overwrite and holds_model(folder):
+        also = f", {keep}" if keep else ""
+        raise ConfigError(
+            f"{folder}: holds a finished model ({CARD_FILE}, {WEIGHTS_FILE}); choose another {what}{also}, "
+            "or pass --overwrite to replace it"
+        )
 
 
 def load_state(path: Path) -> dict[str, torch.Tensor]:
     if not path.is_file():
         raise ModelError(f"{path}: weights file not found")
-    try:
-        state = torch.load(path, map_location="cpu", weights_only=True)
-    except Exception as exc:
-        raise ModelError(f"{path}: not a readable PyTorch state_dict ({exc.__class__.__name__})") from exc
+    state = load_checkpoint_file(path, "weights file", "not a readable PyTorch state_dict")
     if not isinstance(state, dict):
         raise ModelError(f"{path}: expected a state_dict, found {type(state).__name__}")
-    return state
+    return check_tensors(state, path)
 
 
 def load_model(folder: Path) -> tuple[ReidNet, ModelCard]:
@@ -97,6 +122,30 @@ def load_model(folder: Path) -> tuple[ReidNet, ModelCard]:
 
 def default_device() -> str:
     return "cuda" if torch.cuda.is_available() else "cpu"
+
+
+def check_device(name: str) -> torch.device:
+    """The PyTorch device ``name`` (``cpu``, ``cuda``, ``cuda:1`` ...), checked to exist on
+    this machine before any work runs on it.
+
+    Raises:
+        ConfigError: not a device name, or a CUDA device this machine does not have; one
+            line naming it and what there is.
+    """
+    try:
+        device = torch.device(name)
+    except (RuntimeError, TypeError):
+        raise ConfigError(f"--device {name!r}: not a device (cpu, cuda, cuda:1 ...)") from None
+    if device.type == "cpu":
+        return device
+    if device.type != "cuda":
+        raise ConfigError(f"--device {name}: reid runs on cpu or cuda")
+    count = torch.cuda.device_count() if torch.cuda.is_available() else 0
+    if count == 0:
+        raise ConfigError(f"--device {name}: this machine has no CUDA device (PyTorch sees none); use --device cpu")
+    if device.index is not None and device.index >= count:
+        raise ConfigError(f"--device {name}: this machine has {count} CUDA device(s), cuda:0 to cuda:{count - 1}")
+    return device
 
 
 def resolve_model_path(spec: str | Path) -> Path:
@@ -134,8 +183,9 @@ def load_encoder(
             return DlibFaceEncoder(card)
         if card.format == "onnx" and card.architecture == SFACE_ARCHITECTURE:
             return SFaceEncoder(card, device=device)
+        target = check_device(device or default_device())
         network, card = load_model(path)
-        return TorchEncoder(network, card, device or default_device())
+        return TorchEncoder(network, card, target)
     if str(spec) == DLIB_FACE:
         return DlibFaceEncoder()
     if str(spec) == SFACE:

@@ -5,22 +5,34 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from reid.errors import ModelError
 from reid.models.backbones import backbone_spec
 from reid.models.card import IMAGENET_MEAN, IMAGENET_STD, ModelCard
 from reid.models.checkpoints import SOURCES, detect_layout, read_state
-from reid.models.folder import save_model
+from reid.models.folder import check_model_output, save_model
 from reid.models.network import ReidNet
+from reid.paths import check_output_folder
 
 
-def _head(state: dict, architecture: str, layout: str) -> tuple[str, int | None, int]:
+def _width(state: dict, key: str, dims: int, path: Path) -> int:
+    """The output width of the layer tensor ``key``, which must have ``dims`` dimensions."""
+    tensor = state[key]
+    if tensor.dim() != dims or tensor.shape[0] < 1:
+        raise ModelError(f"{path}: {key} has shape {list(tensor.shape)}; a layer of this kind has {dims} dimension(s)")
+    return int(tensor.shape[0])
+
+
+def _head(state: dict, architecture: str, layout: str, path: Path) -> tuple[str, int | None, int]:
     """``(neck, embedding_dim, last_stride)`` of the network the checkpoint was saved from."""
     if layout == "fastreid":
-        bn = state.get("heads.bottleneck.0.weight")
-        return "bnneck", None if bn is None else int(bn.shape[0]), 1
+        key = "heads.bottleneck.0.weight"
+        return "bnneck", _width(state, key, 1, path) if key in state else None, 1
     if layout == "reid":
-        return "bnneck", int(state["bnneck.weight"].shape[0]), 1
+        if "bnneck.weight" not in state:
+            raise ModelError(f"{path}: a model-folder checkpoint without bnneck.weight")
+        return "bnneck", _width(state, "bnneck.weight", 1, path), 1
     if backbone_spec(architecture).family == "osnet" and "fc.0.weight" in state:
-        return "fc", int(state["fc.0.weight"].shape[0]), 1
+        return "fc", _width(state, "fc.0.weight", 2, path), 1
     # torchreid's plain ResNets keep ResNet's last stride 2 and embed the pooled feature.
     return "none", None, 2
 
@@ -32,6 +44,7 @@ def import_model(
     source: str | None = None,
     last_stride: int | None = None,
     input_size: tuple[int, int] = (256, 128),
+    overwrite: bool = False,
 ) -> ModelCard:
     """Write ``out`` as a model folder holding the checkpoint's weights and a card.
 
@@ -39,12 +52,16 @@ def import_model(
     mean/std, as torchreid and fast-reid train) and a neck that reproduces the source's
     eval-mode feature: torchreid's OSNet ``fc`` output, torchreid's ResNet pooled feature,
     fast-reid's BNNeck feature. The classifier is dropped. Raises ModelError (one line
-    naming the file) for a file that is not a state_dict or does not fit ``architecture``.
+    naming the file) for a file that is not a state_dict or does not fit ``architecture``,
+    and ConfigError, before reading it, when ``out`` holds a finished model and
+    ``overwrite`` is False. The folder is replaced whole (:func:`save_model`).
     """
     path, out = Path(path), Path(out)
+    check_output_folder(out, "--out")
+    check_model_output(out, "--out", overwrite)
     state = read_state(path)
     layout = SOURCES[source] if source else detect_layout(state)
-    neck, embedding_dim, default_stride = _head(state, architecture, layout)
+    neck, embedding_dim, default_stride = _head(state, architecture, layout, path)
     stride = default_stride if last_stride is None else last_stride
     network = ReidNet(
         architecture, num_classes=0, embedding_dim=embedding_dim, last_stride=stride,

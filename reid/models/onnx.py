@@ -24,7 +24,7 @@ from typing import Any
 import numpy as np
 
 from reid.errors import ConfigError, ModelError
-from reid.models.card import ModelCard, file_fingerprint, seal_card, validate_card, verify_card
+from reid.models.card import ModelCard, file_fingerprint, read_card_json, seal_card, validate_card, verify_card
 from reid.models.encoder import Encoder, check_embeddings, l2_normalize, preprocess
 from reid.paths import write_bytes_atomic
 
@@ -70,13 +70,8 @@ def card_path_for(model_file: str | Path) -> Path:
 
 
 def read_card_file(path: Path) -> ModelCard:
-    try:
-        data = json.loads(Path(path).read_text())
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
-        raise ModelError(f"{path}: model card is not valid JSON ({exc})") from exc
-    if not isinstance(data, dict):
-        raise ModelError(f"{path}: model card must be a JSON object")
-    return ModelCard.from_dict(data, source=str(path))
+    """The card of an exported file (:func:`reid.models.card.read_card_json`)."""
+    return read_card_json(Path(path))
 
 
 def write_card_file(card: ModelCard, path: Path) -> Path:

@@ -18,7 +18,17 @@ from reid.errors import ModelError
 from reid.models.backbones import architecture_available, backbone_spec
 from reid.models.card import IMAGENET_MEAN, IMAGENET_STD
 from reid.models.checkpoints import SOURCES, artefact_state, detect_layout, fit, place, read_state
-from reid.models.registry import ARTEFACTS, Artefact, cached, fetch, imagenet_artefacts, installed_member, is_valid
+from reid.models.registry import (
+    ARTEFACTS,
+    Artefact,
+    artefact_path,
+    cached,
+    fetch,
+    imagenet_artefacts,
+    installed_member,
+    is_present,
+    is_valid,
+)
 
 NO_START = ("none", "")
 
@@ -50,16 +60,20 @@ def _artefact_start(artefact: Artefact, path: Path) -> Start:
     )
 
 
-def imagenet_offline(architecture: str) -> Artefact | None:
+def imagenet_offline(architecture: str, verify: bool = True) -> Artefact | None:
     """The architecture's first ImageNet start that needs no network: a verified file in
     the cache, or inside an installed package (the ``pretrained`` extra installs
     EfficientNet-Lite0's). None when there is none, or the architecture needs a library
-    this installation lacks."""
+    this installation lacks.
+
+    ``verify`` False only asks whether such a file is there, reading and hashing nothing:
+    for help texts, which every start of the program builds."""
     if not architecture_available(architecture):
         return None
+    check = is_valid if verify else is_present
     for artefact in imagenet_artefacts(architecture):
         member = installed_member(artefact) if artefact.source == "wheel" else None
-        if cached(artefact) is not None or (member is not None and is_valid(artefact, member)):
+        if check(artefact, artefact_path(artefact)) or (member is not None and check(artefact, member)):
             return artefact
     return None
 

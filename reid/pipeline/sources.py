@@ -8,7 +8,10 @@ the iteration ends, however it ends.
 from __future__ import annotations
 
 import glob as globbing
+import math
+import socket
 import time
+import urllib.parse
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -87,23 +90,42 @@ class MediaSource:
             kept += 1
             yield Frame(str(path), position, None, image)
 
+    @property
+    def ends(self) -> bool:
+        """True when the source has an end of its own (files, ``file://`` streams); a
+        camera or a network stream that stops yielding frames was lost."""
+        return self.kind in ("images", "video") or self.spec.lower().startswith("file://")
+
     def _capture_frames(self) -> Iterator[Frame]:
+        """Frames of a video, camera or stream.
+
+        A video frame's ``time`` is the container's timestamp of that frame
+        (``CAP_PROP_POS_MSEC``: right for variable frame rates, where frame / fps drifts
+        by seconds), else frame / fps; a live frame's is seconds since the source opened.
+
+        Raises:
+            DataError: nothing decodable came; or, after the frames it gave, a camera or
+                network stream stopped (lost mid-run), naming it and how many came.
+        """
         capture = _open_capture(self.spec, self.kind)
         start = time.monotonic()
         kept, index = 0, -1
+        ended = False
         try:
             while self.max_frames is None or kept < self.max_frames:
                 index += 1
                 # grab() without retrieve() skips the colour conversion of dropped frames.
                 if not capture.grab():
+                    ended = True
                     break
                 if index % self.every:
                     continue
                 ok, bgr = capture.retrieve()
                 if not ok or bgr is None or bgr.size == 0:
+                    ended = True
                     break
-                if self.kind == "video" and self.fps:
-                    stamp: float | None = index / self.fps
+                if self.kind == "video":
+                    stamp: float | None = container_time(capture, index, self.fps)
                 else:
                     stamp = time.monotonic() - start
                 kept += 1
@@ -112,6 +134,51 @@ class MediaSource:
             capture.release()
         if kept == 0:
             raise DataError(f"{self.spec}: the {self.kind} yielded no decodable frame")
+        if ended and not self.ends:
+            raise DataError(
+                f"{self.spec}: the {self.kind} was lost after {kept} frames (no frame came); what was answered is kept"
+            )
+
+
+def container_time(capture: cv2.VideoCapture, index: int, fps: float | None) -> float | None:
+    """Seconds from the start of the video to the frame just grabbed: the container's
+    timestamp (``CAP_PROP_POS_MSEC``) when the backend gives one, else ``index / fps``
+    (None without a frame rate)."""
+    msec = capture.get(cv2.CAP_PROP_POS_MSEC)
+    if math.isfinite(msec) and (msec > 0 or index == 0):
+        return msec / 1000.0
+    return index / fps if fps else None
+
+
+# Ports of the stream schemes when the address gives none.
+DEFAULT_PORTS = {"rtsp": 554, "rtsps": 322, "rtmp": 1935, "http": 80, "https": 443}
+PROBE_SECONDS = 5.0
+
+
+def network_problem(url: str, timeout: float = PROBE_SECONDS) -> str | None:
+    """What stops a TCP connection to a stream address, in words ("connection refused by
+    cam.local:554", "the host name cam.local does not resolve", ...); None when it
+    connects, or the address is not a network stream."""
+    parts = urllib.parse.urlsplit(url)
+    scheme = parts.scheme.lower()
+    try:
+        port = parts.port or DEFAULT_PORTS.get(scheme)
+    except ValueError:
+        return "the address has an invalid port"
+    if not parts.hostname or port is None:
+        return None
+    where = f"{parts.hostname}:{port}"
+    try:
+        with socket.create_connection((parts.hostname, port), timeout=timeout):
+            return None
+    except socket.gaierror:
+        return f"the host name {parts.hostname} does not resolve"
+    except ConnectionRefusedError:
+        return f"connection refused by {where} (nothing listens there)"
+    except TimeoutError:
+        return f"no answer from {where} within {timeout:.0f} s"
+    except OSError as exc:
+        return f"cannot connect to {where} ({exc.strerror or exc.__class__.__name__})"
 
 
 def _open_capture(spec: str, kind: str) -> cv2.VideoCapture:
@@ -119,7 +186,12 @@ def _open_capture(spec: str, kind: str) -> cv2.VideoCapture:
     capture = cv2.VideoCapture(target)
     if not capture.isOpened():
         capture.release()
-        what = {"camera": "camera", "stream": "stream", "video": "video"}[kind]
+        if kind == "stream":
+            problem = network_problem(spec)
+            if problem is not None:
+                raise DataError(f"{spec}: cannot open stream: {problem}")
+            raise DataError(f"{spec}: cannot open stream (it connects, but OpenCV {cv2.__version__} could not read a video from it)")
+        what = {"camera": "camera", "video": "video"}[kind]
         raise DataError(f"{spec}: cannot open {what} (OpenCV {cv2.__version__} found no decoder or device)")
     return capture
 

@@ -206,3 +206,17 @@ def test_help_shows_the_dataclass_defaults() -> None:
         assert text in result.output, text
     demo = runner.invoke(app, ["demo", "--help"], env={"COLUMNS": "400"})
     assert f"(default: {demo_config().epochs})" in demo.output
+
+
+def test_train_into_a_finished_model_is_one_line_and_overwrite_replaces_it(micro: Path, tmp_path: Path) -> None:
+    args = ["train", "--data", f"market1501:{micro}", "--out", str(tmp_path / "m"), "--arch", "resnet18", "--pretrained", "none",
+            "--size", "64x32", "--p", "4", "--k", "2", "--epochs", "1", "--threads", "2", "--quiet"]
+    assert runner.invoke(app, args).exit_code == 0
+    card = (tmp_path / "m" / "card.json").read_bytes()
+    refused = runner.invoke(app, args)
+    assert refused.exit_code == 1 and len(refused.output.strip().splitlines()) == 1, refused.output
+    assert "holds a finished model" in refused.output and "--overwrite" in refused.output
+    assert (tmp_path / "m" / "card.json").read_bytes() == card
+    replaced = runner.invoke(app, [*args, "--overwrite", "--seed", "3"])
+    assert replaced.exit_code == 0, replaced.output
+    assert (tmp_path / "m" / "card.json").read_bytes() != card

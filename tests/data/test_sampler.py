@@ -2,6 +2,7 @@ from __future__ import annotations
 
 from collections import Counter
 
+import numpy as np
 import pytest
 
 from reid.data.sampler import PKSampler
@@ -55,12 +56,14 @@ def test_too_few_identities() -> None:
 def test_one_process_draws_the_same_batches_as_before_distribution() -> None:
     labels = labels_for([5, 3, 6, 4, 4, 7, 2, 5])
     sampler = PKSampler(labels, p=3, k=2, seed=4, rank=0, world_size=1)
-    # Drawn by the sampler before it knew about processes; resume relies on them not changing.
+    # Drawn by the proportional sampler; a resumed run relies on them not changing.
     assert list(sampler) == [
-        [12, 11, 30, 29, 18, 19], [21, 20, 2, 4, 25, 26], [8, 9, 15, 17, 0, 3], [16, 14, 24, 28, 31, 33], [5, 7, 34, 32, 22, 23],
+        [22, 27, 20, 19, 14, 16], [23, 26, 9, 13, 15, 17], [6, 5, 11, 10, 35, 31], [24, 25, 21, 18, 29, 30], [8, 12, 32, 33, 0, 2],
     ]
     sampler.set_epoch(1)
-    assert list(sampler) == [[11, 12, 33, 34, 15, 14], [6, 5, 1, 2, 27, 26], [18, 21, 31, 32, 16, 17], [20, 19, 29, 30, 4, 0]]
+    assert list(sampler) == [
+        [18, 21, 8, 10, 35, 33], [24, 22, 4, 1, 13, 9], [20, 19, 11, 12, 5, 6], [23, 28, 2, 0, 15, 14], [26, 27, 29, 30, 17, 16],
+    ]
 
 
 @pytest.mark.parametrize("epoch", [0, 1, 2])
@@ -96,3 +99,45 @@ def test_too_few_identities_for_every_process() -> None:
         PKSampler(labels_for([4] * 5), p=2, k=2, rank=0, world_size=3)
     with pytest.raises(ConfigError, match="process rank 3 is outside a world of 3 processes"):
         PKSampler(labels_for([4] * 8), p=2, k=2, rank=3, world_size=3)
+
+
+@pytest.mark.parametrize("counts", [[200] + [2] * 19, [60, 40] + [4] * 30, [9, 1, 1, 1, 1, 1, 30]])
+def test_every_identity_is_drawn_and_the_largest_are_subsampled(counts: list[int]) -> None:
+    labels = labels_for(counts)
+    p, k = 4, 2
+    sampler = PKSampler(labels, p=p, k=k, seed=2)
+    batches = list(sampler)
+    drawn = Counter(labels[i] for batch in batches for i in batch)
+    groups = [max(1, n // k) for n in counts]
+    steps = len(batches)
+    assert steps == PKSampler.batch_count(np.array(groups), p) and steps > 0
+    # Every identity gives min(its groups, batches) groups, less fewer than P dropped to fill whole batches.
+    expected = sum(min(g, steps) for g in groups)
+    assert expected - p < sum(drawn.values()) // k <= expected
+    assert sum(1 for pid in range(len(counts)) if drawn[pid] == 0) < p
+    biggest = max(range(len(counts)), key=counts.__getitem__)
+    assert drawn[biggest] == k * steps, "the largest identity is subsampled to one group per batch, not dropped"
+    for batch in batches:
+        assert len({labels[i] for i in batch}) == p
+    seen, total = sampler.coverage()
+    assert total == len(labels) and seen == len({i for batch in batches for i in batch})
+    sampler.set_epoch(1)
+    assert {i for batch in sampler for i in batch if labels[i] == biggest} != {
+        i for batch in batches for i in batch if labels[i] == biggest
+    }, "another epoch draws other images of the largest identity"
+
+
+def test_the_batch_count_is_the_largest_that_fills() -> None:
+    for groups, p in (([50] + [1] * 19, 16), ([3, 3, 3, 3], 2), ([10, 1, 1], 2), ([1] * 100, 7)):
+        best = PKSampler.batch_count(np.array(groups), p)
+        assert sum(min(g, best) for g in groups) >= p * best
+        assert sum(min(g, best + 1) for g in groups) < p * (best + 1)
+
+
+def test_an_epoch_over_100000_identities_is_built_from_arrays() -> None:
+    labels = labels_for([4] * 100_000)
+    sampler = PKSampler(labels, p=16, k=4, seed=0)
+    array = sampler.global_array()
+    assert array.shape == (100_000 // 16, 64)
+    assert sampler.coverage() == (400_000, 400_000), "K dividing every identity: the epoch is a permutation"
+    assert len({tuple(sorted({labels[i] for i in row})) for row in array[:100].tolist()}) == 100

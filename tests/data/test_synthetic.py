@@ -3,10 +3,14 @@ from __future__ import annotations
 from pathlib import Path
 
 import numpy as np
+import pytest
 import torch
 
 from reid.data import SyntheticConfig, generate_synthetic, load_dataset
 from reid.data.io import read_image
+from reid.data.synthetic import BUILDING_MARK
+from reid.errors import DataError
+from reid.paths import TEMP_MARK
 from reid.data.transforms import AugmentConfig, augment, normalize
 
 TINY = SyntheticConfig(seed=3, train_ids=6, test_ids=5, distractors=4, junk=3)
@@ -56,3 +60,69 @@ def test_augment_shapes_flip_and_erase() -> None:
     assert erased.shape == plain.shape and not torch.equal(erased, plain)
     shifted = augment(batch, mean, std, AugmentConfig(flip=0.0, pad=2, erase=0.0), torch.Generator().manual_seed(1))
     assert shifted.shape == plain.shape
+
+
+def _market_copy(root: Path) -> list[Path]:
+    """A folder in Market-1501's layout holding the user's own images."""
+    paths = []
+    for folder, name in (("bounding_box_train", "0002_c1s1_000451_03.jpg"), ("query", "0001_c1s1_001051_00.jpg"), ("bounding_box_test", "0001_c2s1_000301_01.jpg")):
+        (root / folder).mkdir(parents=True, exist_ok=True)
+        path = root / folder / name
+        path.write_bytes(b"the user's own image " + name.encode())
+        paths.append(path)
+    return paths
+
+
+@pytest.mark.parametrize("extra", ["market", "notes"])
+def test_a_folder_holding_other_files_is_refused_and_left_as_it_was(tmp_path: Path, extra: str) -> None:
+    root = tmp_path / "Market-1501"
+    originals = _market_copy(root) if extra == "market" else []
+    if extra == "notes":
+        root.mkdir()
+        (root / "notes.txt").write_text("mine")
+        originals.append(root / "notes.txt")
+    before = {p: p.read_bytes() for p in originals}
+    with pytest.raises(DataError, match="did not write"):
+        load_dataset(f"synthetic:{root}", TINY)
+    assert {p: p.read_bytes() for p in originals} == before
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["Market-1501"], "nothing written beside it"
+
+
+def test_a_stamped_set_with_a_user_file_added_is_not_rewritten(tmp_path: Path) -> None:
+    generate_synthetic(tmp_path / "s", TINY)
+    added = tmp_path / "s" / "query" / "0001_c1s1_000001_00.jpg"
+    added.write_bytes(b"added by hand")
+    with pytest.raises(DataError, match="query/0001_c1s1_000001_00.jpg"):
+        generate_synthetic(tmp_path / "s", SyntheticConfig(seed=4, train_ids=3, test_ids=2, distractors=0, junk=0))
+    assert added.read_bytes() == b"added by hand"
+
+
+def test_an_empty_folder_or_an_own_set_of_another_config_is_written(tmp_path: Path) -> None:
+    (tmp_path / "s").mkdir()
+    generate_synthetic(tmp_path / "s", TINY)
+    first = sorted(p.name for p in (tmp_path / "s" / "bounding_box_train").iterdir())
+    other = SyntheticConfig(seed=4, train_ids=3, test_ids=2, distractors=0, junk=0)
+    dataset = load_dataset(f"synthetic:{tmp_path / 's'}", other)
+    assert dataset.num_train_ids == 3
+    assert sorted(p.name for p in (tmp_path / "s" / "bounding_box_train").iterdir()) != first
+    assert [p.name for p in tmp_path.iterdir()] == ["s"], "no temporary left beside the set"
+
+
+def test_a_killed_generation_leaves_nothing_that_stays(tmp_path: Path) -> None:
+    leftover = tmp_path / f".s{TEMP_MARK}999999999"
+    (leftover / "query").mkdir(parents=True)
+    (leftover / BUILDING_MARK).touch()
+    foreign = tmp_path / f".s{TEMP_MARK}999999998"
+    foreign.mkdir()
+    generate_synthetic(tmp_path / "s", TINY)
+    assert not leftover.exists()
+    assert foreign.exists(), "a folder without the building mark is not the program's"
+
+
+def test_images_are_not_written_through_a_link(tmp_path: Path) -> None:
+    target = tmp_path / "elsewhere"
+    target.mkdir()
+    (tmp_path / "s").symlink_to(target)
+    with pytest.raises(DataError, match="link"):
+        generate_synthetic(tmp_path / "s", TINY)
+    assert list(target.iterdir()) == []

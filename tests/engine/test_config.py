@@ -6,6 +6,7 @@ from dataclasses import replace
 from pathlib import Path
 
 import pytest
+import torch
 import yaml
 
 from reid.engine.config import (
@@ -19,6 +20,7 @@ from reid.engine.config import (
 from reid.engine.demo import demo_config
 from reid.errors import ConfigError, ModelError
 from reid.losses import TripletLoss
+from reid.models.folder import check_device
 
 CONFIGS = Path(__file__).resolve().parents[2] / "configs"
 
@@ -117,6 +119,18 @@ def test_out_follows_the_final_architecture_and_data(tmp_path: Path) -> None:
         ("epochs: 3\nepochs: 4\n", "not valid YAML (key 'epochs' appears twice (lines 1 and 2))"),
         ("epochs: [3\n", "not valid YAML (line"),
         ("- epochs\n- 3\n", "expected a mapping of config keys to values, found a list"),
+        ("? [epochs, 3]\n: 4\n", "a key must be a name, not a list"),
+        ("metric_options: {? [a]\n: 1}\n", "a key must be a name, not a list"),
+        ("a: &x [1]\nb: *x\n", "line 2: YAML aliases (*x) are not taken in a recipe"),
+        ("".join(f"l{i}: &l{i} [" + ", ".join([f"*l{i - 1}"] * 9) + "]\n" if i else "l0: &l0 [lol]\n" for i in range(9)),
+         "YAML aliases (*l0) are not taken"),
+        ("epochs: " + "[" * 1000 + "]" * 1000 + "\n", "nested deeper than the 8 levels a recipe may have"),
+        ("metric_options: " + "{a: " * 50 + "1" + "}" * 50 + "\n", "nested deeper than the 8 levels"),
+        ("milestones: [" + ", ".join(["1"] * 20_000) + "]\n", "more than the 10,000 values a recipe may have"),
+        ("lr: .inf\n", "lr: must be a finite number (got inf)"),
+        ("gamma: .nan\n", "gamma: must be positive (got nan)"),
+        ("input_size: [100000, 100000]\n", "input_size: must be at most 4,096 (got 100,000)"),
+        ("p: 1000000000\n", "p: must be at most 100,000"),
     ],
 )
 def test_bad_config_is_one_line_naming_the_file_and_key(tmp_path: Path, text: str, message: str) -> None:
@@ -178,3 +192,30 @@ def test_the_default_metric_options_are_the_triplet_losss_own() -> None:
     config = TrainConfig()
     assert config.metric_loss == "triplet"
     assert config.metric_options == {"mining": loss.mining, "margin": loss.margin}
+
+
+def test_a_huge_config_file_is_refused_unread(tmp_path: Path) -> None:
+    recipe = tmp_path / "big.yaml"
+    with open(recipe, "wb") as handle:
+        handle.truncate(30 << 30)
+    with pytest.raises(ConfigError, match=r"big.yaml: 32,212,254,720 bytes, more than the 1,048,576 a config file may have"):
+        resolve_config(TrainConfig(), recipe)
+
+
+def test_a_bomb_as_a_model_folders_config_is_refused_on_resume(tmp_path: Path) -> None:
+    bomb = "".join(f"l{i}: &l{i} [" + ", ".join([f"*l{i - 1}"] * 9) + "]\n" if i else "l0: &l0 [lol]\n" for i in range(9))
+    (tmp_path / CONFIG_FILE).write_text(bomb)
+    with pytest.raises(ModelError, match=r"cannot check the run to resume: .*config.yaml: line 2: YAML aliases"):
+        check_resume_config(TrainConfig(out=tmp_path, resume=True), tmp_path)
+
+
+def test_a_device_this_machine_lacks_is_one_line() -> None:
+    for name, problem in (("cuda:99", "CUDA device"), ("tpu", "not a device"), ("cuda:x", "not a device")):
+        if name.startswith("cuda") and torch.cuda.is_available() and name != "cuda:99":
+            continue
+        with pytest.raises(ConfigError, match=problem):
+            check_device(name)
+    if not torch.cuda.is_available():
+        with pytest.raises(ConfigError, match="--device cuda: this machine has no CUDA device"):
+            check_device("cuda")
+    assert check_device("cpu").type == "cpu"

@@ -9,7 +9,9 @@ from pathlib import Path
 import cv2
 import pytest
 import yaml
+from typer.testing import CliRunner
 
+from reid.cli import app
 from reid.data import SyntheticConfig, generate_synthetic
 from reid.engine import TrainConfig, train
 from reid.engine.config import CONFIG_FILE
@@ -115,7 +117,41 @@ def test_history_file_errors_name_file_and_line(tmp_path: Path) -> None:
     with pytest.raises(ModelError, match=r"history.jsonl: line 2 is not JSON$"):
         read_history(tmp_path)
     (tmp_path / HISTORY_FILE).write_text('{"loss": 1.0}\n')
-    with pytest.raises(ModelError, match=r"history.jsonl: line 1 is not an epoch entry"):
+    with pytest.raises(ModelError, match=r"history.jsonl: line 1: not an epoch entry"):
         read_history(tmp_path)
     with pytest.raises(DataError, match="no epochs to draw"):
         write_curves(tmp_path, [])
+
+
+@pytest.mark.parametrize(
+    ("line", "problem"),
+    [
+        ('{"epoch": "1"}', "epoch is '1', not a whole number >= 1"),
+        ('{"epoch": 0}', "epoch is 0, not a whole number >= 1"),
+        ('{"epoch": true}', "epoch is True, not a whole number >= 1"),
+        ('{"epoch": 1, "step": -3}', "step is -3, not a whole number >= 0"),
+        ('{"epoch": 1, "loss": "low"}', "loss is 'low', not a number"),
+        ('{"epoch": 1, "lr": [0.1]}', "lr is [0.1], not a number"),
+        ('{"epoch": 1, "eval": 0.9}', "eval is 0.9, not an object of figures"),
+        ('{"epoch": 1, "eval": {"rank1": 95}}', "eval rank1 is 95, not a fraction between 0 and 1"),
+        ('{"epoch": 1, "eval": {"mAP": "high"}}', "eval mAP is 'high', not a fraction"),
+        ("[1, 2]", "not an epoch entry (a JSON object), but a list"),
+        ("[" * 100 + "]" * 100, "nested deeper than 32 levels"),
+        ("[" * 100_000 + "]" * 100_000, "nested deeper than 32 levels"),
+    ],
+)
+def test_hand_edited_history_values_are_one_line_in_report(tmp_path: Path, line: str, problem: str) -> None:
+    (tmp_path / HISTORY_FILE).write_text('{"epoch": 1, "loss": 1.0, "lr": 0.1}\n' + line + "\n")
+    with pytest.raises(ModelError) as caught:
+        read_history(tmp_path)
+    assert str(caught.value) == f"{tmp_path / HISTORY_FILE}: line 2: {problem}" or problem in str(caught.value)
+    assert str(caught.value).startswith(f"{tmp_path / HISTORY_FILE}: line 2") and "\n" not in str(caught.value)
+    result = CliRunner().invoke(app, ["report", str(tmp_path)])
+    assert result.exit_code == 1 and result.output.count("\n") == 1 and problem[:20] in result.output.replace("\n", "")
+
+
+def test_a_huge_history_is_refused_unread(tmp_path: Path) -> None:
+    with open(tmp_path / HISTORY_FILE, "wb") as handle:
+        handle.truncate(30 << 30)
+    with pytest.raises(ModelError, match=r"history.jsonl: 32,212,254,720 bytes, more than the .* a training history may have"):
+        read_history(tmp_path)

@@ -75,6 +75,20 @@ def test_resume_continues_from_checkpoint(micro_data: str, tmp_path: Path) -> No
         assert torch.allclose(value.float(), b.state_dict()[key].float(), atol=1e-4), key
 
 
+def test_a_finished_model_is_not_replaced_without_resume_or_overwrite(micro_data: str, tmp_path: Path) -> None:
+    first = train(tiny_config(micro_data, tmp_path / "m", epochs=1))
+    before = {p.name: p.read_bytes() for p in (tmp_path / "m").iterdir()}
+    steps: list[object] = []
+    for changes in ({}, {"epochs": 2, "seed": 5}):
+        with pytest.raises(ConfigError, match=r"m: holds a finished model .*--resume, or pass --overwrite"):
+            train(tiny_config(micro_data, tmp_path / "m", **changes), TrainCallbacks(on_step=steps.append))
+    assert steps == [] and {p.name: p.read_bytes() for p in (tmp_path / "m").iterdir()} == before
+    again = train(tiny_config(micro_data, tmp_path / "m", epochs=1, seed=5, overwrite=True))
+    assert again.card.fingerprint != first.card.fingerprint
+    assert load_model(tmp_path / "m")[1].fingerprint == again.card.fingerprint
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["m"], "the old folder is gone once the new one is in place"
+
+
 def test_resume_without_checkpoint_and_corrupt_checkpoint(micro_data: str, tmp_path: Path) -> None:
     with pytest.raises(ModelError, match="no checkpoint to resume from"):
         train(tiny_config(micro_data, tmp_path / "m", resume=True))
@@ -173,27 +187,28 @@ def test_model_trained_without_cross_entropy_loads(micro_data: str, tmp_path: Pa
 
 
 # Losses and learning rates of every step of two fixed 2-epoch runs on MICRO, recorded from
-# the trainer before it was split into optim/state/objective/loading. The same seed must give
+# the trainer with the proportional P x K sampler (the learning rates are those recorded
+# before the trainer was split into optim/state/objective/loading). The same seed must give
 # the same numbers: a changed warm-up start, cosine floor, step decay, center learning rate,
 # augmentation seed, clip or loss weighting shows up here.
 RECORDED_STEPS = {
     "adam-warmup-cosine-triplet": (
         {"lr": 1e-3, "warmup_epochs": 1, "schedule": "cosine"},
         [
-            (4.950088977813721, 2.0774736404418945, 2.872615337371826, 0.0001),
-            (5.921934127807617, 2.0791263580322266, 3.8428075313568115, 0.00055),
-            (3.750457763671875, 2.072873830795288, 1.677583932876587, 0.001),
-            (3.5279970169067383, 2.0700724124908447, 1.457924723625183, 0.000505),
+            (8.352190971374512, 2.0818748474121094, 6.270316123962402, 0.0001),
+            (4.330822944641113, 2.0744519233703613, 2.256371259689331, 0.00055),
+            (3.9174609184265137, 2.067115545272827, 1.8503453731536865, 0.001),
+            (3.520293951034546, 2.0569167137145996, 1.4633772373199463, 0.000505),
         ],
     ),
     "sgd-step-softtriple-clip": (
         {"optimizer": "sgd", "lr": 1e-2, "warmup_epochs": 0, "schedule": "step", "milestones": (1,), "gamma": 0.5,
          "grad_clip": 1.0, "metric_loss": "softtriple", "metric_options": {"centers_per_class": 2}},
         [
-            (4.530154228210449, 2.0774736404418945, 2.452680826187134, 0.01),
-            (5.374032497406006, 2.081054925918579, 3.2929775714874268, 0.01),
-            (4.517810821533203, 2.083993911743164, 2.433817148208618, 0.005),
-            (4.84276008605957, 2.0580968856811523, 2.784662961959839, 0.005),
+            (4.881834983825684, 2.0818748474121094, 2.799959897994995, 0.01),
+            (5.111515522003174, 2.0801820755004883, 3.0313334465026855, 0.01),
+            (4.503838539123535, 2.071012258529663, 2.432826042175293, 0.005),
+            (4.7356462478637695, 2.07155179977417, 2.6640946865081787, 0.005),
         ],
     ),
 }
@@ -220,3 +235,63 @@ def test_divergence_without_cross_entropy_is_caught(micro_data: str, tmp_path: P
     finite on NaN features; the objective must still report the divergence."""
     with pytest.raises(TrainingDiverged, match=r"loss became nan at epoch 1 step 2"):
         train(tiny_config(micro_data, tmp_path / "m", epochs=1, lr=1e30, ce_weight=0.0, device="cpu"))
+
+
+def identity_folder(source: str, root: Path, per_identity: int | None = None, split: bool = False) -> Path:
+    """An identity folder (ROOT/<identity>/<image>) made of a Market-layout set's training
+    images; with ``split``, ROOT/train, ROOT/query and ROOT/gallery of different identities."""
+    records = load_dataset(source).train
+    by_pid: dict[int, list[Path]] = {}
+    for record in records:
+        by_pid.setdefault(record.pid, []).append(record.path)
+    for n, (pid, paths) in enumerate(sorted(by_pid.items())):
+        part = ("train" if n < len(by_pid) // 2 else ("query" if n % 2 else "gallery")) if split else ""
+        folder = root / part / f"person{pid}"
+        folder.mkdir(parents=True)
+        for i, path in enumerate(paths[:per_identity]):
+            (folder / f"c{i % 2 + 1}_{i}.jpg").write_bytes(path.read_bytes())
+    if split:
+        # Query and gallery hold the same held-out identities.
+        for folder in list((root / "query").iterdir()):
+            twin = root / "gallery" / folder.name
+            twin.mkdir()
+            for image in list(folder.iterdir())[1:]:
+                image.rename(twin / image.name)
+    return root
+
+
+def test_evaluation_on_the_training_images_is_refused(tiny_data: str, tmp_path: Path) -> None:
+    plain = identity_folder(tiny_data, tmp_path / "plain")
+    steps: list[object] = []
+    with pytest.raises(ConfigError, match=r"--eval-every 1: the query and gallery of folder:.* hold 32 of its training identities"):
+        train(tiny_config(f"folder:{plain}", tmp_path / "m", eval_every=1), TrainCallbacks(on_step=steps.append))
+    assert steps == [] and not (tmp_path / "m").exists()
+    market = load_dataset(tiny_data)
+    leaky = replace(market, query=market.train[:5])
+    assert leaky.evaluation_overlap()[0] > 0 and not leaky.evaluation_split()["held_out"]
+    assert market.evaluation_overlap() == (0, 0)
+
+
+def test_an_evaluation_during_training_says_what_it_was_computed_on(tiny_data: str, tmp_path: Path) -> None:
+    split = identity_folder(tiny_data, tmp_path / "split", split=True)
+    result = train(tiny_config(f"folder:{split}", tmp_path / "m", epochs=1, eval_every=1, p=4, k=2))
+    computed_on = result.history[-1]["eval"]["computed_on"]
+    assert computed_on["held_out"] is True and computed_on["dataset"] == "folder"
+    assert computed_on["query_images"] > 0 and computed_on["identities"] == 16
+    assert 0 < result.history[-1]["coverage"] <= 1
+
+
+def test_a_metric_loss_on_identities_of_one_image_is_refused(tiny_data: str, tmp_path: Path) -> None:
+    singles = identity_folder(tiny_data, tmp_path / "singles", per_identity=1)
+    for loss, options in (("triplet", {"mining": "hard"}), ("contrastive", {"margin": 0.5})):
+        with pytest.raises(ConfigError, match=rf"every one of its 32 training identities has one image, so the metric loss \({loss}\)"):
+            train(tiny_config(f"folder:{singles}", tmp_path / "m", metric_loss=loss, metric_options=options))
+    assert not (tmp_path / "m").exists()
+
+
+def test_an_epochs_coverage_is_recorded(micro_data: str, tmp_path: Path) -> None:
+    starts: list[dict] = []
+    result = train(tiny_config(micro_data, tmp_path / "m", epochs=1, p=4, k=4), TrainCallbacks(on_start=starts.append))
+    drawn, total = starts[0]["coverage"]
+    assert total == 32 and 0 < drawn <= total
+    assert result.history[0]["coverage"] == pytest.approx(drawn / total)

@@ -3,6 +3,7 @@ are checked, so nothing outside the folder is ever opened, written or deleted.""
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import sqlite3
 import subprocess
@@ -131,3 +132,54 @@ def test_a_full_disk_is_one_line_and_the_gallery_stays_intact(tmp_path: Path, co
     assert after == before
     with Gallery.open(folder) as gallery:
         assert len(gallery) == 600 and gallery.index_kind == "flat"
+
+
+@pytest.mark.parametrize(
+    "statement",
+    [
+        "CREATE TRIGGER wipe AFTER INSERT ON items BEGIN DELETE FROM items; END",
+        "CREATE TRIGGER wipe_meta BEFORE UPDATE ON meta BEGIN DELETE FROM items; END",
+        "CREATE VIEW everyone AS SELECT identity FROM items",
+        "CREATE TABLE notes (text TEXT)",
+        "CREATE INDEX items_source ON items(source)",
+        "DROP INDEX items_hash; CREATE INDEX items_hash ON items(source)",
+    ],
+)
+def test_a_schema_no_gallery_creates_is_refused_on_open(tmp_path: Path, statement: str) -> None:
+    folder = small_gallery(tmp_path / "g")
+    with sqlite3.connect(folder / DB_FILE) as db:
+        db.executescript(statement)
+        count = db.execute("SELECT count(*) FROM items").fetchone()[0]
+    with pytest.raises(GalleryError, match="which no gallery creates"):
+        Gallery.open(folder)
+    vectors, labels, _ = clustered(2, 2, seed=5)
+    with pytest.raises(GalleryError, match="which no gallery creates"):
+        with Gallery.open_or_create(folder, make_card()) as gallery:
+            gallery.add(vectors, metas(labels, prefix="new"))
+    line = one_error("gallery", "list", folder)
+    assert DB_FILE in line and "no gallery creates" in line
+    with sqlite3.connect(folder / DB_FILE) as db:
+        assert db.execute("SELECT count(*) FROM items").fetchone()[0] == count
+
+
+def test_a_gallery_of_its_own_schema_opens(tmp_path: Path) -> None:
+    folder = small_gallery(tmp_path / "g")
+    with Gallery.open(folder) as gallery:
+        assert len(gallery) == 30
+
+
+def test_names_that_are_not_utf8_are_stored_escaped_and_the_rest_is_enrolled(tmp_path: Path) -> None:
+    vectors, labels, _ = clustered(3, 2, seed=7)
+    items = metas(labels)
+    items[1] = dataclasses.replace(items[1], source=os.fsdecode(b"photos/caf\xe9.jpg"))
+    items[3] = dataclasses.replace(items[3], identity=os.fsdecode(b"Jos\xe9"), camera=os.fsdecode(b"cam\xff"))
+    with Gallery.create(tmp_path / "g", make_card(), IndexSpec("flat")) as gallery:
+        gallery.add(vectors, items)
+    with Gallery.open(tmp_path / "g") as gallery:
+        stored = gallery.items()
+        assert len(stored) == 6
+        assert {item.source for item in stored} >= {"photos/caf\\xe9.jpg"}
+        assert "Jos\\xe9" in {item.identity for item in stored}
+    assert one_error("gallery", "info", tmp_path / "nowhere").startswith("error:")
+    listed = runner.invoke(app, ["gallery", "info", str(tmp_path / "g"), "--check"])
+    assert listed.exit_code == 0, listed.output

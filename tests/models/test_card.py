@@ -199,3 +199,26 @@ def test_a_link_planted_as_the_temporary_card_is_not_followed(saved: Path, tmp_p
     save_card(load_card(folder), folder)
     assert victim.read_text() == "keep" and load_card(folder).name == "t"
     assert not (folder / f".{CARD_FILE}.tmp-{os.getpid()}").exists()
+
+
+@pytest.mark.parametrize("shape", ["deep", "huge", "deep-in-a-field"])
+def test_a_deep_or_huge_card_is_refused_before_it_is_parsed(saved: Path, tmp_path: Path, shape: str) -> None:
+    folder = tmp_path / "m"
+    folder.mkdir()
+    (folder / WEIGHTS_FILE).write_bytes((saved / WEIGHTS_FILE).read_bytes())
+    card = folder / CARD_FILE
+    if shape == "deep":
+        card.write_text("[" * 100_000 + "]" * 100_000)
+        problem = "a model card nested deeper than 32 levels"
+    elif shape == "deep-in-a-field":
+        data = json.loads((saved / CARD_FILE).read_text())
+        data["training"] = {"history": json.loads("[" * 40 + "1" + "]" * 40)}
+        card.write_text(json.dumps(data))
+        problem = "a model card nested deeper than 32 levels"
+    else:
+        with open(card, "wb") as handle:
+            handle.truncate(30 << 30)
+        problem = "32,212,254,720 bytes, more than the 67,108,864 a model card may have"
+    with pytest.raises(ModelError) as caught:
+        load_model(folder)
+    assert str(caught.value) == f"{card}: {problem}; not read"

@@ -3,6 +3,11 @@ network it came from; every bad file gives one line naming the file and the misf
 
 from __future__ import annotations
 
+import os
+import signal
+import subprocess
+import sys
+import zipfile
 from pathlib import Path
 
 import pytest
@@ -12,15 +17,19 @@ from torch import nn
 from typer.testing import CliRunner
 
 from reid.cli import app
-from reid.errors import ModelError
+from reid.errors import ConfigError, ModelError
 from reid.models import ReidNet, load_encoder, load_model
 from reid.models.card import IMAGENET_MEAN
+from reid.models import checkpoints
+from reid.models.checkpoints import MAX_CHECKPOINT_MEMBERS, MAX_STATE_KEYS, read_state
 from reid.models.imports import import_model
 from reid.models.osnet import OSNet
+from reid.paths import STAGING_MARK
 
 from test_osnet import seeded
 
 ARCH = "osnet_x0_25"
+ROOT = Path(__file__).resolve().parents[2]
 
 
 @pytest.fixture(scope="module")
@@ -126,12 +135,19 @@ def bad_files(tmp_path: Path, torchreid_net: OSNet) -> dict[str, tuple[Path, str
     torch.save(torchvision.models.resnet18(weights=None).state_dict(), tmp_path / "resnet.pth")
     wider = OSNet("osnet_x0_5", num_classes=751)
     torch.save(wider.state_dict(), tmp_path / "wider.pth")
+    state = torchreid_net.state_dict()
+    torch.save({**state, "fc.0.weight": torch.tensor(1.0)}, tmp_path / "scalar.pth")
+    torch.save({**state, "fc.0.weight": torch.empty(512, 512, device="meta")}, tmp_path / "meta-tensor.pth")
+    torch.save({**state, "conv1.conv.weight": state["conv1.conv.weight"].to_sparse()}, tmp_path / "sparse.pth")
     return {
         "pickled": (tmp_path / "whole.pth", "test_checkpoints.Whole), not weights"),
         "text": (tmp_path / "notes.pth", "not a PyTorch checkpoint"),
         "no tensors": (tmp_path / "meta.pth", "without any tensor"),
         "other architecture": (tmp_path / "resnet.pth", "backbone tensors missing (first backbone.conv1.conv.weight)"),
         "other width": (tmp_path / "wider.pth", "layer backbone.conv1.conv.weight is [32, 3, 7, 7] in the file but [16, 3, 7, 7] here"),
+        "0-d layer": (tmp_path / "scalar.pth", "fc.0.weight has shape []; a layer of this kind has 2 dimension(s)"),
+        "meta tensor": (tmp_path / "meta-tensor.pth", "fc.0.weight is a meta tensor (no values)"),
+        "sparse tensor": (tmp_path / "sparse.pth", "conv1.conv.weight is a torch.sparse_coo tensor"),
     }
 
 
@@ -163,3 +179,92 @@ def test_import_cli(torchreid_net: OSNet, tmp_path: Path) -> None:
     assert len(bad.output.strip().splitlines()) == 1 and "pickled whole model" in bad.output
     wrong = runner.invoke(app, ["import", str(tmp_path / "osnet.pth"), "--arch", ARCH, "--out", str(tmp_path / "x"), "--from", "caffe"])
     assert wrong.exit_code == 1 and "--from 'caffe'" in wrong.output
+
+
+def test_import_refuses_to_replace_a_finished_model_unless_told(torchreid_net: OSNet, tmp_path: Path) -> None:
+    torch.save(torchreid_net.state_dict(), tmp_path / "osnet.pth")
+    first = import_model(tmp_path / "osnet.pth", ARCH, tmp_path / "m")
+    before = {p.name: p.read_bytes() for p in (tmp_path / "m").iterdir()}
+    runner = CliRunner()
+    refused = runner.invoke(app, ["import", str(tmp_path / "osnet.pth"), "--arch", ARCH, "--out", str(tmp_path / "m")])
+    assert refused.exit_code == 1 and len(refused.output.strip().splitlines()) == 1, refused.output
+    assert "holds a finished model" in refused.output and "--overwrite" in refused.output
+    assert {p.name: p.read_bytes() for p in (tmp_path / "m").iterdir()} == before
+    reference = torchvision.models.resnet18(weights=None).eval()
+    torch.save({k: v for k, v in reference.state_dict().items() if not k.startswith("fc.")}, tmp_path / "r18.pth")
+    with pytest.raises(ConfigError, match="holds a finished model"):
+        import_model(tmp_path / "r18.pth", "resnet18", tmp_path / "m", source="torchreid")
+    (tmp_path / "m" / "notes.txt").write_text("mine")
+    card = import_model(tmp_path / "r18.pth", "resnet18", tmp_path / "m", source="torchreid", overwrite=True)
+    assert card.architecture == "resnet18" and card.fingerprint != first.fingerprint
+    assert load_model(tmp_path / "m")[1].fingerprint == card.fingerprint
+    assert (tmp_path / "m" / "notes.txt").read_text() == "mine", "the folder's other files are carried over"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["m", "osnet.pth", "r18.pth"], "nothing left beside it"
+
+
+KILLED_MID_SAVE = """
+import os, signal, sys
+from pathlib import Path
+import torch
+from reid.paths import replaced_folder
+folder = Path(sys.argv[1])
+with replaced_folder(folder, ("weights.pt", "card.json")) as stage:
+    torch.save({"x": torch.zeros(3)}, stage / "weights.pt")
+    os.kill(os.getpid(), signal.SIGKILL)
+"""
+
+
+def test_a_model_folder_is_replaced_whole_or_not_at_all(torchreid_net: OSNet, tmp_path: Path) -> None:
+    torch.save(torchreid_net.state_dict(), tmp_path / "osnet.pth")
+    card = import_model(tmp_path / "osnet.pth", ARCH, tmp_path / "m")
+    killed = subprocess.run([sys.executable, "-c", KILLED_MID_SAVE, str(tmp_path / "m")], env={**os.environ, "PYTHONPATH": str(ROOT)})
+    assert killed.returncode == -signal.SIGKILL
+    assert load_model(tmp_path / "m")[1].fingerprint == card.fingerprint, "the old model still loads"
+    leftovers = [p for p in tmp_path.iterdir() if p.name.startswith(".m")]
+    assert len(leftovers) == 1 and (leftovers[0] / STAGING_MARK).is_file()
+    import_model(tmp_path / "osnet.pth", ARCH, tmp_path / "m", overwrite=True)
+    assert not leftovers[0].exists(), "a killed run's half-written folder is removed by the next save"
+    assert load_model(tmp_path / "m")[1].fingerprint == card.fingerprint
+
+
+def zip_bomb(path: Path, unpacked: int) -> Path:
+    """A checkpoint whose tensor storage is ``unpacked`` bytes of zeros, deflated to a few kB."""
+    torch.save({"w": torch.zeros(4)}, path)
+    with zipfile.ZipFile(path) as source:
+        members = [(info, source.read(info)) for info in source.infolist()]
+    with zipfile.ZipFile(path, "w") as bomb:
+        for info, payload in members:
+            if info.filename.endswith("data/0"):
+                deflated = zipfile.ZipInfo(info.filename)
+                deflated.compress_type = zipfile.ZIP_DEFLATED
+                with bomb.open(deflated, "w", force_zip64=True) as member:
+                    zeros = bytes(1 << 20)
+                    for _ in range(unpacked >> 20):
+                        member.write(zeros)
+            else:
+                bomb.writestr(info, payload)
+    return path
+
+
+def test_bombs_and_huge_state_dicts_are_refused_before_loading(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(checkpoints, "MAX_CHECKPOINT_BYTES", 32 << 20)
+    bomb = tmp_path / "bomb.pth"
+    zip_bomb(bomb, 64 << 20)
+    assert bomb.stat().st_size < 1 << 20
+    with zipfile.ZipFile(bomb) as archive:  # deflated for real: the small file unpacks large
+        assert sum(i.file_size for i in archive.infolist()) > 64 << 20
+    with pytest.raises(ModelError, match=r"bomb.pth: unpacks to 67,1.* bytes, more than the 33,554,432 a checkpoint may have"):
+        read_state(bomb)
+    with open(tmp_path / "huge.pth", "wb") as handle:
+        handle.truncate(40 << 20)
+    with pytest.raises(ModelError, match=r"huge.pth: 41,943,040 bytes, more than the 33,554,432"):
+        import_model(tmp_path / "huge.pth", ARCH, tmp_path / "m")
+    many = {f"t{i}": torch.zeros(1) for i in range(MAX_CHECKPOINT_MEMBERS + 10)}
+    torch.save(many, tmp_path / "many.pth")
+    with pytest.raises(ModelError, match=r"many.pth: 50,0.* entries, more than the 50,000 a checkpoint may have"):
+        read_state(tmp_path / "many.pth")
+    shared = torch.zeros(MAX_STATE_KEYS + 10)
+    torch.save({f"t{i}": shared[i : i + 1] for i in range(MAX_STATE_KEYS + 10)}, tmp_path / "views.pth")
+    with pytest.raises(ModelError, match=r"views.pth: 20,010 entries, more than the 20,000 a network's state_dict may have"):
+        read_state(tmp_path / "views.pth")
+    assert not (tmp_path / "m").exists()

@@ -5,6 +5,10 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import os
+import subprocess
+import sys
+import time
 from pathlib import Path
 
 import matplotlib
@@ -19,8 +23,24 @@ from reid.errors import ModelError
 from reid.models import ReidNet
 from reid.models.backbones import timm_model, torchvision_model
 from reid.models.checkpoints import artefact_state
-from reid.models.registry import ARTEFACTS, KINDS, Artefact, artefact_path, cached, fetch, fetch_artefact, file_sha256
+from reid.engine.demo import demo_config
+from reid.models import registry
+from reid.models.osnet import OSNet
+from reid.models.registry import (
+    ARTEFACTS,
+    KINDS,
+    STALE_PARTIAL_SECONDS,
+    Artefact,
+    artefact_path,
+    cache_state,
+    cached,
+    fetch,
+    fetch_artefact,
+    file_sha256,
+    remove_fetch_leftovers,
+)
 
+ROOT = Path(__file__).resolve().parents[2]
 MILITARY_UNIFORM = 652  # ImageNet class of grace_hopper.jpg
 
 
@@ -50,16 +70,78 @@ def test_cache_location_follows_the_environment(tmp_path: Path, monkeypatch: pyt
     assert artefact_path(artefact) == tmp_path / "elsewhere" / artefact.name / artefact.filename
 
 
-def test_corrupt_cached_file_is_detected_and_fetched_again(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_cached_file_failing_its_check_is_named_and_left_alone(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("REID_CACHE_DIR", str(tmp_path))
     artefact = ARTEFACTS["efficientnet_lite0.imagenet"]
     path = fetch(artefact.name)
     assert file_sha256(path) == artefact.sha256
     path.write_bytes(b"truncated download")
-    assert cached(artefact) is None
-    assert fetch(artefact.name) == path
-    assert file_sha256(path) == artefact.sha256
+    assert cached(artefact) is None and cache_state(artefact) == "check failed"
+    with pytest.raises(ModelError) as info:
+        fetch(artefact.name)
+    message = str(info.value)
+    assert message.startswith(f"{path}: is not {artefact.name} (18 bytes with SHA-256 ")
+    assert f"expected SHA-256 {artefact.sha256}" in message and artefact.location in message and "left as it is" in message
+    assert path.read_bytes() == b"truncated download", "a file the program did not write is never replaced"
+    path.unlink()
+    assert fetch(artefact.name) == path and file_sha256(path) == artefact.sha256
     assert not list(path.parent.glob(".*.tmp-*")), "an atomic write leaves no temporary file"
+
+
+def test_a_torchvision_file_placed_by_hand_with_another_hash_is_kept(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("TORCH_HOME", str(tmp_path / "torch"))
+    for name in ("resnet18.imagenet", "mobilenet_v2.imagenet"):
+        artefact = ARTEFACTS[name]
+        path = artefact_path(artefact)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_bytes(b"placed by hand")
+        for _ in range(2):
+            with pytest.raises(ModelError, match=f"expected a SHA-256 starting {artefact.sha256}"):
+                fetch(name)
+        assert path.read_bytes() == b"placed by hand"
+
+
+def test_stale_temporaries_of_a_killed_fetch_are_removed(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("REID_CACHE_DIR", str(tmp_path))
+    monkeypatch.setenv("TORCH_HOME", str(tmp_path / "torch"))
+    artefact = ARTEFACTS["efficientnet_lite0.imagenet"]
+    folder = artefact_path(artefact).parent
+    folder.mkdir(parents=True)
+    dead = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True)
+    stale = folder / f".{artefact.filename}.tmp-{int(dead.stdout)}"
+    stale.write_bytes(b"half")
+    mine = folder / "notes.txt"
+    mine.write_text("mine")
+    fetch(artefact.name)
+    assert not stale.exists() and mine.read_text() == "mine"
+    torchvision_artefact = ARTEFACTS["resnet18.imagenet"]
+    hub = artefact_path(torchvision_artefact).parent
+    hub.mkdir(parents=True)
+    old = hub / f"{torchvision_artefact.filename}.{'a' * 32}.partial"
+    fresh = hub / f"{torchvision_artefact.filename}.{'b' * 32}.partial"
+    other = hub / f"{torchvision_artefact.filename}.mine.partial"
+    for leftover in (old, fresh, other):
+        leftover.write_bytes(b"part")
+    os.utime(old, (time.time() - 2 * STALE_PARTIAL_SECONDS,) * 2)
+    os.utime(other, (time.time() - 2 * STALE_PARTIAL_SECONDS,) * 2)
+    assert remove_fetch_leftovers(torchvision_artefact) == [old]
+    assert fresh.exists() and other.exists()
+
+
+def test_huge_cached_files_are_never_hashed(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("REID_CACHE_DIR", str(tmp_path))
+    hashed: list[Path] = []
+    monkeypatch.setattr(registry, "file_sha256", lambda path: hashed.append(path) or "0" * 64)
+    for name in ("efficientnet_lite0.imagenet", "osnet_x0_25.imagenet"):
+        path = artefact_path(ARTEFACTS[name])
+        path.parent.mkdir(parents=True, exist_ok=True)
+        with open(path, "wb") as handle:
+            handle.truncate(30 << 30)  # sparse: 30 GB on paper, nothing on disk
+        assert cached(ARTEFACTS[name]) is None and cache_state(ARTEFACTS[name]) == "check failed"
+        with pytest.raises(ModelError, match="larger than any artefact"):
+            fetch(name)
+    demo_config(verify=False)
+    assert hashed == []
 
 
 def test_unknown_name_is_one_line() -> None:
@@ -173,18 +255,75 @@ def test_models_cli(imagenet_wheels: dict[str, Path], tmp_path: Path) -> None:
     assert bad.exit_code == 1 and len(bad.output.strip().splitlines()) == 1
 
 
-def test_unpublished_hash_is_recorded_at_first_download_and_held_to(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def osnet_file(path: Path, seed: int = 0) -> Path:
+    torch.manual_seed(seed)
+    torch.save(OSNet("osnet_x0_25", num_classes=10).state_dict(), path)
+    return path
+
+
+def test_unpublished_hash_is_recorded_once_the_file_checks_as_a_checkpoint(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("REID_CACHE_DIR", str(tmp_path / "cache"))
-    source = tmp_path / "published.pth"
-    torch.save({"w": torch.arange(4.0)}, source)
+    source = osnet_file(tmp_path / "published.pth")
     artefact = dataclasses.replace(ARTEFACTS["osnet_x0_25.imagenet"], name="local.test", location=source.as_uri(), sha256="")
     path = fetch_artefact(artefact)
     recorded = path.with_name(path.name + ".sha256")
     assert recorded.read_text().strip() == file_sha256(source) == file_sha256(path)
     path.write_bytes(b"bit rot")
-    assert fetch_artefact(artefact) == path and file_sha256(path) == file_sha256(source)
-    # The publisher replaces the file: a refetch no longer matches what was first recorded.
-    torch.save({"w": torch.zeros(4)}, source)
-    path.write_bytes(b"bit rot")
-    with pytest.raises(ModelError, match="expected"):
+    with pytest.raises(ModelError, match="expected SHA-256"):
         fetch_artefact(artefact)
+    assert path.read_bytes() == b"bit rot"
+    # A download that is not the architecture's checkpoint is never recorded.
+    (tmp_path / "wrong.pth").write_bytes(b"")
+    torch.save({"w": torch.arange(4.0)}, tmp_path / "wrong.pth")
+    wrong = dataclasses.replace(artefact, name="wrong.test", location=(tmp_path / "wrong.pth").as_uri())
+    with pytest.raises(ModelError, match="is not its checkpoint"):
+        fetch_artefact(wrong)
+    assert not artefact_path(wrong).exists()
+
+
+@pytest.mark.parametrize("placed", ["truncated", "another network"])
+def test_a_file_placed_by_hand_without_a_published_hash_is_checked_before_it_counts(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, placed: str
+) -> None:
+    monkeypatch.setenv("REID_CACHE_DIR", str(tmp_path / "cache"))
+    artefact = ARTEFACTS["osnet_x0_25.market1501"]
+    path = artefact_path(artefact)
+    path.parent.mkdir(parents=True)
+    good = osnet_file(tmp_path / "good.pth")
+    if placed == "truncated":
+        path.write_bytes(good.read_bytes()[: good.stat().st_size // 2])
+    else:
+        torch.save(torchvision_model("resnet18").state_dict(), path)
+    before = path.read_bytes()
+    assert cached(artefact) is None and cache_state(artefact) == "unchecked"
+    with pytest.raises(ModelError) as info:
+        fetch(artefact.name)
+    assert str(info.value).startswith(f"{path}: is not {artefact.name} (") and "left as it is" in str(info.value)
+    assert path.read_bytes() == before and not path.with_name(path.name + ".sha256").exists()
+    listed = CliRunner().invoke(app, ["models", "list", "--json", str(tmp_path / "list.json")])
+    assert listed.exit_code == 0, listed.output
+    row = next(row for row in json.loads((tmp_path / "list.json").read_text()) if row["name"] == artefact.name)
+    assert row["cached"] is False and row["cache_state"] == "unchecked"
+    path.write_bytes(good.read_bytes())
+    assert fetch(artefact.name) == path and cache_state(artefact) == "yes"
+
+
+def test_models_list_never_cuts_names_in_a_pipe() -> None:
+    listed = subprocess.run(
+        [sys.executable, "-m", "reid", "models", "list"], capture_output=True, text=True, env={**os.environ, "COLUMNS": "80"},
+        cwd=ROOT, timeout=600,
+    )
+    assert listed.returncode == 0, listed.stderr
+    assert max(len(line) for line in listed.stdout.splitlines()) <= 80
+    found = [line for line in listed.stdout.splitlines() if "osnet" in line]
+    for name in ARTEFACTS:
+        assert any(name in line.split() for line in listed.stdout.splitlines()), name
+    assert len(found) >= 15
+
+
+def test_paths_with_terminal_codes_are_printed_as_text(tmp_path: Path) -> None:
+    cache = tmp_path / "cache\x1b[2J\x1b[31mred\x07"
+    for args in (["models", "path", "osnet_x0_25.imagenet"], ["models", "fetch", "osnet_x0_25.imagenet"]):
+        result = CliRunner().invoke(app, args, env={"REID_CACHE_DIR": str(cache)})
+        assert "\x1b" not in result.output and "\x07" not in result.output
+        assert "\\x1b[2J\\x1b[31mred\\x07" in result.output, result.output

@@ -130,10 +130,15 @@ def test_ctrl_c_stops_the_query_and_keeps_what_was_written(tmp_path: Path) -> No
         events = out / "ev.jsonl"
         while time.monotonic() < deadline and child.poll() is None:
             if events.is_file() and events.stat().st_size > 0:
+                # Held still at once, so that however busy the machine (and however long
+                # this process waits for its turn) the query cannot run on to its end
+                # before the interrupt reaches it; the interrupt then lands on resuming.
+                child.send_signal(signal.SIGSTOP)
                 break
-            time.sleep(0.2)
+            time.sleep(0.01)
         assert child.poll() is None, "the query ended before it could be interrupted: " + child.stderr.read()
         child.send_signal(signal.SIGINT)
+        child.send_signal(signal.SIGCONT)
         stdout, stderr = child.communicate(timeout=120)
     finally:
         if child.poll() is None:

@@ -141,3 +141,35 @@ def test_mot_output_counts_frames_from_one_and_drops_short_tracks(tmp_path: Path
     rows = read_mot(path)
     assert [(r.frame, r.id) for r in rows] == [(1, 1), (2, -1), (2, 1), (3, -1), (3, 1)]
     assert rows[0].box == tuple(float(v) for v in results[0].detections[0].box)
+
+
+def test_crops_are_not_written_through_links_planted_in_the_folder(tmp_path: Path) -> None:
+    out = tmp_path / "crops"
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    out.mkdir()
+    (out / "ann").symlink_to(elsewhere)
+    with pytest.raises(ConfigError, match="ann: a link or a file is here"):
+        CropWriter(out).write(frame(["ann"]))
+    assert list(elsewhere.iterdir()) == []
+    victim = tmp_path / "victim.jpg"
+    victim.write_bytes(b"the user's photo")
+    (out / "bob").mkdir()
+    (out / "bob" / "street_f000000_0.jpg").symlink_to(victim)
+    writer = CropWriter(out)
+    writer.write(frame(["bob"]))
+    assert victim.read_bytes() == b"the user's photo"
+    crop = out / "bob" / "street_f000000_0.jpg"
+    assert not crop.is_symlink() and cv2.imread(str(crop)) is not None
+
+
+def test_event_and_track_files_are_not_written_through_a_link(tmp_path: Path) -> None:
+    victim = tmp_path / "victim.txt"
+    victim.write_text("keep")
+    for name in ("events.jsonl", "tracks.jsonl"):
+        (tmp_path / name).symlink_to(victim)
+    with QueryOutputs(jsonl=tmp_path / "events.jsonl", tracks=tmp_path / "tracks.jsonl") as outputs:
+        outputs.write(frame(["ann", None]))
+    assert victim.read_text() == "keep"
+    events = (tmp_path / "events.jsonl").read_text().splitlines()
+    assert len(events) == 2 and not (tmp_path / "events.jsonl").is_symlink()

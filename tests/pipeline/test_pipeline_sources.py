@@ -2,6 +2,13 @@
 
 from __future__ import annotations
 
+import functools
+import http.server
+import socket
+import socketserver
+import struct
+import threading
+from collections.abc import Iterator
 from pathlib import Path
 
 import cv2
@@ -98,3 +105,92 @@ def test_a_gif_or_an_image_under_another_extension_is_an_image(tmp_path: Path) -
     # In a folder, the extension decides: the .data file is named, not guessed at.
     assert [Path(p).name for p in folder.paths] == ["photo.gif"]
     assert [Path(p).name for p, _ in folder.unreadable] == ["photo.data"]
+
+
+def variable_rate_mp4(path: Path, frames: int = 20) -> Path:
+    """An MP4 whose first half runs at 10 frames a second and second half at 3.3 (as a
+    phone records when the light drops): written at 10 fps by OpenCV, then its
+    time-to-sample table rewritten to give the second half three times the duration."""
+    writer = cv2.VideoWriter(str(path), cv2.VideoWriter_fourcc(*"mp4v"), 10, (64, 48))
+    for i in range(frames):
+        writer.write(np.full((48, 64, 3), i * 10, np.uint8))
+    writer.release()
+    data = bytearray(path.read_bytes())
+    parents: list[int] = []
+
+    def find(start: int, end: int) -> int | None:
+        pos = start
+        while pos < end:
+            size, kind = struct.unpack(">I4s", data[pos : pos + 8])
+            if kind in (b"moov", b"trak", b"mdia", b"minf", b"stbl"):
+                parents.append(pos)
+                found = find(pos + 8, pos + size)
+                if found is not None:
+                    return found
+                parents.pop()
+            if kind == b"stts":
+                return pos
+            pos += size
+        return None
+
+    stts = find(0, len(data))
+    assert stts is not None
+    _, _, count, delta = struct.unpack(">IIII", data[stts + 8 : stts + 24])
+    half = count // 2
+    data[stts : stts + 24] = struct.pack(">I4sIIIIII", 32, b"stts", 0, 2, half, delta, count - half, 3 * delta)
+    # The index (moov) follows the frames (mdat), so growing it moves no frame offset.
+    for pos in parents:
+        data[pos : pos + 4] = struct.pack(">I", struct.unpack(">I", data[pos : pos + 4])[0] + 8)
+    path.write_bytes(bytes(data))
+    return path
+
+
+def test_video_times_are_the_containers_not_frame_over_fps(tmp_path: Path) -> None:
+    source = open_source(variable_rate_mp4(tmp_path / "phone.mp4"))
+    frames = list(source.frames())
+    times = [f.time for f in frames]
+    assert len(frames) >= 12
+    assert times[:10] == pytest.approx([i / 10 for i in range(10)], abs=1e-3)
+    assert times[10:12] == pytest.approx([1.0, 1.3], abs=1e-3), "the slow half is 0.3 s a frame"
+    assert source.fps is not None and abs(times[-1] - frames[-1].index / source.fps) > 0.5, "frame / fps is far off here"
+    write_street_video(tmp_path / "steady.avi", count=6, fps=5)
+    assert [f.time for f in open_source(tmp_path / "steady.avi").frames()] == pytest.approx([0.0, 0.2, 0.4, 0.6, 0.8, 1.0])
+
+
+@pytest.fixture()
+def http_folder(tmp_path: Path) -> Iterator[str]:
+    handler = functools.partial(http.server.SimpleHTTPRequestHandler, directory=str(tmp_path))
+    handler.log_message = lambda *args: None  # type: ignore[method-assign]
+    server = socketserver.TCPServer(("127.0.0.1", 0), handler)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield f"http://127.0.0.1:{server.server_address[1]}"
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
+def test_a_network_stream_lost_mid_run_is_an_error_after_its_frames(tmp_path: Path, http_folder: str) -> None:
+    write_street_video(tmp_path / "cam.avi", count=8, fps=10, size=(160, 120))
+    source = open_source(f"{http_folder}/cam.avi")
+    assert source.live and not source.ends
+    received = []
+    with pytest.raises(DataError, match=r"cam.avi: the stream was lost after 8 frames"):
+        for frame in source.frames():
+            received.append(frame.index)
+    assert received == list(range(8)), "every frame that came was given first"
+    assert len(list(open_source(f"file://{tmp_path / 'cam.avi'}").frames())) == 8, "a file:// stream simply ends"
+
+
+def test_a_refused_or_unknown_stream_address_says_what_happened() -> None:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    for url, problem in (
+        (f"rtsp://127.0.0.1:{port}/live", f"cannot open stream: connection refused by 127.0.0.1:{port}"),
+        ("rtsp://camera.invalid/live", "cannot open stream: the host name camera.invalid does not resolve"),
+    ):
+        with pytest.raises(DataError) as caught:
+            list(open_source(url).frames())
+        assert str(caught.value).startswith(f"{url}: {problem}") and "decoder" not in str(caught.value)
