@@ -50,6 +50,18 @@ THRESHOLD_SOURCE = (
     f"dlib's recommended {AUTHORS_THRESHOLD} on raw descriptor distance, divided by the median descriptor "
     f"norm {MEDIAN_DESCRIPTOR_NORM} (measured on ORL): Euclidean distance between L2-normalized descriptors"
 )
+# (rate, distance) over the 78,000 impostor pairs of the 400 ORL photos, as printed by
+# ``python benchmarks/bench_faces.py --calibrate``: what --far and the far-looser note read.
+IMPOSTOR_QUANTILES = (
+    (1.0, 0.753697), (0.99, 0.670286), (0.95, 0.629049), (0.9, 0.606576),
+    (0.8, 0.580357), (0.7, 0.561389), (0.6, 0.546083), (0.56234132519, 0.540775),
+    (0.5, 0.53216), (0.4, 0.518659), (0.316227766017, 0.50697), (0.3, 0.504643),
+    (0.2, 0.487692), (0.177827941004, 0.483156), (0.1, 0.464229), (0.056234132519, 0.447889),
+    (0.031622776602, 0.432371), (0.0177827941, 0.418888), (0.01, 0.407134), (0.005623413252, 0.394799),
+    (0.00316227766, 0.383942), (0.00177827941, 0.373953), (0.001, 0.366367), (0.000562341325, 0.357943),
+    (0.000316227766, 0.35286), (0.000177827941, 0.349248), (0.0001, 0.342849), (5.6234133e-05, 0.340644),
+    (3.1622777e-05, 0.339417), (1.7782794e-05, 0.338484),
+)
 DEFAULT_MAX_UPSAMPLE = 2
 DEFAULT_MAX_PIXELS = 4_000_000
 
@@ -107,6 +119,7 @@ def dlib_face_card(fingerprint: str) -> ModelCard:
         metrics={"lfw_accuracy_reported_by_authors": 0.9938},
         threshold=THRESHOLD,
         threshold_source=THRESHOLD_SOURCE,
+        impostor_quantiles=IMPOSTOR_QUANTILES,
         format="dlib",
         normalized_output=False,
     )
