@@ -39,6 +39,7 @@ import numpy as np
 from PIL import Image
 
 from reid.data.io import read_image
+from reid.detect import default_detector
 from reid.gallery import Gallery, ItemMeta
 from reid.models import load_encoder, stand_in_model
 from reid.pipeline import QueryConfig, QueryRun, open_source
@@ -267,7 +268,7 @@ def main() -> None:
                 run = QueryRun(gallery, encoder, open_source(str(video), max_frames=frames), QueryConfig(detect="person"))
                 for _ in run:
                     pass
-            print(f"\nwatch on vtest.avi, {frames} frames, HOG person detector, tracked")
+            print(f"\nwatch on vtest.avi, {frames} frames, {default_detector('person')} person detector (reid's default), tracked")
             print(f"  watch (server) {state['fps']:6.2f} frames/s ({state['state']}, dropped {state['dropped']})")
             print(f"  in process     {run.stats.fps:6.2f} frames/s (reid query's QueryRun)")
             print(f"  ratio watch / in process: {state['fps'] / run.stats.fps:.2f}")
