@@ -47,8 +47,9 @@ class Ready(Strict):
 
 class ThresholdOut(Strict):
     value: float = Field(description="Distance at or under which two embeddings are the same subject, in (0, 2].")
-    source: str = Field(description="given, model card, gallery or default.")
+    source: str = Field(description="given, gallery calibration, model card, gallery or default.")
     detail: str = Field(description="Where exactly: request, serve settings, the card's calibration, the gallery.")
+    note: str = Field("", description="One line when the threshold is doubtful here (e.g. a card calibrated on synthetic data, or a given value far looser than the card's).")
 
 
 class GalleryOut(Strict):

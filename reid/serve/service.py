@@ -451,7 +451,7 @@ class Service:
 
 
 def _threshold(threshold: Threshold) -> dict[str, Any]:
-    return {"value": threshold.value, "source": threshold.source, "detail": threshold.detail}
+    return {"value": threshold.value, "source": threshold.source, "detail": threshold.detail, "note": threshold.note}
 
 
 def _item(item: Any) -> dict[str, Any]:
