@@ -10,7 +10,7 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
-from reid import THRESHOLD_HELP, ReidError, printable
+from reid import THRESHOLD_HELP, ReidError, printable, write_bytes_atomic
 from reid.data import quiet_opencv
 from reid.gallery import Gallery
 from reid.models import SFACE, load_encoder, stand_in_model
@@ -162,7 +162,7 @@ def main(
         }
         if scene is not None:
             summary["demo"] = vars(score_demo(decisions, scene.truth))
-        (out / "summary.json").write_text(json.dumps(summary, indent=2) + "\n")
+        write_bytes_atomic(out / "summary.json", (json.dumps(summary, indent=2) + "\n").encode("utf-8"))
     except (ReidError, OSError) as exc:  # an OS error names its file in one line too
         err_console.print(Text.assemble(("error:", "bold red"), " ", printable(exc)), soft_wrap=True)
         raise typer.Exit(1) from None
