@@ -311,7 +311,7 @@ def main(
     skipped = report.skipped_images + held.skipped_images
     if skipped:
         console.print(f"{skipped} photos could not be embedded (no face found?); their pairs were left out")
-    console.print(f"wrote {out / 'calibration.json'}", highlight=False)
+    console.print(f"wrote {printable(out / 'calibration.json')}", highlight=False)
 
 
 if __name__ == "__main__":
