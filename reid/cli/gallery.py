@@ -105,8 +105,8 @@ def enroll(
     )
     if json_out:
         check_output_file(json_out, "--json")
-    entries = plan_enrolment(paths, identity)
     config = EnrolConfig(**given(batch_size=batch_size, no_face=no_face, detect=detect, detector=detector))
+    entries = plan_enrolment(paths, identity)
     print_fallback_note(detector, config.detect)
     encoder = load_encoder(model)
     folder = resolve_gallery_path(gallery)
@@ -247,7 +247,7 @@ def query(
         track=track,
         tracker=TrackerConfig(high_score=high_score),
     )
-    media = open_source(source, **given(every=every), max_frames=max_frames)
+    media = open_source(source, **given(every=every, max_frames=max_frames))
     encoder = load_encoder(model)
     with Gallery.open(resolve_gallery_path(gallery)) as store:
         run = QueryRun(store, encoder, media, config)

@@ -66,7 +66,7 @@ def test_demo_json_has_both_rows(micro: Path, tmp_path: Path) -> None:
     [
         (["--data", "market1501:/nonexistent/x"], "/nonexistent/x: dataset folder not found"),
         (["--data", "imagenet:/x"], "unknown dataset kind 'imagenet'"),
-        (["--size", "big"], "--size 'big': expected HxW"),
+        (["--size", "big"], "--size 'big': expected HEIGHTxWIDTH"),
         (["--loss-option", "margin"], "--loss-option 'margin': expected KEY=VALUE"),
         (["--loss", "triplet", "--loss-option", "margin=wide"], "option margin='wide' is not a valid float"),
     ],
