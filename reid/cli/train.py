@@ -274,6 +274,7 @@ def demo_command(
         ["encoder", *METRIC_KEYS, "valid queries"],
         [metric_row("untrained", result.untrained.to_dict()), metric_row("trained", result.trained.to_dict())],
     )
+    console.print(computed_on_line(result.computed_on), highlight=False)
     console.print(result.start, soft_wrap=True, highlight=False)
     console.print(f"trained model in {printable(result.model_dir)}; total {result.seconds:.0f} s")
     if json_file:
