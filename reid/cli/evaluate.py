@@ -45,7 +45,7 @@ def eval_command(
     ),
     plot: Path | None = typer.Option(None, "--plot", help="Write ranked_list.png and cmc.png into this folder."),
     batch_size: int | None = typer.Option(
-        None, "--batch-size", min=1, help=with_default("Images per encoder batch.", default_of(evaluate_encoder, "batch_size"))
+        None, "--batch-size", help=with_default("Images per encoder batch.", default_of(evaluate_encoder, "batch_size"))
     ),
     input_size: str | None = INPUT_SIZE_OPTION,
     mean: str | None = MEAN_OPTION,
@@ -53,6 +53,7 @@ def eval_command(
     rgb: bool | None = RGB_OPTION,
 ) -> None:
     """Evaluate a model under the Market-1501 protocol (same-identity same-camera gallery items removed)."""
+    options = given(batch_size=batch_size)
     encoder = load_encoder(model, preprocessing=preprocessing_from_flags(input_size, mean, std, rgb))
     dataset = load_dataset(data)
     total = len(dataset.query) + len(dataset.gallery)
@@ -65,7 +66,7 @@ def eval_command(
             rerank=rerank,
             on_progress=lambda done, _total: progress.update(task, completed=done),
             skip_unreadable=True,
-            **given(batch_size=batch_size),
+            **options,
         )
     result = evaluation.result
     computed_on = evaluated_on(dataset, encoder.card.training_data)

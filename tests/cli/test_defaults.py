@@ -89,6 +89,7 @@ def test_commands_refuse_options_out_of_range_in_one_line(tmp_path) -> None:
         (["query", str(tmp_path), "-m", "m", "-g", "g", "--top-k", str(10**9)], "--top-k 1000000000: must be between"),
         (["enroll", str(tmp_path), "-m", "m", "-g", "g", "--batch-size", "0"], "--batch-size 0: must be between"),
         (["serve", "--threads", "0"], "--threads 0: must be between"),
+        (["eval", "-m", "m", "--data", str(tmp_path), "--batch-size", "0"], "--batch-size 0: must be between"),
         (["eval", "-m", "m", "--data", str(tmp_path), "--input-size", "100000x100000"], "between 8 and 4096 pixels"),
         (["verify", "a.jpg", "b.jpg", "-m", "m", "--mean", "nan,0,0"], "--mean 'nan,0,0': every value must be between 0 and 1"),
         (["train", "--data", str(tmp_path), "--size", "100000x100000", "--out", str(tmp_path / "o")], "--size '100000x100000'"),
