@@ -20,6 +20,7 @@ from reid.decision import (
     similarity_to_distance,
 )
 from reid.errors import ConfigError, DataError, GalleryError, ModelError, ReidError
+from reid.paths import write_atomic, write_bytes_atomic
 from reid.serial import as_dict
 from reid.text import printable
 
@@ -41,4 +42,6 @@ __all__ = [
     "printable",
     "resolve_threshold",
     "similarity_to_distance",
+    "write_atomic",
+    "write_bytes_atomic",
 ]

@@ -244,6 +244,8 @@ def replaced_atomically(path: Path) -> Iterator[Path]:
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = temporary_path(path)
+    # A leftover or a link planted at the temporary's name would be written through by name.
+    tmp.unlink(missing_ok=True)
     try:
         yield tmp
         _fsync_file(tmp)

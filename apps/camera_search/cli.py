@@ -33,7 +33,7 @@ def _print_tables(result: SearchResult) -> None:
         cameras.add_column(column, justify="left" if column in ("camera", "source") else "right")
     for run in result.cameras:
         fps = run.frames / run.wall_seconds if run.wall_seconds > 0 else 0.0
-        cameras.add_row(run.name, run.source, str(run.frames), str(run.detections), str(len(run.tracks)), f"{fps:.1f}")
+        cameras.add_row(printable(run.name), printable(run.source), str(run.frames), str(run.detections), str(len(run.tracks)), f"{fps:.1f}")
     console.print(cameras)
     identities = Table(title=f"identities (threshold {result.threshold:.4f})")
     for column in ("identity", "cameras", "tracks"):
@@ -44,7 +44,7 @@ def _print_tables(result: SearchResult) -> None:
             seen.setdefault(event.identity, []).append(f"cam{event.camera}#{event.track}")
     for identity, tracks in seen.items():
         cameras_seen = sorted({t.split("#")[0] for t in tracks})
-        identities.add_row(identity, ", ".join(cameras_seen), " ".join(tracks))
+        identities.add_row(printable(identity), ", ".join(cameras_seen), " ".join(tracks))
     console.print(identities)
     unknown = sum(e.identity is None for e in result.events)
     if unknown:
@@ -108,14 +108,14 @@ def main(
                 raise ReidError("--demo generates its own videos; give no VIDEO arguments with it")
             scene = write_demo_videos(out / "demo", frames=demo_frames)
             videos = [str(v) for v in scene.videos]
-            console.print(f"wrote demo videos {', '.join(videos)}", highlight=False)
+            console.print(f"wrote demo videos {', '.join(printable(v) for v in videos)}", highlight=False)
             if model is None:
                 if DEMO_MODEL.is_dir():
                     model = str(DEMO_MODEL)
                 else:
                     model = str(stand_in_model(out / "demo" / "model", "person", name="untrained-stand-in"))
                     console.print(
-                        f"no --model and no {DEMO_MODEL} (made by 'reid demo'): using an untrained stand-in "
+                        f"no --model and no {printable(DEMO_MODEL)} (made by 'reid demo'): using an untrained stand-in "
                         "encoder, so names are rough guesses",
                         highlight=False,
                     )
@@ -167,8 +167,8 @@ def main(
             f"{score.wrong} after another, {score.unknown} left unknown",
             highlight=False,
         )
-    console.print(f"wrote {files.events_jsonl}, {files.events_sqlite}, {files.report}", highlight=False)
-    console.print(f"wrote {', '.join(str(v) for v in files.videos)}", highlight=False)
+    console.print(f"wrote {printable(files.events_jsonl)}, {printable(files.events_sqlite)}, {printable(files.report)}", highlight=False)
+    console.print(f"wrote {', '.join(printable(v) for v in files.videos)}", highlight=False)
     if result.interrupted:
         err_console.print("interrupted: outputs cover the frames read so far")
         raise typer.Exit(130)

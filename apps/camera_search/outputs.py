@@ -16,7 +16,7 @@ from typing import Any
 import cv2
 import numpy as np
 
-from reid import ConfigError, DataError
+from reid import ConfigError, DataError, write_bytes_atomic
 from reid.pipeline import VideoWriter, draw_box, identity_colour, open_source
 
 from apps.camera_search.search import CameraRun, SearchConfig, SearchResult, TrackEvent
@@ -78,11 +78,7 @@ def write_thumbnails(result: SearchResult, folder: Path, out: Path) -> None:
 
 
 def write_events_jsonl(events: list[TrackEvent], path: Path) -> None:
-    tmp = path.with_name(f".{path.name}.tmp")
-    with open(tmp, "w", encoding="utf-8") as handle:
-        for event in events:
-            handle.write(json.dumps(event.to_dict()) + "\n")
-    os.replace(tmp, path)
+    write_bytes_atomic(path, "".join(json.dumps(event.to_dict()) + "\n" for event in events).encode("utf-8"))
 
 
 def write_events_sqlite(result: SearchResult, path: Path) -> None:
@@ -251,7 +247,7 @@ def write_report(result: SearchResult, config: SearchConfig, model: str, path: P
 </table>
 </body></html>
 """
-    path.write_text(page, encoding="utf-8")
+    write_bytes_atomic(path, page.encode("utf-8"))
 
 
 def summary(result: SearchResult, config: SearchConfig, model: str, files: OutputFiles) -> dict[str, Any]:
@@ -296,5 +292,5 @@ def write_outputs(result: SearchResult, config: SearchConfig, model: str, video_
     for run, video in zip(result.cameras, files.videos, strict=True):
         write_annotated_video(run, result.events, config, video)
     write_report(result, config, model, files.report)
-    files.summary.write_text(json.dumps(summary(result, config, model, files), indent=2) + "\n")
+    write_bytes_atomic(files.summary, (json.dumps(summary(result, config, model, files), indent=2) + "\n").encode("utf-8"))
     return files

@@ -35,7 +35,7 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
-from reid import ConfigError, DataError, ReidError, as_dict, printable
+from reid import ConfigError, DataError, ReidError, as_dict, printable, write_bytes_atomic
 from reid.evaluation import (
     ThresholdChoice,
     calibrate_model,
@@ -263,7 +263,7 @@ def calibrate_on_people(
         skipped_images=len(calibration.scores.skipped_images),
         detect=detect,
     )
-    (out / "calibration.json").write_text(json.dumps(report.to_dict(), indent=2) + "\n")
+    write_bytes_atomic(out / "calibration.json", (json.dumps(report.to_dict(), indent=2) + "\n").encode("utf-8"))
     return report
 
 
@@ -311,7 +311,7 @@ def main(
     skipped = report.skipped_images + held.skipped_images
     if skipped:
         console.print(f"{skipped} photos could not be embedded (no face found?); their pairs were left out")
-    console.print(f"wrote {out / 'calibration.json'}", highlight=False)
+    console.print(f"wrote {printable(out / 'calibration.json')}", highlight=False)
 
 
 if __name__ == "__main__":

@@ -10,7 +10,7 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
-from reid import THRESHOLD_HELP, ReidError, printable
+from reid import THRESHOLD_HELP, ReidError, printable, write_bytes_atomic
 from reid.data import quiet_opencv
 from reid.gallery import Gallery
 from reid.models import SFACE, load_encoder, stand_in_model
@@ -34,11 +34,11 @@ app = typer.Typer(add_completion=False, pretty_exceptions_enable=False)
 
 
 def _show(decision: Decision) -> None:
-    where = decision.source + (f" frame {decision.frame}" if decision.frame is not None else "")
+    where = printable(decision.source) + (f" frame {decision.frame}" if decision.frame is not None else "")
     if decision.distance is None:
         console.print(f"{decision.decision:<10} {where}", highlight=False)
         return
-    who = decision.identity or (f"not {decision.claim}" if decision.claim else "nobody known")
+    who = printable(decision.identity or (f"not {decision.claim}" if decision.claim else "nobody known"))
     relation = "<=" if decision.distance <= decision.threshold else ">"
     console.print(
         f"{decision.decision:<10} {who:<16} {decision.distance:.3f} {relation} {decision.threshold:.3f}  {where}",
@@ -130,17 +130,17 @@ def main(
                 console.print(
                     f"enrolled {enrolled.added} new photos of {len(enrolled.per_identity)} people "
                     f"({enrolled.duplicates} already enrolled, {len(enrolled.skipped) - enrolled.duplicates} skipped); "
-                    f"gallery {store.folder} holds {len(store)} photos of {store.identity_count} people",
+                    f"gallery {printable(store.folder)} holds {len(store)} photos of {store.identity_count} people",
                     highlight=False,
                 )
                 problems = [(path, reason) for path, reason in enrolled.skipped if reason != DUPLICATE]
                 for path, reason in problems[:5]:
-                    console.print(f"  skipped {path}: {reason}", highlight=False)
+                    console.print(f"  skipped {printable(path)}: {printable(reason)}", highlight=False)
                 for path, note in enrolled.several_subjects[:5]:
-                    console.print(f"  several found in {path}: {note}", highlight=False, soft_wrap=True)
+                    console.print(f"  several found in {printable(path)}: {printable(note)}", highlight=False, soft_wrap=True)
             desk = CheckinDesk(store, encoder, config)
             console.print(
-                f"{config.mode} at threshold {desk.threshold:.4f} (from {desk.threshold_source})", highlight=False
+                f"{config.mode} at threshold {desk.threshold:.4f} (from {printable(desk.threshold_source)})", highlight=False
             )
 
             def on_decision(decision: Decision) -> None:
@@ -162,7 +162,7 @@ def main(
         }
         if scene is not None:
             summary["demo"] = vars(score_demo(decisions, scene.truth))
-        (out / "summary.json").write_text(json.dumps(summary, indent=2) + "\n")
+        write_bytes_atomic(out / "summary.json", (json.dumps(summary, indent=2) + "\n").encode("utf-8"))
     except (ReidError, OSError) as exc:  # an OS error names its file in one line too
         err_console.print(Text.assemble(("error:", "bold red"), " ", printable(exc)), soft_wrap=True)
         raise typer.Exit(1) from None
@@ -170,7 +170,7 @@ def main(
     table.add_column("decision")
     table.add_column("faces", justify="right")
     for name, count in sorted(result.decisions.items()):
-        table.add_row(name, str(count))
+        table.add_row(printable(name), str(count))
     console.print(table)
     if scene is not None:
         s = summary["demo"]
@@ -181,8 +181,8 @@ def main(
             highlight=False,
         )
     for path, reason in result.unreadable[:5]:
-        console.print(f"skipped unreadable {path}: {reason}", highlight=False)
-    console.print(f"wrote {out / 'decisions.jsonl'} and {out / 'summary.json'}", highlight=False)
+        console.print(f"skipped unreadable {printable(path)}: {printable(reason)}", highlight=False)
+    console.print(f"wrote {printable(out / 'decisions.jsonl')} and {printable(out / 'summary.json')}", highlight=False)
     if result.interrupted:
         err_console.print("interrupted: decisions so far are logged")
         raise typer.Exit(130)

@@ -26,6 +26,7 @@ from rich.table import Table
 from rich.text import Text
 
 from reid.errors import ReidError
+from reid.paths import write_bytes_atomic
 from reid.text import printable
 
 # Markup is off: paths, identity labels and sources are printed as they are, never
@@ -137,5 +138,5 @@ def print_table(title: str, columns: list[str], rows: Iterable[Iterable[Any]]) -
 
 def write_json(path: Path, payload: Any) -> None:
     path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(json.dumps(payload, indent=2, default=str) + "\n")
+    # Atomic and never through a link planted at the name: the rename replaces the link.
+    write_bytes_atomic(path, (json.dumps(payload, indent=2, default=str) + "\n").encode("utf-8"))

@@ -3,16 +3,30 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import typer
 
 from reid.cli.common import console, handle_errors, make_progress, print_skipped, print_table, printable, write_json
 from reid.cli.defaults import default_of, given, with_default
 from reid.cli.model_options import INPUT_SIZE_OPTION, MEAN_OPTION, RGB_OPTION, STD_OPTION, preprocessing_from_flags
-from reid.data import load_dataset
+from reid.data import ReidDataset, load_dataset
 from reid.evaluation import evaluate_encoder, rerank_distances
 from reid.evaluation.plots import write_ranking_plots
 from reid.models import load_encoder
+
+
+def evaluated_on(dataset: ReidDataset, training_data: dict[str, Any]) -> dict[str, Any]:
+    """What an evaluation of a model trained on ``training_data`` (its card's) is computed
+    on (:meth:`ReidDataset.evaluation_split`), with ``trained_on`` the training data's name
+    and ``held_out`` None (not known) unless the model was trained on this data set's own
+    training split."""
+    split: dict[str, Any] = dict(dataset.evaluation_split())
+    trained_on = training_data.get("name")
+    split["trained_on"] = trained_on
+    if trained_on != dataset.name:
+        split["held_out"] = None
+    return split
 
 
 @handle_errors
@@ -31,7 +45,7 @@ def eval_command(
     ),
     plot: Path | None = typer.Option(None, "--plot", help="Write ranked_list.png and cmc.png into this folder."),
     batch_size: int | None = typer.Option(
-        None, "--batch-size", min=1, help=with_default("Images per encoder batch.", default_of(evaluate_encoder, "batch_size"))
+        None, "--batch-size", help=with_default("Images per encoder batch.", default_of(evaluate_encoder, "batch_size"))
     ),
     input_size: str | None = INPUT_SIZE_OPTION,
     mean: str | None = MEAN_OPTION,
@@ -39,6 +53,7 @@ def eval_command(
     rgb: bool | None = RGB_OPTION,
 ) -> None:
     """Evaluate a model under the Market-1501 protocol (same-identity same-camera gallery items removed)."""
+    options = given(batch_size=batch_size)
     encoder = load_encoder(model, preprocessing=preprocessing_from_flags(input_size, mean, std, rgb))
     dataset = load_dataset(data)
     total = len(dataset.query) + len(dataset.gallery)
@@ -51,9 +66,10 @@ def eval_command(
             rerank=rerank,
             on_progress=lambda done, _total: progress.update(task, completed=done),
             skip_unreadable=True,
-            **given(batch_size=batch_size),
+            **options,
         )
     result = evaluation.result
+    computed_on = evaluated_on(dataset, encoder.card.training_data)
     print_table(
         f"{encoder.card.name} on {dataset.name}" + (" (re-ranked)" if rerank else ""),
         ["metric", "value"],
@@ -66,6 +82,12 @@ def eval_command(
             ["queries evaluated", f"{result.num_valid_queries} of {result.num_query}"],
             ["gallery images", result.num_gallery],
             ["same-camera filtering", "on" if dataset.cameras_known else "OFF (no camera ids in file names)"],
+            [
+                "computed on",
+                f"{printable(dataset.name)}: {computed_on['query_images']} query and {computed_on['gallery_images']} "
+                f"gallery images of {computed_on['identities']} identities",
+            ],
+            ["held out from training", {True: "yes", False: "NO (the model trained on these identities)", None: "not known"}[computed_on["held_out"]]],
         ],
     )
     console.print(
@@ -85,6 +107,7 @@ def eval_command(
             "model": encoder.card.name,
             "data": data,
             "same_camera_filtering": dataset.cameras_known,
+            "computed_on": computed_on,
             "not_taken": [{"path": str(p), "reason": r} for p, r in dataset.skipped],
             "skipped": [{"path": str(p), "reason": r} for p, r in evaluation.skipped],
         }

@@ -105,8 +105,8 @@ def enroll(
     )
     if json_out:
         check_output_file(json_out, "--json")
-    entries = plan_enrolment(paths, identity)
     config = EnrolConfig(**given(batch_size=batch_size, no_face=no_face, detect=detect, detector=detector))
+    entries = plan_enrolment(paths, identity)
     print_fallback_note(detector, config.detect)
     encoder = load_encoder(model)
     folder = resolve_gallery_path(gallery)
@@ -247,7 +247,7 @@ def query(
         track=track,
         tracker=TrackerConfig(high_score=high_score),
     )
-    media = open_source(source, **given(every=every), max_frames=max_frames)
+    media = open_source(source, **given(every=every, max_frames=max_frames))
     encoder = load_encoder(model)
     with Gallery.open(resolve_gallery_path(gallery)) as store:
         run = QueryRun(store, encoder, media, config)
@@ -274,7 +274,7 @@ def query(
         )
     _print_summary(stats, run.threshold, run.threshold_source)
     if run.threshold_note:
-        console.print(run.threshold_note, highlight=False, soft_wrap=True)
+        console.print(printable(run.threshold_note), highlight=False, soft_wrap=True)
     print_skipped(stats.unreadable)
     print_skipped(stats.no_face)
     if interrupted:
@@ -415,7 +415,7 @@ def remove(
         removed = store.remove_identity(identity)
         left, identities = len(store), store.identity_count
     console.print(
-        f"removed {removed} items of {identity!r} (verified: none left in the database or the index); "
+        f"removed {removed} items of {printable(repr(identity))} (verified: none left in the database or the index); "
         f"{left} items of {identities} identities left",
         highlight=False,
         soft_wrap=True,
@@ -465,7 +465,7 @@ def reindex(
         built, shards = store.index_kind, store.shard_count
         recall = store.recall()
     console.print(
-        f"{store.folder}: index is now {built} ({len(store)} items"
+        f"{printable(store.folder)}: index is now {built} ({len(store)} items"
         f"{f' in {shards} shards' if shards > 1 else ''}); "
         f"recall@1 {recall.recall_at_1:.4f} against exact search",
         highlight=False,
@@ -525,7 +525,7 @@ def calibrate(
             highlight=False,
             soft_wrap=True,
         )
-    console.print(f"stored in {folder}; queries answer at it unless given --threshold or --far", highlight=False)
+    console.print(f"stored in {printable(folder)}; queries answer at it unless given --threshold or --far", highlight=False)
 
 
 def register(app: typer.Typer) -> None:

@@ -6,6 +6,7 @@ import typer
 
 from reid.errors import ConfigError
 from reid.models import Preprocessing
+from reid.models.card import MAX_SIDE
 
 INPUT_SIZE_OPTION = typer.Option(
     None, "--input-size", help="ONNX file: input HEIGHTxWIDTH, e.g. 256x128 (default: its card, else 256x128)."
@@ -21,14 +22,19 @@ RGB_OPTION = typer.Option(
 )
 
 
-def _size(text: str) -> tuple[int, int]:
+MIN_SIDE = 8
+
+
+def parse_size(text: str, flag: str = "--input-size") -> tuple[int, int]:
+    """``HEIGHTxWIDTH`` as two ints, each within the sides a model card allows
+    (:data:`MIN_SIDE`..:data:`reid.models.card.MAX_SIDE` pixels); raises ConfigError naming ``flag``."""
     parts = text.lower().split("x")
     try:
         height, width = (int(part) for part in parts)
     except ValueError:
-        raise ConfigError(f"--input-size {text!r}: expected HEIGHTxWIDTH, e.g. 256x128") from None
-    if height < 1 or width < 1:
-        raise ConfigError(f"--input-size {text!r}: height and width must be positive")
+        raise ConfigError(f"{flag} {text[:40]!r}: expected HEIGHTxWIDTH, e.g. 256x128") from None
+    if not (MIN_SIDE <= height <= MAX_SIDE and MIN_SIDE <= width <= MAX_SIDE):
+        raise ConfigError(f"{flag} {text!r}: height and width must be between {MIN_SIDE} and {MAX_SIDE} pixels")
     return height, width
 
 
@@ -38,7 +44,9 @@ def _triple(flag: str, text: str, positive: bool = False) -> tuple[float, float,
     except ValueError:
         values = ()
     if len(values) != 3:
-        raise ConfigError(f"{flag} {text!r}: expected three comma-separated numbers, e.g. 0.485,0.456,0.406")
+        raise ConfigError(f"{flag} {text[:40]!r}: expected three comma-separated numbers, e.g. 0.485,0.456,0.406")
+    if not all(0.0 <= value <= 1.0 for value in values):
+        raise ConfigError(f"{flag} {text!r}: every value must be between 0 and 1 (pixels scaled to 0..1)")
     if positive and min(values) <= 0:
         raise ConfigError(f"{flag} {text!r}: every value must be positive")
     return values  # type: ignore[return-value]
@@ -49,7 +57,7 @@ def preprocessing_from_flags(
 ) -> Preprocessing | None:
     """The flags as a Preprocessing override, or None when none was given."""
     preprocessing = Preprocessing(
-        input_size=None if input_size is None else _size(input_size),
+        input_size=None if input_size is None else parse_size(input_size),
         mean=None if mean is None else _triple("--mean", mean),
         std=None if std is None else _triple("--std", std, positive=True),
         channel_order=None if rgb is None else ("rgb" if rgb else "bgr"),

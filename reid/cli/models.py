@@ -72,7 +72,7 @@ def import_command(
     card = import_model(file, arch, out, source=source, last_stride=last_stride, overwrite=overwrite)
     console.print(
         f"model written to {printable(out)} ({card.architecture}, {card.embedding_dim}-d, neck {card.neck}, "
-        f"fingerprint {card.fingerprint}); {card.pretrained}",
+        f"fingerprint {card.fingerprint}); {printable(card.pretrained)}",
         highlight=False, soft_wrap=True,
     )
     if json_file:

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import typer
 
-from reid.cli.common import console, handle_errors, print_table
+from reid.cli.common import console, handle_errors, print_table, printable
 from reid.cli.defaults import given, with_default
 from reid.errors import ConfigError
 from reid.serve.config import ServeConfig, load_serve_config
@@ -98,7 +98,7 @@ def create_key(
 ) -> None:
     """Create a key for one gallery; the key is printed once and stored only hashed."""
     key, token = _store(config, root, keys_file).create(gallery, scope)
-    console.print(f"key {key.id} for gallery {key.gallery} ({', '.join(key.scopes)}):", soft_wrap=True)
+    console.print(f"key {key.id} for gallery {printable(key.gallery)} ({', '.join(key.scopes)}):", soft_wrap=True)
     console.print(token, soft_wrap=True)
 
 
@@ -125,7 +125,7 @@ def revoke_key(
 ) -> None:
     """Revoke a key: requests with it are refused (401) from the next request on."""
     key = _store(config, root, keys_file).revoke(key_id)
-    console.print(f"revoked key {key.id} of gallery {key.gallery}", soft_wrap=True)
+    console.print(f"revoked key {key.id} of gallery {printable(key.gallery)}", soft_wrap=True)
 
 
 @keys_app.command("admin")

@@ -12,6 +12,7 @@ from rich.progress import Progress, TextColumn
 
 from reid.cli.common import console, err_console, handle_errors, make_progress, print_table, write_json
 from reid.cli.defaults import given, with_default
+from reid.cli.model_options import parse_size
 from reid.engine import StepInfo, TrainCallbacks, TrainConfig, train
 from reid.engine.config import CONFIG_FILE, OPTIMIZERS, SCHEDULES, resolve_config
 from reid.engine.demo import demo_config, run_demo
@@ -26,14 +27,6 @@ from reid.paths import check_output_file
 from reid.text import printable
 
 METRIC_KEYS = ("rank1", "rank5", "rank10", "mAP", "mINP")
-
-
-def parse_size(text: str) -> tuple[int, int]:
-    try:
-        height, width = (int(v) for v in text.lower().split("x"))
-    except ValueError:
-        raise ConfigError(f"--size {text!r}: expected HxW, e.g. 256x128") from None
-    return height, width
 
 
 def parse_milestones(text: str) -> tuple[int, ...]:
@@ -212,7 +205,7 @@ def train_command(
         check_output_file(json_file, "--json")
     overrides = given(
         data=data, out=out, architecture=arch, pretrained=pretrained, pooling=pooling, embedding_dim=embedding_dim,
-        input_size=parse_size(size) if size is not None else None, p=p, k=k, epochs=epochs, max_steps=max_steps,
+        input_size=parse_size(size, "--size") if size is not None else None, p=p, k=k, epochs=epochs, max_steps=max_steps,
         optimizer=optimizer, lr=lr, weight_decay=weight_decay, warmup_epochs=warmup, schedule=schedule,
         milestones=parse_milestones(milestones) if milestones is not None else None, gamma=gamma, grad_clip=grad_clip,
         amp=amp, seed=seed, ce_weight=ce_weight, label_smoothing=label_smoothing, metric_loss=loss,
@@ -281,6 +274,7 @@ def demo_command(
         ["encoder", *METRIC_KEYS, "valid queries"],
         [metric_row("untrained", result.untrained.to_dict()), metric_row("trained", result.trained.to_dict())],
     )
+    console.print(computed_on_line(result.computed_on), highlight=False)
     console.print(result.start, soft_wrap=True, highlight=False)
     console.print(f"trained model in {printable(result.model_dir)}; total {result.seconds:.0f} s")
     if json_file:

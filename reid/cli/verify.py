@@ -115,10 +115,10 @@ def _verify_pair_file(
             "skipped_pairs": scores.num_pairs_skipped,
         }
         write_json(json_file, payload)
-        console.print(f"wrote {json_file}", highlight=False)
+        console.print(f"wrote {printable(json_file)}", highlight=False)
     if plot is not None:
         for path in write_verification_plots(plot, result):
-            console.print(f"wrote {path}", highlight=False)
+            console.print(f"wrote {printable(path)}", highlight=False)
 
 
 @handle_errors
@@ -188,9 +188,9 @@ def verify_command(
             verdict,
         )
     )
-    console.print(f"threshold from: {decision.threshold_source}", highlight=False)
+    console.print(f"threshold from: {printable(decision.threshold_source)}", highlight=False)
     if decision.note:
-        console.print(decision.note, highlight=False, soft_wrap=True)
+        console.print(printable(decision.note), highlight=False, soft_wrap=True)
     if json_file is not None:
         write_json(
             json_file,
@@ -262,7 +262,7 @@ def calibrate_command(
             f"the threshold admits no impostor of this set",
             highlight=False,
         )
-    console.print(f"wrote threshold {choice.threshold:.4f} into {calibration.card_path}", highlight=False)
+    console.print(f"wrote threshold {choice.threshold:.4f} into {printable(calibration.card_path)}", highlight=False)
     if json_file is not None:
         write_json(json_file, {**choice.to_dict(), "card": str(calibration.card_path), "source": calibration.source})
 

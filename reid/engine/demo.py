@@ -93,11 +93,14 @@ class DemoResult:
     train: TrainResult
     start: str = ""
     info: dict[str, Any] = field(default_factory=dict)
+    # What both evaluations were computed on (ReidDataset.evaluation_split).
+    computed_on: dict[str, Any] = field(default_factory=dict)
 
     def to_dict(self) -> dict[str, Any]:
         return {
             "untrained": self.untrained.to_dict(),
             "trained": self.trained.to_dict(),
+            "computed_on": self.computed_on,
             "seconds": round(self.seconds, 1),
             "threshold": self.train.card.threshold,
             "model": str(self.model_dir),
@@ -177,4 +180,7 @@ def run_demo(config: TrainConfig, callbacks: TrainCallbacks | None = None) -> De
     )
     save_card(result.card, result.model_dir)
     start = start_line(config, result.pretrained_note, imagenet_offline(IMAGENET_ARCHITECTURE))
-    return DemoResult(untrained, evaluation.result, time.perf_counter() - started, result.model_dir, result, start)
+    return DemoResult(
+        untrained, evaluation.result, time.perf_counter() - started, result.model_dir, result, start,
+        computed_on=dataset.evaluation_split(),
+    )

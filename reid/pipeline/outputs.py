@@ -15,6 +15,7 @@ from __future__ import annotations
 import hashlib
 import io
 import json
+import os
 import re
 from collections import Counter
 from pathlib import Path
@@ -26,7 +27,7 @@ import numpy as np
 
 from reid.detect import Box
 from reid.errors import ConfigError, DataError
-from reid.paths import check_output_file, check_output_folder, make_own_folder, open_new, write_bytes_atomic
+from reid.paths import TEMP_MARK, check_output_file, check_output_folder, make_own_folder, open_new, write_bytes_atomic
 from reid.pipeline.query import FrameResult, TrackSummary
 from reid.track.mot import MotRow, interpolate, write_mot
 
@@ -112,8 +113,11 @@ def annotate(result: FrameResult) -> np.ndarray:
 class VideoWriter:
     """BGR frames into a video file whose suffix picks the codec (:data:`FOURCC`); frames
     of other sizes are letterboxed into the first one's.  Each written frame is in the file
-    once :meth:`close` runs, so a stopped run leaves a playable video.  Raises ConfigError
-    for an unknown suffix and DataError when OpenCV cannot write the codec there."""
+    once :meth:`close` runs, so a stopped run leaves a playable video.  OpenCV opens files
+    by name, so frames go to a fresh hidden file beside ``path`` (created no-follow, the
+    suffix kept for the codec) that :meth:`close` renames into place: a link planted at
+    ``path`` is replaced, never written through.  Raises ConfigError for an unknown suffix
+    and DataError when OpenCV cannot write the codec there."""
 
     def __init__(self, path: Path, fps: float) -> None:
         self.path = Path(path)
@@ -122,14 +126,18 @@ class VideoWriter:
         self.path.parent.mkdir(parents=True, exist_ok=True)
         self.fps = fps if fps > 0 else 10.0
         self._writer: cv2.VideoWriter | None = None
+        self._partial = self.path.with_name(f".{self.path.stem}{TEMP_MARK}{os.getpid()}{self.path.suffix}")
         self._size: tuple[int, int] | None = None
         self.frames = 0
 
     def write(self, canvas: np.ndarray) -> None:
         if self._writer is None:
             self._size = (canvas.shape[1], canvas.shape[0])
-            self._writer = cv2.VideoWriter(str(self.path), cv2.VideoWriter_fourcc(*self.codec), self.fps, self._size)
+            open_new(self._partial).close()
+            self._writer = cv2.VideoWriter(str(self._partial), cv2.VideoWriter_fourcc(*self.codec), self.fps, self._size)
             if not self._writer.isOpened():
+                self._writer = None
+                self._partial.unlink(missing_ok=True)
                 raise DataError(f"{self.path}: OpenCV {cv2.__version__} cannot write {self.codec} video here")
         if (canvas.shape[1], canvas.shape[0]) != self._size:
             canvas = _fit(canvas, self._size)
@@ -140,6 +148,7 @@ class VideoWriter:
         if self._writer is not None:
             self._writer.release()
             self._writer = None
+            os.replace(self._partial, self.path)
 
 
 class JsonlWriter:

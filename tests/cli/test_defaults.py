@@ -62,3 +62,39 @@ def test_query_and_enroll_help_show_the_config_defaults() -> None:
         assert f"(default: {value})" in query.output
     enroll = runner.invoke(app, ["enroll", "--help"], env={"COLUMNS": "400"})
     assert f"(default: {EnrolConfig.batch_size})" in enroll.output
+
+
+def test_given_refuses_counts_out_of_range_and_numbers_that_are_not_finite() -> None:
+    import math
+
+    import pytest
+
+    from reid.errors import ConfigError
+
+    assert given(batch_size=1, top_k=10_000, threads=4, every=1) == {"batch_size": 1, "top_k": 10_000, "threads": 4, "every": 1}
+    for name, value, message in (
+        ("batch_size", 0, "--batch-size 0: must be between 1 and 4,096"),
+        ("top_k", 10**9, "--top-k 1000000000: must be between 1 and 10,000"),
+        ("threads", 0, "--threads 0: must be between 1"),
+        ("every", -1, "--every -1: must be between 1"),
+        ("far", math.inf, "--far inf: must be a finite number"),
+        ("tolerance", math.nan, "--tolerance nan: must be a finite number"),
+    ):
+        with pytest.raises(ConfigError, match=message):
+            given(**{name: value})
+
+
+def test_commands_refuse_options_out_of_range_in_one_line(tmp_path) -> None:
+    for args, message in (
+        (["query", str(tmp_path), "-m", "m", "-g", "g", "--top-k", str(10**9)], "--top-k 1000000000: must be between"),
+        (["enroll", str(tmp_path), "-m", "m", "-g", "g", "--batch-size", "0"], "--batch-size 0: must be between"),
+        (["serve", "--threads", "0"], "--threads 0: must be between"),
+        (["eval", "-m", "m", "--data", str(tmp_path), "--batch-size", "0"], "--batch-size 0: must be between"),
+        (["eval", "-m", "m", "--data", str(tmp_path), "--input-size", "100000x100000"], "between 8 and 4096 pixels"),
+        (["verify", "a.jpg", "b.jpg", "-m", "m", "--mean", "nan,0,0"], "--mean 'nan,0,0': every value must be between 0 and 1"),
+        (["train", "--data", str(tmp_path), "--size", "100000x100000", "--out", str(tmp_path / "o")], "--size '100000x100000'"),
+    ):
+        result = runner.invoke(app, args)
+        assert result.exit_code != 0 and message in result.output, (args, result.output)
+        assert len([line for line in result.output.splitlines() if line.strip()]) == 1, result.output
+    assert list(tmp_path.iterdir()) == []

@@ -201,3 +201,35 @@ def test_verify_detect_face(tmp_path, model, orl_faces):
                  "--detect", "face")
     assert result.exit_code == 1
     assert "blank.png: no face found" in result.output
+
+
+def flat(output: str) -> str:
+    """A table's text with its borders gone and wrapped cells joined."""
+    return " ".join(output.replace("│", " ").replace("┃", " ").split())
+
+
+def test_eval_says_what_its_figures_were_computed_on(tmp_path, model):
+    data = market_tree(tmp_path / "market")
+    result = run("eval", "--model", model, "--data", f"market1501:{data}", "--json", tmp_path / "r.json")
+    assert result.exit_code == 0, result.output
+    split = json.loads((tmp_path / "r.json").read_text())["computed_on"]
+    # 4 queries, 9 gallery images (the distractor kept, the junk image not), identities 1-4.
+    assert (split["query_images"], split["gallery_images"], split["identities"]) == (4, 9, 4)
+    assert split["cameras_known"] is True and split["held_out"] is None and split["trained_on"] is None
+    assert "4 query and 9 gallery images of 4 identities" in flat(result.output) and "not known" in flat(result.output)
+    # A model trained on this data set's training split (identities 11-14): held out.
+    card = ModelCard(
+        name="t2", architecture="resnet18", embedding_dim=64, input_size=(64, 32), num_classes=0,
+        training_data={"name": split["dataset"]},
+    )
+    trained = tmp_path / "trained"
+    save_model(build_network(card), card, trained)
+    result = run("eval", "--model", trained, "--data", f"market1501:{data}", "--json", tmp_path / "r2.json")
+    assert result.exit_code == 0, result.output
+    assert json.loads((tmp_path / "r2.json").read_text())["computed_on"]["held_out"] is True
+    # Its training split holding a query identity: not held out, and the table says so.
+    write_image(data / "bounding_box_train" / "0001_c1s1_000009_00.jpg", COLOURS[0], 7)
+    result = run("eval", "--model", trained, "--data", f"market1501:{data}", "--json", tmp_path / "r3.json")
+    assert result.exit_code == 0, result.output
+    assert json.loads((tmp_path / "r3.json").read_text())["computed_on"]["held_out"] is False
+    assert "NO (the model trained on these identities)" in flat(result.output)

@@ -67,3 +67,18 @@ def test_an_operating_system_error_is_one_line_naming_the_file(tmp_path: Path, m
     code, out = invoke("gallery", "export", tmp_path / "g", blocker / "out.jsonl")
     errors = [line for line in out.splitlines() if line.startswith("error:")]
     assert code == 1 and len(errors) == 1 and "plain-file" in errors[0] and "Traceback" not in out
+
+
+def test_terminal_escapes_in_folder_names_are_printed_escaped(tmp_path: Path, model: Path) -> None:
+    import shutil
+
+    hostile = tmp_path / "\x1b[31mred\x1b[0m"
+    shutil.copytree(model, hostile / "model")
+    a, b = good_jpg(hostile / "a.jpg", seed=1), good_jpg(hostile / "b.jpg", seed=2)
+    code, out = invoke("verify", a, b, "-m", hostile / "model")
+    assert code == 0 and "\x1b" not in out, repr(out)
+    gallery = hostile / "gallery"
+    code, out = invoke("enroll", "-m", hostile / "model", "-g", gallery, a, "--id", "ann")
+    assert code == 0 and "\x1b" not in out, out
+    code, out = invoke("gallery", "reindex", gallery, "--index", "flat")
+    assert code == 0 and "\x1b" not in out and "\\x1b[31mred\\x1b[0m" in out, out

@@ -59,6 +59,12 @@ def test_demo_json_has_both_rows(micro: Path, tmp_path: Path) -> None:
     assert 0.0 < card["threshold"] < 2.0 and card["threshold"] == report["threshold"]
     assert card["threshold_source"].startswith("reid demo: FAR <= 0.01")
     assert "untrained" in result.output and "trained" in result.output
+    # What both rows were computed on: the micro set's test split, identities held out of training.
+    split = report["computed_on"]
+    assert split["query_images"] == report["trained"]["num_query"] and split["gallery_images"] == report["trained"]["num_gallery"]
+    assert split["held_out"] is True and split["cameras_known"] is True and split["identities"] > 0
+    assert f"computed on: {split['dataset']} query {split['query_images']} and gallery" in result.output
+    assert "held-out identities" in result.output
 
 
 @pytest.mark.parametrize(
@@ -66,7 +72,7 @@ def test_demo_json_has_both_rows(micro: Path, tmp_path: Path) -> None:
     [
         (["--data", "market1501:/nonexistent/x"], "/nonexistent/x: dataset folder not found"),
         (["--data", "imagenet:/x"], "unknown dataset kind 'imagenet'"),
-        (["--size", "big"], "--size 'big': expected HxW"),
+        (["--size", "big"], "--size 'big': expected HEIGHTxWIDTH"),
         (["--loss-option", "margin"], "--loss-option 'margin': expected KEY=VALUE"),
         (["--loss", "triplet", "--loss-option", "margin=wide"], "option margin='wide' is not a valid float"),
     ],

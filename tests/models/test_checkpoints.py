@@ -181,6 +181,16 @@ def test_import_cli(torchreid_net: OSNet, tmp_path: Path) -> None:
     assert wrong.exit_code == 1 and "--from 'caffe'" in wrong.output
 
 
+def test_import_prints_a_file_name_holding_terminal_escapes_escaped(torchreid_net: OSNet, tmp_path: Path) -> None:
+    folder = tmp_path / "\x1b[2Jwiped"
+    folder.mkdir()
+    torch.save(torchreid_net.state_dict(), folder / "osnet\x07.pth")
+    done = CliRunner().invoke(app, ["import", str(folder / "osnet\x07.pth"), "--arch", ARCH, "--out", str(folder / "m")])
+    assert done.exit_code == 0, done.output
+    assert "\x1b" not in done.output and "\x07" not in done.output
+    assert "\\x1b[2Jwiped/m" in done.output and "osnet\\x07.pth" in done.output.replace("\n", "")
+
+
 def test_import_refuses_to_replace_a_finished_model_unless_told(torchreid_net: OSNet, tmp_path: Path) -> None:
     torch.save(torchreid_net.state_dict(), tmp_path / "osnet.pth")
     first = import_model(tmp_path / "osnet.pth", ARCH, tmp_path / "m")

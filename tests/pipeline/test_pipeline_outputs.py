@@ -173,3 +173,24 @@ def test_event_and_track_files_are_not_written_through_a_link(tmp_path: Path) ->
     assert victim.read_text() == "keep"
     events = (tmp_path / "events.jsonl").read_text().splitlines()
     assert len(events) == 2 and not (tmp_path / "events.jsonl").is_symlink()
+
+
+def test_video_and_mot_files_are_not_written_through_a_link(tmp_path: Path) -> None:
+    victim = tmp_path / "victim.txt"
+    victim.write_text("keep")
+    for name in ("run.mp4", "run.avi", "tracks.txt"):
+        (tmp_path / name).symlink_to(victim)
+    # A link planted at the hidden name frames go to first is not followed either.
+    (tmp_path / VideoWriter(tmp_path / "run.avi", fps=5)._partial.name).symlink_to(victim)
+    for name in ("run.mp4", "run.avi"):
+        writer = VideoWriter(tmp_path / name, fps=5)
+        writer.write(np.zeros((48, 64, 3), np.uint8))
+        writer.close()
+        path = tmp_path / name
+        assert not path.is_symlink() and cv2.VideoCapture(str(path)).read()[0]
+    result = frame(["ann"])
+    result.detections[0].track = 1
+    with QueryOutputs(mot=tmp_path / "tracks.txt") as outputs:
+        outputs.write(result)
+    assert victim.read_text() == "keep" and not (tmp_path / "tracks.txt").is_symlink()
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["run.avi", "run.mp4", "tracks.txt", "victim.txt"]
