@@ -14,7 +14,7 @@ from reid.cli.common import console, err_console, handle_errors, make_progress, 
 from reid.cli.defaults import given, with_default
 from reid.cli.model_options import parse_size
 from reid.engine import StepInfo, TrainCallbacks, TrainConfig, train
-from reid.engine.config import CONFIG_FILE, OPTIMIZERS, SCHEDULES, resolve_config
+from reid.engine.config import CONFIG_FILE, KINDS, NO_FACE_CHOICES, OPTIMIZERS, SCHEDULES, resolve_config
 from reid.engine.demo import demo_config, run_demo
 from reid.engine.distributed import is_main_process
 from reid.engine.history import CURVES_FILE, HISTORY_FILE
@@ -190,6 +190,8 @@ def train_command(
     tensorboard: Optional[Path] = typer.Option(
         None, "--tensorboard", help='Also write the history as TensorBoard event files into this folder (needs the tensorboard extra).'
     ),
+    kind: Optional[str] = typer.Option(None, "--kind", help=default_help(f"What the photos show: {', '.join(KINDS)} (face: each photo cut once to the aligned chip of its largest face, found by yunet).", "kind")),
+    no_face: Optional[str] = typer.Option(None, "--no-face", help=default_help(f"With --kind face, a photo without a face: {', '.join(NO_FACE_CHOICES)}.", "no_face")),
     json_file: Optional[Path] = typer.Option(None, "--json", help="Write the training summary as JSON."),
     quiet: bool = typer.Option(False, "--quiet", help="No progress bar."),
 ) -> None:
@@ -211,7 +213,7 @@ def train_command(
         amp=amp, seed=seed, ce_weight=ce_weight, label_smoothing=label_smoothing, metric_loss=loss,
         metric_options=parse_options(loss_option) if loss_option else None, metric_weight=metric_weight,
         eval_every=eval_every, resume=resume or None, overwrite=overwrite or None, device=device, threads=threads, sync_bn=sync_bn,
-        gather_embeddings=gather_embeddings, tensorboard=tensorboard,
+        gather_embeddings=gather_embeddings, tensorboard=tensorboard, kind=kind, no_face=no_face,
     )
     config = resolve_config(TrainConfig(), config_file, overrides)
     if print_config:

@@ -28,6 +28,11 @@ CONFIG_FILE = "config.yaml"
 OPTIMIZERS = ("adam", "adamw", "sgd")
 SCHEDULES = ("step", "cosine", "constant")
 NO_METRIC_LOSS = ("", "none")
+# What the training photos show: people (taken as they are) or faces (cut to the chip of
+# the largest face, aligned by its five landmarks, when the images are decoded).
+KINDS = ("person", "face")
+# What happens to a face photo in which no face is found (reid.pipeline.subject.NONE_FOUND).
+NO_FACE_CHOICES = ("skip", "whole", "error")
 
 # The metric loss of the strong baseline and the options a recipe spells out for it; their
 # values are the loss's own defaults (batch-hard mining, margin 0.3).
@@ -83,6 +88,8 @@ RESUME_FIXED_KEYS = (
     "metric_loss",
     "metric_options",
     "metric_weight",
+    "kind",
+    "no_face",
 )
 
 
@@ -157,6 +164,11 @@ class TrainConfig:
     sync_bn: bool = False
     gather_embeddings: bool = False
     tensorboard: Path | None = None
+    # "face": every training photo is cut to the aligned chip of its largest face (YuNet's
+    # five landmarks onto the ArcFace template at ``input_size``) and the card says so, so
+    # that verification cuts the same chips; ``no_face`` says what a photo without one gets.
+    kind: str = "person"
+    no_face: str = "skip"
 
     def __post_init__(self) -> None:
         if self.out is None or str(self.out) == "":
@@ -208,6 +220,8 @@ class TrainConfig:
             (self.eval_every >= 0, "eval_every", f"must be >= 0 (got {self.eval_every})"),
             (self.eval_batch_size >= 1, "eval_batch_size", f"must be at least 1 (got {self.eval_batch_size})"),
             (self.threads is None or self.threads >= 1, "threads", f"must be at least 1 (got {self.threads})"),
+            (self.kind in KINDS, "kind", f"{self.kind!r} is not one of {', '.join(KINDS)}"),
+            (self.no_face in NO_FACE_CHOICES, "no_face", f"{self.no_face!r} is not one of {', '.join(NO_FACE_CHOICES)}"),
         ]
         problems = [(key, problem) for ok, key, problem in checks if not ok]
         problems += self._bound_problems()

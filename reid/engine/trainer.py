@@ -42,6 +42,7 @@ from reid.engine.loading import load_images
 from reid.engine.objective import TrainingObjective, build_metric, metric_options
 from reid.engine.optim import build_optimizer, lr_factor, set_learning_rate
 from reid.engine.state import CHECKPOINT_FILE, ResumePoint, capture_state, read_resume_state, restore_state, save_checkpoint
+from reid.detect import build_detector
 from reid.errors import ConfigError, ReidError
 from reid.evaluation import RankingResult, evaluate_encoder
 from reid.models.card import ModelCard
@@ -51,6 +52,7 @@ from reid.models.folder import check_model_output, save_model
 from reid.models.network import ReidNet
 from reid.models.pretrained import resolve_start
 from reid.paths import check_output_folder
+from reid.pipeline.subject import SubjectRule
 
 __all__ = [
     "CHECKPOINT_FILE",
@@ -139,8 +141,18 @@ def evaluate_dataset(
     return evaluate_encoder(encoder, dataset.query, dataset.gallery, batch_size=batch_size, on_progress=on_progress).result
 
 
-def build_card(config: TrainConfig, dataset: ReidDataset, num_classes: int, network: ReidNet, pretrained_note: str) -> ModelCard:
-    """The model card of a network trained by ``config`` on ``dataset``."""
+def build_card(
+    config: TrainConfig,
+    dataset: ReidDataset,
+    num_classes: int,
+    network: ReidNet,
+    pretrained_note: str,
+    faces_not_found: int | None = None,
+) -> ModelCard:
+    """The model card of a network trained by ``config`` on ``dataset``; for faces it says
+    ``kind`` "face" with 5-point alignment, and ``faces_not_found`` counts the training
+    photos without a face (dealt with as ``config.no_face`` says)."""
+    faces = config.kind == "face"
     options = metric_options(config, num_classes, network.embedding_dim)
     metric = {} if options is None else {"name": config.metric_loss, "weight": config.metric_weight, **options}
     return ModelCard(
@@ -164,8 +176,11 @@ def build_card(config: TrainConfig, dataset: ReidDataset, num_classes: int, netw
             "name": dataset.name,
             "train_images": len(dataset.train),
             "train_identities": num_classes,
+            **({"faces_not_found": faces_not_found or 0, "no_face": config.no_face} if faces else {}),
         },
         training=config.to_dict(),
+        kind=config.kind,
+        face_alignment="5-point" if faces else "none",
     )
 
 
@@ -281,7 +296,8 @@ def _setup(config: TrainConfig, ctx: DistributedContext) -> _Run:
     start = resolve_start(config.architecture, config.pretrained)
     dataset = ctx.rank_zero_first(lambda: load_dataset(config.data))
     _check_training_data(config, dataset)
-    images, kept, skipped = load_images(dataset.train, tuple(config.input_size))
+    subject = _subject_rule(config)
+    images, kept, skipped, unfound = load_images(dataset.train, tuple(config.input_size), subject=subject)
     records = [dataset.train[i] for i in kept]
     labels_list, _ = relabel(records)
     labels = torch.tensor(labels_list)
@@ -312,8 +328,16 @@ def _setup(config: TrainConfig, ctx: DistributedContext) -> _Run:
         optimizer=build_optimizer(config, network, metric),
         sampler=PKSampler(labels_list, config.p, config.k, seed=config.seed, rank=ctx.rank, world_size=ctx.world_size),
         scaler=torch.amp.GradScaler("cuda", enabled=_uses_amp(config, ctx)),
-        card=build_card(config, dataset, num_classes, network, network.pretrained_note),
+        card=build_card(config, dataset, num_classes, network, network.pretrained_note, unfound if subject else None),
     )
+
+
+def _subject_rule(config: TrainConfig) -> SubjectRule | None:
+    """For face training, the one crop rule cutting each photo to the aligned chip of its
+    largest face (YuNet and its five landmarks); None for people, taken as they are."""
+    if config.kind != "face":
+        return None
+    return SubjectRule(build_detector("yunet", "face"), none_found=config.no_face, align_to=tuple(config.input_size))
 
 
 def _check_training_data(config: TrainConfig, dataset: ReidDataset) -> None:

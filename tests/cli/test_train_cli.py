@@ -226,3 +226,12 @@ def test_train_into_a_finished_model_is_one_line_and_overwrite_replaces_it(micro
     replaced = runner.invoke(app, [*args, "--overwrite", "--seed", "3"])
     assert replaced.exit_code == 0, replaced.output
     assert (tmp_path / "m" / "card.json").read_bytes() != card
+
+
+def test_kind_and_no_face_options_reach_the_recipe(tmp_path: Path) -> None:
+    result = runner.invoke(app, ["train", "--config", "configs/orl-faces.yaml", "--no-face", "whole", "--print-config"])
+    assert result.exit_code == 0, result.output
+    recipe = yaml.safe_load(result.stdout)
+    assert (recipe["kind"], recipe["no_face"], recipe["input_size"]) == ("face", "whole", [112, 112])
+    bad = runner.invoke(app, ["train", "--kind", "faces", "--print-config"])
+    assert bad.exit_code != 0 and "--kind: 'faces' is not one of person, face" in bad.output

@@ -42,7 +42,7 @@ def test_every_recipe_in_configs_is_valid(recipe: Path) -> None:
 
 def test_configs_hold_the_recommended_recipes() -> None:
     names = {path.name for path in CONFIGS.glob("*.yaml")}
-    assert names == {"demo.yaml", "market1501-cpu.yaml", "market1501-bot-resnet50.yaml"}
+    assert names == {"demo.yaml", "market1501-cpu.yaml", "market1501-bot-resnet50.yaml", "orl-faces.yaml"}
     assert resolve_config(TrainConfig(), CONFIGS / "demo.yaml") == demo_config()
     bot = resolve_config(TrainConfig(), CONFIGS / "market1501-bot-resnet50.yaml")
     assert (bot.architecture, bot.input_size, bot.p, bot.k, bot.epochs, bot.milestones) == ("resnet50", (256, 128), 16, 4, 120, (40, 70))
@@ -50,6 +50,10 @@ def test_configs_hold_the_recommended_recipes() -> None:
     cpu = resolve_config(TrainConfig(), CONFIGS / "market1501-cpu.yaml")
     assert (cpu.architecture, cpu.pretrained, cpu.input_size, cpu.epochs, cpu.device) == (
         "mobilenet_v2", "mobilenet_v2.imagenet-deepsort", (128, 64), 3, "cpu"
+    )
+    faces = resolve_config(TrainConfig(), CONFIGS / "orl-faces.yaml")
+    assert (faces.kind, faces.no_face, faces.architecture, faces.pretrained, faces.input_size) == (
+        "face", "skip", "efficientnet_lite0", "imagenet", (112, 112)
     )
 
 
@@ -131,6 +135,8 @@ def test_out_follows_the_final_architecture_and_data(tmp_path: Path) -> None:
         ("gamma: .nan\n", "gamma: must be positive (got nan)"),
         ("input_size: [100000, 100000]\n", "input_size: must be at most 4,096 (got 100,000)"),
         ("p: 1000000000\n", "p: must be at most 100,000"),
+        ("kind: faces\n", "kind: 'faces' is not one of person, face"),
+        ("no_face: drop\n", "no_face: 'drop' is not one of skip, whole, error"),
     ],
 )
 def test_bad_config_is_one_line_naming_the_file_and_key(tmp_path: Path, text: str, message: str) -> None:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import shutil
 import subprocess
 import sys
 from dataclasses import replace
@@ -12,7 +13,7 @@ import numpy as np
 import pytest
 import torch
 
-from reid.data import SyntheticConfig, generate_synthetic, load_dataset
+from reid.data import SyntheticConfig, generate_synthetic, load_dataset, read_image
 from reid.engine import TrainCallbacks, TrainConfig, TrainingDiverged, train
 from reid.engine.demo import untrained_encoder
 from reid.engine.config import CONFIG_FILE
@@ -295,3 +296,35 @@ def test_an_epochs_coverage_is_recorded(micro_data: str, tmp_path: Path) -> None
     drawn, total = starts[0]["coverage"]
     assert total == 32 and 0 < drawn <= total
     assert result.history[0]["coverage"] == pytest.approx(drawn / total)
+
+
+def test_a_face_folder_trains_on_aligned_chips_and_verify_cuts_the_same(orl_faces: Path, tmp_path: Path) -> None:
+    import cv2
+
+    from reid.detect import build_detector
+    from reid.detect.align import align_face
+    from reid.detect.base import largest_detection
+    from reid.evaluation.faces import fitted_to, image_preparer
+
+    root = tmp_path / "faces"
+    for subject in (2, 5, 7, 11):
+        (root / f"s{subject}").mkdir(parents=True)
+        for shot in range(1, 5):
+            shutil.copyfile(orl_faces / f"s{subject}" / f"{shot}.pgm", root / f"s{subject}" / f"{shot}.pgm")
+    blank = root / "s2" / "blank.png"
+    cv2.imwrite(str(blank), np.full((112, 92, 3), 128, np.uint8))
+    config = tiny_config(f"folder:{root}", tmp_path / "model", input_size=(64, 64), k=2, epochs=1, max_steps=2, kind="face")
+    result = train(config)
+
+    card = load_encoder(str(tmp_path / "model")).card
+    assert card.kind == "face" and card.face_alignment == "5-point" and card.aligned_face_size == (64, 64)
+    assert card.training_data["faces_not_found"] == 1 and card.training_data["no_face"] == "skip"
+    assert [(path, reason) for path, reason in result.skipped_images if path == blank] == [(blank, f"{blank}: no face found")]
+
+    encoder = load_encoder(str(tmp_path / "model"))
+    prepare = fitted_to(image_preparer("face", detector="yunet"), encoder)
+    photo_path = root / "s5" / "3.pgm"
+    photo = read_image(photo_path)
+    best = largest_detection(build_detector("yunet", "face").detect(photo))
+    assert best is not None
+    np.testing.assert_array_equal(prepare(photo, photo_path), align_face(photo, best.landmarks, (64, 64)))
