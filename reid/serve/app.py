@@ -297,6 +297,14 @@ def form_number(form: Any, field: str, kind: type, low: float, high: float) -> A
     return number
 
 
+def refuse_unknown_fields(form: Any, allowed: set[str]) -> None:
+    """422 for a form field the route does not take, as for JSON: a misspelt ``treshold``
+    must never leave a request deciding at another threshold than the one it asked for."""
+    unknown = sorted(set(form.keys()) - allowed)
+    if unknown:
+        raise ApiError(422, f"{unknown[0][:64]}: Extra inputs are not permitted (this route takes {', '.join(sorted(allowed))})")
+
+
 def is_multipart(request: Request) -> bool:
     return request.headers.get("content-type", "").lower().startswith("multipart/form-data")
 
@@ -369,7 +377,9 @@ def create_app(service: Service, pool: WorkerPool | None = None) -> FastAPI:
     @app.exception_handler(ReidError)
     async def library_error(_: Request, exc: ReidError) -> JSONResponse:
         status, code = status_of(exc)
-        return error_response(status, str(exc), code, {"Retry-After": RETRY_AFTER} if status == 503 else None)
+        # The library names files by their full path; a client learns the gallery's name only.
+        message = str(exc).replace(f"{service.config.root.resolve()}{os.sep}", "").replace(f"{service.config.root}{os.sep}", "")
+        return error_response(status, message, code, {"Retry-After": RETRY_AFTER} if status == 503 else None)
 
     @app.exception_handler(PoolFull)
     async def busy(_: Request, __: PoolFull) -> JSONResponse:
@@ -545,6 +555,7 @@ def create_app(service: Service, pool: WorkerPool | None = None) -> FastAPI:
         """Enrol photos of one person (one commit); per file: added, duplicate or skipped with the reason."""
         if is_multipart(request):
             form = await read_form(request, service)
+            refuse_unknown_fields(form, {"images", "image"})
             values = form.getlist("images") + form.getlist("image")
             if not values:
                 raise ApiError(422, "images: at least one uploaded image file is required")
@@ -567,6 +578,7 @@ def create_app(service: Service, pool: WorkerPool | None = None) -> FastAPI:
         """The request's image (and ``other``), and its options, from multipart or JSON."""
         if is_multipart(request):
             form = await read_form(request, service)
+            refuse_unknown_fields(form, set(model.model_fields))
             images = [await form_file(form, "image"), await form_file(form, "other", required=False) if other else None]
             identity = form.get("identity")
             if identity is not None and not isinstance(identity, str):

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, StrictBool
 
 from reid.serve.service import MAX_IDENTITY
 
@@ -77,7 +77,7 @@ class GalleryCreate(Strict):
     name: str = Field(max_length=64, description="1 to 64 letters, digits, '.', '_' or '-'.")
     model: str | None = Field(default=None, max_length=200, description="A served model (default: the first).")
     index: Literal["flat", "hnsw", "ivf", "ivfpq"] | None = None
-    thumbnails: bool = Field(default=True, description="Keep a small JPEG of each enrolled crop (personal data).")
+    thumbnails: StrictBool = Field(default=True, description="Keep a small JPEG of each enrolled crop (personal data).")
 
 
 class Deleted(Strict):

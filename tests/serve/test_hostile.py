@@ -105,7 +105,7 @@ def test_a_path_field_or_text_in_a_file_field_is_a_422(served: Served) -> None:
     assert _error(extra, 422).startswith("path: Extra inputs are not permitted")
     url = served.client.post("/v1/galleries/staff/search", json={"url": "http://x/y.jpg"}, headers=served.key("read"))
     _error(url, 422)
-    text = served.client.post("/v1/galleries/staff/search", data={"image": "/etc/passwd"}, files={"dummy": ("d", b"d")}, headers=served.key("read"))
+    text = served.client.post("/v1/galleries/staff/search", files={"image": (None, "/etc/passwd")}, headers=served.key("read"))
     assert "must be an uploaded file, not text" in _error(text, 422)
     wrong_type = served.client.post("/v1/galleries/staff/search", content=b"raw", headers={**served.key("read"), "Content-Type": "image/jpeg"})
     _error(wrong_type, 415)

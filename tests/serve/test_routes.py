@@ -85,6 +85,8 @@ def test_identities_paged_one_rename_delete_and_delete_item(served: Served, crop
         "/v1/galleries/staff/identities/person-1", json={"name": "Alice Smith"}, headers=served.key("write")
     )
     assert taken.status_code == 409
+    message = taken.json()["error"]["message"]
+    assert message.startswith("staff: identity") and str(served.root) not in message, message
     item = one["items"][0]["id"]
     removed = served.client.delete(f"/v1/galleries/staff/identities/Alice Smith/items/{item}", headers=served.key("write"))
     assert removed.status_code == 200 and removed.json()["id"] == item
@@ -204,3 +206,33 @@ def test_the_page_is_served_and_loads_nothing_from_elsewhere(served: Served) -> 
         assert asset.status_code == 200
         assert "http://" not in asset.text and "https://" not in asset.text and "innerHTML" not in asset.text
     assert "http://" not in page.text and "https://" not in page.text
+
+
+def test_a_misspelt_form_field_is_refused_not_ignored(served: Served, crops: dict[str, list[Path]]) -> None:
+    photo = next(iter(crops.values()))[:1]
+    for route, fields in (
+        ("search", {"treshold": "0.01"}),
+        ("search", {"topk": "1"}),
+        ("verify", {"treshold": "0.000001"}),
+        ("embed", {"foo": "bar"}),
+    ):
+        answer = served.client.post(
+            f"/v1/galleries/staff/{route}", files=files(photo, "image") + (files(photo, "other") if route == "verify" else []),
+            data=fields, headers=served.key("read"),
+        )  # fmt: skip
+        assert answer.status_code == 422, (route, fields, answer.text)
+        assert answer.json()["error"]["message"].startswith(f"{next(iter(fields))}: Extra inputs are not permitted")
+    enrol = served.client.post(
+        "/v1/galleries/staff/identities/ann/images", files=files(photo, "images"), data={"identiy": "bob"},
+        headers=served.key("write"),
+    )  # fmt: skip
+    assert enrol.status_code == 422
+    with Gallery.open(served.root / "staff") as gallery:
+        assert len(gallery) == 0
+
+
+def test_a_gallery_option_takes_a_boolean_not_a_word(served: Served) -> None:
+    for value in ("no", "yes", 0, "false"):
+        answer = served.client.post("/v1/galleries", json={"name": "g6", "thumbnails": value}, headers=served.admin())
+        assert answer.status_code == 422, (value, answer.text)
+    assert served.client.post("/v1/galleries", json={"name": "g6", "thumbnails": False}, headers=served.admin()).status_code == 201
