@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+from collections.abc import Callable
 from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
 from typing import Annotated, Any, Literal
@@ -181,6 +182,28 @@ def seal_card(card: ModelCard, weights: str) -> ModelCard:
         weights_fingerprint=weights,
         fingerprint=embedding_fingerprint(card, weights),
     )
+
+
+def ready_made_card(
+    given: ModelCard | None,
+    weights: str,
+    built: Callable[[str], ModelCard],
+    describes: Callable[[ModelCard], str | None],
+    weights_source: str,
+) -> ModelCard:
+    """The card of a ready-made encoder (``sface``, ``dlib-face``): its built-in card
+    (``built(weights)``) when none is ``given``, else the given one (a calibrated card from a
+    model folder) verified against the weights at hand.
+
+    ``describes`` returns None for a card of this encoder, else why it is not.  Raises
+    ModelError naming the card or the weights (:func:`verify_card`).
+    """
+    if given is None:
+        return built(weights)
+    problem = describes(given)
+    if problem is not None:
+        raise ModelError(f"{given.name}: card does not describe {problem}")
+    return verify_card(given, weights, f"{given.name} card", f"{given.name}: {weights_source}")
 
 
 def verify_card(card: ModelCard, weights: str, card_source: str, weights_source: str) -> ModelCard:

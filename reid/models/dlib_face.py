@@ -32,7 +32,7 @@ import cv2
 import numpy as np
 
 from reid.errors import DataError, ModelError
-from reid.models.card import ModelCard, file_fingerprint, seal_card, verify_card
+from reid.models.card import ModelCard, file_fingerprint, ready_made_card, seal_card
 from reid.models.encoder import EmbedResult, Encoder, l2_normalize
 
 DLIB_FACE = "dlib-face"
@@ -143,13 +143,14 @@ class DlibFaceEncoder(Encoder):
         dlib = _import_dlib()
         landmarks, descriptor = model_files()
         fingerprint = models_fingerprint((landmarks, descriptor))
-        if card is None:
-            card = dlib_face_card(fingerprint)
-        elif card.format != "dlib" or card.embedding_dim != EMBEDDING_DIM:
-            raise ModelError(f"{card.name}: card does not describe {DLIB_FACE} (format {card.format!r})")
-        else:
-            card = verify_card(card, fingerprint, f"{card.name} card", f"{card.name}: the installed dlib weights")
-        self.card = card
+        self.card = ready_made_card(
+            card,
+            fingerprint,
+            dlib_face_card,
+            lambda c: None if c.format == "dlib" and c.embedding_dim == EMBEDDING_DIM
+            else f"{DLIB_FACE} (format {c.format!r})",
+            "the installed dlib weights",
+        )
         self.max_upsample = max_upsample
         self.max_pixels = max_pixels
         self._dlib = dlib

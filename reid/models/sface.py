@@ -35,7 +35,7 @@ from reid.detect.align import align_face
 from reid.detect.base import Detection, largest_detection
 from reid.detect.yunet import YuNetConfig, YuNetDetector
 from reid.errors import DataError, ModelError
-from reid.models.card import ModelCard, file_fingerprint, seal_card, verify_card
+from reid.models.card import ModelCard, file_fingerprint, ready_made_card, seal_card
 from reid.models.encoder import EmbedResult, Encoder, l2_normalize
 from reid.models.onnx import first_line, import_onnxruntime
 from reid.models.registry import SFACE as SFACE_ARTEFACT
@@ -107,13 +107,14 @@ class SFaceEncoder(Encoder):
     def __init__(self, card: ModelCard | None = None, min_score: float = 0.5, device: str | None = None) -> None:
         path = fetch(SFACE_ARTEFACT)
         fingerprint = file_fingerprint(path)
-        if card is None:
-            card = sface_card(fingerprint)
-        elif card.architecture != ARCHITECTURE or card.embedding_dim != EMBEDDING_DIM:
-            raise ModelError(f"{card.name}: card does not describe {SFACE} (architecture {card.architecture!r})")
-        else:
-            card = verify_card(card, fingerprint, f"{card.name} card", f"{card.name}: {path}")
-        self.card = card
+        self.card = ready_made_card(
+            card,
+            fingerprint,
+            sface_card,
+            lambda c: None if c.architecture == ARCHITECTURE and c.embedding_dim == EMBEDDING_DIM
+            else f"{SFACE} (architecture {c.architecture!r})",
+            str(path),
+        )
         self._detector = YuNetDetector(YuNetConfig(min_score=min_score))
         ort = import_onnxruntime(f"{SFACE}: running the face encoder")
         options = ort.SessionOptions()
