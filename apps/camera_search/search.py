@@ -80,7 +80,8 @@ class SearchConfig:
 
 @dataclass
 class CameraRun:
-    """One camera's video after detection and tracking; ``dropped`` counts the frames of a
+    """One camera's video after detection and tracking; ``detections`` counts the boxes
+    tracks took, ``embedded`` the crops given to the encoder, ``dropped`` the frames of a
     live camera skipped because the pipeline was behind (never a video file's)."""
 
     camera: int
@@ -88,6 +89,7 @@ class CameraRun:
     fps: float | None
     frames: int = 0
     detections: int = 0
+    embedded: int = 0
     tracks: list[Track] = field(default_factory=list)
     stage_seconds: dict[str, float] = field(default_factory=stage_timer)
     wall_seconds: float = 0.0
@@ -105,6 +107,7 @@ class CameraRun:
             "fps": self.fps,
             "frames": self.frames,
             "detections": self.detections,
+            "embedded": self.embedded,
             "tracks": len(self.tracks),
             "stage_seconds": {k: round(v, 4) for k, v in self.stage_seconds.items()},
             "wall_seconds": round(self.wall_seconds, 4),
@@ -204,7 +207,7 @@ def process_camera(
         # Ctrl-C ends the reading; what was tracked so far is still matched and written.
         run.interrupted = True
     finally:
-        run.dropped = stream.dropped
+        run.dropped, run.embedded = stream.dropped, stream.embedded
     # A track linked in the batch Ctrl-C stopped may have no embedding yet.
     tracks = [t for t in ended + stream.finish() if t.embedding_sum is not None]
     run.tracks = sorted(tracks, key=lambda t: (t.first.frame, t.id))

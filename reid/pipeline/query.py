@@ -9,7 +9,9 @@ keeps running totals and per-stage timings in :attr:`QueryRun.stats`.
 On videos, cameras and streams the detections are linked into tracks
 (:class:`reid.track.Tracker`) and each tracked detection is decided by its track's mean
 embedding so far, so one person walking through the scene keeps one answer that only
-grows surer; each track is summarized (:class:`TrackSummary`) once it ends.
+grows surer; each track is summarized (:class:`TrackSummary`) once it ends.  Detection,
+linking and embedding are the tracked-detection stream's
+(:class:`reid.pipeline.stream.DetectionStream`); a query searches what it gives and decides.
 """
 
 from __future__ import annotations
@@ -51,7 +53,9 @@ class QueryConfig:
     the gallery's, which is the model card's calibrated one.  ``track``: link the
     detections of videos, cameras and streams into tracks (see :mod:`reid.track`).
     ``detect_scale`` in (0, 1]: detect on frames scaled by it (faster; people shorter than
-    the detector's window divided by it are missed).
+    the detector's window divided by it are missed).  ``batch_size``, ``no_face``,
+    ``track``, ``tracker`` and ``embed_every`` are the stream's
+    (:class:`reid.pipeline.stream.StreamConfig`, same defaults and checks).
     ``threaded``: decode and detect on their own threads (:class:`FramePipeline`), so the
     stages overlap and a live source drops the frames it cannot keep up with; False runs
     every stage in turn on the caller's thread.
