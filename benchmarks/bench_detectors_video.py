@@ -26,7 +26,7 @@ from pathlib import Path
 import cv2
 import numpy as np
 
-from reid.detect import PedestrianConfig, SSDLiteConfig, build_detector
+from reid.detect import PedestrianConfig, SSDLiteConfig, build_detector, confident_detections
 from reid.evaluation.boxes import BoxScore, band_labels, read_mot_boxes, score_boxes
 
 DATA = Path(__file__).resolve().parents[1].parent / "shared" / "data" / "video"
@@ -57,12 +57,12 @@ def build(run: str, min_height: int):
 
 
 def detect_all(detector, frames: dict[int, np.ndarray]) -> tuple[dict[int, np.ndarray], float]:
-    """Boxes by frame and the mean milliseconds of one ``detect``."""
+    """Confident boxes by frame (those a photo keeps) and the mean milliseconds of one ``detect``."""
     detector.detect(next(iter(frames.values())))
     found, seconds = {}, 0.0
     for index, frame in frames.items():
         tick = time.perf_counter()
-        detections = detector.detect(frame)
+        detections = confident_detections(detector, frame)
         seconds += time.perf_counter() - tick
         found[index] = np.array([d.box for d in detections], dtype=np.float64).reshape(-1, 4)
     return found, 1000 * seconds / len(frames)

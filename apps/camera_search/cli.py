@@ -25,6 +25,8 @@ console = Console(markup=False, highlight=False)
 err_console = Console(stderr=True, markup=False, highlight=False)
 app = typer.Typer(add_completion=False, pretty_exceptions_enable=False)
 DEMO_MODEL = Path("models/demo")
+# The demo's drawn figures are small for HOG's window; a finer stride finds more of them.
+DEMO_WIN_STRIDE = 4
 
 
 def _print_tables(result: SearchResult) -> None:
@@ -65,17 +67,25 @@ def main(
         None, "--reference-camera", help="Camera whose tracks are enrolled as the known people (default 0)."
     ),
     threshold: float | None = typer.Option(None, "--threshold", help=f"{THRESHOLD_HELP} Default: the model card's."),
-    every: int = typer.Option(1, "--every", min=1, help="Keep one frame in N."),
+    every: int = typer.Option(SearchConfig.every, "--every", min=1, help="Keep one frame in N."),
     max_frames: int | None = typer.Option(None, "--max-frames", min=1, help="Stop each camera after N kept frames."),
-    top_k: int = typer.Option(3, "--top-k", min=1, help="Identities fetched per track."),
+    top_k: int = typer.Option(SearchConfig.top_k, "--top-k", min=1, help="Identities fetched per track."),
     detector: str | None = typer.Option(
         None, "--detector", help=f"Person detector: {', '.join(detector_names('person'))} (default: reid's person default; hog with --demo)."
     ),
     detect_scale: float = typer.Option(
-        1.0, "--detect-scale", help="HOG: scale frames by this before detection (< 1: faster, misses small people)."
+        PersonDetectorConfig.scale, "--detect-scale",
+        help="HOG: scale frames by this before detection (< 1: faster, misses small people).",
     ),
     win_stride: int | None = typer.Option(
-        None, "--win-stride", min=1, help="HOG window stride in pixels (default 8; 4 in --demo): smaller finds more."
+        None, "--win-stride", min=1,
+        help=f"HOG window stride in pixels (default {PersonDetectorConfig.win_stride}; {DEMO_WIN_STRIDE} in --demo): "
+        "smaller finds more.",
+    ),
+    embed_every: int = typer.Option(
+        SearchConfig.embed_every, "--embed-every", min=1,
+        help="Embed a track's crop in one of N of its frames (1: every crop, before linking, so tracks link by "
+        "appearance too; above 1: tracks link on boxes alone).",
     ),
     iou: float = typer.Option(TrackerConfig.iou, "--iou", help="Least box overlap that continues a track."),
     lost_seconds: float = typer.Option(
@@ -84,7 +94,9 @@ def main(
     appearance: float | None = typer.Option(
         None, "--appearance", help="Also require this embedding distance or less to continue a track (off by default)."
     ),
-    min_boxes: int = typer.Option(2, "--min-boxes", min=1, help="Drop tracks with fewer boxes (detector noise)."),
+    min_boxes: int = typer.Option(
+        TrackerConfig.min_boxes, "--min-boxes", min=1, help="Drop tracks with fewer boxes (detector noise)."
+    ),
     video_format: str = typer.Option("avi", "--video-format", help="Annotated videos as avi (MJPG) or mp4 (mp4v)."),
     demo: bool = typer.Option(False, "--demo", help="Generate two camera videos of synthetic people and search them."),
     demo_frames: int = typer.Option(60, "--demo-frames", min=2, help="Frames per generated demo video."),
@@ -142,7 +154,10 @@ def main(
             every=every,
             max_frames=max_frames,
             top_k=top_k,
-            detector=PersonDetectorConfig(scale=detect_scale, win_stride=win_stride or (4 if demo else 8)),
+            embed_every=embed_every,
+            detector=PersonDetectorConfig(
+                scale=detect_scale, win_stride=win_stride or (DEMO_WIN_STRIDE if demo else PersonDetectorConfig.win_stride)
+            ),
             # The drawn figures of --demo are HOG's to find (SSDLite sees none of them).
             person_detector=detector or ("hog" if demo else None),
             tracker=TrackerConfig(iou=iou, lost_seconds=lost_seconds, appearance=appearance, min_boxes=min_boxes),

@@ -1,9 +1,9 @@
 """Cross-camera person search: detect and track people in each camera, embed each track,
 then name the tracks from a reference camera's tracks or from an existing gallery.
 
-Only names that reid's subpackages export are used here: :class:`reid.pipeline.FramePipeline`
-reads the videos and cuts out the people :func:`reid.detect.build_detector` finds, the
-Encoder embeds the crops, :class:`reid.track.Tracker` links them, and
+Only names that reid's subpackages export are used here: :class:`reid.pipeline.DetectionStream`
+reads each video, cuts out the people :func:`reid.detect.build_detector` finds, links them
+into tracks and embeds their crops (the stream ``reid query`` runs on), and
 :class:`reid.gallery.Gallery` holds and searches the known people.
 """
 
@@ -12,6 +12,7 @@ from __future__ import annotations
 import shutil
 import time
 from collections.abc import Callable
+from contextlib import closing
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -21,18 +22,9 @@ import numpy as np
 from reid import ConfigError, GalleryError, Threshold, check_distance_threshold, nearest_identity
 from reid.detect import PersonDetectorConfig, build_detector
 from reid.gallery import DB_FILE, Gallery, ItemMeta
-from reid.models import Encoder, embed_images
-from reid.pipeline import (
-    FramePipeline,
-    MediaSource,
-    Sighting,
-    attach,
-    choose_to_embed,
-    gallery_threshold,
-    link_frame,
-    open_source,
-)
-from reid.track import Track, Tracker, TrackerConfig
+from reid.models import Encoder
+from reid.pipeline import DetectionStream, MediaSource, StreamConfig, gallery_threshold, open_source, stage_timer
+from reid.track import Track, TrackerConfig
 
 # Called as (camera, frames done, frames expected or None) while a camera is processed.
 ProgressFn = Callable[[int, int, int | None], None]
@@ -43,7 +35,9 @@ class SearchConfig:
     """What to search and how.  ``gallery`` None: enrol the tracks of ``reference_camera``
     into a fresh gallery under ``out`` and match the other cameras against it.  ``threshold``
     None: the model card's (else the gallery's).  A track is named when its nearest
-    identity's distance is at most the threshold."""
+    identity's distance is at most the threshold.  ``batch_size``, ``embed_every`` and
+    ``tracker``: the tracked-detection stream's (:class:`reid.pipeline.StreamConfig`, same
+    defaults)."""
 
     videos: list[str]
     out: Path
@@ -54,7 +48,8 @@ class SearchConfig:
     every: int = 1
     max_frames: int | None = None
     top_k: int = 3
-    batch_size: int = 32
+    batch_size: int = StreamConfig.batch_size
+    embed_every: int = StreamConfig.embed_every
     detector: PersonDetectorConfig = field(default_factory=PersonDetectorConfig)
     person_detector: str | None = None
     tracker: TrackerConfig = field(default_factory=TrackerConfig)
@@ -70,15 +65,23 @@ class SearchConfig:
         if self.gallery is None and len(self.videos) < 2:
             raise ConfigError("with no --gallery, give at least two videos: a reference camera and one to search")
         check_distance_threshold(self.threshold)
-        if self.batch_size < 1:
-            raise ConfigError(f"batch size must be at least 1, got {self.batch_size}")
+        self.stream()  # batch size, --embed-every: the stream's checks
         if self.top_k < 1:
             raise ConfigError(f"--top-k must be at least 1, got {self.top_k}")
+
+    def stream(self) -> StreamConfig:
+        """Each camera's stream: every track keeps its largest crop (the event thumbnail),
+        and a crop a face model finds no face in is embedded whole."""
+        return StreamConfig(
+            tracker=self.tracker, embed_every=self.embed_every, batch_size=self.batch_size, no_face="whole",
+            thumbnails=True,
+        )  # fmt: skip
 
 
 @dataclass
 class CameraRun:
-    """One camera's video after detection and tracking; ``dropped`` counts the frames of a
+    """One camera's video after detection and tracking; ``detections`` counts the boxes
+    tracks took, ``embedded`` the crops given to the encoder, ``dropped`` the frames of a
     live camera skipped because the pipeline was behind (never a video file's)."""
 
     camera: int
@@ -86,10 +89,9 @@ class CameraRun:
     fps: float | None
     frames: int = 0
     detections: int = 0
+    embedded: int = 0
     tracks: list[Track] = field(default_factory=list)
-    stage_seconds: dict[str, float] = field(
-        default_factory=lambda: {"decode": 0.0, "detect": 0.0, "embed": 0.0, "track": 0.0}
-    )
+    stage_seconds: dict[str, float] = field(default_factory=stage_timer)
     wall_seconds: float = 0.0
     interrupted: bool = False
     dropped: int = 0
@@ -105,6 +107,7 @@ class CameraRun:
             "fps": self.fps,
             "frames": self.frames,
             "detections": self.detections,
+            "embedded": self.embedded,
             "tracks": len(self.tracks),
             "stage_seconds": {k: round(v, 4) for k, v in self.stage_seconds.items()},
             "wall_seconds": round(self.wall_seconds, 4),
@@ -182,55 +185,32 @@ def process_camera(
     config: SearchConfig,
     on_progress: ProgressFn | None = None,
 ) -> CameraRun:
-    """Detect people in every kept frame of ``source``, embed them and link them into tracks."""
-    built = build_detector(config.person_detector, "person", [config.detector])
-    fps = source.fps / source.every if source.fps else None
-    detector, tracker = Tracker.for_detector(built, camera, config.tracker, fps)
-    run = CameraRun(camera, source.spec, source.fps)
-    timing = run.stage_seconds
-    per_frame = config.tracker.appearance is not None
-    pending: list[Sighting] = []
+    """Detect people in every kept frame of ``source``, link them into tracks and embed
+    them (:class:`reid.pipeline.DetectionStream`); the run lists the tracks with an
+    embedding, in order of first sighting."""
+    detector = build_detector(config.person_detector, "person", [config.detector])
+    stream = DetectionStream(source, detector, encoder, config.stream(), camera=camera)
+    run = CameraRun(camera, source.spec, source.fps, stage_seconds=stream.timing)
     ended: list[Track] = []
-
-    def embed_pending() -> None:
-        tick = time.perf_counter()
-        chosen = choose_to_embed([pending], every=1)
-        attach(chosen, _embed(encoder, [s.crop for s in chosen], source.spec))
-        pending.clear()
-        timing["embed"] += time.perf_counter() - tick
-
     started = time.perf_counter()
-    items = FramePipeline(source, detector, timing=timing)
+    batches = stream.batches()
     try:
-        for item in items:
-            embeddings = None
-            if per_frame:
-                tick = time.perf_counter()
-                embeddings = _embed(encoder, item.crops, source.spec)
-                timing["embed"] += time.perf_counter() - tick
-            tick = time.perf_counter()
-            sightings, gone = link_frame(tracker, run.frames, item, embeddings=embeddings, thumbnails=True)
-            ended += gone
-            timing["track"] += time.perf_counter() - tick
-            if not per_frame:
-                # Without appearance gating the tracker never looks at embeddings, so
-                # crops of many frames wait to be embedded together: far fewer, fuller batches.
-                pending.extend(sightings)
-                if len(pending) >= config.batch_size:
-                    embed_pending()
-            run.frames += 1
-            run.detections += len(sightings)  # weak boxes no track took are noise
-            if on_progress is not None:
-                on_progress(camera, run.frames, source.expected_frames)
+        with closing(batches):
+            for batch in batches:
+                for tracked in batch:
+                    ended += tracked.ended
+                    run.frames += 1
+                    run.detections += len(tracked.sightings)
+                    if on_progress is not None:
+                        on_progress(camera, run.frames, source.expected_frames)
     except KeyboardInterrupt:
         # Ctrl-C ends the reading; what was tracked so far is still matched and written.
         run.interrupted = True
     finally:
-        items.close()
-        run.dropped = items.dropped
-    if pending:
-        embed_pending()
-    run.tracks = sorted(ended + tracker.finish(), key=lambda t: (t.first.frame, t.id))
+        run.dropped, run.embedded = stream.dropped, stream.embedded
+    # A track linked in the batch Ctrl-C stopped may have no embedding yet.
+    tracks = [t for t in ended + stream.finish() if t.embedding_sum is not None]
+    run.tracks = sorted(tracks, key=lambda t: (t.first.frame, t.id))
     run.wall_seconds = time.perf_counter() - started
     return run
 
@@ -345,9 +325,3 @@ def run_search(
     interrupted = any(c.interrupted for c in cameras)
     return SearchResult(cameras, events, threshold.value, threshold.describe(), folder, mode, interrupted)
 
-
-def _embed(encoder: Encoder, crops: list[np.ndarray], source: str) -> np.ndarray:
-    """Embeddings of person crops, one per crop (a face model takes a faceless crop whole);
-    ModelError on non-finite embeddings."""
-    names = [f"{source} crop {i}" for i in range(len(crops))]
-    return embed_images(encoder, crops, names, no_face="whole").features

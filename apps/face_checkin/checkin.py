@@ -217,11 +217,10 @@ class Decision:
         }
 
 
-def resolve_threshold(config: CheckinConfig, encoder: Encoder, gallery: Gallery) -> tuple[float, str]:
+def resolve_threshold(config: CheckinConfig, encoder: Encoder, gallery: Gallery) -> Threshold:
     """The threshold and where it came from: --threshold, else the gallery's own calibration,
     else the card, else the gallery (:func:`reid.pipeline.gallery_threshold`)."""
-    chosen = gallery_threshold(config.threshold, encoder.card, gallery, given_detail=config.threshold_source)
-    return chosen.value, chosen.describe()
+    return gallery_threshold(config.threshold, encoder.card, gallery, given_detail=config.threshold_source)
 
 
 @dataclass
@@ -273,7 +272,8 @@ class CheckinDesk:
     def __init__(self, gallery: Gallery, encoder: Encoder, config: CheckinConfig) -> None:
         gallery.check_model(encoder.card)
         self.gallery, self.encoder, self.config = gallery, encoder, config
-        self.threshold, self.threshold_source = resolve_threshold(config, encoder, gallery)
+        self.chosen_threshold = resolve_threshold(config, encoder, gallery)
+        self.threshold, self.threshold_source = self.chosen_threshold.value, self.chosen_threshold.describe()
         if config.claim is not None and config.claim not in {s.identity for s in gallery.identities()}:
             raise ConfigError(f"--claim {config.claim!r}: nobody of that name is enrolled in {gallery.folder}")
 
@@ -299,7 +299,7 @@ class CheckinDesk:
         if cfg.claim is None:
             nearest = found[0] if found else None
             decision.distance = nearest.distance if nearest is not None else None
-            decision.identity = nearest_identity(found, Threshold(self.threshold, self.threshold_source))
+            decision.identity = nearest_identity(found, self.chosen_threshold)
             named = decision.identity is not None
             decision.decision = "identified" if named else "unknown"
         else:

@@ -1,7 +1,7 @@
 """Person and face detectors for frames and photos, and the crop helpers that follow them.
 
 >>> det = build_detector("yunet", "face")      # or build_detector(None, "face"): the default, haar
->>> for d in det.detect(image_rgb):
+>>> for d in confident_detections(det, image_rgb):     # a photo's boxes; detect() adds weak ones
 ...     face = crop(image_rgb, d.box, margin=0.1)
 
 ``--detector`` names: ``pedestrian``, ``hog``, ``ssdlite``, ``yolo:FILE.onnx`` (people), ``haar``,
@@ -18,11 +18,10 @@ from reid.detect.base import (
     Detection,
     Detector,
     Point,
-    TieredDetector,
     clipped_detection,
+    confident_detections,
     crop,
     expand_box,
-    for_tracking,
     non_max_suppression,
 )
 from reid.detect.build import (
@@ -77,7 +76,6 @@ __all__ = [
     "Point",
     "SSDLiteConfig",
     "SSDLiteDetector",
-    "TieredDetector",
     "YoloConfig",
     "YoloDetector",
     "YuNetConfig",
@@ -87,6 +85,7 @@ __all__ = [
     "cascade_path",
     "check_detector",
     "clipped_detection",
+    "confident_detections",
     "crop",
     "crop_detection",
     "crop_detections",
@@ -95,7 +94,6 @@ __all__ = [
     "detector_names",
     "expand_box",
     "fallback_note",
-    "for_tracking",
     "non_max_suppression",
     "similarity_transform",
 ]

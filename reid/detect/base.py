@@ -4,11 +4,9 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Protocol, runtime_checkable
+from typing import Protocol
 
 import numpy as np
-
-from reid.errors import ConfigError
 
 Box = tuple[int, int, int, int]
 """A box as (x, y, width, height) in pixels of the image it was found in."""
@@ -37,67 +35,31 @@ class Detection:
 
 
 class Detector(Protocol):
-    """Anything that finds people or faces in an RGB uint8 image."""
+    """Anything that finds people or faces in an RGB uint8 image.
+
+    ``detect`` returns every box above the detector's floor, best score first, each with
+    its score.  ``confident_score`` is the score from which a box is a sure find; below it
+    (down to the floor) a box is weak: a tracker may continue a track with it (ByteTrack's
+    second association, Zhang et al. 2022) but never start one, and a photo never keeps it
+    (:func:`confident_detections`).  None: the detector's scores are not probabilities
+    (HOG's SVM margins, Haar's cascade weights) and every box it returns is confident.
+    """
 
     kind: str
+    confident_score: float | None
 
     def detect(self, image: np.ndarray) -> list[Detection]:
         """Return the detections in ``image``, best score first."""
         ...
 
 
-@runtime_checkable
-class TieredDetector(Detector, Protocol):
-    """A detector whose scores are probabilities, so that boxes below its confident score
-    can still be told apart from noise: a tracker's second association (ByteTrack, Zhang
-    et al. 2022) continues tracks with them through blur and partial occlusion.
-
-    ``detect`` gives the confident detections (score >= ``confident_score``);
-    ``detect_with_weak`` gives those and the weak ones below.
-    """
-
-    confident_score: float
-
-    def detect_with_weak(self, image: np.ndarray) -> list[Detection]:
-        """Confident and weak detections in ``image``, best score first."""
-        ...
-
-
-class WeakIncluded:
-    """``detector`` whose ``detect`` gives its weak detections too (see
-    :func:`for_tracking`); ``confident_score`` tells them apart."""
-
-    def __init__(self, detector: TieredDetector) -> None:
-        self.detector, self.kind, self.confident_score = detector, detector.kind, detector.confident_score
-
-    def detect(self, image: np.ndarray) -> list[Detection]:
-        return self.detector.detect_with_weak(image)
-
-
-def check_scores(detector: str, min_score: float, weak_score: float | None) -> None:
-    """Raise ConfigError unless both scores are probabilities in [0, 1)."""
-    for name, value in (("min_score", min_score), ("weak_score", weak_score)):
-        if value is not None and not 0 <= value < 1:
-            raise ConfigError(f"{detector} {name} must be in [0, 1), got {value}")
-
-
-def weak_floor(min_score: float, weak_score: float | None) -> float:
-    """The lowest score :meth:`TieredDetector.detect_with_weak` keeps: ``weak_score``, or
-    ``min_score`` when there is no weak tier (None, or a weak score above the confident one)."""
-    return min_score if weak_score is None else min(weak_score, min_score)
-
-
-def for_tracking(detector: Detector) -> tuple[Detector, float | None]:
-    """The detector to feed a tracker and the score from which its detections may start
-    tracks (:attr:`reid.track.TrackerConfig.high_score`).
-
-    A :class:`TieredDetector` (ssdlite, yolo) comes back giving its weak detections too,
-    with its confident score; any other detector comes back as it is, with None (every
-    detection is confident).
-    """
-    if isinstance(detector, TieredDetector):
-        return WeakIncluded(detector), detector.confident_score
-    return detector, None
+def confident_detections(detector: Detector, image: np.ndarray) -> list[Detection]:
+    """The detections of a photo (an RGB uint8 (H, W, 3) image): those of
+    ``detector.detect`` scoring at least its ``confident_score`` (all of them for None),
+    best score first.  Weak boxes only ever continue tracks of a video; a photo has none."""
+    found = detector.detect(image)
+    floor = detector.confident_score
+    return found if floor is None else [d for d in found if d.score >= floor]
 
 
 def expand_box(box: Box, margin: float, shape: tuple[int, ...]) -> Box:

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -23,35 +23,54 @@ DEFAULT_DETECTORS = {"person": "pedestrian", "face": "haar"}
 FALLBACK_DETECTORS = {"person": "hog"}
 YOLO_PREFIX = "yolo:"
 
-DETECTOR_CONFIGS = (PersonDetectorConfig, FaceDetectorConfig, SSDLiteConfig, PedestrianConfig, YoloConfig, YuNetConfig)
-
 
 @dataclass(frozen=True)
 class DetectorName:
-    """One ``--detector`` name: what it finds, its options' type and what it needs."""
+    """One ``--detector`` name: what it finds, its options' type, what it needs, and how
+    it is built from its options (None: the defaults) and the name's argument (the ONNX
+    file of ``yolo:``; empty for the others)."""
 
     name: str
     kind: str
     config: type
     needs: str
+    build: Callable[[Any, str], Detector]
     model: str = ""
     """The pretrained-artefact registry name of the file it runs, if any."""
 
 
+# Adding a detector is one entry here.
 DETECTORS = {
     entry.name: entry
     for entry in (
         DetectorName(
             "pedestrian", "person", PedestrianConfig,
-            "SSDLite-MobileNetV2 boxes in the pedestrian aspect ratio (`reid models fetch` once)", SSDLITE_PERSON,
+            "SSDLite-MobileNetV2 boxes in the pedestrian aspect ratio (`reid models fetch` once)",
+            lambda config, _: PedestrianDetector(config), SSDLITE_PERSON,
         ),
-        DetectorName("hog", "person", PersonDetectorConfig, "OpenCV's HOG people detector (built in)"),
-        DetectorName("ssdlite", "person", SSDLiteConfig, "SSDLite-MobileNetV2 (`reid models fetch` once)", SSDLITE_PERSON),
-        DetectorName("yolo:FILE.onnx", "person", YoloConfig, "your YOLOv5/v8/11/X ONNX export (reid[onnx])"),
-        DetectorName("haar", "face", FaceDetectorConfig, "OpenCV's Haar face cascade (built in)"),
-        DetectorName("yunet", "face", YuNetConfig, "YuNet with five landmarks (reid[faces])"),
+        DetectorName(
+            "hog", "person", PersonDetectorConfig, "OpenCV's HOG people detector (built in)",
+            lambda config, _: PersonDetector(config),
+        ),
+        DetectorName(
+            "ssdlite", "person", SSDLiteConfig, "SSDLite-MobileNetV2 (`reid models fetch` once)",
+            lambda config, _: SSDLiteDetector(config), SSDLITE_PERSON,
+        ),
+        DetectorName(
+            "yolo:FILE.onnx", "person", YoloConfig, "your YOLOv5/v8/11/X ONNX export (reid[onnx])",
+            lambda config, path: YoloDetector(path, config),
+        ),
+        DetectorName(
+            "haar", "face", FaceDetectorConfig, "OpenCV's Haar face cascade (built in)",
+            lambda config, _: FaceDetector(config),
+        ),
+        DetectorName(
+            "yunet", "face", YuNetConfig, "YuNet with five landmarks (reid[faces])",
+            lambda config, _: YuNetDetector(config),
+        ),
     )
-}
+}  # fmt: skip
+DETECTOR_CONFIGS = tuple(entry.config for entry in DETECTORS.values())
 
 
 def detector_names(kind: str | None = None) -> list[str]:
@@ -139,15 +158,4 @@ def build_detector(spec: str | None, kind: str | None = None, options: Sequence[
         if type(option) in by_type:
             raise ConfigError(f"two {type(option).__name__} settings given for one detector")
         by_type[type(option)] = option
-    config = by_type.get(entry.config)
-    if entry.name == "hog":
-        return PersonDetector(config)
-    if entry.name == "haar":
-        return FaceDetector(config)
-    if entry.name == "ssdlite":
-        return SSDLiteDetector(config)
-    if entry.name == "pedestrian":
-        return PedestrianDetector(config)
-    if entry.name == "yunet":
-        return YuNetDetector(config)
-    return YoloDetector(argument, config)
+    return entry.build(by_type.get(entry.config), argument)

@@ -46,6 +46,8 @@ class PersonDetector:
     """OpenCV's HOG + linear SVM people detector (Dalal & Triggs 2005) with NMS."""
 
     kind = "person"
+    # SVM margins, not probabilities: every box above min_score is confident.
+    confident_score: float | None = None
     # The default people detector's window; an image must hold at least one.
     window = (64, 128)
 
@@ -125,6 +127,8 @@ class FaceDetector:
     """OpenCV's Haar cascade frontal face detector (Viola & Jones 2001)."""
 
     kind = "face"
+    # Cascade weights, not probabilities: every face found is confident.
+    confident_score: float | None = None
 
     def __init__(self, config: FaceDetectorConfig | None = None) -> None:
         self.config = config or FaceDetectorConfig()

@@ -27,7 +27,7 @@ from pathlib import Path
 
 import numpy as np
 
-from reid.detect.base import Detection, check_scores, clipped_detection
+from reid.detect.base import Detection, clipped_detection
 from reid.detect.ssdlite import SSDLiteConfig, SSDLiteDetector
 from reid.errors import ConfigError
 
@@ -40,7 +40,7 @@ class PedestrianConfig:
     """Options of the pedestrian detector.
 
     ``min_score``, ``weak_score``, ``min_height``, ``nms_iou``: SSDLite's
-    (:class:`reid.detect.SSDLiteConfig`, same defaults).  ``box_aspect``: the width of every
+    (:class:`reid.detect.SSDLiteConfig`, same defaults and checks: ConfigError).  ``box_aspect``: the width of every
     box over its height (0.41: Caltech Pedestrian's and CityPersons' convention); None keeps
     SSDLite's own widths.
     """
@@ -52,7 +52,8 @@ class PedestrianConfig:
     box_aspect: float | None = PEDESTRIAN_ASPECT
 
     def __post_init__(self) -> None:
-        check_scores("pedestrian", self.min_score, self.weak_score)
+        # SSDLite's own checks (scores in [0, 1), min_height) hold for the same settings.
+        self.ssdlite()
         if self.box_aspect is not None and not 0.1 <= self.box_aspect <= 2.0:
             raise ConfigError(f"pedestrian box_aspect must be between 0.1 and 2 (width over height), got {self.box_aspect}")
 
@@ -94,9 +95,6 @@ class PedestrianDetector:
         return [d for d in shaped if d.box[2] > 0 and d.box[3] > 0]
 
     def detect(self, image: np.ndarray) -> list[Detection]:
-        """People in an RGB uint8 (H, W, 3) image, boxes in its pixels, best score first."""
+        """People in an RGB uint8 (H, W, 3) image, confident and weak as SSDLite's (see
+        :meth:`reid.detect.SSDLiteDetector.detect`), boxes in its pixels, best score first."""
         return self._shaped(self.ssd.detect(image), image.shape)
-
-    def detect_with_weak(self, image: np.ndarray) -> list[Detection]:
-        """The people of :meth:`detect` and the weak detections down to ``weak_score``."""
-        return self._shaped(self.ssd.detect_with_weak(image), image.shape)

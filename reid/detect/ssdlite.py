@@ -25,7 +25,7 @@ from pathlib import Path
 import cv2
 import numpy as np
 
-from reid.detect.base import Detection, check_scores, clipped_detection, non_max_suppression, weak_floor
+from reid.detect.base import Detection, clipped_detection, non_max_suppression
 from reid.detect.ssd import SSDAnchors, ssd_text_graph
 from reid.errors import ConfigError, ModelError
 from reid.models.registry import SSDLITE_PERSON, cached, fetch_artefact, get_artefact, installed_member
@@ -46,10 +46,11 @@ MAX_NETS = 4
 class SSDLiteConfig:
     """Options of the SSDLite person detector.
 
-    ``min_score``: detection score (0..1) from which a box is a confident detection.
-    ``weak_score``: score from which the boxes below ``min_score`` are kept as weak
-    detections, which only continue tracks (:class:`reid.detect.base.TieredDetector`);
-    None, or a score above ``min_score``: no weak ones.  ``min_height``:
+    ``min_score``: detection score (0..1) from which a box is a confident detection (the
+    detector's ``confident_score``).  ``weak_score``: the floor, the score from which the
+    boxes below ``min_score`` are returned as weak detections, which only continue tracks
+    (see :class:`reid.detect.Detector`); None, or a score above ``min_score``: no weak
+    ones.  Both in [0, 1), else ConfigError.  ``min_height``:
     the height in frame pixels of the smallest person sought, which adds a second pass
     at the scale that person needs (None: one pass at 300x300, the fastest; it finds
     people taller than about a tenth of the frame).  ``nms_iou``: overlap above which the weaker
@@ -62,9 +63,17 @@ class SSDLiteConfig:
     nms_iou: float = 0.45
 
     def __post_init__(self) -> None:
-        check_scores("ssdlite", self.min_score, self.weak_score)
+        for name, value in (("min_score", self.min_score), ("weak_score", self.weak_score)):
+            if value is not None and not 0 <= value < 1:
+                raise ConfigError(f"ssdlite {name} must be in [0, 1), got {value}")
         if self.min_height is not None and self.min_height < 8:
             raise ConfigError(f"ssdlite min_height must be at least 8 pixels, got {self.min_height}")
+
+    @property
+    def floor(self) -> float:
+        """The lowest score a box is returned with: ``weak_score``, or ``min_score`` when
+        there is no weak tier."""
+        return self.min_score if self.weak_score is None else min(self.weak_score, self.min_score)
 
 
 def model_file(name: str) -> Path:
@@ -154,12 +163,9 @@ class SSDLiteDetector:
         return np.c_[corners[:, :2], corners[:, 2:] - corners[:, :2]], rows[:, 2].astype(np.float64)
 
     def detect(self, image: np.ndarray) -> list[Detection]:
-        """People in an RGB uint8 (H, W, 3) image, boxes in its pixels, best score first."""
-        return self._detect(image, self.config.min_score)
-
-    def detect_with_weak(self, image: np.ndarray) -> list[Detection]:
-        """The people of :meth:`detect` and the weak detections down to ``weak_score``."""
-        return self._detect(image, weak_floor(self.config.min_score, self.config.weak_score))
+        """People in an RGB uint8 (H, W, 3) image down to the config's ``floor``, boxes in
+        its pixels, best score first; those under ``confident_score`` are weak."""
+        return self._detect(image, self.config.floor)
 
     def _detect(self, image: np.ndarray, floor: float) -> list[Detection]:
         height, width = image.shape[:2]

@@ -28,7 +28,7 @@ from typing import Any
 import cv2
 import numpy as np
 
-from reid.detect.base import Detection, check_scores, clipped_detection, non_max_suppression, weak_floor
+from reid.detect.base import Detection, clipped_detection, non_max_suppression
 from reid.errors import ConfigError, ModelError
 from reid.models.onnx import first_line, import_onnxruntime
 
@@ -46,10 +46,11 @@ class YoloConfig:
     """Options of the YOLO ONNX person detector.
 
     ``layout``: auto, yolov5, yolov8 or yolox (see the module notes).  ``min_score``:
-    score (0..1) from which a person box is a confident detection; ``weak_score``: score
-    from which the boxes below ``min_score`` are kept as weak detections, which only
-    continue tracks (:class:`reid.detect.base.TieredDetector`; None, or a score above
-    ``min_score``: no weak ones);
+    score (0..1) from which a person box is a confident detection (the detector's
+    ``confident_score``); ``weak_score``: the floor, the score from which the boxes below
+    ``min_score`` are returned as weak detections, which only continue tracks (see
+    :class:`reid.detect.Detector`; None, or a score above ``min_score``: no weak ones);
+    both in [0, 1), else ConfigError;
     ``nms_iou``: overlap above which the
     weaker of two boxes is dropped.  ``input_size`` (height, width) is only needed when the
     file's input size is dynamic (default 640x640).
@@ -64,7 +65,15 @@ class YoloConfig:
     def __post_init__(self) -> None:
         if self.layout not in LAYOUTS:
             raise ConfigError(f"unknown YOLO layout {self.layout!r}; choose one of {', '.join(LAYOUTS)}")
-        check_scores("YOLO", self.min_score, self.weak_score)
+        for name, value in (("min_score", self.min_score), ("weak_score", self.weak_score)):
+            if value is not None and not 0 <= value < 1:
+                raise ConfigError(f"YOLO {name} must be in [0, 1), got {value}")
+
+    @property
+    def floor(self) -> float:
+        """The lowest score a box is returned with: ``weak_score``, or ``min_score`` when
+        there is no weak tier."""
+        return self.min_score if self.weak_score is None else min(self.weak_score, self.min_score)
 
 
 @dataclass(frozen=True)
@@ -201,12 +210,9 @@ class YoloDetector:
         return self.config.min_score
 
     def detect(self, image: np.ndarray) -> list[Detection]:
-        """People in an RGB uint8 (H, W, 3) image, boxes in its pixels, best score first."""
-        return self._detect(image, self.config.min_score)
-
-    def detect_with_weak(self, image: np.ndarray) -> list[Detection]:
-        """The people of :meth:`detect` and the weak detections down to ``weak_score``."""
-        return self._detect(image, weak_floor(self.config.min_score, self.config.weak_score))
+        """People in an RGB uint8 (H, W, 3) image down to the config's ``floor``, boxes in
+        its pixels, best score first; those under ``confident_score`` are weak."""
+        return self._detect(image, self.config.floor)
 
     def _detect(self, image: np.ndarray, floor: float) -> list[Detection]:
         if image.shape[0] == 0 or image.shape[1] == 0:

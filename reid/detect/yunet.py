@@ -54,6 +54,11 @@ class YuNetDetector:
         self._yuface = import_yuface()
         self._threads = ThreadpoolController()
 
+    @property
+    def confident_score(self) -> float:
+        """Every face returned scores at least ``min_score``, so all are confident."""
+        return self.config.min_score
+
     def detect(self, image: np.ndarray) -> list[Detection]:
         """Faces in an RGB (H, W, 3) or grey (H, W) uint8 image, boxes and landmarks in its pixels."""
         bgr = cv2.cvtColor(image, cv2.COLOR_GRAY2BGR) if image.ndim == 2 else cv2.cvtColor(image, cv2.COLOR_RGB2BGR)

@@ -2,8 +2,9 @@
 
 Library functions return data or yield results and never print; ``reid enroll`` and
 ``reid query`` are thin layers over them, and the apps build on the same parts: the frame
-loop (:func:`frame_crops`), the box drawing and video writer (:func:`draw_box`,
-:class:`VideoWriter`), enrolment (:func:`enrol`) and the stand-in model for demos.
+loop (:func:`frame_crops`), the tracked-detection stream (:class:`DetectionStream`), the
+box drawing and video writer (:func:`draw_box`, :class:`VideoWriter`), enrolment
+(:func:`enrol`) and the stand-in model for demos.
 """
 
 from reid.detect.base import largest_detection
@@ -58,7 +59,15 @@ from reid.pipeline.query import (
 )
 from reid.pipeline.sources import Frame, MediaSource, open_source
 from reid.pipeline.stages import STAGES, intra_op_threads, stage_timer
-from reid.pipeline.stream import Sighting, attach, choose_to_embed, link_frame
+from reid.pipeline.stream import (
+    DetectionStream,
+    Sighting,
+    StreamConfig,
+    TrackedFrame,
+    choose_to_embed,
+    link_frame,
+    tracker_for,
+)
 
 __all__ = [
     "DETECT_CHOICES",
@@ -70,6 +79,7 @@ __all__ = [
     "ChooseCrop",
     "CropWriter",
     "DetectionResult",
+    "DetectionStream",
     "EnrolConfig",
     "EnrolEntry",
     "EnrolReport",
@@ -85,12 +95,13 @@ __all__ = [
     "QueryStats",
     "ScaledDetector",
     "Sighting",
+    "StreamConfig",
     "TrackSummary",
+    "TrackedFrame",
     "TracksWriter",
     "VideoOutput",
     "VideoWriter",
     "annotate",
-    "attach",
     "camera_of",
     "choose_to_embed",
     "check_outputs",
@@ -111,6 +122,7 @@ __all__ = [
     "resolve_threshold",
     "safe_name",
     "stage_timer",
+    "tracker_for",
     "SubjectRule",
     "Subjects",
     "whole_box",

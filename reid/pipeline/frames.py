@@ -15,7 +15,7 @@ from dataclasses import dataclass, field, replace
 import cv2
 import numpy as np
 
-from reid.detect import DEFAULT_MARGIN, Box, Detection, Detector, crop_detection
+from reid.detect import DEFAULT_MARGIN, Box, Detection, Detector, confident_detections, crop_detection
 from reid.errors import ConfigError
 from reid.pipeline.sources import Frame, MediaSource
 
@@ -58,16 +58,19 @@ def cut_frame(
     margin: float | None = None,
     whole_if_none: bool = False,
     align_to: tuple[int, int] | None = None,
+    weak: bool = False,
 ) -> FrameCrops:
     """The crops of one frame: each detection grown by ``margin`` (crops left empty by a
     box outside the frame are dropped), or the whole frame when there is no detector, or
     when nothing is found and ``whole_if_none`` is set.  ``align_to`` (height, width):
-    aligned face chips where the detector gives landmarks."""
+    aligned face chips where the detector gives landmarks.  ``weak``: keep the detector's
+    weak boxes too, for a tracker (:class:`reid.pipeline.stream.DetectionStream`); else
+    only its confident ones (:func:`reid.detect.confident_detections`), as for a photo."""
     image = frame.image
     if detector is None:
         return FrameCrops(frame, [image], [whole_box(image)], [None])
     grow = margin_for(detector, margin)
-    found = detector.detect(image)
+    found = detector.detect(image) if weak else confident_detections(detector, image)
     cut = FrameCrops(frame)
     for detection in found:
         piece = crop_detection(image, detection, grow, align_to)
@@ -87,8 +90,9 @@ def frame_crops(
     timing: dict[str, float] | None = None,
     whole_if_none: bool = False,
     align_to: tuple[int, int] | None = None,
+    weak: bool = False,
 ) -> Iterator[FrameCrops]:
-    """Decode ``source`` and :func:`cut_frame` each kept frame, in order.
+    """Decode ``source`` and :func:`cut_frame` each kept frame, in order (``weak`` as there).
 
     ``timing`` (see :func:`reid.pipeline.stages.stage_timer`) gains the seconds spent in
     "decode" and in "detect" (detection and cropping).  The source is released when the
@@ -105,7 +109,7 @@ def frame_crops(
             if frame is None:
                 return
             tick = time.perf_counter()
-            cut = cut_frame(frame, detector, margin, whole_if_none, align_to)
+            cut = cut_frame(frame, detector, margin, whole_if_none, align_to, weak)
             if timing is not None:
                 timing["detect"] += time.perf_counter() - tick
             yield cut
@@ -126,6 +130,7 @@ class ScaledDetector:
         if not 0 < scale <= 1:
             raise ConfigError(f"detection scale must be in (0, 1], got {scale}")
         self.detector, self.scale, self.kind = detector, scale, detector.kind
+        self.confident_score = detector.confident_score
 
     def detect(self, image: np.ndarray) -> list[Detection]:
         if self.scale == 1:

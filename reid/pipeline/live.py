@@ -45,7 +45,7 @@ class FramePipeline:
 
     ``timing`` (see :func:`reid.pipeline.stage_timer`) gains the busy seconds of "decode"
     and "detect"; the stages overlap, so their sum may exceed the wall time.  ``align_to``
-    as in :func:`cut_frame`.  ``depth``
+    and ``weak`` (the detector's weak boxes too) as in :func:`cut_frame`.  ``depth``
     bounds each queue.  Raises, in the iterating thread, what the source or the detector
     raised (DataError for a video with no decodable frame), and ConfigError for a depth
     below 1.
@@ -60,11 +60,12 @@ class FramePipeline:
         whole_if_none: bool = False,
         depth: int = QUEUE_DEPTH,
         align_to: tuple[int, int] | None = None,
+        weak: bool = False,
     ) -> None:
         if depth < 1:
             raise ConfigError(f"queue depth must be at least 1, got {depth}")
         self.source, self.detector, self.margin = source, detector, margin
-        self.whole_if_none, self.align_to = whole_if_none, align_to
+        self.whole_if_none, self.align_to, self.weak = whole_if_none, align_to, weak
         self.timing = timing if timing is not None else {"decode": 0.0, "detect": 0.0}
         self.dropped = 0
         self._frames: queue.Queue[Frame | _End] = queue.Queue(depth)
@@ -179,7 +180,7 @@ class FramePipeline:
                 return
             try:
                 tick = time.perf_counter()
-                cut = cut_frame(item, self.detector, self.margin, self.whole_if_none, self.align_to)
+                cut = cut_frame(item, self.detector, self.margin, self.whole_if_none, self.align_to, self.weak)
                 self.timing["detect"] += time.perf_counter() - tick
             except BaseException as exc:  # noqa: BLE001 - handed to the iterating thread
                 self._put(self._cut, _End(exc))

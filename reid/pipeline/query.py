@@ -9,7 +9,9 @@ keeps running totals and per-stage timings in :attr:`QueryRun.stats`.
 On videos, cameras and streams the detections are linked into tracks
 (:class:`reid.track.Tracker`) and each tracked detection is decided by its track's mean
 embedding so far, so one person walking through the scene keeps one answer that only
-grows surer; each track is summarized (:class:`TrackSummary`) once it ends.
+grows surer; each track is summarized (:class:`TrackSummary`) once it ends.  Detection,
+linking and embedding are the tracked-detection stream's
+(:class:`reid.pipeline.stream.DetectionStream`); a query searches what it gives and decides.
 """
 
 from __future__ import annotations
@@ -30,18 +32,14 @@ from reid.errors import ConfigError
 from reid.gallery import SCORES, Gallery, IdentityMatch
 from reid.gallery.calibration import synthetic_card_note
 from reid.models.card import ModelCard
-from reid.models.encoder import NO_FACE_CHOICES, Encoder, embed_images
-from reid.pipeline.frames import FrameCrops, ScaledDetector, frame_crops, margin_for
-from reid.pipeline.live import FramePipeline
-from reid.pipeline.sources import Frame, MediaSource
+from reid.models.encoder import Encoder
+from reid.pipeline.frames import ScaledDetector
+from reid.pipeline.sources import MediaSource
 from reid.pipeline.stages import EMBED_THREADS, intra_op_threads, stage_timer
-from reid.pipeline.stream import Sighting, choose_to_embed, link_frame
+from reid.pipeline.stream import DetectionStream, StreamConfig, TrackedFrame
 from reid.track import Track, Tracker, TrackerConfig
 
 DETECT_CHOICES = ("auto", "person", "face", "none")
-# Frames waiting for their crops to fill a batch are held in memory; stretches of video
-# with nobody in them must not pile up.
-MAX_PENDING_FRAMES = 16
 
 
 @dataclass
@@ -55,7 +53,9 @@ class QueryConfig:
     the gallery's, which is the model card's calibrated one.  ``track``: link the
     detections of videos, cameras and streams into tracks (see :mod:`reid.track`).
     ``detect_scale`` in (0, 1]: detect on frames scaled by it (faster; people shorter than
-    the detector's window divided by it are missed).
+    the detector's window divided by it are missed).  ``batch_size``, ``no_face``,
+    ``track``, ``tracker`` and ``embed_every`` are the stream's
+    (:class:`reid.pipeline.stream.StreamConfig`, same defaults and checks).
     ``threaded``: decode and detect on their own threads (:class:`FramePipeline`), so the
     stages overlap and a live source drops the frames it cannot keep up with; False runs
     every stage in turn on the caller's thread.
@@ -77,16 +77,16 @@ class QueryConfig:
     threshold: float | None = None
     far: float | None = None
     score: str = "best"
-    batch_size: int = 32
+    batch_size: int = StreamConfig.batch_size
     margin: float | None = None
-    no_face: str = "skip"
-    track: bool = True
+    no_face: str = StreamConfig.no_face
+    track: bool = StreamConfig.track
     tracker: TrackerConfig = field(default_factory=TrackerConfig)
     embed_threads: int | None = EMBED_THREADS
     detect_scale: float = 1.0
     threaded: bool = True
     min_height: int | None = None
-    embed_every: int = 1
+    embed_every: int = StreamConfig.embed_every
 
     def __post_init__(self) -> None:
         if self.top_k < 1:
@@ -95,18 +95,11 @@ class QueryConfig:
             raise ConfigError(f"unknown detector {self.detect!r}; choose one of {', '.join(DETECT_CHOICES)}")
         if self.score not in SCORES:
             raise ConfigError(f"unknown identity score {self.score!r}; choose one of {', '.join(SCORES)}")
-        if self.batch_size < 1:
-            raise ConfigError(f"batch size must be at least 1, got {self.batch_size}")
-        if self.embed_every < 1:
-            raise ConfigError(f"--embed-every must be at least 1, got {self.embed_every}")
-        if self.embed_every > 1 and not self.track:
-            raise ConfigError("--embed-every samples the crops of tracks; it does not work with --no-track")
+        self.stream()  # batch size, --embed-every, --no-face: the stream's checks
         if self.embed_threads is not None and self.embed_threads < 1:
             raise ConfigError(f"embedding threads must be at least 1, got {self.embed_threads}")
         if not 0 < self.detect_scale <= 1:
             raise ConfigError(f"--detect-scale must be in (0, 1], got {self.detect_scale}")
-        if self.no_face not in NO_FACE_CHOICES:
-            raise ConfigError(f"--no-face {self.no_face!r}: choose one of {', '.join(NO_FACE_CHOICES)}")
         check_distance_threshold(self.threshold)
         check_far(self.far)
         if self.threshold is not None and self.far is not None:
@@ -115,6 +108,13 @@ class QueryConfig:
             raise ConfigError(
                 f"--min-height works with --detector ssdlite, not {self.detector or 'the default detector'}"
             )
+
+    def stream(self) -> StreamConfig:
+        """The tracked-detection stream's settings of this query."""
+        return StreamConfig(
+            track=self.track, tracker=self.tracker, embed_every=self.embed_every, batch_size=self.batch_size,
+            no_face=self.no_face,
+        )  # fmt: skip
 
 
 @dataclass
@@ -312,10 +312,12 @@ class QueryRun:
     """Iterate to get :class:`FrameResult` objects, in frame order; :attr:`stats` grows as
     you go.
 
-    Crops of several frames are embedded together (up to ``batch_size`` crops), except for
-    live sources, where each frame is answered as soon as it arrives, with the frames that
-    arrived while the previous batch was answered.  Leaving the iteration early (or Ctrl-C)
-    stops the decoding and detection threads and releases the source.
+    Detections come from the tracked-detection stream (:class:`reid.pipeline.stream.
+    DetectionStream`: link, choose which crops to embed, embed in batches, attach to the
+    tracks), which :attr:`stream` holds; each batch of frames it gives is searched in one
+    gallery call and answered.  Live sources are answered as soon as a frame arrives.
+    Leaving the iteration early (or Ctrl-C) stops the decoding and detection threads and
+    releases the source.
     """
 
     def __init__(
@@ -333,176 +335,61 @@ class QueryRun:
         self.threshold, self.threshold_source = self.chosen_threshold.value, self.chosen_threshold.describe()
         self.threshold_note = self.chosen_threshold.note
         self.detector = detector if detector is not None else choose_detector(self.config, source, encoder)
-        self.stats = QueryStats(unreadable=source.unreadable)
-        tracking = self.config.track and self.detector is not None and source.kind != "images"
-        self.tracker: Tracker | None = None
-        if tracking and self.detector is not None:
-            # A detector with a weak tier gives its weak boxes too; they only continue tracks.
-            fps = source.fps / source.every if source.fps else None
-            self.detector, self.tracker = Tracker.for_detector(self.detector, 0, self.config.tracker, fps)
         if self.detector is not None and self.config.detect_scale != 1:
             self.detector = ScaledDetector(self.detector, self.config.detect_scale)
-        self.margin = margin_for(self.detector, self.config.margin)
-        self._step = 0
+        self.stream = DetectionStream(
+            source, self.detector, encoder, self.config.stream(), self.config.margin, self.config.threaded
+        )
+        self.tracker: Tracker | None = self.stream.tracker
+        self.margin = self.stream.margin
+        self.stats = QueryStats(
+            unreadable=source.unreadable, stage_seconds=self.stream.timing, no_face=self.stream.no_face
+        )
         self._answered: int | None = None
         self._started = time.perf_counter()
 
     def __iter__(self) -> Iterator[FrameResult]:
         self._started = time.perf_counter()
-        timing = self.stats.stage_seconds
-        align = self.encoder.aligned_face_size
-        pipeline: FramePipeline | None = None
-        if self.config.threaded:
-            pipeline = FramePipeline(self.source, self.detector, self.margin, timing, align_to=align)
-            items: Iterator[FrameCrops] = iter(pipeline)
-        else:
-            items = frame_crops(self.source, self.detector, self.margin, timing, align_to=align)
+        batches = self.stream.batches()
         try:
-            with closing(items), intra_op_threads(self.config.embed_threads):
-                yield from self._in_batches(items, pipeline)
+            with closing(batches), intra_op_threads(self.config.embed_threads):
+                for batch in batches:
+                    yield from self._answer(batch)
         finally:
-            if pipeline is not None:
-                pipeline.close()
-                self.stats.dropped = pipeline.dropped
+            self.stats.dropped = self.stream.dropped
             self.stats.wall_seconds = time.perf_counter() - self._started
 
-    def _in_batches(self, items: Iterator[FrameCrops], pipeline: FramePipeline | None) -> Iterator[FrameResult]:
-        """Answer frames once their crops fill a batch.  A live source is answered as soon
-        as a frame arrives, together with the frames already waiting behind it."""
-        pending: list[FrameCrops] = []
-        pending_crops = 0
-        for item in items:
-            pending.append(item)
-            pending_crops += len(item.crops)
-            if self.source.live and pipeline is not None:
-                pending += pipeline.ready(MAX_PENDING_FRAMES - len(pending))
-                self.stats.dropped = pipeline.dropped
-            full = pending_crops >= self.config.batch_size or len(pending) >= MAX_PENDING_FRAMES
-            if self.source.live or full:
-                yield from self._answer(pending)
-                pending, pending_crops = [], 0
-        yield from self._answer(pending)
-
-    def _answer(self, pending: list[FrameCrops]) -> Iterator[FrameResult]:
-        if not pending:
-            return
-        timing = self.stats.stage_seconds
-        # With embed_every above 1 (and no appearance gate) tracks are linked on boxes alone,
-        # before embedding, so only the crops they need are embedded: one in embed_every of
-        # each track's boxes, none of the weak boxes no track took.  Otherwise every crop is
-        # embedded first and the embeddings order detections that overlap a track alike.
-        tracker = self.tracker
-        sampled = tracker is not None and self.config.embed_every > 1 and tracker.config.appearance is None
-        links = self._link(tracker, pending) if tracker is not None and sampled else None
-        crops, sources, wanted = [], [], []
-        at = 0
-        for number, item in enumerate(pending):
-            for n, piece in enumerate(item.crops):
-                if links is None or (at + n) in links[number][2]:
-                    crops.append(piece)
-                    sources.append(_crop_name(item.frame, n))
-                    wanted.append(at + n)
-            at += len(item.crops)
-        row_of: dict[int, int] = {}
-        features = np.zeros((0, 0), np.float32)
-        if crops:
-            tick = time.perf_counter()
-            embedded = embed_images(self.encoder, crops, sources, self.config.no_face)
-            timing["embed"] += time.perf_counter() - tick
-            self.stats.embedded += len(crops)
-            self.stats.no_face += [(sources[position], reason) for position, reason in embedded.failures]
-            features = embedded.features
-            row_of = {wanted[position]: row for row, position in enumerate(embedded.kept)}
-        # In frame order, count the embeddings into their tracks and note the vector each
-        # detection is searched with: its track's mean so far, or its own.
-        plans: list[tuple[FrameCrops, list[int], list[Track | None], list[Track]]] = []
-        queries: list[np.ndarray] = []
-        at = 0
-        tick = time.perf_counter()
-        for number, item in enumerate(pending):
-            frame, boxes, scores = item.frame, item.boxes, item.scores
-            ended: list[Track] = []
-            if links is not None:
-                positions, linked, _, ended = links[number]
-                for position, track in zip(positions, linked, strict=True):
-                    if position in row_of:
-                        track.add_embedding(features[row_of[position]])
-                # A track whose embedded crops all failed has nothing to be searched with.
-                kept = [(p, t) for p, t in zip(positions, linked, strict=True) if t.embedding_sum is not None]
-                positions, tracks = [p for p, _ in kept], [t for _, t in kept]
-            else:
-                positions = [at + n for n in range(len(item.crops)) if at + n in row_of]
-                own = features[[row_of[p] for p in positions]] if positions else None
-                tracks = [None] * len(positions)
-                if self.tracker is not None:
-                    # The crops that embedded, linked with their embeddings; a sighting's
-                    # position is its place among them.
-                    kept = [p - at for p in positions]
-                    ready = FrameCrops(
-                        frame, [item.crops[n] for n in kept], [boxes[n] for n in kept], [scores[n] for n in kept]
-                    )
-                    sightings, ended = link_frame(self.tracker, self._step, ready, embeddings=own)
-                    self._step += 1
-                    positions = [positions[s.position] for s in sightings]
-                    tracks = [s.track for s in sightings]
-            for position, track in zip(positions, tracks, strict=True):
-                queries.append(track.embedding if track is not None else features[row_of[position]])
-            plans.append((item, positions, tracks, ended))
-            at += len(item.crops)
-        timing["track"] += time.perf_counter() - tick
+    def _answer(self, batch: list[TrackedFrame]) -> Iterator[FrameResult]:
+        """Search every sighting of ``batch`` in one gallery call and answer its frames in order."""
+        self.stats.embedded, self.stats.dropped = self.stream.embedded, self.stream.dropped
+        queries = [s.query for tracked in batch for s in tracked.sightings]
         found: list[list[IdentityMatch]] = []
         if queries:
             tick = time.perf_counter()
             found = self.gallery.search(np.stack(queries), self.config.top_k, self.config.score)
-            timing["search"] += time.perf_counter() - tick
+            self.stream.timing["search"] += time.perf_counter() - tick
         answers = iter(found)
-        at = 0
-        for item, positions, tracks, ended in plans:
-            frame, boxes, scores = item.frame, item.boxes, item.scores
+        for tracked in batch:
+            frame = tracked.frame
             result = FrameResult(frame.source, frame.index, frame.time, frame.image)
             # Tracks that ended before this frame carry the decisions of earlier frames.
-            result.ended_tracks = [s for t in ended if (s := TrackSummary.of(frame.source, t)) is not None]
-            self.stats.tracks += len(ended)
-            for position, track in zip(positions, tracks, strict=True):
+            result.ended_tracks = [s for t in tracked.ended if (s := TrackSummary.of(frame.source, t)) is not None]
+            self.stats.tracks += len(tracked.ended)
+            for sighting in tracked.sightings:
                 top = next(answers)
                 identity, distance = self._decide(top)
-                n = position - at
                 number = None
-                if track is not None:
-                    track.decide(identity, distance if np.isfinite(distance) else None)
-                    number = track.id
+                if sighting.track is not None:
+                    sighting.track.decide(identity, distance if np.isfinite(distance) else None)
+                    number = sighting.track.id
                 result.detections.append(
-                    DetectionResult(boxes[n], identity, distance, top, scores[n], item.crops[n], number)
+                    DetectionResult(sighting.box, identity, distance, top, sighting.score, sighting.crop, number)
                 )
                 self._count(identity)
-            at += len(item.crops)
             self.stats.frames += 1
             self.stats.wall_seconds = time.perf_counter() - self._started
             self._answered = frame.index
             yield result
-
-    def _link(
-        self, tracker: Tracker, pending: list[FrameCrops]
-    ) -> list[tuple[list[int], list[Track], set[int], list[Track]]]:
-        """Link the boxes of each frame to tracks, in frame order: for each frame, the
-        positions (in the batch's crops) of the detections a track took, those tracks, the
-        positions whose crops are to be embedded (:func:`reid.pipeline.stream.choose_to_embed`),
-        and the tracks that ended before it.  A weak detection no track took is noise, not a
-        person: it is left out."""
-        tick = time.perf_counter()
-        linked: list[tuple[list[Sighting], list[Track]]] = []
-        at = 0
-        for item in pending:
-            linked.append(link_frame(tracker, self._step, item, at))
-            self._step += 1
-            at += len(item.crops)
-        due = {s.position for s in choose_to_embed([sightings for sightings, _ in linked], self.config.embed_every)}
-        links = [
-            ([s.position for s in sightings], [s.track for s in sightings], {s.position for s in sightings} & due, ended)
-            for sightings, ended in linked
-        ]
-        self.stats.stage_seconds["track"] += time.perf_counter() - tick
-        return links
 
     def _decide(self, top: list[IdentityMatch]) -> tuple[str | None, float]:
         """The identity named by a top-k list (None: farther than the threshold) and its distance."""
@@ -516,7 +403,7 @@ class QueryRun:
         yielded, and a summary must not reach past the last answered frame."""
         if self.tracker is None or self._answered is None:
             return []
-        summaries = (TrackSummary.of(self.source.spec, t, self._answered) for t in self.tracker.finish())
+        summaries = (TrackSummary.of(self.source.spec, t, self._answered) for t in self.stream.finish())
         ended = [s for s in summaries if s is not None and s.frames >= self.config.tracker.min_boxes]
         self.stats.tracks += len(ended)
         return ended
@@ -529,9 +416,3 @@ class QueryRun:
             self.stats.identified += 1
             self.stats.per_identity[identity] += 1
 
-
-def _crop_name(frame: Frame, number: int) -> str:
-    """How a crop is named in the summary: the image file, or the frame and crop of a video."""
-    if frame.time is None and number == 0:
-        return frame.source
-    return f"{frame.source} frame {frame.index} crop {number}"

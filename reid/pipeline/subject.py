@@ -18,7 +18,7 @@ from pathlib import Path
 
 import numpy as np
 
-from reid.detect import DEFAULT_MARGIN, Detector, crop_detection
+from reid.detect import DEFAULT_MARGIN, Detector, confident_detections, crop_detection
 from reid.detect.base import Box, Detection, largest_detection
 from reid.errors import ConfigError, DataError
 from reid.models.encoder import Encoder
@@ -107,7 +107,7 @@ class SubjectRule:
         whole = (0, 0, int(image.shape[1]), int(image.shape[0]))
         if self.detector is None:
             return Subjects([image], [whole], 1, [0], self.kind, whole=True)
-        found = self.detector.detect(image)
+        found = confident_detections(self.detector, image)
         chosen: list[tuple[int, Detection]]
         if self.pick == "all":
             chosen = list(enumerate(found))

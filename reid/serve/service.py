@@ -94,7 +94,7 @@ class LockedDetector:
     cascades are not safe to call from several threads at once."""
 
     def __init__(self, detector: Detector) -> None:
-        self.detector, self.kind = detector, detector.kind
+        self.detector, self.kind, self.confident_score = detector, detector.kind, detector.confident_score
         self._lock = threading.Lock()
 
     def detect(self, image: np.ndarray) -> list[Detection]:

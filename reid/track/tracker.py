@@ -30,13 +30,13 @@ from __future__ import annotations
 
 import math
 
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 
 import numpy as np
 from scipy.optimize import linear_sum_assignment
 
 from reid.decision import check_distance_threshold, pair_distance
-from reid.detect import Box, Detector, for_tracking
+from reid.detect import Box
 from reid.errors import ConfigError
 from reid.models import l2_normalize
 
@@ -298,19 +298,6 @@ class Tracker:
         self._created = 0
         self._live: list[Track] = []
         self._ended: list[Track] = []
-
-    @classmethod
-    def for_detector(
-        cls, detector: Detector, camera: int = 0, config: TrackerConfig | None = None, fps: float | None = None
-    ) -> tuple[Detector, Tracker]:
-        """The detector to feed a tracker of ``config`` and that tracker: a detector with a
-        weak tier (:func:`reid.detect.for_tracking`) gives its weak boxes too, and unless
-        ``config`` sets ``high_score`` the detector's confident score is it."""
-        config = config or TrackerConfig()
-        feed, confident = for_tracking(detector)
-        if config.high_score is None:
-            config = replace(config, high_score=confident)
-        return feed, cls(camera, config, fps)
 
     def update(
         self,

@@ -18,6 +18,7 @@ from typer.testing import CliRunner
 from apps.camera_search.cli import app
 from apps.camera_search.demo import DemoScene, write_demo_videos
 from reid.data import read_image
+from reid.errors import ConfigError
 from reid.gallery import Gallery, ItemMeta
 from reid.models import load_encoder
 
@@ -246,3 +247,32 @@ def test_a_camera_runs_on_the_tracked_detection_stream(scene: DemoScene, person_
     assert all(t.embedding_sum is not None for t in run.tracks)
     assert len({t.id for t in run.tracks}) == len(run.tracks), "tracks ended early and at the end are each listed once"
     assert [t.first.frame for t in run.tracks] == sorted(t.first.frame for t in run.tracks)
+
+
+def test_a_camera_embeds_one_in_n_of_each_tracks_crops_with_embed_every(
+    scene: DemoScene, person_model: Path, tmp_path: Path
+) -> None:
+    """The app takes the stream's --embed-every: tracks linked on boxes alone, one in N of
+    each track's crops embedded, every track still named by an embedding; one stage timer."""
+    from apps.camera_search.search import SearchConfig, process_camera
+    from reid.detect import PersonDetectorConfig
+    from reid.pipeline import STAGES, open_source
+    from reid.track import TrackerConfig
+
+    encoder = load_encoder(person_model)
+    runs = {}
+    for every in (1, 2):
+        config = SearchConfig(
+            videos=[str(scene.videos[0])], out=tmp_path, gallery=tmp_path / "unused", embed_every=every,
+            detector=PersonDetectorConfig(win_stride=4), tracker=TrackerConfig(min_boxes=1),
+        )  # fmt: skip
+        runs[every] = process_camera(encoder, 0, open_source(scene.videos[0]), config)
+    every_crop, sampled = runs[1], runs[2]
+    assert every_crop.embedded >= every_crop.detections > 0, "every crop, weak strays included, before linking"
+    assert sampled.embedded == sum((len(t.observations) + 1) // 2 for t in sampled.tracks) < sampled.detections
+    for run in (every_crop, sampled):
+        assert all(t.embedding_sum is not None and t.thumbnail is not None for t in run.tracks)
+        assert tuple(run.stage_seconds) == STAGES and run.stage_seconds["embed"] > 0
+        assert run.to_dict()["embedded"] == run.embedded
+    with pytest.raises(ConfigError, match="--embed-every must be at least 1"):
+        SearchConfig(videos=[str(scene.videos[0])], out=tmp_path, gallery=tmp_path / "unused", embed_every=0)

@@ -9,7 +9,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from reid.detect import SSDLiteConfig, SSDLiteDetector, TieredDetector, build_detector
+from reid.detect import SSDLiteConfig, SSDLiteDetector, build_detector, confident_detections
 from reid.detect.ssd import SSDAnchors, graph_info, read_graph_nodes, ssd_text_graph
 from reid.detect.textgraph import parse_text
 from reid.errors import ConfigError, ModelError
@@ -67,12 +67,12 @@ def test_people_found_on_the_real_street(ssdlite_graph: Path, pedestrian_video: 
     counts = {"fast": 0, "small": 0, "hog": 0}
     for frame in frames:
         for name, detector in (("fast", fast), ("small", small), ("hog", hog)):
-            found = detector.detect(frame)
+            found = confident_detections(detector, frame)
             counts[name] += len(found)
             assert all(inside(d.box, frame.shape) and d.kind == "person" for d in found)
             assert found == sorted(found, key=lambda d: -d.score)
         # Pedestrians of this street are taller than wide.
-        assert all(d.box[3] > d.box[2] for d in small.detect(frame))
+        assert all(d.box[3] > d.box[2] for d in confident_detections(small, frame))
     # The ground truth holds 5.85 people a frame; HOG finds about half.
     assert counts["fast"] >= len(frames)
     assert counts["small"] >= 4 * len(frames) and counts["small"] > counts["hog"]
@@ -93,10 +93,10 @@ def test_upscaled_input_for_small_people(ssdlite_graph: Path) -> None:
 def test_nobody_on_an_empty_street(ssdlite_graph: Path, min_height: int) -> None:
     detector = SSDLiteDetector(SSDLiteConfig(min_height=min_height), graph=ssdlite_graph)
     for frame, truth in street_frames(3, walkers=(), seed=3):
-        assert truth == {} and detector.detect(frame) == []
+        assert truth == {} and confident_detections(detector, frame) == []
     for value in (0, 255):  # a covered or blinded camera
-        assert detector.detect(np.full((576, 768, 3), value, np.uint8)) == []
-    assert detector.detect(np.zeros((0, 0, 3), np.uint8)) == detector.detect_with_weak(np.zeros((0, 5, 3), np.uint8)) == []
+        assert confident_detections(detector, np.full((576, 768, 3), value, np.uint8)) == []
+    assert detector.detect(np.zeros((0, 0, 3), np.uint8)) == detector.detect(np.zeros((0, 5, 3), np.uint8)) == []
 
 
 def test_missing_model_names_the_fetch_command(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -113,21 +113,24 @@ def test_a_file_that_is_no_graph_names_the_file(tmp_path: Path) -> None:
         SSDLiteDetector(graph=junk)
 
 
-def test_weak_detections_come_only_when_asked_for(ssdlite_graph: Path, pedestrian_video: Path) -> None:
+def test_boxes_come_down_to_the_floor_and_photos_keep_the_confident_ones(
+    ssdlite_graph: Path, pedestrian_video: Path
+) -> None:
     detector = SSDLiteDetector(SSDLiteConfig(min_score=0.5, weak_score=0.2), graph=ssdlite_graph)
+    assert detector.confident_score == 0.5
     confident = weak = 0
     for frame in video_frames(pedestrian_video, FRAMES):
-        strong, everything = detector.detect(frame), detector.detect_with_weak(frame)
+        everything, strong = detector.detect(frame), confident_detections(detector, frame)
         assert all(d.score >= 0.5 for d in strong)
-        assert {d.box for d in strong} <= {d.box for d in everything}
+        assert strong == [d for d in everything if d.score >= 0.5], "the same boxes, in the same order"
         assert all(0.2 <= d.score for d in everything)
+        assert [d.score for d in everything] == sorted((d.score for d in everything), reverse=True)
         confident += len(strong)
         weak += sum(d.score < 0.5 for d in everything)
     assert confident > 0 and weak > 0
-    assert isinstance(detector, TieredDetector) and detector.confident_score == 0.5
     no_weak = SSDLiteDetector(SSDLiteConfig(weak_score=None), graph=ssdlite_graph)
     frame = video_frames(pedestrian_video, FRAMES[:1])[0]
-    assert no_weak.detect_with_weak(frame) == no_weak.detect(frame)
+    assert no_weak.detect(frame) == confident_detections(no_weak, frame)
 
 
 @pytest.mark.parametrize("scores", [(0.5, 1.0), (0.5, -0.1), (1.0, None)])
@@ -141,8 +144,8 @@ def test_a_confident_score_under_the_weak_one_leaves_no_weak_tier(ssdlite_graph:
     default = SSDLiteDetector(graph=ssdlite_graph)
     for frame in video_frames(pedestrian_video, FRAMES):
         found = detector.detect(frame)
-        assert detector.detect_with_weak(frame) == found and all(d.score >= 0.05 for d in found)
-        assert len(found) >= len(default.detect(frame))
+        assert confident_detections(detector, frame) == found and all(d.score >= 0.05 for d in found)
+        assert len(found) >= len(confident_detections(default, frame))
 
 
 def test_query_on_the_real_street_finds_small_people_and_tracks_them(
@@ -155,7 +158,7 @@ def test_query_on_the_real_street_finds_small_people_and_tracks_them(
     with Gallery.open(tmp_path / "gallery") as gallery:
         run = QueryRun(gallery, encoder, open_source(pedestrian_video, max_frames=20), config)
         results = list(run)
-    assert run.detector is not None and run.detector.detector.config.min_height == 60  # type: ignore[attr-defined]
+    assert isinstance(run.detector, SSDLiteDetector) and run.detector.config.min_height == 60
     confident = SSDLiteConfig().min_score
     assert run.tracker is not None and run.tracker.config.high_score == confident
     assert all(d.track is not None for r in results for d in r.detections)

@@ -11,7 +11,7 @@ import onnx
 import pytest
 from onnx import TensorProto, helper, numpy_helper
 
-from reid.detect import TieredDetector, YoloConfig, YoloDetector, build_detector
+from reid.detect import YoloConfig, YoloDetector, build_detector, confident_detections
 from reid.detect.yolo import letterbox, yolox_grid
 from reid.errors import ModelError
 
@@ -50,7 +50,7 @@ def centred_row() -> list[float]:
 
 
 def assert_person_found(detector: YoloDetector) -> None:
-    found = detector.detect(FRAME)
+    found = confident_detections(detector, FRAME)
     assert len(found) == 1, found
     assert np.allclose(found[0].box, PERSON, atol=1)
     assert found[0].kind == "person" and 0.25 <= found[0].score <= 1
@@ -143,10 +143,10 @@ def test_a_box_under_the_score_threshold_is_a_weak_detection(tmp_path: Path) -> 
     rows[0, 3] = [250, 100, 20, 60, 0.2, 0.9, 0.0]  # a person scoring 0.18
     path = constant_model(tmp_path / "v5.onnx", rows)
     detector = YoloDetector(path)
-    assert isinstance(detector, TieredDetector) and detector.confident_score == 0.25
-    assert len(detector.detect(FRAME)) == 1
-    everything = detector.detect_with_weak(FRAME)
+    assert detector.confident_score == 0.25
+    assert len(confident_detections(detector, FRAME)) == 1
+    everything = detector.detect(FRAME)
     assert len(everything) == 2 and abs(everything[1].score - 0.18) < 1e-3
-    assert len(YoloDetector(path, YoloConfig(weak_score=None)).detect_with_weak(FRAME)) == 1
-    assert len(YoloDetector(path, YoloConfig(weak_score=0.2)).detect_with_weak(FRAME)) == 1
-    assert detector.detect(np.zeros((0, 0, 3), np.uint8)) == detector.detect_with_weak(np.zeros((4, 0, 3), np.uint8)) == []
+    assert len(YoloDetector(path, YoloConfig(weak_score=None)).detect(FRAME)) == 1
+    assert len(YoloDetector(path, YoloConfig(weak_score=0.2)).detect(FRAME)) == 1
+    assert detector.detect(np.zeros((0, 0, 3), np.uint8)) == detector.detect(np.zeros((4, 0, 3), np.uint8)) == []

@@ -230,6 +230,7 @@ def test_ranking_plots(tmp_path):
 
 class FakeFaces:
     kind = "face"
+    confident_score = None
 
     def __init__(self, boxes):
         self.boxes = boxes

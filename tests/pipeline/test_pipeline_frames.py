@@ -34,6 +34,7 @@ class GivenBoxes:
     """A detector that reports fixed boxes: the way to put a box outside the frame."""
 
     kind = "person"
+    confident_score = None
 
     def __init__(self, boxes: list[tuple[int, int, int, int]]) -> None:
         self.boxes = boxes
@@ -116,6 +117,7 @@ class OneFace:
     """A face in the middle of whatever image it is given, with its five landmarks."""
 
     kind = "face"
+    confident_score = None
 
     def detect(self, image: np.ndarray) -> list[Detection]:
         height, width = image.shape[:2]
@@ -129,3 +131,21 @@ def test_scaled_detection_keeps_the_landmarks_in_frame_pixels() -> None:
     (scaled,) = ScaledDetector(OneFace(), 0.5).detect(image)
     assert scaled.box == direct.box and scaled.kind == "face"
     assert np.allclose(scaled.landmarks, direct.landmarks)
+
+
+class Tiered:
+    """A detector whose scores are probabilities: one confident box and one weak one."""
+
+    kind = "person"
+    confident_score = 0.5
+
+    def detect(self, image: np.ndarray) -> list[Detection]:
+        return [Detection((5, 5, 20, 40), 0.9), Detection((40, 5, 20, 40), 0.2)]
+
+
+def test_a_photo_is_cut_at_its_confident_boxes_and_a_tracked_frame_at_all() -> None:
+    frame = Frame("p.png", 0, None, np.zeros((60, 80, 3), np.uint8))
+    assert cut_frame(frame, Tiered()).scores == [0.9]
+    assert cut_frame(frame, Tiered(), weak=True).scores == [0.9, 0.2]
+    subjects = SubjectRule(Tiered(), pick="all").apply(frame.image, "p.png")
+    assert subjects.boxes == [(5, 5, 20, 40)] and subjects.found == 1, "enrolment sees no weak box"

@@ -66,6 +66,7 @@ class SlowDetector:
 
     def __init__(self, pause: float) -> None:
         self.inner, self.pause = build_detector(None, "person"), pause
+        self.confident_score = self.inner.confident_score
 
     def detect(self, image: np.ndarray) -> list[Detection]:
         time.sleep(self.pause)

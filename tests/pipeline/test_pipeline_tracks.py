@@ -142,9 +142,9 @@ def test_tracks_on_the_real_pedestrian_video(tmp_path: Path, encoder: Encoder, p
 
 
 class ScriptedTiers:
-    """A detector with a weak tier that scripts its boxes by call: a person confident in
-    the first four frames and weak in the next three, and a weak box far from anyone in
-    every frame."""
+    """A detector whose scores are probabilities that scripts its boxes by call: a person
+    confident in the first four frames and weak in the next three, and a weak box far from
+    anyone in every frame."""
 
     kind = "person"
     confident_score = 0.5
@@ -153,9 +153,6 @@ class ScriptedTiers:
         self.calls = 0
 
     def detect(self, image: np.ndarray) -> list[Detection]:
-        return [d for d in self.detect_with_weak(image) if d.score >= self.confident_score]
-
-    def detect_with_weak(self, image: np.ndarray) -> list[Detection]:
         step, self.calls = self.calls, self.calls + 1
         height, width = image.shape[:2]
         walker = Detection((width // 8 + 3 * step, height // 4, width // 8, height // 2), 0.9 if step < 4 else 0.3)

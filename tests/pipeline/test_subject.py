@@ -21,6 +21,7 @@ class Faces:
     """A face detector that finds the bright squares of an image (none in a flat one)."""
 
     kind = "face"
+    confident_score = None
 
     def detect(self, image: np.ndarray) -> list[Detection]:
         found = []

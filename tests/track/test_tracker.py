@@ -137,30 +137,6 @@ def test_a_high_score_must_be_a_number(score: float) -> None:
         TrackerConfig(high_score=score)
 
 
-class Plain:
-    kind = "person"
-
-    def detect(self, image: np.ndarray) -> list:
-        return []
-
-
-class Tiered(Plain):
-    confident_score = 0.6
-
-    def detect_with_weak(self, image: np.ndarray) -> list:
-        return []
-
-
-def test_a_tracker_for_a_detector_takes_its_confident_score_unless_told() -> None:
-    plain = Plain()
-    feed, tracker = Tracker.for_detector(plain)
-    assert feed is plain and tracker.config.high_score is None
-    feed, tracker = Tracker.for_detector(Tiered(), 3)
-    assert feed is not None and tracker.config.high_score == 0.6 and tracker.camera == 3
-    _, tracker = Tracker.for_detector(Tiered(), config=TrackerConfig(high_score=0.8, lost_seconds=2.0), fps=5)
-    assert tracker.config.high_score == 0.8 and tracker.max_lost == 10
-
-
 def test_a_person_hidden_for_20_frames_keeps_their_track() -> None:
     """At 30 frames/s a track lives a second unseen; the Kalman filter carries the walker's
     box 60 px on, well past any overlap with where they were last seen."""
