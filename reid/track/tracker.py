@@ -9,7 +9,8 @@ overlap (intersection over union) with those predicted boxes; then the tracks se
 frame and still unmatched try the weak detections, which are often the same people half
 hidden.  Each stage is one optimal assignment (scipy's ``linear_sum_assignment``) that
 maximizes total overlap; when embeddings are given, the distance between a detection
-and a track's mean embedding adds a small cost, which decides between boxes that
+and an exponential moving average of the track's embeddings (BoT-SORT's, Aharon et al.
+2022) adds a small cost, which decides between boxes that
 overlap alike (two people crossing), and a third stage re-finds lost tracks by
 appearance alone, inside the filter's uncertainty around where they should be (DeepSORT's
 appearance matching).  Only confident detections that no track takes
@@ -23,7 +24,8 @@ References: Bewley et al., "Simple Online and Realtime Tracking", ICIP 2016 (SOR
 Zhang et al., "ByteTrack: Multi-Object Tracking by Associating Every Detection Box",
 ECCV 2022; Cao et al., "Observation-Centric SORT: Rethinking SORT for Robust Multi-Object
 Tracking", CVPR 2023; Wojke et al., "Simple Online and Realtime Tracking with a Deep
-Association Metric", ICIP 2017 (DeepSORT).
+Association Metric", ICIP 2017 (DeepSORT); Aharon et al., "BoT-SORT: Robust Associations
+Multi-Pedestrian Tracking", arXiv 2206.14651, 2022.
 """
 
 from __future__ import annotations
@@ -132,9 +134,11 @@ class TrackerConfig:
     (ByteTrack: 0.1 above its confident score, 0.7); None: any confident detection does.
     ``lost_seconds``: how long a track may go unseen (a missed detection, an occlusion)
     before it ends: ByteTrack's buffer of 30 frames at 30 fps.  ``appearance``: largest
-    embedding distance (Euclidean between unit vectors, 0..2) from a track's mean for a
-    match, or None for no gate.  ``min_boxes``: tracks with fewer boxes are detector
-    noise and are not reported when they end."""
+    embedding distance (Euclidean between unit vectors, 0..2) from a track's smoothed
+    embedding for a match, or None for no gate.  ``min_boxes``: tracks with fewer boxes are detector
+    noise and are not reported when they end.  ``embedding_momentum``: weight of the past
+    in the exponential moving average of a track's embeddings that detections are compared
+    with (BoT-SORT's and StrongSORT's 0.9); None compares with the plain mean."""
 
     iou: float = 0.2
     low_iou: float = 0.5
@@ -143,6 +147,7 @@ class TrackerConfig:
     lost_seconds: float = 1.0
     appearance: float | None = None
     min_boxes: int = 2
+    embedding_momentum: float | None = 0.9
 
     def __post_init__(self) -> None:
         for name, value in (("iou", self.iou), ("low-iou", self.low_iou)):
@@ -157,6 +162,8 @@ class TrackerConfig:
         check_distance_threshold(self.appearance, "--appearance")
         if self.min_boxes < 1:
             raise ConfigError(f"--min-boxes must be at least 1, got {self.min_boxes}")
+        if self.embedding_momentum is not None and not 0 <= self.embedding_momentum < 1:
+            raise ConfigError(f"embedding momentum must be in [0, 1), got {self.embedding_momentum}")
 
     def lost_frames(self, fps: float | None) -> int:
         """``lost_seconds`` in frames at ``fps`` (None: :data:`REFERENCE_FPS`)."""
@@ -177,14 +184,17 @@ class Observation:
 @dataclass
 class Track:
     """One person in one camera.  ``embedding`` is the re-normalized mean of the unit
-    embeddings counted in so far; ``identity`` and ``distance`` are the latest decision a
-    caller recorded for it (see :meth:`decide`).  ``last_step`` is the tracker step of
+    embeddings counted in so far, ``smoothed_embedding`` their moving average of weight
+    ``momentum`` (what the tracker matches detections with); ``identity`` and
+    ``distance`` are the latest decision a caller recorded for it (see :meth:`decide`).  ``last_step`` is the tracker step of
     its latest detection."""
 
     camera: int
     id: int
     observations: list[Observation] = field(default_factory=list)
     embedding_sum: np.ndarray | None = field(default=None, repr=False)
+    smooth: np.ndarray | None = field(default=None, repr=False)
+    momentum: float | None = None
     thumbnail: np.ndarray | None = field(default=None, repr=False)
     thumbnail_box: Box | None = None
     last_step: int = 0
@@ -245,9 +255,24 @@ class Track:
         self.last_step = step
 
     def add_embedding(self, embedding: np.ndarray) -> None:
-        """Count one detection's (D,) unit embedding into the track's mean."""
+        """Count one detection's (D,) unit embedding into the track's mean and its moving
+        average (``momentum`` the weight of the past, None: the mean)."""
+        momentum = self.momentum
         value = np.asarray(embedding, dtype=np.float64)
         self.embedding_sum = value if self.embedding_sum is None else self.embedding_sum + value
+        if momentum is None or self.smooth is None:
+            self.smooth = self.embedding_sum / np.linalg.norm(self.embedding_sum) if momentum is None else value
+        else:
+            mixed = momentum * self.smooth + (1 - momentum) * value
+            self.smooth = mixed / max(float(np.linalg.norm(mixed)), 1e-12)
+
+    @property
+    def smoothed_embedding(self) -> np.ndarray:
+        """(D,) float32 unit vector the tracker compares detections with: the moving
+        average of the track's embeddings (the mean when ``momentum`` is None)."""
+        if self.smooth is None:
+            raise ConfigError(f"track {self.id} of camera {self.camera} has no embeddings")
+        return self.smooth.astype(np.float32)
 
     def decide(self, identity: str | None, distance: float | None) -> None:
         """Record the identity (None: unknown) and distance the track's mean embedding got."""
@@ -323,9 +348,9 @@ class Tracker:
 
         Returns one entry per observation: its track, or None for a weak detection that no
         track took (it starts none).  ``crops`` (RGB) keep each track's largest crop as its
-        thumbnail.  ``embeddings``, (N, D) float32 unit rows, break ties between equal
-        overlaps and are counted into the tracks; they are required when ``appearance`` is
-        set.  Without them the caller may count embeddings in later with
+        thumbnail.  ``embeddings``, (N, D) float32 unit rows (an all-zero row: that
+        detection has none), break ties between equal overlaps and are counted into the
+        tracks; they are required when ``appearance`` is set.  Without them the caller may count embeddings in later with
         :meth:`Track.add_embedding`.  Raises ConfigError for mismatched lengths.
         """
         cfg = self.config
@@ -335,6 +360,8 @@ class Tracker:
             raise ConfigError(f"{len(crops)} crops for {len(observations)} detections")
         if embeddings is not None and len(embeddings) != len(observations):
             raise ConfigError(f"{len(embeddings)} embeddings for {len(observations)} detections")
+        # A zero row is a detection without an embedding (its box held no pixels).
+        embedded = [] if embeddings is None else [bool(np.any(row)) for row in embeddings]
         still, ended = [], []
         for t in self._live:
             gone = step - t.last_step - 1
@@ -353,7 +380,7 @@ class Tracker:
         # is more likely noise.
         for wanted, least, pool in ((strong, cfg.iou, None), (weak, cfg.low_iou, step - 1)):
             candidates = [t for t in free if pool is None or t.last_step == pool]
-            pairs = self._assign(step, candidates, wanted, observations, embeddings, least)
+            pairs = self._assign(step, candidates, wanted, observations, embeddings, embedded, least)
             for ti, di in pairs:
                 assigned[di] = candidates[ti]
             taken = {id(candidates[ti]) for ti, _ in pairs}
@@ -361,8 +388,8 @@ class Tracker:
         if embeddings is not None:
             # Stage three: a person back from behind someone, too far from the lost track's
             # predicted box to overlap it, is re-found by appearance.
-            lost = [t for t in free if t.last_step < step - 1 and t.embedding_sum is not None]
-            left = [i for i in strong if i not in assigned]
+            lost = [t for t in free if t.last_step < step - 1 and t.smooth is not None]
+            left = [i for i in strong if i not in assigned and embedded[i]]
             for ti, di in self._refind(step, lost, left, observations, embeddings):
                 assigned[di] = lost[ti]
         results: list[Track | None] = []
@@ -371,11 +398,11 @@ class Tracker:
             starts = cfg.start_score is None or observation.score >= cfg.start_score
             if track is None and di in confident and starts:
                 self._created += 1
-                track = Track(self.camera, self._created)
+                track = Track(self.camera, self._created, momentum=cfg.embedding_momentum)
                 self._live.append(track)
             if track is not None:
                 track.add(step, observation, None if crops is None else crops[di])
-                if embeddings is not None:
+                if embeddings is not None and embedded[di]:
                     track.add_embedding(embeddings[di])
             results.append(track)
         return results
@@ -387,6 +414,7 @@ class Tracker:
         wanted: list[int],
         observations: list[Observation],
         embeddings: np.ndarray | None,
+        embedded: list[bool],
         least_iou: float,
     ) -> list[tuple[int, int]]:
         """(track position, observation index) pairs of the cheapest one-to-one assignment."""
@@ -403,8 +431,8 @@ class Tracker:
                 if overlap < least_iou:
                     continue
                 value = 1.0 - overlap
-                if embeddings is not None and track.embedding_sum is not None:
-                    distance = float(pair_distance(track.embedding[None], embeddings[di][None])[0])
+                if embeddings is not None and track.smooth is not None and embedded[di]:
+                    distance = float(pair_distance(track.smoothed_embedding[None], embeddings[di][None])[0])
                     if cfg.appearance is not None and distance > cfg.appearance:
                         continue
                     value += APPEARANCE_WEIGHT * distance / 2.0
@@ -423,7 +451,7 @@ class Tracker:
         blocked = 10.0
         cost = np.full((len(tracks), len(wanted)), blocked)
         for ti, track in enumerate(tracks):
-            means = track.embedding[None]
+            means = track.smoothed_embedding[None]
             for column, di in enumerate(wanted):
                 cosine = float(pair_distance(means, embeddings[di][None])[0]) ** 2 / 2.0
                 if cosine > REFIND_COSINE or track.gating_distance(step, observations[di].box) > REFIND_GATE:
