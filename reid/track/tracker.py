@@ -8,17 +8,18 @@ every track's filter predicts where its box is now.  First the confident detecti
 overlap (intersection over union) with those predicted boxes; then the tracks seen last
 frame and still unmatched try the weak detections, which are often the same people half
 hidden.  Each stage is one optimal assignment (scipy's ``linear_sum_assignment``) that
-maximizes total overlap; when embeddings are given, the distance between a detection
-and an exponential moving average of the track's embeddings (BoT-SORT's, Aharon et al.
-2022) adds a small cost, which decides between boxes that
-overlap alike (two people crossing), and a third stage re-finds lost tracks by
-appearance alone, inside the filter's uncertainty around where they should be (DeepSORT's
-appearance matching).  Only confident detections that no track takes
-start new tracks; a new track not seen again in the next frame ends at once (ByteTrack's
-unconfirmed tracks), and a track lost for longer than ``lost_seconds`` ends.  When a lost
-track is found again, its filter is re-run from its last detection through boxes
-interpolated over the gap (OC-SORT's observation-centric re-update), so the velocity it
-drifted on while unseen is replaced by the one the two detections imply.
+maximizes total overlap.  In the first stage a detection in the direction a track has
+been moving costs a little less than one behind it (OC-SORT's observation-centric
+momentum).  When embeddings are given, the distance between a detection and an
+exponential moving average of the track's embeddings (BoT-SORT's) adds a small cost,
+which decides between boxes that overlap alike (two people crossing), and a third stage
+re-finds lost tracks by appearance alone, inside the filter's uncertainty around where
+they should be (DeepSORT's appearance matching).  Only confident detections that no
+track takes start new tracks; a new track not seen again in the next frame ends at once
+(ByteTrack's unconfirmed tracks), and a track lost for longer than ``lost_seconds`` ends.
+When a lost track is found again, its filter is re-run from its last detection through
+boxes interpolated over the gap (OC-SORT's observation-centric re-update), so the
+velocity it drifted on while unseen is replaced by the one the two detections imply.
 
 References: Bewley et al., "Simple Online and Realtime Tracking", ICIP 2016 (SORT);
 Zhang et al., "ByteTrack: Multi-Object Tracking by Associating Every Detection Box",
@@ -54,6 +55,10 @@ REFERENCE_FPS = 30.0
 # track's Kalman prediction.
 REFIND_COSINE = 0.2
 REFIND_GATE = 9.4877
+# OC-SORT's observation-centric momentum (Cao et al. 2023): directions measured over
+# ``delta_t`` = 3 steps, the angle term weighted ``vdc_weight`` = 0.2 (its defaults).
+MOMENTUM_STEPS = 3
+MOMENTUM_WEIGHT = 0.2
 # Kalman noise, as fractions of the box height per frame: SORT's and ByteTrack's values.
 POSITION_NOISE = 1.0 / 20
 VELOCITY_NOISE = 1.0 / 160
@@ -205,6 +210,10 @@ class Track:
     _filter: KalmanBox | None = field(default=None, repr=False)
     _anchor: KalmanBox | None = field(default=None, repr=False)
     _predicted_step: int = 0
+    # Tracker step of each observation, and the unit (dx, dy) the track's centre moved in
+    # over its last few detections (OC-SORT's velocity direction).
+    _steps: list[int] = field(default_factory=list, repr=False)
+    direction: np.ndarray | None = field(default=None, repr=False)
 
     @property
     def embedding(self) -> np.ndarray:
@@ -248,11 +257,25 @@ class Track:
             self._filter.update(observation.box)
         self._anchor = self._filter.copy()
         self._predicted_step = step
+        earlier = self.earlier_box(step)
+        if earlier is not None:
+            self.direction = _direction(earlier, observation.box)
         area = observation.box[2] * observation.box[3]
         if self.thumbnail_box is None or area > self.thumbnail_box[2] * self.thumbnail_box[3]:
             self.thumbnail, self.thumbnail_box = crop, observation.box
         self.observations.append(observation)
+        self._steps.append(step)
         self.last_step = step
+
+    def earlier_box(self, step: int) -> Box | None:
+        """The box OC-SORT measures a direction from at ``step``: the detection of step
+        ``step - MOMENTUM_STEPS``, else the nearest later one before ``step``, else the
+        latest (None before the first)."""
+        recent = dict(zip(self._steps[-MOMENTUM_STEPS:], self.observations[-MOMENTUM_STEPS:], strict=True))
+        for back in range(MOMENTUM_STEPS, 0, -1):
+            if step - back in recent:
+                return recent[step - back].box
+        return self.observations[-1].box if self.observations else None
 
     def add_embedding(self, embedding: np.ndarray) -> None:
         """Count one detection's (D,) unit embedding into the track's mean and its moving
@@ -293,6 +316,12 @@ class Track:
             self._filter.predict(still_height=self._predicted_step > self.last_step)
             self._predicted_step += 1
         return self._filter.box
+
+
+def _direction(start: Box, end: Box) -> np.ndarray:
+    """Unit (dx, dy) from the centre of ``start`` to that of ``end`` (zeros when equal)."""
+    step = np.array([end[0] + end[2] / 2 - start[0] - start[2] / 2, end[1] + end[3] / 2 - start[1] - start[3] / 2])
+    return step / (float(np.linalg.norm(step)) + 1e-6)
 
 
 def iou(a: Box, b: Box) -> float:
@@ -380,7 +409,7 @@ class Tracker:
         # is more likely noise.
         for wanted, least, pool in ((strong, cfg.iou, None), (weak, cfg.low_iou, step - 1)):
             candidates = [t for t in free if pool is None or t.last_step == pool]
-            pairs = self._assign(step, candidates, wanted, observations, embeddings, embedded, least)
+            pairs = self._assign(step, candidates, wanted, observations, embeddings, embedded, least, pool is None)
             for ti, di in pairs:
                 assigned[di] = candidates[ti]
             taken = {id(candidates[ti]) for ti, _ in pairs}
@@ -416,6 +445,7 @@ class Tracker:
         embeddings: np.ndarray | None,
         embedded: list[bool],
         least_iou: float,
+        momentum: bool = False,
     ) -> list[tuple[int, int]]:
         """(track position, observation index) pairs of the cheapest one-to-one assignment."""
         if not tracks or not wanted:
@@ -438,9 +468,22 @@ class Tracker:
                     value += APPEARANCE_WEIGHT * distance / 2.0
                 elif cfg.appearance is not None:
                     continue
+                if momentum and track.direction is not None:
+                    value -= self._momentum_bonus(step, track, observations[di])
                 cost[ti, column] = value
         rows, columns = linear_sum_assignment(cost)
         return [(int(r), wanted[int(c)]) for r, c in zip(rows, columns, strict=True) if cost[r, c] < blocked]
+
+    def _momentum_bonus(self, step: int, track: Track, observation: Observation) -> float:
+        """OC-SORT's velocity-direction consistency: ``MOMENTUM_WEIGHT`` times (pi/2 - the
+        angle between the track's direction and the one from its earlier box to the
+        detection) / pi, times the detection's score (clipped to 0..1, as OC-SORT's are
+        probabilities); -0.1..0.1."""
+        earlier = track.earlier_box(step)
+        assert earlier is not None and track.direction is not None  # a track with a direction has boxes
+        cosine = float(np.clip(track.direction @ _direction(earlier, observation.box), -1.0, 1.0))
+        agreement = (math.pi / 2 - math.acos(cosine)) / math.pi
+        return MOMENTUM_WEIGHT * agreement * min(max(observation.score, 0.0), 1.0)
 
     def _refind(
         self, step: int, tracks: list[Track], wanted: list[int], observations: list[Observation], embeddings: np.ndarray
