@@ -140,8 +140,8 @@ class TrackerConfig:
     ``lost_seconds``: how long a track may go unseen (a missed detection, an occlusion)
     before it ends: ByteTrack's buffer of 30 frames at 30 fps.  ``appearance``: largest
     embedding distance (Euclidean between unit vectors, 0..2) from a track's smoothed
-    embedding for a match, or None for no gate.  ``min_boxes``: tracks with fewer boxes are detector
-    noise and are not reported when they end.  ``embedding_momentum``: weight of the past
+    embedding for a match, or None for no gate.  ``min_boxes``: tracks with fewer boxes
+    are detector noise and are not reported when they end.  ``embedding_momentum``: weight of the past
     in the exponential moving average of a track's embeddings that detections are compared
     with (BoT-SORT's and StrongSORT's 0.9); None compares with the plain mean."""
 
@@ -191,8 +191,8 @@ class Track:
     """One person in one camera.  ``embedding`` is the re-normalized mean of the unit
     embeddings counted in so far, ``smoothed_embedding`` their moving average of weight
     ``momentum`` (what the tracker matches detections with); ``identity`` and
-    ``distance`` are the latest decision a caller recorded for it (see :meth:`decide`).  ``last_step`` is the tracker step of
-    its latest detection."""
+    ``distance`` are the latest decision a caller recorded for it (see :meth:`decide`).
+    ``last_step`` is the tracker step of its latest detection."""
 
     camera: int
     id: int
@@ -379,8 +379,9 @@ class Tracker:
         track took (it starts none).  ``crops`` (RGB) keep each track's largest crop as its
         thumbnail.  ``embeddings``, (N, D) float32 unit rows (an all-zero row: that
         detection has none), break ties between equal overlaps and are counted into the
-        tracks; they are required when ``appearance`` is set.  Without them the caller may count embeddings in later with
-        :meth:`Track.add_embedding`.  Raises ConfigError for mismatched lengths.
+        tracks; they are required when ``appearance`` is set.  Without them the caller may
+        count embeddings in later with :meth:`Track.add_embedding`.  Raises ConfigError for
+        mismatched lengths.
         """
         cfg = self.config
         if cfg.appearance is not None and embeddings is None:
