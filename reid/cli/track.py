@@ -53,7 +53,10 @@ def track_command(
         "and embedded with --model, so tracks are linked on appearance as well as boxes.",
     ),
     model: str | None = typer.Option(
-        None, "--model", "-m", help="Re-ID model (folder path or bare name under models/) that embeds the boxes of --video."
+        None,
+        "--model",
+        "-m",
+        help="Re-ID model (folder path or bare name under models/) that embeds the boxes of --video.",
     ),
     link: bool | None = typer.Option(
         None,

@@ -134,7 +134,11 @@ def test_tracklets_that_follow_one_another_and_look_alike_are_joined() -> None:
 
 def test_a_chain_of_tracklets_takes_the_id_of_its_first() -> None:
     red = np.eye(3, dtype=np.float32)[0]
-    parts = [_tracklet(7, range(1, 5), 0.0, red), _tracklet(8, range(7, 10), 12.0, red), _tracklet(9, range(12, 15), 24.0, red)]
+    parts = [
+        _tracklet(7, range(1, 5), 0.0, red),
+        _tracklet(8, range(7, 10), 12.0, red),
+        _tracklet(9, range(12, 15), 24.0, red),
+    ]
     linked = link_tracklets([r for part, _ in parts for r in part], [t for _, t in parts], max_gap=5)
     assert {r.id for r in linked} == {7}
 

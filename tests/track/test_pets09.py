@@ -53,7 +53,8 @@ def test_frcnn_detections_tracked_score_above_floors(
 
 @pytest.mark.slow
 @pytest.mark.skipif(
-    not (SEQUENCE / "det-frcnn.txt").is_file() or not VIDEO.is_file(), reason="PETS09-S2L1 detections or vtest.avi absent"
+    not (SEQUENCE / "det-frcnn.txt").is_file() or not VIDEO.is_file(),
+    reason="PETS09-S2L1 detections or vtest.avi absent",
 )
 def test_frcnn_detections_tracked_with_appearance_from_the_video_score_above_floors(tmp_path: Path) -> None:
     """The first 200 frames (1,132 boxes, 8 people), embedded by an untrained ResNet-18 at

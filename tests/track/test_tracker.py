@@ -286,7 +286,8 @@ def test_of_two_boxes_that_overlap_alike_the_one_ahead_continues_the_track() -> 
         walker = tracker.update(step, [Observation(step, None, (5 * step, 50, 100, 100), 1.0)])[0]
     assert walker is not None
     x = walker.predicted_box(12)[0]
-    behind, ahead = Observation(12, None, (x - 20, 50, 100, 100), 1.0), Observation(12, None, (x + 20, 50, 100, 100), 1.0)
+    behind = Observation(12, None, (x - 20, 50, 100, 100), 1.0)
+    ahead = Observation(12, None, (x + 20, 50, 100, 100), 1.0)
     assert iou(walker.predicted_box(12), behind.box) == pytest.approx(iou(walker.predicted_box(12), ahead.box))
     tracks = tracker.update(12, [behind, ahead])
     assert tracks[1] is walker and tracks[0] is not walker
