@@ -69,6 +69,8 @@ def track_command(
     check_output_file(out, "--out")
     if (video is None) != (model is None):
         raise ConfigError("--video and --model go together: the model embeds the boxes cut from the video")
+    if link and video is None:
+        raise ConfigError("--link joins tracklets that look alike: it needs --video and --model")
     config = TrackerConfig(**given(high_score=high_score, start_score=start_score, lost_seconds=lost_seconds))
     appearance = None if video is None or model is None else VideoAppearance(video, load_encoder(model))
     result = track_detection_file(detections, out, config, fps, appearance, link)

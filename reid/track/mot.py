@@ -213,7 +213,8 @@ def link_tracklets(
     later, B's first box centre is at most :data:`LINK_PIXELS` from A's last, and the
     cosine distance between their mean embeddings (``tracks``, by id; a track without
     embeddings is never joined) is at most ``cosine``: StrongSORT's AFLink window (Du et
-    al. 2023: a gap of at most 30 frames, 75 pixels) with DeepSORT's appearance threshold
+    al. 2023: a gap of at most 30 frames, which :func:`track_detection_file` takes as the
+    tracker's lost time, 1 s at 30 fps; 75 pixels) with DeepSORT's appearance threshold
     (Wojke et al. 2017: 0.2).  Each tracklet continues at most one and is continued by at
     most one, chosen by one optimal assignment on the cosine distance; chains of joined
     tracklets take the id of their first.  Row order is kept.
