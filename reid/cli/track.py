@@ -1,4 +1,5 @@
-"""``reid track``: link the boxes of a MOTChallenge detection file into tracks, no images needed."""
+"""``reid track``: link the boxes of a MOTChallenge detection file into tracks, from the boxes
+alone or with the appearance of each box cut from the video."""
 
 from __future__ import annotations
 
@@ -8,10 +9,13 @@ import typer
 
 from reid.cli.common import handle_errors, print_table
 from reid.cli.defaults import given, with_default
+from reid.errors import ConfigError
+from reid.models import load_encoder
 from reid.paths import check_output_file
 from reid.track import TrackerConfig
-from reid.track.tracker import REFERENCE_FPS
+from reid.track.appearance import VideoAppearance
 from reid.track.mot import track_detection_file
+from reid.track.tracker import REFERENCE_FPS
 
 
 @handle_errors
@@ -42,11 +46,34 @@ def track_command(
         help="Least score of a detection no track took to start a new track (default: any confident one). "
         "ByteTrack's: 0.7.",
     ),
+    video: Path | None = typer.Option(
+        None,
+        "--video",
+        help="The video the detections are of (MOT frame f is its decoded frame f-1): each box is cut from it "
+        "and embedded with --model, so tracks are linked on appearance as well as boxes.",
+    ),
+    model: str | None = typer.Option(
+        None,
+        "--model",
+        "-m",
+        help="Re-ID model (folder path or bare name under models/) that embeds the boxes of --video.",
+    ),
+    link: bool | None = typer.Option(
+        None,
+        "--link/--no-link",
+        help="Join tracklets that follow one another closely and look alike, after tracking "
+        "(default: with --video).",
+    ),
 ) -> None:
     """Track the people of a detection file (any detector's, e.g. a benchmark's public detections)."""
     check_output_file(out, "--out")
+    if (video is None) != (model is None):
+        raise ConfigError("--video and --model go together: the model embeds the boxes cut from the video")
+    if link and video is None:
+        raise ConfigError("--link joins tracklets that look alike: it needs --video and --model")
     config = TrackerConfig(**given(high_score=high_score, start_score=start_score, lost_seconds=lost_seconds))
-    result = track_detection_file(detections, out, config, fps)
+    appearance = None if video is None or model is None else VideoAppearance(video, load_encoder(model))
+    result = track_detection_file(detections, out, config, fps, appearance, link)
     print_table(
         f"tracked {detections}",
         ["item", "value"],
@@ -55,6 +82,7 @@ def track_command(
             ["frames", str(result.frames)],
             ["boxes written", str(result.boxes)],
             ["tracks", str(result.tracks)],
+            ["boxes embedded", str(result.embedded)],
             ["out", str(out)],
         ],
     )

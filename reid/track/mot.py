@@ -20,9 +20,13 @@ from collections import defaultdict
 from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Protocol
+
+import numpy as np
+from scipy.optimize import linear_sum_assignment
 
 from reid.detect import Box
-from reid.errors import DataError
+from reid.errors import ConfigError, DataError
 from reid.paths import write_bytes_atomic
 from reid.track.tracker import Observation, Track, Tracker, TrackerConfig
 
@@ -32,6 +36,11 @@ MAX_MOT_BYTES = 1024 * 1024 * 1024
 # A line of ten numbers is under 100 characters; anything far longer is not a MOT file.
 MAX_LINE_CHARS = 1000
 FIELDS = ("frame", "id", "x", "y", "w", "h", "score")
+# Joining tracklets offline (:func:`link_tracklets`): StrongSORT's AFLink window (Du et
+# al. 2023, ``thrS``: 75 pixels between one's last box and the next one's first) and
+# DeepSORT's largest cosine distance between the same person's embeddings (0.2).
+LINK_PIXELS = 75.0
+LINK_COSINE = 0.2
 
 
 @dataclass(frozen=True)
@@ -157,55 +166,154 @@ def interpolate(rows: Iterable[MotRow], max_gap: int) -> list[MotRow]:
     return filled
 
 
-def track_rows(rows: Iterable[MotRow], tracker: Tracker) -> list[MotRow]:
+def track_rows(
+    rows: Iterable[MotRow],
+    tracker: Tracker,
+    embeddings: np.ndarray | None = None,
+    ended: list[Track] | None = None,
+) -> list[MotRow]:
     """Link a detection file's rows into tracks with ``tracker``, frame by frame.
 
     Frame numbers are the tracker's steps, so a frame without detections still counts as
-    one.  Returns one row per detection a track took, with the detection's own box and
-    score and the track's id, for tracks with at least ``tracker.config.min_boxes`` boxes;
-    the ids of ``rows`` are ignored.  Boxes are rounded to pixels for linking only.
+    one.  ``embeddings``: (len(rows), D) float32, row i's unit embedding (zeros: none), in
+    the order of ``rows``.  Returns one row per detection a track took, with the
+    detection's own box and score and the track's id, for tracks with at least
+    ``tracker.config.min_boxes`` boxes; the ids of ``rows`` are ignored.  Boxes are rounded
+    to pixels for linking only.  ``ended``, when given, receives the reported tracks.
+    Raises ConfigError when ``embeddings`` has another length.
     """
-    frames = by_frame(rows)
+    rows = list(rows)
+    if embeddings is not None and len(embeddings) != len(rows):
+        raise ConfigError(f"{len(embeddings)} embeddings for {len(rows)} detections")
+    frames: dict[int, list[int]] = defaultdict(list)
+    for position, row in enumerate(rows):
+        frames[row.frame].append(position)
     linked: list[tuple[MotRow, Track]] = []
     for frame in range(1, max(frames, default=0) + 1):
-        here = frames.get(frame, [])
-        observations = [Observation(frame, None, _pixels(r.box), r.score) for r in here]
-        for row, track in zip(here, tracker.update(frame, observations), strict=True):
+        here = [rows[p] for p in frames.get(frame, [])]
+        observations = [Observation(frame, None, pixel_box(r.box), r.score) for r in here]
+        features = None if embeddings is None else embeddings[frames.get(frame, [])]
+        for row, track in zip(here, tracker.update(frame, observations, embeddings=features), strict=True):
             if track is not None:
                 linked.append((row, track))
-    tracker.finish()
+    finished = tracker.finish()
+    if ended is not None:
+        ended.extend(finished)
     least = tracker.config.min_boxes
     kept = {id(t) for _, t in linked if len(t.observations) >= least}
     return [MotRow(r.frame, t.id, r.box, r.score) for r, t in linked if id(t) in kept]
 
 
-def _pixels(box: tuple[float, float, float, float]) -> Box:
+def link_tracklets(
+    rows: Iterable[MotRow], tracks: Iterable[Track], max_gap: int, cosine: float = LINK_COSINE
+) -> list[MotRow]:
+    """``rows`` with the ids of tracklets that continue one another made one.
+
+    Tracklet B continues tracklet A when B starts after A ends, at most ``max_gap`` frames
+    later, B's first box centre is at most :data:`LINK_PIXELS` from A's last, and the
+    cosine distance between their mean embeddings (``tracks``, by id; a track without
+    embeddings is never joined) is at most ``cosine``: StrongSORT's AFLink window (Du et
+    al. 2023: a gap of at most 30 frames, which :func:`track_detection_file` takes as the
+    tracker's lost time, 1 s at 30 fps; 75 pixels) with DeepSORT's appearance threshold
+    (Wojke et al. 2017: 0.2).  Each tracklet continues at most one and is continued by at
+    most one, chosen by one optimal assignment on the cosine distance; chains of joined
+    tracklets take the id of their first.  Row order is kept.
+    """
+    rows = list(rows)
+    spans: dict[int, tuple[MotRow, MotRow]] = {}
+    for row in rows:
+        first, last = spans.get(row.id, (row, row))
+        spans[row.id] = (row if row.frame < first.frame else first, row if row.frame > last.frame else last)
+    looks = {t.id: t.embedding for t in tracks if t.embedding_sum is not None and t.id in spans}
+    ids = sorted(looks)
+    if len(ids) < 2:
+        return rows
+    means = np.stack([looks[i] for i in ids])
+    distance = 1.0 - means @ means.T
+    blocked = 10.0
+    cost = np.full((len(ids), len(ids)), blocked)
+    for a, before in enumerate(ids):
+        end = spans[before][1]
+        for b, after in enumerate(ids):
+            start = spans[after][0]
+            gap = start.frame - end.frame
+            if 0 < gap <= max_gap and distance[a, b] <= cosine and _centre_distance(end.box, start.box) <= LINK_PIXELS:
+                cost[a, b] = distance[a, b]
+    chosen, taken = linear_sum_assignment(cost)
+    successor = {ids[a]: ids[b] for a, b in zip(chosen, taken, strict=True) if cost[a, b] < blocked}
+    heads = set(successor) - set(successor.values())
+    renamed: dict[int, int] = {}
+    for head in heads:
+        follower = successor.get(head)
+        while follower is not None:
+            renamed[follower] = head
+            follower = successor.get(follower)
+    return [MotRow(r.frame, renamed.get(r.id, r.id), r.box, r.score) for r in rows]
+
+
+def _centre_distance(a: tuple[float, float, float, float], b: tuple[float, float, float, float]) -> float:
+    return math.hypot(a[0] + a[2] / 2 - b[0] - b[2] / 2, a[1] + a[3] / 2 - b[1] - b[3] / 2)
+
+
+def pixel_box(box: tuple[float, float, float, float]) -> Box:
+    """A MOT row's float box rounded to whole pixels, at least 1 x 1."""
     x, y, w, h = box
     return (round(x), round(y), max(1, round(w)), max(1, round(h)))
 
 
+class Appearance(Protocol):
+    """What embeds a detection file's boxes (:class:`reid.track.appearance.VideoAppearance`)."""
+
+    embedded: int
+
+    def embed(self, rows: list[MotRow]) -> np.ndarray:
+        """(len(rows), D) float32 unit rows, zeros for a box without an embedding."""
+        ...
+
+
 @dataclass(frozen=True)
 class TrackedFile:
-    """What :func:`track_detection_file` did: detections read, boxes written, tracks made."""
+    """What :func:`track_detection_file` did: detections read, frames, boxes written,
+    tracks made, and detections embedded (0 without appearance)."""
 
     detections: int
     frames: int
     boxes: int
     tracks: int
+    embedded: int = 0
 
 
 def track_detection_file(
-    detections: Path, out: Path, config: TrackerConfig | None = None, fps: float | None = None
+    detections: Path,
+    out: Path,
+    config: TrackerConfig | None = None,
+    fps: float | None = None,
+    appearance: Appearance | None = None,
+    link: bool | None = None,
 ) -> TrackedFile:
-    """Track the MOT detection file ``detections`` alone (no images) and write the tracks
-    to ``out`` in MOT format, with the gaps each track bridged filled by :func:`interpolate`.
+    """Track the MOT detection file ``detections`` and write the tracks to ``out`` in MOT
+    format, with the gaps each track bridged filled by :func:`interpolate`.
 
     ``fps``: the detections' frame rate (None: :data:`reid.track.tracker.REFERENCE_FPS`),
-    which turns the tracker's ``lost_seconds`` into frames.  Raises DataError for a
-    malformed file (nothing is written).
+    which turns the tracker's ``lost_seconds`` into frames.  ``appearance`` (None: boxes
+    alone) embeds each detection for the tracker's appearance terms.  ``link`` joins
+    tracklets that continue one another (:func:`link_tracklets`, within the tracker's
+    lost time) before gaps are filled; None: when there is appearance.  Raises DataError
+    for a malformed file or video (nothing is written).
     """
     rows = read_mot(detections)
+    embeddings = None if appearance is None else appearance.embed(rows)
     tracker = Tracker(0, config, fps)
-    tracked = interpolate(track_rows(rows, tracker), tracker.max_lost)
+    ended: list[Track] = []
+    tracked = track_rows(rows, tracker, embeddings, ended)
+    if link or (link is None and appearance is not None):
+        tracked = link_tracklets(tracked, ended, tracker.max_lost)
+    tracked = interpolate(tracked, tracker.max_lost)
     count = write_mot(out, tracked)
-    return TrackedFile(len(rows), max((r.frame for r in rows), default=0), count, len({r.id for r in tracked}))
+    return TrackedFile(
+        len(rows),
+        max((r.frame for r in rows), default=0),
+        count,
+        len({r.id for r in tracked}),
+        0 if appearance is None else appearance.embedded,
+    )

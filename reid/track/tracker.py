@@ -8,22 +8,25 @@ every track's filter predicts where its box is now.  First the confident detecti
 overlap (intersection over union) with those predicted boxes; then the tracks seen last
 frame and still unmatched try the weak detections, which are often the same people half
 hidden.  Each stage is one optimal assignment (scipy's ``linear_sum_assignment``) that
-maximizes total overlap; when embeddings are given, the distance between a detection
-and a track's mean embedding adds a small cost, which decides between boxes that
-overlap alike (two people crossing), and a third stage re-finds lost tracks by
-appearance alone, inside the filter's uncertainty around where they should be (DeepSORT's
-appearance matching).  Only confident detections that no track takes
-start new tracks; a new track not seen again in the next frame ends at once (ByteTrack's
-unconfirmed tracks), and a track lost for longer than ``lost_seconds`` ends.  When a lost
-track is found again, its filter is re-run from its last detection through boxes
-interpolated over the gap (OC-SORT's observation-centric re-update), so the velocity it
-drifted on while unseen is replaced by the one the two detections imply.
+maximizes total overlap.  In the first stage a detection in the direction a track has
+been moving costs a little less than one behind it (OC-SORT's observation-centric
+momentum).  When embeddings are given, the distance between a detection and an
+exponential moving average of the track's embeddings (BoT-SORT's) adds a small cost,
+which decides between boxes that overlap alike (two people crossing), and a third stage
+re-finds lost tracks by appearance alone, inside the filter's uncertainty around where
+they should be (DeepSORT's appearance matching).  Only confident detections that no
+track takes start new tracks; a new track not seen again in the next frame ends at once
+(ByteTrack's unconfirmed tracks), and a track lost for longer than ``lost_seconds`` ends.
+When a lost track is found again, its filter is re-run from its last detection through
+boxes interpolated over the gap (OC-SORT's observation-centric re-update), so the
+velocity it drifted on while unseen is replaced by the one the two detections imply.
 
 References: Bewley et al., "Simple Online and Realtime Tracking", ICIP 2016 (SORT);
 Zhang et al., "ByteTrack: Multi-Object Tracking by Associating Every Detection Box",
 ECCV 2022; Cao et al., "Observation-Centric SORT: Rethinking SORT for Robust Multi-Object
 Tracking", CVPR 2023; Wojke et al., "Simple Online and Realtime Tracking with a Deep
-Association Metric", ICIP 2017 (DeepSORT).
+Association Metric", ICIP 2017 (DeepSORT); Aharon et al., "BoT-SORT: Robust Associations
+Multi-Pedestrian Tracking", arXiv 2206.14651, 2022.
 """
 
 from __future__ import annotations
@@ -52,6 +55,10 @@ REFERENCE_FPS = 30.0
 # track's Kalman prediction.
 REFIND_COSINE = 0.2
 REFIND_GATE = 9.4877
+# OC-SORT's observation-centric momentum (Cao et al. 2023): directions measured over
+# ``delta_t`` = 3 steps, the angle term weighted ``vdc_weight`` = 0.2 (its defaults).
+MOMENTUM_STEPS = 3
+MOMENTUM_WEIGHT = 0.2
 # Kalman noise, as fractions of the box height per frame: SORT's and ByteTrack's values.
 POSITION_NOISE = 1.0 / 20
 VELOCITY_NOISE = 1.0 / 160
@@ -132,9 +139,11 @@ class TrackerConfig:
     (ByteTrack: 0.1 above its confident score, 0.7); None: any confident detection does.
     ``lost_seconds``: how long a track may go unseen (a missed detection, an occlusion)
     before it ends: ByteTrack's buffer of 30 frames at 30 fps.  ``appearance``: largest
-    embedding distance (Euclidean between unit vectors, 0..2) from a track's mean for a
-    match, or None for no gate.  ``min_boxes``: tracks with fewer boxes are detector
-    noise and are not reported when they end."""
+    embedding distance (Euclidean between unit vectors, 0..2) from a track's smoothed
+    embedding for a match, or None for no gate.  ``min_boxes``: tracks with fewer boxes
+    are detector noise and are not reported when they end.  ``embedding_momentum``: weight of the past
+    in the exponential moving average of a track's embeddings that detections are compared
+    with (BoT-SORT's and StrongSORT's 0.9); None compares with the plain mean."""
 
     iou: float = 0.2
     low_iou: float = 0.5
@@ -143,6 +152,7 @@ class TrackerConfig:
     lost_seconds: float = 1.0
     appearance: float | None = None
     min_boxes: int = 2
+    embedding_momentum: float | None = 0.9
 
     def __post_init__(self) -> None:
         for name, value in (("iou", self.iou), ("low-iou", self.low_iou)):
@@ -157,6 +167,8 @@ class TrackerConfig:
         check_distance_threshold(self.appearance, "--appearance")
         if self.min_boxes < 1:
             raise ConfigError(f"--min-boxes must be at least 1, got {self.min_boxes}")
+        if self.embedding_momentum is not None and not 0 <= self.embedding_momentum < 1:
+            raise ConfigError(f"embedding momentum must be in [0, 1), got {self.embedding_momentum}")
 
     def lost_frames(self, fps: float | None) -> int:
         """``lost_seconds`` in frames at ``fps`` (None: :data:`REFERENCE_FPS`)."""
@@ -177,14 +189,17 @@ class Observation:
 @dataclass
 class Track:
     """One person in one camera.  ``embedding`` is the re-normalized mean of the unit
-    embeddings counted in so far; ``identity`` and ``distance`` are the latest decision a
-    caller recorded for it (see :meth:`decide`).  ``last_step`` is the tracker step of
-    its latest detection."""
+    embeddings counted in so far, ``smoothed_embedding`` their moving average of weight
+    ``momentum`` (what the tracker matches detections with); ``identity`` and
+    ``distance`` are the latest decision a caller recorded for it (see :meth:`decide`).
+    ``last_step`` is the tracker step of its latest detection."""
 
     camera: int
     id: int
     observations: list[Observation] = field(default_factory=list)
     embedding_sum: np.ndarray | None = field(default=None, repr=False)
+    smooth: np.ndarray | None = field(default=None, repr=False)
+    momentum: float | None = None
     thumbnail: np.ndarray | None = field(default=None, repr=False)
     thumbnail_box: Box | None = None
     last_step: int = 0
@@ -195,6 +210,10 @@ class Track:
     _filter: KalmanBox | None = field(default=None, repr=False)
     _anchor: KalmanBox | None = field(default=None, repr=False)
     _predicted_step: int = 0
+    # Tracker step of each observation, and the unit (dx, dy) the track's centre moved in
+    # over its last few detections (OC-SORT's velocity direction).
+    _steps: list[int] = field(default_factory=list, repr=False)
+    direction: np.ndarray | None = field(default=None, repr=False)
 
     @property
     def embedding(self) -> np.ndarray:
@@ -238,16 +257,45 @@ class Track:
             self._filter.update(observation.box)
         self._anchor = self._filter.copy()
         self._predicted_step = step
+        earlier = self.earlier_box(step)
+        if earlier is not None:
+            self.direction = _direction(earlier, observation.box)
         area = observation.box[2] * observation.box[3]
         if self.thumbnail_box is None or area > self.thumbnail_box[2] * self.thumbnail_box[3]:
             self.thumbnail, self.thumbnail_box = crop, observation.box
         self.observations.append(observation)
+        self._steps.append(step)
         self.last_step = step
 
+    def earlier_box(self, step: int) -> Box | None:
+        """The box OC-SORT measures a direction from at ``step``: the detection of step
+        ``step - MOMENTUM_STEPS``, else the nearest later one before ``step``, else the
+        latest (None before the first)."""
+        recent = dict(zip(self._steps[-MOMENTUM_STEPS:], self.observations[-MOMENTUM_STEPS:], strict=True))
+        for back in range(MOMENTUM_STEPS, 0, -1):
+            if step - back in recent:
+                return recent[step - back].box
+        return self.observations[-1].box if self.observations else None
+
     def add_embedding(self, embedding: np.ndarray) -> None:
-        """Count one detection's (D,) unit embedding into the track's mean."""
+        """Count one detection's (D,) unit embedding into the track's mean and its moving
+        average (``momentum`` the weight of the past, None: the mean)."""
+        momentum = self.momentum
         value = np.asarray(embedding, dtype=np.float64)
         self.embedding_sum = value if self.embedding_sum is None else self.embedding_sum + value
+        if momentum is None or self.smooth is None:
+            self.smooth = self.embedding_sum / np.linalg.norm(self.embedding_sum) if momentum is None else value
+        else:
+            mixed = momentum * self.smooth + (1 - momentum) * value
+            self.smooth = mixed / max(float(np.linalg.norm(mixed)), 1e-12)
+
+    @property
+    def smoothed_embedding(self) -> np.ndarray:
+        """(D,) float32 unit vector the tracker compares detections with: the moving
+        average of the track's embeddings (the mean when ``momentum`` is None)."""
+        if self.smooth is None:
+            raise ConfigError(f"track {self.id} of camera {self.camera} has no embeddings")
+        return self.smooth.astype(np.float32)
 
     def decide(self, identity: str | None, distance: float | None) -> None:
         """Record the identity (None: unknown) and distance the track's mean embedding got."""
@@ -268,6 +316,12 @@ class Track:
             self._filter.predict(still_height=self._predicted_step > self.last_step)
             self._predicted_step += 1
         return self._filter.box
+
+
+def _direction(start: Box, end: Box) -> np.ndarray:
+    """Unit (dx, dy) from the centre of ``start`` to that of ``end`` (zeros when equal)."""
+    step = np.array([end[0] + end[2] / 2 - start[0] - start[2] / 2, end[1] + end[3] / 2 - start[1] - start[3] / 2])
+    return step / (float(np.linalg.norm(step)) + 1e-6)
 
 
 def iou(a: Box, b: Box) -> float:
@@ -310,10 +364,11 @@ class Tracker:
 
         Returns one entry per observation: its track, or None for a weak detection that no
         track took (it starts none).  ``crops`` (RGB) keep each track's largest crop as its
-        thumbnail.  ``embeddings``, (N, D) float32 unit rows, break ties between equal
-        overlaps and are counted into the tracks; they are required when ``appearance`` is
-        set.  Without them the caller may count embeddings in later with
-        :meth:`Track.add_embedding`.  Raises ConfigError for mismatched lengths.
+        thumbnail.  ``embeddings``, (N, D) float32 unit rows (an all-zero row: that
+        detection has none), break ties between equal overlaps and are counted into the
+        tracks; they are required when ``appearance`` is set.  Without them the caller may
+        count embeddings in later with :meth:`Track.add_embedding`.  Raises ConfigError for
+        mismatched lengths.
         """
         cfg = self.config
         if cfg.appearance is not None and embeddings is None:
@@ -322,6 +377,8 @@ class Tracker:
             raise ConfigError(f"{len(crops)} crops for {len(observations)} detections")
         if embeddings is not None and len(embeddings) != len(observations):
             raise ConfigError(f"{len(embeddings)} embeddings for {len(observations)} detections")
+        # A zero row is a detection without an embedding (its box held no pixels).
+        embedded = [] if embeddings is None else [bool(np.any(row)) for row in embeddings]
         still, ended = [], []
         for t in self._live:
             gone = step - t.last_step - 1
@@ -340,7 +397,7 @@ class Tracker:
         # is more likely noise.
         for wanted, least, pool in ((strong, cfg.iou, None), (weak, cfg.low_iou, step - 1)):
             candidates = [t for t in free if pool is None or t.last_step == pool]
-            pairs = self._assign(step, candidates, wanted, observations, embeddings, least)
+            pairs = self._assign(step, candidates, wanted, observations, embeddings, embedded, least, pool is None)
             for ti, di in pairs:
                 assigned[di] = candidates[ti]
             taken = {id(candidates[ti]) for ti, _ in pairs}
@@ -348,8 +405,8 @@ class Tracker:
         if embeddings is not None:
             # Stage three: a person back from behind someone, too far from the lost track's
             # predicted box to overlap it, is re-found by appearance.
-            lost = [t for t in free if t.last_step < step - 1 and t.embedding_sum is not None]
-            left = [i for i in strong if i not in assigned]
+            lost = [t for t in free if t.last_step < step - 1 and t.smooth is not None]
+            left = [i for i in strong if i not in assigned and embedded[i]]
             for ti, di in self._refind(step, lost, left, observations, embeddings):
                 assigned[di] = lost[ti]
         results: list[Track | None] = []
@@ -358,11 +415,11 @@ class Tracker:
             starts = cfg.start_score is None or observation.score >= cfg.start_score
             if track is None and di in confident and starts:
                 self._created += 1
-                track = Track(self.camera, self._created)
+                track = Track(self.camera, self._created, momentum=cfg.embedding_momentum)
                 self._live.append(track)
             if track is not None:
                 track.add(step, observation, None if crops is None else crops[di])
-                if embeddings is not None:
+                if embeddings is not None and embedded[di]:
                     track.add_embedding(embeddings[di])
             results.append(track)
         return results
@@ -374,7 +431,9 @@ class Tracker:
         wanted: list[int],
         observations: list[Observation],
         embeddings: np.ndarray | None,
+        embedded: list[bool],
         least_iou: float,
+        momentum: bool = False,
     ) -> list[tuple[int, int]]:
         """(track position, observation index) pairs of the cheapest one-to-one assignment."""
         if not tracks or not wanted:
@@ -390,16 +449,29 @@ class Tracker:
                 if overlap < least_iou:
                     continue
                 value = 1.0 - overlap
-                if embeddings is not None and track.embedding_sum is not None:
-                    distance = float(pair_distance(track.embedding[None], embeddings[di][None])[0])
+                if embeddings is not None and track.smooth is not None and embedded[di]:
+                    distance = float(pair_distance(track.smoothed_embedding[None], embeddings[di][None])[0])
                     if cfg.appearance is not None and distance > cfg.appearance:
                         continue
                     value += APPEARANCE_WEIGHT * distance / 2.0
                 elif cfg.appearance is not None:
                     continue
+                if momentum and track.direction is not None:
+                    value -= self._momentum_bonus(step, track, observations[di])
                 cost[ti, column] = value
         rows, columns = linear_sum_assignment(cost)
         return [(int(r), wanted[int(c)]) for r, c in zip(rows, columns, strict=True) if cost[r, c] < blocked]
+
+    def _momentum_bonus(self, step: int, track: Track, observation: Observation) -> float:
+        """OC-SORT's velocity-direction consistency: ``MOMENTUM_WEIGHT`` times (pi/2 - the
+        angle between the track's direction and the one from its earlier box to the
+        detection) / pi, times the detection's score (clipped to 0..1, as OC-SORT's are
+        probabilities); -0.1..0.1."""
+        earlier = track.earlier_box(step)
+        assert earlier is not None and track.direction is not None  # a track with a direction has boxes
+        cosine = float(np.clip(track.direction @ _direction(earlier, observation.box), -1.0, 1.0))
+        agreement = (math.pi / 2 - math.acos(cosine)) / math.pi
+        return MOMENTUM_WEIGHT * agreement * min(max(observation.score, 0.0), 1.0)
 
     def _refind(
         self, step: int, tracks: list[Track], wanted: list[int], observations: list[Observation], embeddings: np.ndarray
@@ -410,7 +482,7 @@ class Tracker:
         blocked = 10.0
         cost = np.full((len(tracks), len(wanted)), blocked)
         for ti, track in enumerate(tracks):
-            means = track.embedding[None]
+            means = track.smoothed_embedding[None]
             for column, di in enumerate(wanted):
                 cosine = float(pair_distance(means, embeddings[di][None])[0]) ** 2 / 2.0
                 if cosine > REFIND_COSINE or track.gating_distance(step, observations[di].box) > REFIND_GATE:

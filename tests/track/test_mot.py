@@ -1,14 +1,16 @@
-"""MOTChallenge files: reading and writing round trip, malformed lines, interpolation, tracking a detection file."""
+"""MOTChallenge files: reading and writing round trip, malformed lines, interpolation, tracklet
+joining, tracking a detection file."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from reid.errors import DataError
-from reid.track import TrackerConfig
-from reid.track.mot import MotRow, interpolate, read_mot, track_detection_file, write_mot
+from reid.track import Track, TrackerConfig
+from reid.track.mot import MotRow, interpolate, link_tracklets, read_mot, track_detection_file, write_mot
 
 
 def test_rows_round_trip_sorted_by_frame_then_id(tmp_path: Path) -> None:
@@ -102,3 +104,46 @@ def test_a_bad_detection_file_writes_nothing(tmp_path: Path) -> None:
     with pytest.raises(DataError, match="line 2"):
         track_detection_file(detections, out)
     assert not out.exists()
+
+
+def _tracklet(track_id: int, frames: range, x0: float, look: np.ndarray) -> tuple[list[MotRow], Track]:
+    track = Track(0, track_id)
+    track.add_embedding(look)
+    return [MotRow(f, track_id, (x0 + 2.0 * (f - frames.start), 50.0, 40.0, 100.0), 0.9) for f in frames], track
+
+
+def test_tracklets_that_follow_one_another_and_look_alike_are_joined() -> None:
+    """1 ends at frame 10, 2 starts at 15 nearby and looks the same: one.  3 looks the same
+    but overlaps 1 and 2 in time, 4 looks different, 5 starts too late, 6 too far away."""
+    red, blue = np.eye(3, dtype=np.float32)[0], np.eye(3, dtype=np.float32)[1]
+    parts = [
+        _tracklet(1, range(1, 11), 0.0, red),
+        _tracklet(2, range(15, 25), 30.0, red),
+        _tracklet(3, range(8, 18), 25.0, red),
+        _tracklet(4, range(13, 20), 25.0, blue),
+        _tracklet(5, range(40, 45), 60.0, red),
+        _tracklet(6, range(12, 16), 400.0, red),
+    ]
+    rows = [r for part, _ in parts for r in part]
+    linked = link_tracklets(rows, [t for _, t in parts], max_gap=7)
+    assert [r.frame for r in linked] == [r.frame for r in rows], "row order is kept"
+    by_old = {old.id: new.id for old, new in zip(rows, linked, strict=True)}
+    assert by_old[2] == 1, "the continuation takes the first tracklet's id"
+    assert [by_old[i] for i in (1, 3, 4, 5, 6)] == [1, 3, 4, 5, 6]
+
+
+def test_a_chain_of_tracklets_takes_the_id_of_its_first() -> None:
+    red = np.eye(3, dtype=np.float32)[0]
+    parts = [
+        _tracklet(7, range(1, 5), 0.0, red),
+        _tracklet(8, range(7, 10), 12.0, red),
+        _tracklet(9, range(12, 15), 24.0, red),
+    ]
+    linked = link_tracklets([r for part, _ in parts for r in part], [t for _, t in parts], max_gap=5)
+    assert {r.id for r in linked} == {7}
+
+
+def test_tracks_without_embeddings_are_never_joined() -> None:
+    rows = [MotRow(f, 1, (0.0, 0.0, 40.0, 100.0), 0.9) for f in range(1, 4)]
+    rows += [MotRow(f, 2, (2.0, 0.0, 40.0, 100.0), 0.9) for f in range(5, 8)]
+    assert link_tracklets(rows, [Track(0, 1), Track(0, 2)], max_gap=5) == rows

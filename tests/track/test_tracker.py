@@ -222,3 +222,48 @@ def test_a_start_score_keeps_middling_boxes_from_starting_tracks() -> None:
     # Once started, a track continues on confident boxes below the start score.
     again = tracker.update(1, [box_at(1, 302, score=0.65)])
     assert again[0] is first[1]
+
+
+def test_the_smoothed_embedding_is_a_moving_average_with_the_past_weighted_0_9() -> None:
+    """BoT-SORT's update: smooth = 0.9 * smooth + 0.1 * new, re-normalized; the mean
+    (``embedding``) stays the plain mean for identity decisions."""
+    tracker = Tracker(0, TrackerConfig(min_boxes=1))
+    e0, e1 = np.array([1.0, 0.0], np.float32), np.array([0.0, 1.0], np.float32)
+    tracker.update(0, [Observation(0, 0.0, (10, 10, 40, 100), 1.0)], embeddings=e0[None])
+    track = tracker.update(1, [Observation(1, 0.1, (12, 10, 40, 100), 1.0)], embeddings=e1[None])[0]
+    assert track is not None
+    np.testing.assert_allclose(track.smoothed_embedding, np.array([0.9, 0.1]) / np.hypot(0.9, 0.1), rtol=1e-6)
+    np.testing.assert_allclose(track.embedding, np.array([1, 1]) / np.sqrt(2), rtol=1e-6)
+    plain = Tracker(0, TrackerConfig(min_boxes=1, embedding_momentum=None))
+    plain.update(0, [Observation(0, 0.0, (10, 10, 40, 100), 1.0)], embeddings=e0[None])
+    track = plain.update(1, [Observation(1, 0.1, (12, 10, 40, 100), 1.0)], embeddings=e1[None])[0]
+    assert track is not None
+    np.testing.assert_allclose(track.smoothed_embedding, track.embedding, rtol=1e-6)
+    with pytest.raises(ConfigError, match="momentum"):
+        TrackerConfig(embedding_momentum=1.0)
+
+
+def test_a_zero_embedding_row_counts_as_none() -> None:
+    tracker = Tracker(0, TrackerConfig(min_boxes=1))
+    track = tracker.update(0, [box_at(0, 10)], embeddings=np.zeros((1, 4), np.float32))[0]
+    assert track is not None and track.embedding_sum is None
+    again = tracker.update(1, [box_at(1, 12)], embeddings=np.eye(4, dtype=np.float32)[:1])[0]
+    assert again is track and track.embedding_sum is not None
+
+
+def test_of_two_boxes_that_overlap_alike_the_one_ahead_continues_the_track() -> None:
+    """OC-SORT's momentum: a walker going right at 5 px a frame; next frame two boxes
+    overlap the prediction equally, 20 px behind and 20 px ahead.  The one behind comes
+    first (an assignment on overlap alone would take it); the direction term picks the
+    one ahead."""
+    tracker = Tracker(0, TrackerConfig(min_boxes=1), fps=10)
+    walker = None
+    for step in range(12):
+        walker = tracker.update(step, [Observation(step, None, (5 * step, 50, 100, 100), 1.0)])[0]
+    assert walker is not None
+    x = walker.predicted_box(12)[0]
+    behind = Observation(12, None, (x - 20, 50, 100, 100), 1.0)
+    ahead = Observation(12, None, (x + 20, 50, 100, 100), 1.0)
+    assert iou(walker.predicted_box(12), behind.box) == pytest.approx(iou(walker.predicted_box(12), ahead.box))
+    tracks = tracker.update(12, [behind, ahead])
+    assert tracks[1] is walker and tracks[0] is not walker
