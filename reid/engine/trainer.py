@@ -44,7 +44,8 @@ from reid.engine.optim import build_optimizer, lr_factor, set_learning_rate
 from reid.engine.state import CHECKPOINT_FILE, ResumePoint, capture_state, read_resume_state, restore_state, save_checkpoint
 from reid.detect import build_detector
 from reid.errors import ConfigError, ReidError
-from reid.evaluation import RankingResult, evaluate_encoder
+from reid.evaluation import RankingResult
+from reid.pipeline.embed import evaluate_encoder
 from reid.models.card import ModelCard
 from reid.paths import remove_stale_temporaries
 from reid.models.encoder import Encoder, TorchEncoder

@@ -26,19 +26,19 @@ import numpy as np
 from reid.decision import MODEL_CARD, Threshold, check_distance_threshold, check_far, nearest_identity
 from reid.decision import resolve_threshold as resolve_distance_threshold
 from reid.detect import Box, Detector, SSDLiteConfig, build_detector
-from reid.errors import ConfigError
+from reid.errors import ConfigError, DataError
 from reid.gallery import SCORES, Gallery, IdentityMatch
 from reid.gallery.calibration import synthetic_card_note
 from reid.models.card import ModelCard
-from reid.models.encoder import NO_FACE_CHOICES, Encoder, embed_images
+from reid.models.encoder import Encoder, embed_images
 from reid.pipeline.frames import FrameCrops, ScaledDetector, frame_crops, margin_for
 from reid.pipeline.live import FramePipeline
 from reid.pipeline.sources import Frame, MediaSource
 from reid.pipeline.stages import EMBED_THREADS, intra_op_threads, stage_timer
 from reid.pipeline.stream import Sighting, choose_to_embed, link_frame
+from reid.pipeline.subject import ALIGNING_FACE_DETECTOR, check_detect
 from reid.track import Track, Tracker, TrackerConfig
 
-DETECT_CHOICES = ("auto", "person", "face", "none")
 # Frames waiting for their crops to fill a batch are held in memory; stretches of video
 # with nobody in them must not pile up.
 MAX_PENDING_FRAMES = 16
@@ -48,9 +48,12 @@ MAX_PENDING_FRAMES = 16
 class QueryConfig:
     """Options of a query run.
 
-    ``detect``: "auto" runs the model's kind of detector (person or face) on videos,
-    cameras and streams and takes image files as ready crops; "none" takes every frame
-    as one crop.  ``detector``: which detector (a :func:`reid.detect.build_detector`
+    ``detect`` (:data:`reid.pipeline.subject.DETECT_CHOICES`): "auto" runs the model's
+    kind of detector (person or face) on videos, cameras and streams and takes image files
+    as ready crops (aligned face chips when the model's card asks for them); "none" takes
+    every frame as one crop.  ``no_face``: what happens to an image file in which the
+    detector finds nobody, or which a face model refuses: "whole", "skip" (counted and
+    named in :attr:`QueryStats.no_face`) or "error".  ``detector``: which detector (a :func:`reid.detect.build_detector`
     name; default: the kind's).  ``threshold`` (Euclidean distance between unit embeddings) defaults to
     the gallery's, which is the model card's calibrated one.  ``track``: link the
     detections of videos, cameras and streams into tracks (see :mod:`reid.track`).
@@ -91,8 +94,7 @@ class QueryConfig:
     def __post_init__(self) -> None:
         if self.top_k < 1:
             raise ConfigError(f"--top-k must be at least 1, got {self.top_k}")
-        if self.detect not in DETECT_CHOICES:
-            raise ConfigError(f"unknown detector {self.detect!r}; choose one of {', '.join(DETECT_CHOICES)}")
+        check_detect(self.detect, self.no_face)
         if self.score not in SCORES:
             raise ConfigError(f"unknown identity score {self.score!r}; choose one of {', '.join(SCORES)}")
         if self.batch_size < 1:
@@ -105,8 +107,6 @@ class QueryConfig:
             raise ConfigError(f"embedding threads must be at least 1, got {self.embed_threads}")
         if not 0 < self.detect_scale <= 1:
             raise ConfigError(f"--detect-scale must be in (0, 1], got {self.detect_scale}")
-        if self.no_face not in NO_FACE_CHOICES:
-            raise ConfigError(f"--no-face {self.no_face!r}: choose one of {', '.join(NO_FACE_CHOICES)}")
         check_distance_threshold(self.threshold)
         check_far(self.far)
         if self.threshold is not None and self.far is not None:
@@ -302,7 +302,8 @@ def choose_detector(config: QueryConfig, source: MediaSource, encoder: Encoder) 
                     f"{source.spec}: image files are taken as ready crops; add --detect person or --detect face "
                     "to run --detector or --min-height on them"
                 )
-            return None
+            # A model trained on aligned face chips is given aligned chips of photos too.
+            return build_detector(ALIGNING_FACE_DETECTOR, "face") if encoder.aligned_face_size else None
         kind = encoder.card.kind if encoder.card.kind in ("person", "face") else "person"
         return build_detector(config.detector, kind, options)
     return build_detector(config.detector, config.detect, options)
@@ -351,12 +352,13 @@ class QueryRun:
         self._started = time.perf_counter()
         timing = self.stats.stage_seconds
         align = self.encoder.aligned_face_size
+        whole = self.source.kind == "images" and self.config.no_face == "whole"
         pipeline: FramePipeline | None = None
         if self.config.threaded:
-            pipeline = FramePipeline(self.source, self.detector, self.margin, timing, align_to=align)
+            pipeline = FramePipeline(self.source, self.detector, self.margin, timing, whole_if_none=whole, align_to=align)
             items: Iterator[FrameCrops] = iter(pipeline)
         else:
-            items = frame_crops(self.source, self.detector, self.margin, timing, align_to=align)
+            items = frame_crops(self.source, self.detector, self.margin, timing, whole_if_none=whole, align_to=align)
         try:
             with closing(items), intra_op_threads(self.config.embed_threads):
                 yield from self._in_batches(items, pipeline)
@@ -372,6 +374,7 @@ class QueryRun:
         pending: list[FrameCrops] = []
         pending_crops = 0
         for item in items:
+            self._check_photo(item)
             pending.append(item)
             pending_crops += len(item.crops)
             if self.source.live and pipeline is not None:
@@ -382,6 +385,17 @@ class QueryRun:
                 yield from self._answer(pending)
                 pending, pending_crops = [], 0
         yield from self._answer(pending)
+
+    def _check_photo(self, item: FrameCrops) -> None:
+        """An image file in which the detector found nobody is named in ``stats.no_face``,
+        or stops the run under ``no_face`` "error" ("whole" gave it whole already); a frame
+        of a video without anyone in it is no problem."""
+        if self.source.kind != "images" or self.detector is None or item.crops:
+            return
+        reason = f"no {self.detector.kind} found"
+        if self.config.no_face == "error":
+            raise DataError(f"{item.frame.source}: {reason}")
+        self.stats.no_face.append((item.frame.source, reason))
 
     def _answer(self, pending: list[FrameCrops]) -> Iterator[FrameResult]:
         if not pending:

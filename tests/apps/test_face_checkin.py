@@ -19,7 +19,7 @@ from app_helpers import ROOT, private_imports, tiny_model
 from typer.testing import CliRunner
 
 from apps.face_checkin.calibrate import app as calibrate_app
-from apps.face_checkin.checkin import FaceFinder
+from apps.face_checkin.checkin import CheckinConfig, source_faces
 from apps.face_checkin.cli import app
 from apps.face_checkin.faces import write_people
 from reid.data import read_image
@@ -90,7 +90,7 @@ def test_one_to_n_end_to_end(faces: dict[str, Path], face_model: Path, tmp_path:
         assert d["mode"] == "1:N" and d["claim"] is None and d["frame"] is None
         assert d["threshold"] == load_card(face_model).threshold == 0.5
         assert d["face"] == "whole"
-        assert 1 <= len(d["top_k"]) <= 3
+        assert 1 <= len(d["top_k"]) <= CheckinConfig.top_k
         assert d["distance"] == d["top_k"][0]["distance"]
         image = read_image(d["source"])
         assert d["box"] == [0, 0, image.shape[1], image.shape[0]]
@@ -237,13 +237,13 @@ def test_real_orl_faces_with_face_detection(orl_faces: Path, face_model: Path, t
     people, incoming = _orl_split(orl_faces, tmp_path, 3, range(1, 4), range(4, 6))
     code, output = invoke(
         "--model", str(face_model), "--people", str(people), "--out", str(tmp_path / "out"),
-        "--detect", "face", str(incoming),
+        "--detect", "face", "--no-face", "whole", str(incoming),
     )
     assert code == 0, output
     decisions = read_decisions(tmp_path / "out")
     for d in decisions:
         check_decision(d)
-    # Every photo is decided; Haar finds most ORL faces, the rest fall back to the whole photo.
+    # Every photo is decided; Haar finds most ORL faces, the rest are taken whole (--no-face whole).
     assert {d["source"] for d in decisions} == {str(p) for p in incoming.iterdir()}
     assert sum(d["face"] == "detected" for d in decisions) >= len(decisions) // 2
     assert all(d["box"] == [0, 0, 92, 112] for d in decisions if d["face"] == "whole")
@@ -325,11 +325,17 @@ def test_app_imports_only_public_reid_names() -> None:
 
 def test_faces_reach_an_aligning_encoder_as_aligned_chips(orl_faces: Path) -> None:
     photo = orl_faces / "s1" / "1.pgm"
-    finder = FaceFinder("face", detector_name="yunet")
-    ((_, aligned),) = list(finder.faces(open_source(photo), align_to=(112, 96)))
-    ((_, plain),) = list(finder.faces(open_source(photo)))
-    assert aligned.how == plain.how == "detected"
-    assert aligned.image.shape == (112, 96, 3) and plain.image.shape != (112, 96, 3)
+    config = CheckinConfig(None, Path("out"), [str(photo)], detect="face", face_detector="yunet")
     card = ModelCard(name="f", architecture="resnet18", embedding_dim=32, input_size=(112, 96), kind="face")
     assert card.aligned_face_size is None
-    assert ModelCard(**{**card.to_dict(), "face_alignment": "5-point"}).aligned_face_size == (112, 96)
+    aligning = ModelCard(**{**card.to_dict(), "face_alignment": "5-point"})
+    assert aligning.aligned_face_size == (112, 96)
+
+    class CardOnly:  # what the crop rule reads of an encoder
+        def __init__(self, card: ModelCard) -> None:
+            self.aligned_face_size = card.aligned_face_size
+
+    ((_, aligned),) = list(source_faces(open_source(photo), config, CardOnly(aligning)))  # type: ignore[arg-type]
+    ((_, plain),) = list(source_faces(open_source(photo), config, CardOnly(card)))  # type: ignore[arg-type]
+    assert aligned.how == plain.how == "detected"
+    assert aligned.image.shape == (112, 96, 3) and plain.image.shape != (112, 96, 3)

@@ -8,7 +8,7 @@ from pathlib import Path
 import numpy as np
 
 from reid.data.io import read_image
-from reid.evaluation.faces import FaceCropper, fitted_to, image_preparer
+from reid.pipeline import photo_rule
 from reid.models import ModelCard, build_network, load_encoder, save_model
 from reid.models.card import embedding_fingerprint
 
@@ -30,12 +30,15 @@ def test_aligned_chips_only_for_encoders_that_ask(tmp_path: Path, orl_faces: Pat
     weights = aligned.card.weights_fingerprint
     assert embedding_fingerprint(aligned.card, weights) == embedding_fingerprint(replace(aligned.card, face_alignment="none"), weights)
     photo = read_image(orl_faces / "s3" / "2.pgm")
-    prepare = image_preparer("face", detector="yunet")
-    assert isinstance(prepare, FaceCropper)
-    chip = fitted_to(prepare, aligned)(photo, Path("s3/2.pgm"))  # type: ignore[misc]
-    crop = fitted_to(prepare, plain)(photo, Path("s3/2.pgm"))  # type: ignore[misc]
+    rule = photo_rule("face", "yunet")
+    chip = rule.fitted_to(aligned).apply(photo, "s3/2.pgm").crops[0]
+    crop = rule.fitted_to(plain).apply(photo, "s3/2.pgm").crops[0]
     assert chip.shape[:2] == (112, 112) and crop.shape[:2] != (112, 112)
+    # Left to itself ("auto"), an aligned encoder's photos become its aligned chips; a plain one's stay whole.
+    auto = photo_rule(aligned_face_size=aligned.aligned_face_size).apply(photo, "s3/2.pgm").crops[0]
+    np.testing.assert_array_equal(auto, chip)
+    assert photo_rule(aligned_face_size=plain.aligned_face_size).apply(photo, "s3/2.pgm").crops[0] is photo
     # Haar finds no landmarks: its crops stay plain boxes, even for an aligned encoder.
-    haar = fitted_to(image_preparer("face"), aligned)(photo, Path("s3/2.pgm"))  # type: ignore[misc]
+    haar = photo_rule("face").fitted_to(aligned).apply(photo, "s3/2.pgm").crops[0]
     assert haar.shape[:2] != (112, 112)
     assert np.asarray(chip).dtype == np.uint8
