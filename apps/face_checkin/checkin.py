@@ -173,11 +173,14 @@ def source_faces(
             dropped(items.dropped)
 
 
-def embed_each(encoder: Encoder, images: list[np.ndarray]) -> tuple[np.ndarray, list[str | None]]:
-    """Embed a batch; an image the encoder refuses (dlib-face finding no face) gets a zero
-    row and its reason.  Non-finite embeddings raise ModelError."""
-    names = [f"image {i + 1} of {len(images)}" for i in range(len(images))]
-    result = embed_images(encoder, images, names, no_face="skip")
+def embed_each(
+    encoder: Encoder, images: list[np.ndarray], names: list[str], no_face: str = "skip"
+) -> tuple[np.ndarray, list[str | None]]:
+    """Embed a batch of images named ``names``; an image the encoder refuses (sface or
+    dlib-face finding no face) gets a zero row and its reason ("skip"), is embedded whole
+    ("whole") or raises DataError naming it ("error").  Non-finite embeddings raise
+    ModelError."""
+    result = embed_images(encoder, images, names, no_face=no_face)
     rows = np.zeros((len(images), encoder.dim), np.float32)
     rows[result.kept] = result.features
     problems: list[str | None] = [None] * len(images)
@@ -339,7 +342,11 @@ class CheckinDesk:
         embeddings = np.zeros((len(batch), self.encoder.dim), np.float32)
         problems: list[str | None] = ["no face found"] * len(batch)
         if faces:
-            rows, refused = embed_each(self.encoder, [batch[i].face.image for i in faces])  # type: ignore[misc]
+            # --no-face is about photos; a frame's crop the encoder refuses is only not answered.
+            # A batch holds the faces of one source (see run), so all photos or all frames.
+            no_face = self.config.no_face if batch[0].frame is None else "skip"
+            images = [batch[i].face.image for i in faces]
+            rows, refused = embed_each(self.encoder, images, [batch[i].source for i in faces], no_face)  # type: ignore[arg-type]
             embeddings[faces] = rows
             for i, problem in zip(faces, refused, strict=True):
                 problems[i] = problem

@@ -23,9 +23,24 @@ from apps.face_checkin.checkin import CheckinConfig, source_faces
 from apps.face_checkin.cli import app
 from apps.face_checkin.faces import write_people
 from reid.data import read_image
+from reid.detect.ssdlite import model_available
 from reid.gallery import Gallery
 from reid.models import ModelCard, load_card
+from reid.models.registry import SFACE
 from reid.pipeline import open_source
+
+
+def _sface_missing() -> str | None:
+    """Why sface cannot run here without the network, or None."""
+    for package in ("onnxruntime", "yuface"):
+        if importlib.util.find_spec(package) is None:
+            return f'sface needs {package} (pip install -e ".[faces]")'
+    if not model_available(SFACE):
+        return f"the sface model file is not cached here (reid models fetch {SFACE})"
+    return None
+
+
+needs_sface = pytest.mark.skipif(_sface_missing() is not None, reason=_sface_missing() or "")
 
 DECISION_KEYS = {
     "source", "frame", "time", "box", "face", "mode", "claim", "identity", "distance", "threshold",
@@ -272,6 +287,7 @@ def test_real_orl_faces_with_dlib_face(orl_faces: Path, tmp_path: Path) -> None:
     assert answers == {"s1-3.pgm": "s1", "s2-3.pgm": "s2", "s3-3.pgm": "s3", "s4-3.pgm": None}
 
 
+@needs_sface
 def test_real_orl_faces_with_sface_the_default_model(orl_faces: Path, tmp_path: Path) -> None:
     people, incoming = _orl_split(orl_faces, tmp_path, 3, range(1, 3), range(3, 4))
     code, output = invoke("--people", str(people), "--out", str(tmp_path / "out"), str(incoming))
@@ -281,6 +297,7 @@ def test_real_orl_faces_with_sface_the_default_model(orl_faces: Path, tmp_path: 
     assert answers == {"s1-3.pgm": "s1", "s2-3.pgm": "s2", "s3-3.pgm": "s3", "s4-3.pgm": None}
 
 
+@needs_sface
 def test_calibration_with_sface_on_the_crops_of_the_detector_given(orl_faces: Path, tmp_path: Path) -> None:
     people, _ = _orl_split(orl_faces, tmp_path, 6, range(1, 4), range(4, 5))
     code, output = invoke(
@@ -299,6 +316,41 @@ def test_calibration_with_sface_on_the_crops_of_the_detector_given(orl_faces: Pa
     assert code == 1 and "nosuch" in output and len(output.strip().splitlines()) == 1
 
 
+@needs_sface
+@pytest.mark.parametrize("policy", ["skip", "whole", "error"])
+def test_sface_checkin_follows_the_one_crop_rule_on_orl(orl_faces: Path, tmp_path: Path, policy: str) -> None:
+    """A faceless photo among ORL faces, at enrolment and at the desk, with YuNet cutting the
+    photos (--detect face): skipped and named, taken whole, or one error line, as in reid."""
+    people, incoming = _orl_split(orl_faces, tmp_path, 3, range(1, 3), range(3, 4))
+    wall = np.random.default_rng(0).integers(90, 140, (112, 92), dtype=np.uint8)
+    for path in (people / "s1" / "wall.png", incoming / "wall.png"):
+        cv2.imwrite(str(path), wall)
+    out = tmp_path / "out"
+    code, output = invoke(
+        "--people", str(people), "--out", str(out), "--detect", "face", "--detector", "yunet",
+        "--no-face", policy, str(incoming),
+    )
+    if policy == "error":
+        lines = output.strip().splitlines()
+        assert code == 1 and len(lines) == 1 and "wall.png: no face found" in lines[0]
+        return
+    assert code == 0, output
+    summary = json.loads((out / "summary.json").read_text())
+    decisions = {Path(d["source"]).name: d for d in read_decisions(out)}
+    answers = {name: d["identity"] for name, d in decisions.items() if name != "wall.png"}
+    assert answers == {"s1-3.pgm": "s1", "s2-3.pgm": "s2", "s3-3.pgm": "s3", "s4-3.pgm": None}
+    assert all(d["face"] == "detected" for name, d in decisions.items() if name != "wall.png")
+    if policy == "skip":
+        assert summary["enrolment"]["added"] == 6
+        assert [(Path(s["path"]).name, s["reason"]) for s in summary["enrolment"]["skipped"]] == [("wall.png", "no face found")]
+        assert decisions["wall.png"]["decision"] == "no_face" and decisions["wall.png"]["distance"] is None
+        assert "skipped" in output and "wall.png" in output
+    else:
+        assert summary["enrolment"]["added"] == 7 and summary["enrolment"]["skipped"] == []
+        assert decisions["wall.png"]["face"] == "whole" and decisions["wall.png"]["distance"] is not None
+
+
+@needs_sface
 def test_a_group_photo_says_how_many_faces_and_which_was_enrolled(orl_faces: Path, tmp_path: Path) -> None:
     people, incoming = _orl_split(orl_faces, tmp_path, 2, range(1, 3), range(3, 4))
     big = cv2.resize(cv2.imread(str(orl_faces / "s1" / "5.pgm")), (184, 224))

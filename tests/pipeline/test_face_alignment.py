@@ -42,3 +42,39 @@ def test_aligned_chips_only_for_encoders_that_ask(tmp_path: Path, orl_faces: Pat
     haar = photo_rule("face").fitted_to(aligned).apply(photo, "s3/2.pgm").crops[0]
     assert haar.shape[:2] != (112, 112)
     assert np.asarray(chip).dtype == np.uint8
+
+
+def test_verify_gives_a_model_trained_on_aligned_chips_its_chips_by_itself(tmp_path: Path, orl_faces: Path) -> None:
+    import json
+
+    from typer.testing import CliRunner
+
+    from reid.cli.app import app
+    from reid.decision import pair_distance
+    from reid.detect import build_detector
+    from reid.detect.align import align_face
+    from reid.detect.base import largest_detection
+
+    folder = face_model(tmp_path / "aligned", "5-point")
+    photos = [orl_faces / "s3" / "2.pgm", orl_faces / "s3" / "3.pgm"]
+
+    def verify(*options: str) -> float:
+        result = tmp_path / "v.json"
+        args = ["verify", *map(str, photos), "-m", str(folder), "--threshold", "1.0", "--json", str(result), *options]
+        run = CliRunner().invoke(app, args)
+        assert run.exit_code == 0, run.output
+        return json.loads(result.read_text())["distance"]
+
+    encoder = load_encoder(folder)
+    yunet = build_detector("yunet", "face")
+    chips = []
+    for path in photos:
+        image = read_image(path)
+        face = largest_detection(yunet.detect(image))
+        assert face is not None and face.landmarks is not None
+        chips.append(align_face(image, face.landmarks, (112, 112)))
+    expected = float(pair_distance(encoder.embed(chips[:1]), encoder.embed(chips[1:]))[0])
+    # Left to itself (--detect auto), verify cuts the aligned chips the card asks for.
+    assert abs(verify() - expected) < 1e-5
+    assert abs(verify("--detect", "face", "--detector", "yunet") - expected) < 1e-5
+    assert abs(verify("--detect", "none") - expected) > 1e-4
