@@ -87,7 +87,8 @@ def main(
             if model is None:
                 folder = stand_in_model(out / "demo" / "model", "face", name="untrained-face-stand-in")
                 report = calibrate_on_people(
-                    str(folder), scene.calibration_people, out / "demo" / "calibration", no_face=no_face
+                    str(folder), scene.calibration_people, out / "demo" / "calibration",
+                    detect=detect, detector=detector, no_face=no_face,
                 )
                 model = str(folder)
                 held = report.held_out

@@ -53,7 +53,7 @@ from reid.models.folder import check_model_output, save_model
 from reid.models.network import ReidNet
 from reid.models.pretrained import resolve_start
 from reid.paths import check_output_folder
-from reid.pipeline.subject import SubjectRule
+from reid.pipeline.subject import ALIGNING_FACE_DETECTOR, SubjectRule
 
 __all__ = [
     "CHECKPOINT_FILE",
@@ -338,7 +338,9 @@ def _subject_rule(config: TrainConfig) -> SubjectRule | None:
     largest face (YuNet and its five landmarks); None for people, taken as they are."""
     if config.kind != "face":
         return None
-    return SubjectRule(build_detector("yunet", "face"), none_found=config.no_face, align_to=tuple(config.input_size))
+    return SubjectRule(
+        build_detector(ALIGNING_FACE_DETECTOR, "face"), none_found=config.no_face, align_to=tuple(config.input_size)
+    )
 
 
 def _check_training_data(config: TrainConfig, dataset: ReidDataset) -> None:

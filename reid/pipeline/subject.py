@@ -24,18 +24,19 @@ import numpy as np
 from reid.detect import DEFAULT_MARGIN, Detector, build_detector, check_detector, crop_detection
 from reid.detect.base import Box, Detection, largest_detection
 from reid.errors import ConfigError, DataError
-from reid.models.encoder import Encoder
+from reid.models.encoder import NO_FACE_CHOICES, Encoder
 from reid.pipeline.frames import ChooseCrop
 
-# What happens to a photo in which the detector finds nobody.
-NONE_FOUND = ("whole", "skip", "error")
+# What happens to a photo in which the detector finds nobody: the --no-face choices, which
+# also say what happens to a photo a face encoder refuses.
+NONE_FOUND = NO_FACE_CHOICES
 PICKS = ("largest", "all")
 # Where crops come from, for every command (--detect).
 DETECT_CHOICES = ("auto", "person", "face", "none")
 DETECT_HELP = (
     "auto: photos whole (cut to the aligned chip of their largest face when the model's card asks "
     "for aligned faces), video frames through the model's kind of detector; person or face: that "
-    "detector on photos too (the largest is used); none: everything whole."
+    "detector on photos too (the largest is used; query and check-in answer each); none: everything whole."
 )
 NO_FACE_HELP = (
     "A photo in which the detector (or a face model) finds no face or person: whole (take the "
@@ -181,7 +182,9 @@ def photo_rule(
     encoder was trained on, else takes photos whole; ``kind`` (the encoder card's, "person"
     or "face") is what a detector named under "auto" must find.  ``no_face`` (NONE_FOUND)
     is what happens to a photo in which nothing is found.  Raises ConfigError for an
-    unknown choice, a ``detector`` with ``detect`` "none", or a detector of the other kind.
+    unknown choice, a ``detector`` with ``detect`` "none", or a detector of the other kind,
+    and ModelError (one line naming what to install or fetch) for a detector that cannot
+    run here.
     """
     check_detect(detect, no_face, detector)
     if detect == "none":
