@@ -2,8 +2,9 @@
 face who it is (1:N) or whether it is the person it claims to be (1:1).
 
 Only names that reid's subpackages export are used: :func:`reid.pipeline.plan_enrolment`
-and :func:`reid.pipeline.open_source` resolve the inputs, :func:`reid.detect.build_detector`
-finds faces, the Encoder embeds them and :class:`reid.gallery.Gallery` stores and searches.
+and :func:`reid.pipeline.open_source` resolve the inputs, :func:`reid.pipeline.photo_rule`
+chooses the face detector and cuts photos, the Encoder embeds them and
+:class:`reid.gallery.Gallery` stores and searches.
 
 Where faces come from (``detect``, the ``--detect`` of every reid command; photos are cut by
 reid's one crop rule, :func:`reid.pipeline.photo_rule`):
@@ -39,7 +40,7 @@ from typing import IO, Any
 import numpy as np
 
 from reid import ConfigError, Threshold, check_distance_threshold, nearest_identity
-from reid.detect import Box, Detector, build_detector, check_detector
+from reid.detect import Box, Detector, check_detector
 from reid.gallery import Gallery, IdentityMatch
 from reid.models import Encoder, embed_images
 from reid.pipeline import (
@@ -118,9 +119,13 @@ class CheckinConfig:
         detector = None if self.detect == "auto" and aligned is None else self.face_detector
         return photo_rule(self.detect, detector, self.no_face, aligned, self.margin, pick)
 
-    def frame_detector(self) -> Detector | None:
-        """The face detector of video and camera frames (None under "none": taken whole)."""
-        return None if self.detect == "none" else build_detector(self.face_detector, "face")
+    def frame_detector(self, encoder: Encoder) -> Detector | None:
+        """The face detector of video and camera frames (None under "none": taken whole):
+        ``face_detector``, else reid's default for faces given to ``encoder`` (YuNet, whose
+        landmarks align the chips, when it asks for aligned faces)."""
+        if self.detect == "none":
+            return None
+        return photo_rule("face", self.face_detector, self.no_face, encoder.aligned_face_size, self.margin).detector
 
 
 @dataclass(frozen=True)
@@ -162,7 +167,7 @@ def source_faces(
             for face in photo_faces(frame, rule):
                 yield frame, face
         return
-    items = FramePipeline(source, config.frame_detector(), config.margin, align_to=encoder.aligned_face_size)
+    items = FramePipeline(source, config.frame_detector(encoder), config.margin, align_to=encoder.aligned_face_size)
     try:
         for item in items:
             for image, box, score in zip(item.crops, item.boxes, item.scores, strict=True):

@@ -175,7 +175,9 @@ def photo_rule(
     """The crop rule for photos of ``--detect``, ``--detector`` and ``--no-face``.
 
     ``detect`` (DETECT_CHOICES): "none" takes every photo whole; "person" or "face" runs
-    ``detector`` (a :func:`reid.detect.build_detector` name; default the kind's); "auto"
+    ``detector`` (a :func:`reid.detect.build_detector` name; default the kind's, and for
+    faces given to an encoder that asks for aligned chips, YuNet, which gives the
+    landmarks they are aligned by); "auto"
     runs ``detector`` when one is named, else, when ``aligned_face_size`` (height, width:
     the encoder card's :attr:`~reid.models.ModelCard.aligned_face_size`) is set, the
     landmark-giving face detector (YuNet) so that photos become aligned chips as the
@@ -194,6 +196,8 @@ def photo_rule(
             return SubjectRule(None, margin, pick, no_face)
         wanted = kind if kind in ("person", "face") else None
         found = build_detector(detector if detector is not None else ALIGNING_FACE_DETECTOR, wanted)
+    elif detector is None and detect == "face" and aligned_face_size is not None:
+        found = build_detector(ALIGNING_FACE_DETECTOR, detect)
     else:
         found = build_detector(detector, detect)
     return SubjectRule(found, margin, pick, no_face, aligned_face_size)

@@ -309,3 +309,11 @@ def test_face_detection_on_orl(orl_faces):
 
     face = photo_rule("face").apply(read_image(orl_faces / "s1" / "1.pgm"), orl_faces / "s1" / "1.pgm").crops[0]
     assert 20 < face.shape[0] <= 112 and 20 < face.shape[1] <= 92
+
+
+def test_faces_for_an_aligning_encoder_are_found_by_the_detector_that_gives_landmarks():
+    from reid.detect import YuNetDetector
+
+    assert isinstance(photo_rule("face", aligned_face_size=(112, 112)).detector, YuNetDetector)
+    assert not isinstance(photo_rule("face").detector, YuNetDetector)
+    assert not isinstance(photo_rule("face", "haar", aligned_face_size=(112, 112)).detector, YuNetDetector)
