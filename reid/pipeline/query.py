@@ -305,8 +305,13 @@ def choose_detector(config: QueryConfig, source: MediaSource, encoder: Encoder) 
             # A model trained on aligned face chips is given aligned chips of photos too.
             return build_detector(ALIGNING_FACE_DETECTOR, "face") if encoder.aligned_face_size else None
         kind = encoder.card.kind if encoder.card.kind in ("person", "face") else "person"
-        return build_detector(config.detector, kind, options)
-    return build_detector(config.detector, config.detect, options)
+    else:
+        kind = config.detect
+    name = config.detector
+    if name is None and kind == "face" and encoder.aligned_face_size:
+        # Faces for a model trained on aligned chips: the detector whose landmarks align them.
+        name = ALIGNING_FACE_DETECTOR
+    return build_detector(name, kind, options)
 
 
 class QueryRun:

@@ -78,3 +78,17 @@ def test_verify_gives_a_model_trained_on_aligned_chips_its_chips_by_itself(tmp_p
     assert abs(verify() - expected) < 1e-5
     assert abs(verify("--detect", "face", "--detector", "yunet") - expected) < 1e-5
     assert abs(verify("--detect", "none") - expected) > 1e-4
+
+
+def test_query_finds_faces_for_an_aligning_model_with_the_detector_that_gives_landmarks(tmp_path: Path, orl_faces: Path) -> None:
+    from reid.detect import YuNetDetector
+    from reid.pipeline import QueryConfig, choose_detector, open_source
+
+    aligned = load_encoder(face_model(tmp_path / "aligned", "5-point"))
+    plain = load_encoder(face_model(tmp_path / "plain", "none"))
+    photos = open_source(orl_faces / "s3")
+    assert isinstance(choose_detector(QueryConfig(), photos, aligned), YuNetDetector)
+    assert choose_detector(QueryConfig(), photos, plain) is None
+    assert isinstance(choose_detector(QueryConfig(detect="face"), photos, aligned), YuNetDetector)
+    assert not isinstance(choose_detector(QueryConfig(detect="face"), photos, plain), YuNetDetector)
+    assert not isinstance(choose_detector(QueryConfig(detect="face", detector="haar"), photos, aligned), YuNetDetector)
