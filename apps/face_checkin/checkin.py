@@ -212,7 +212,7 @@ def enrol_people(gallery: Gallery, encoder: Encoder, people: Path, config: Check
 @dataclass
 class Decision:
     """One face's answer, as logged.  ``decision``: "identified" or "unknown" (1:N),
-    "accepted" or "rejected" (1:1), or "no_face" when the encoder found no face to embed.
+    "accepted" or "rejected" (1:1), or "no_face" when the detector or the encoder found no face to embed.
     ``distance``: to the nearest person (1:N) or to the claimed person (1:1)."""
 
     source: str
