@@ -22,7 +22,8 @@ import numpy as np
 from reid import ConfigError, DataError, as_dict
 from reid.data import ImageRecord, SyntheticConfig, load_dataset, read_image
 from reid.detect import Box
-from reid.evaluation import ThresholdChoice, choose_threshold, embed_paths, pair_distance
+from reid.evaluation import ThresholdChoice, choose_threshold, pair_distance
+from reid.pipeline import embed_paths
 from reid.models import Encoder
 from reid.track import iou
 

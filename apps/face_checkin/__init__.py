@@ -8,6 +8,6 @@ chooses that threshold on one half of a people folder and measures it on the oth
 See README.md.
 """
 
-from apps.face_checkin.checkin import CheckinConfig, CheckinDesk, Decision, FaceFinder, enrol_people
+from apps.face_checkin.checkin import CheckinConfig, CheckinDesk, Decision, enrol_people, source_faces
 
-__all__ = ["CheckinConfig", "CheckinDesk", "Decision", "FaceFinder", "enrol_people"]
+__all__ = ["CheckinConfig", "CheckinDesk", "Decision", "enrol_people", "source_faces"]

@@ -8,13 +8,17 @@
    (``path_a,path_b,label`` relative to ``DIR``, the CSV format ``reid calibrate`` and
    ``reid verify`` read): every genuine pair, and every impostor pair up to
    ``--max-impostors`` (a seeded sample beyond that).
-3. :func:`reid.evaluation.calibrate_model`, the function behind ``reid calibrate``, picks the
+3. :func:`reid.pipeline.calibrate_model`, the function behind ``reid calibrate``, picks the
    threshold with the highest TAR at FAR <= ``--far`` on the calibration pairs and writes it,
    with its provenance, into the model card.  A model folder's own card is updated;
    a ready-made encoder's built-in card (``sface``, ``dlib-face``) is first saved as the model folder ``OUT/model``, which
    both this app and reid take as ``--model``.
 4. The same model then scores the held-out pairs, and FAR and TAR at that threshold are
    measured on people the threshold never saw.
+
+Every photo is cut as check-in cuts enrolment photos (``--detect``, ``--detector``,
+``--no-face``: :meth:`apps.face_checkin.checkin.CheckinConfig.photo_rule`), so the threshold
+fits the crops check-in compares; photos left out are counted and their pairs unscored.
 
 Everything is written to ``OUT/calibration.json``.
 """
@@ -24,10 +28,9 @@ from __future__ import annotations
 import csv
 import itertools
 import json
-from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any
 
 import numpy as np
 import typer
@@ -35,24 +38,14 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
-from reid import ConfigError, DataError, ReidError, as_dict, printable, write_bytes_atomic
-from reid.evaluation import (
-    ThresholdChoice,
-    calibrate_model,
-    model_folder,
-    read_pairs,
-    score_pairs,
-    verification_metrics,
-)
-from reid.models import READY_MADE_FACES, Encoder, load_card, load_encoder, save_card
-from reid.pipeline import SubjectRule, plan_enrolment
+from reid import DataError, ReidError, as_dict, printable, write_bytes_atomic
+from reid.evaluation import ThresholdChoice, read_pairs, verification_metrics
+from reid.models import READY_MADE_FACES, load_encoder, save_card
+from reid.pipeline import NO_FACE_HELP, calibrate_model, model_folder, plan_enrolment, score_pairs
 
-from apps.face_checkin.checkin import DETECT_MODES, FaceFinder
+from apps.face_checkin.checkin import CheckinConfig
 
 DEFAULT_MAX_IMPOSTORS = 50_000
-# What reid's pair scoring applies to each decoded photo before embedding it.
-Prepare = Callable[[np.ndarray, Path], np.ndarray]
-T = TypeVar("T")
 
 
 @dataclass
@@ -148,52 +141,6 @@ def write_pairs(
     return len(genuine), len(impostor)
 
 
-def photo_preparer(
-    detect: str,
-    encoder: Encoder | None = None,
-    align_to: tuple[int, int] | None = None,
-    detector: str | None = None,
-) -> Prepare | None:
-    """What each pair photo goes through before it is embedded for calibration: what
-    check-in does to enrolment photos (aligned chips of ``align_to`` (height, width) where
-    the detector gives landmarks), then, given ``encoder``, a trial embedding.
-
-    reid's pair scoring skips photos that fail to load or prepare, but an encoder refusing
-    a photo (dlib-face raises DataError when dlib finds no face) ends the whole scoring; a
-    trial embedding here turns such a photo into a skipped one, at the price of embedding
-    every photo twice.  ``detector`` names the face detector, as check-in's ``--detector``.
-    """
-    finder = FaceFinder(detect, detector_name=detector) if detect == "face" else None
-    if finder is None and encoder is None:
-        return None
-
-    # As at enrolment: the largest face, or the whole photo when none is found.
-    rule = SubjectRule(finder.detector if finder else None, finder.margin if finder else None, "largest", "whole", align_to)
-
-    def prepare(image: np.ndarray, path: Path) -> np.ndarray:
-        face = rule.apply(image, path).crops[0]
-        if encoder is not None:
-            try:
-                encoder.embed([face])
-            except DataError as exc:
-                raise DataError(f"{path}: {exc}") from None
-        return face
-
-    return prepare
-
-
-def skipping_refusals(
-    score: Callable[[Prepare | None], T], detect: str, folder: Path, detector: str | None = None
-) -> T:
-    """Run ``score`` with the check-in preparation; if the encoder refused a photo, run it
-    again with every photo tried first (twice the work, so only when needed)."""
-    align_to = load_card(folder).aligned_face_size
-    try:
-        return score(photo_preparer(detect, align_to=align_to, detector=detector))
-    except DataError:
-        return score(photo_preparer(detect, load_encoder(folder), align_to, detector))
-
-
 def model_folder_for(model: str, out: Path) -> Path:
     """The folder whose card receives the threshold: the model's own (a path or a name under
     ``models/``), or ``out/model`` holding the card of a ready-made encoder (sface, dlib-face)."""
@@ -209,14 +156,15 @@ def calibrate_on_people(
     people: Path,
     out: Path,
     target_far: float | None = 1e-3,
-    detect: str = "auto",
+    detect: str = CheckinConfig.detect,
     max_impostors: int = DEFAULT_MAX_IMPOSTORS,
     detector: str | None = None,
+    no_face: str = CheckinConfig.no_face,
 ) -> CalibrationReport:
     """Calibrate ``model`` on half of ``people`` and measure the threshold on the other half,
-    on the crops check-in makes with ``detect`` and the face ``detector`` (default haar)."""
-    if detect not in DETECT_MODES:
-        raise ConfigError(f"--detect {detect!r}: choose one of {', '.join(DETECT_MODES)}")
+    on the crops check-in makes of enrolment photos with ``detect``, the face ``detector``
+    and ``no_face`` (:meth:`CheckinConfig.photo_rule`: the largest face of each photo)."""
+    checkin = CheckinConfig(people, out, [], detect=detect, face_detector=detector, no_face=no_face)
     photos = people_photos(people)
     calibration_people, held_out_people = split_people(photos)
     out.mkdir(parents=True, exist_ok=True)
@@ -224,18 +172,14 @@ def calibrate_on_people(
     write_pairs(photos, calibration_people, people, calibration_csv, max_impostors)
     write_pairs(photos, held_out_people, people, held_out_csv, max_impostors)
     folder = model_folder_for(model, out)
-    calibration = skipping_refusals(
-        lambda prepare: calibrate_model(folder, calibration_csv, people, target_far=target_far, prepare=prepare),
-        detect,
-        folder,
-        detector,
+    encoder = load_encoder(folder)
+    rule = checkin.photo_rule(encoder, "largest")
+    calibration = calibrate_model(
+        folder, calibration_csv, people, target_far=target_far, subject=rule, no_face=no_face
     )
     threshold = calibration.choice.threshold
-    encoder = load_encoder(folder)
     held_out_pairs = read_pairs(held_out_csv, people)
-    scores = skipping_refusals(
-        lambda prepare: score_pairs(encoder, held_out_pairs, prepare=prepare), detect, folder, detector
-    )
+    scores = score_pairs(encoder, held_out_pairs, subject=rule, no_face=no_face)
     if scores.distances.size == 0:
         raise DataError(f"{held_out_csv}: no pair has two usable images")
     accepted = scores.distances <= threshold
@@ -277,10 +221,13 @@ def main(
     out: Path = typer.Option(..., "--out", "-o", help="Folder for the pair files and calibration.json."),
     far: float = typer.Option(1e-3, "--far", help="Target false accept rate on the calibration pairs."),
     best_accuracy: bool = typer.Option(False, "--best-accuracy", help="Choose the best-accuracy threshold instead."),
-    detect: str = typer.Option("auto", "--detect", help="auto|face|none, as for check-in (photos: auto = whole)."),
+    detect: str = typer.Option(
+        CheckinConfig.detect, "--detect", help="auto|face|none, as for check-in (photos: auto = whole, or aligned chips)."
+    ),
     detector: str | None = typer.Option(
         None, "--detector", help="Face detector for --detect face: haar (default) or yunet, as for check-in."
     ),
+    no_face: str = typer.Option(CheckinConfig.no_face, "--no-face", help=f"{NO_FACE_HELP} As for check-in."),
     max_impostors: int = typer.Option(
         DEFAULT_MAX_IMPOSTORS, "--max-impostors", min=1, help="Most impostor pairs per half (a seeded sample beyond)."
     ),
@@ -289,7 +236,7 @@ def main(
     console = Console(markup=False, highlight=False)
     try:
         report = calibrate_on_people(
-            model, people, out, None if best_accuracy else far, detect, max_impostors, detector
+            model, people, out, None if best_accuracy else far, detect, max_impostors, detector, no_face
         )
     except (ReidError, OSError) as exc:  # an OS error names its file in one line too
         error = Text.assemble(("error:", "bold red"), " ", printable(exc))

@@ -2,17 +2,24 @@
 face who it is (1:N) or whether it is the person it claims to be (1:1).
 
 Only names that reid's subpackages export are used: :func:`reid.pipeline.plan_enrolment`
-and :func:`reid.pipeline.open_source` resolve the inputs, :func:`reid.detect.build_detector`
-finds faces, the Encoder embeds them and :class:`reid.gallery.Gallery` stores and searches.
+and :func:`reid.pipeline.open_source` resolve the inputs, :func:`reid.pipeline.photo_rule`
+chooses the face detector and cuts photos, the Encoder embeds them and
+:class:`reid.gallery.Gallery` stores and searches.
 
-Where faces come from (``detect``):
+Where faces come from (``detect``, the ``--detect`` of every reid command; photos are cut by
+reid's one crop rule, :func:`reid.pipeline.photo_rule`):
 
 * ``auto`` (default): photos (enrolment photos and incoming image files) are taken whole,
-  as face crops, the way face sets such as ORL are cut; frames of videos and cameras show
-  scenes, so OpenCV's Haar face detector finds the faces in them.
-* ``face``: the detector runs on photos too.  A photo where it finds no face falls back to
-  the whole photo (logged as ``"face": "whole"``): the cascade misses about one tightly
-  cropped face in nine (46 of the 400 ORL faces), and such a photo is most often a crop.
+  as face crops, the way face sets such as ORL are cut (aligned chips of their largest
+  face when the model's card asks for aligned faces); frames of videos and cameras show
+  scenes, so the face detector (``face_detector``, default OpenCV's Haar cascade) finds the
+  faces in them.
+* ``face``: the detector runs on photos too (enrolment: the largest face; incoming
+  photos: every face).  A photo where it finds no face is what ``no_face`` says:
+  ``skip`` (the default of reid's enrolment: logged as a ``no_face`` decision, or skipped
+  and named at enrolment), ``whole`` (the whole photo, logged as ``"face": "whole"``; the
+  cascade misses about one tightly cropped face in nine, 46 of the 400 ORL faces, and such
+  a photo is most often a crop) or ``error`` (one line naming it, and the run stops).
 * ``none``: every photo and every frame is taken whole.
 
 The decision rule is the calibration's: a face is the person when its distance (Euclidean
@@ -33,29 +40,37 @@ from typing import IO, Any
 import numpy as np
 
 from reid import ConfigError, Threshold, check_distance_threshold, nearest_identity
-from reid.detect import DEFAULT_MARGIN, Box, Detector, build_detector
+from reid.detect import Box, Detector, check_detector
 from reid.gallery import Gallery, IdentityMatch
 from reid.models import Encoder, embed_images
 from reid.pipeline import (
+    ChooseCrop,
     EnrolConfig,
     EnrolReport,
     Frame,
     FramePipeline,
     MediaSource,
+    QueryConfig,
+    SubjectRule,
+    check_detect,
     enrol,
     gallery_threshold,
     open_source,
+    photo_rule,
     plan_enrolment,
 )
 
-DETECT_MODES = ("auto", "face", "none")
 MODES = ("1:N", "1:1")
 
 
 @dataclass
 class CheckinConfig:
     """``gallery`` None: ``out/gallery``.  ``claim``: the name a 1:1 check compares every face
-    with (None: 1:N).  ``threshold`` None: the model card's, else the gallery's."""
+    with (None: 1:N).  ``threshold`` None: the model card's, else the gallery's.  ``detect``
+    ("auto", "face" or "none"), ``face_detector`` and ``no_face`` say where faces come
+    from (see the module docstring).  The defaults of the face crops, of the batches and of
+    the nearest people logged are reid's (:class:`reid.pipeline.EnrolConfig`,
+    :class:`reid.pipeline.QueryConfig`)."""
 
     people: Path | None
     out: Path
@@ -64,18 +79,23 @@ class CheckinConfig:
     claim: str | None = None
     threshold: float | None = None
     threshold_source: str = "--threshold"
-    detect: str = "auto"
+    detect: str = EnrolConfig.detect
     face_detector: str | None = None
+    no_face: str = EnrolConfig.no_face
     every: int = 1
     max_frames: int | None = None
-    top_k: int = 3
-    margin: float = DEFAULT_MARGIN["face"]
-    batch_size: int = 32
+    top_k: int = QueryConfig.top_k
+    margin: float | None = EnrolConfig.margin
+    batch_size: int = EnrolConfig.batch_size
     append: bool = False
 
     def __post_init__(self) -> None:
-        if self.detect not in DETECT_MODES:
-            raise ConfigError(f"--detect {self.detect!r}: choose one of {', '.join(DETECT_MODES)}")
+        # Check-in finds faces; --detect person is reid's word for people, not for this app.
+        if self.detect == "person":
+            raise ConfigError("--detect person: check-in finds faces; choose auto, face or none")
+        check_detect(self.detect, self.no_face, self.face_detector)
+        if self.face_detector is not None:
+            check_detector(self.face_detector, "face")
         check_distance_threshold(self.threshold)
         if self.claim is not None and not self.claim.strip():
             raise ConfigError("--claim must name an enrolled person")
@@ -90,73 +110,82 @@ class CheckinConfig:
     def mode(self) -> str:
         return "1:1" if self.claim is not None else "1:N"
 
+    def photo_rule(self, encoder: Encoder, pick: str | ChooseCrop = "all") -> SubjectRule:
+        """How photos (enrolment photos, ``pick`` "largest"; incoming image files, "all")
+        are cut to their faces for ``encoder``: reid's :func:`reid.pipeline.photo_rule`,
+        where ``face_detector`` under "auto" is the detector of video frames and cuts
+        photos only into the aligned chips an encoder asks for."""
+        aligned = encoder.aligned_face_size
+        detector = None if self.detect == "auto" and aligned is None else self.face_detector
+        return photo_rule(self.detect, detector, self.no_face, aligned, self.margin, pick)
+
+    def frame_detector(self, encoder: Encoder) -> Detector | None:
+        """The face detector of video and camera frames (None under "none": taken whole):
+        ``face_detector``, else reid's default for faces given to ``encoder`` (YuNet, whose
+        landmarks align the chips, when it asks for aligned faces)."""
+        if self.detect == "none":
+            return None
+        return photo_rule("face", self.face_detector, self.no_face, encoder.aligned_face_size, self.margin).detector
+
 
 @dataclass(frozen=True)
 class Face:
-    """A face to embed: its box in the image, the crop, and how it was found
-    ("detected" by the face detector, or the "whole" image taken as the face)."""
+    """A face to embed: its box in the image, the crop, and how it was found ("detected"
+    by the face detector, the "whole" image taken as the face, or "none": no face found
+    in a photo, so nothing to embed)."""
 
     box: Box
-    image: np.ndarray = field(repr=False)
+    image: np.ndarray | None = field(repr=False)
     how: str
 
 
-class FaceFinder:
-    """Applies the ``detect`` mode to enrolment photos, incoming photos and frames, through
-    reid's frame loop (:class:`reid.pipeline.FramePipeline`) and enrolment
-    (:func:`reid.pipeline.enrol`)."""
-
-    def __init__(
-        self,
-        mode: str,
-        margin: float = DEFAULT_MARGIN["face"],
-        detector: Detector | None = None,
-        detector_name: str | None = None,
-    ) -> None:
-        if mode not in DETECT_MODES:
-            raise ConfigError(f"--detect {mode!r}: choose one of {', '.join(DETECT_MODES)}")
-        self.mode = mode
-        self.margin = margin
-        self.detector = detector if detector is not None or mode == "none" else build_detector(detector_name, "face")
-
-    def for_photos(self) -> Detector | None:
-        """The detector photos go through (None: taken whole); a photo where it finds no
-        face is taken whole."""
-        return self.detector if self.mode == "face" else None
-
-    def for_source(self, source: MediaSource) -> Detector | None:
-        """The detector a source's frames go through (None: taken whole)."""
-        if self.mode == "none":
-            return None
-        return self.for_photos() if source.kind == "images" else self.detector
-
-    def faces(
-        self,
-        source: MediaSource,
-        dropped: Callable[[int], None] | None = None,
-        align_to: tuple[int, int] | None = None,
-    ) -> Iterator[tuple[Frame, Face]]:
-        """Every face of every kept frame of ``source``, in order; ``dropped(n)`` hears
-        how many frames of a live source were skipped because the desk was behind.
-        ``align_to`` (height, width): aligned face chips where the detector gives landmarks
-        (an encoder's ``aligned_face_size``)."""
-        photos = source.kind == "images"
-        items = FramePipeline(source, self.for_source(source), self.margin, whole_if_none=photos, align_to=align_to)
-        try:
-            for item in items:
-                for image, box, score in zip(item.crops, item.boxes, item.scores, strict=True):
-                    yield item.frame, Face(box, image, "whole" if score is None else "detected")
-        finally:
-            items.close()
-            if dropped is not None:
-                dropped(items.dropped)
+def photo_faces(frame: Frame, rule: SubjectRule) -> list[Face]:
+    """The faces of one photo by ``rule``; one ``none`` face (nothing to embed) when it finds
+    none and says "skip".  Raises DataError naming the photo when it says "error"."""
+    subjects = rule.apply(frame.image, frame.source)
+    if subjects.skipped:
+        height, width = frame.image.shape[:2]
+        return [Face((0, 0, width, height), None, "none")]
+    how = "whole" if subjects.whole else "detected"
+    return [Face(box, crop, how) for crop, box in zip(subjects.crops, subjects.boxes, strict=True)]
 
 
-def embed_each(encoder: Encoder, images: list[np.ndarray]) -> tuple[np.ndarray, list[str | None]]:
-    """Embed a batch; an image the encoder refuses (dlib-face finding no face) gets a zero
-    row and its reason.  Non-finite embeddings raise ModelError."""
-    names = [f"image {i + 1} of {len(images)}" for i in range(len(images))]
-    result = embed_images(encoder, images, names, no_face="skip")
+def source_faces(
+    source: MediaSource,
+    config: CheckinConfig,
+    encoder: Encoder,
+    dropped: Callable[[int], None] | None = None,
+) -> Iterator[tuple[Frame, Face]]:
+    """Every face of every kept frame of ``source``, in order: photos by
+    :meth:`CheckinConfig.photo_rule`, video and camera frames through reid's frame loop
+    (:class:`reid.pipeline.FramePipeline`) with the frame detector, as aligned chips when
+    ``encoder`` asks for them.  ``dropped(n)`` hears how many frames of a live source were
+    skipped because the desk was behind."""
+    if source.kind == "images":
+        rule = config.photo_rule(encoder)
+        for frame in source.frames():
+            for face in photo_faces(frame, rule):
+                yield frame, face
+        return
+    items = FramePipeline(source, config.frame_detector(encoder), config.margin, align_to=encoder.aligned_face_size)
+    try:
+        for item in items:
+            for image, box, score in zip(item.crops, item.boxes, item.scores, strict=True):
+                yield item.frame, Face(box, image, "whole" if score is None else "detected")
+    finally:
+        items.close()
+        if dropped is not None:
+            dropped(items.dropped)
+
+
+def embed_each(
+    encoder: Encoder, images: list[np.ndarray], names: list[str], no_face: str = "skip"
+) -> tuple[np.ndarray, list[str | None]]:
+    """Embed a batch of images named ``names``; an image the encoder refuses (sface or
+    dlib-face finding no face) gets a zero row and its reason ("skip"), is embedded whole
+    ("whole") or raises DataError naming it ("error").  Non-finite embeddings raise
+    ModelError."""
+    result = embed_images(encoder, images, names, no_face=no_face)
     rows = np.zeros((len(images), encoder.dim), np.float32)
     rows[result.kept] = result.features
     problems: list[str | None] = [None] * len(images)
@@ -165,24 +194,25 @@ def embed_each(encoder: Encoder, images: list[np.ndarray]) -> tuple[np.ndarray, 
     return rows, problems
 
 
-def enrol_people(
-    gallery: Gallery, encoder: Encoder, people: Path, finder: FaceFinder, batch_size: int = 32
-) -> EnrolReport:
-    """Add ``people/<person>/<photo>`` to the gallery, one atomic batch at a time.
+def enrol_people(gallery: Gallery, encoder: Encoder, people: Path, config: CheckinConfig) -> EnrolReport:
+    """Add ``people/<person>/<photo>`` to the gallery, one atomic batch at a time, each photo
+    cut to its largest face by :meth:`CheckinConfig.photo_rule`.
 
     Photos already enrolled (same SHA-256 of the file) are skipped, so enrolling the same
-    folder again adds only what is new; unreadable photos and photos the encoder refuses are
-    skipped and listed.  A photo where the face detector finds no face is enrolled whole
-    (photo sets such as ORL are cut tightly around the face).
+    folder again adds only what is new; unreadable photos are skipped and listed, and so
+    are photos without a face found (by the detector or by the encoder) unless
+    ``config.no_face`` says "whole" (or "error": the first stops the enrolment).
     """
-    config = EnrolConfig(batch_size=batch_size, margin=finder.margin, no_face="skip", no_detection="whole")
-    return enrol(gallery, encoder, plan_enrolment([people]), config, finder.for_photos())
+    rule = config.photo_rule(encoder, "largest")
+    # The rule's detector is given to enrol; without one every photo is taken whole.
+    enrolment = EnrolConfig(batch_size=config.batch_size, margin=config.margin, no_face=config.no_face, detect="none")
+    return enrol(gallery, encoder, plan_enrolment([people]), enrolment, rule.detector)
 
 
 @dataclass
 class Decision:
     """One face's answer, as logged.  ``decision``: "identified" or "unknown" (1:N),
-    "accepted" or "rejected" (1:1), or "no_face" when the encoder found no face to embed.
+    "accepted" or "rejected" (1:1), or "no_face" when the detector or the encoder found no face to embed.
     ``distance``: to the nearest person (1:N) or to the claimed person (1:1)."""
 
     source: str
@@ -231,15 +261,13 @@ class _Pending:
     face: Face
 
 
-def _faces_of(
-    source: MediaSource, finder: FaceFinder, result: CheckinResult, align_to: tuple[int, int] | None
-) -> Iterator[_Pending]:
+def _faces_of(source: MediaSource, config: CheckinConfig, encoder: Encoder, result: CheckinResult) -> Iterator[_Pending]:
     photos = source.kind == "images"
 
     def count(dropped: int) -> None:
         result.dropped += dropped
 
-    for frame, face in finder.faces(source, count, align_to):
+    for frame, face in source_faces(source, config, encoder, count):
         yield _Pending(frame.source, None if photos else frame.index, frame.time, face)
 
 
@@ -314,7 +342,19 @@ class CheckinDesk:
         """Embed a batch of faces, search them, and decide each."""
         if not batch:
             return []
-        embeddings, problems = embed_each(self.encoder, [p.face.image for p in batch])
+        # A photo without a face found has nothing to embed; it is answered "no_face".
+        faces = [i for i, p in enumerate(batch) if p.face.image is not None]
+        embeddings = np.zeros((len(batch), self.encoder.dim), np.float32)
+        problems: list[str | None] = ["no face found"] * len(batch)
+        if faces:
+            # --no-face is about photos; a frame's crop the encoder refuses is only not answered.
+            # A batch holds the faces of one source (see run), so all photos or all frames.
+            no_face = self.config.no_face if batch[0].frame is None else "skip"
+            images = [batch[i].face.image for i in faces]
+            rows, refused = embed_each(self.encoder, images, [batch[i].source for i in faces], no_face)  # type: ignore[arg-type]
+            embeddings[faces] = rows
+            for i, problem in zip(faces, refused, strict=True):
+                problems[i] = problem
         good = [i for i, problem in enumerate(problems) if problem is None]
         # 1:1 needs the distance to the claimed person wherever it ranks, so every
         # identity is fetched; 1:N needs only the nearest few.
@@ -330,7 +370,6 @@ class CheckinDesk:
         """Answer every face of every source, writing (and flushing) each batch's decisions."""
         cfg = self.config
         result = CheckinResult(threshold=self.threshold, threshold_source=self.threshold_source)
-        finder = FaceFinder(cfg.detect, cfg.margin, detector_name=cfg.face_detector)
         sources = [open_source(spec, every=cfg.every, max_frames=cfg.max_frames) for spec in cfg.sources]
         started = time.perf_counter()
 
@@ -346,7 +385,7 @@ class CheckinDesk:
         batch: list[_Pending] = []
         try:
             for source in sources:
-                for pending in _faces_of(source, finder, result, self.encoder.aligned_face_size):
+                for pending in _faces_of(source, cfg, self.encoder, result):
                     batch.append(pending)
                     # A live camera is answered face by face; files wait for a full batch.
                     if source.live or len(batch) >= cfg.batch_size:

@@ -14,14 +14,13 @@ from reid import THRESHOLD_HELP, ReidError, printable, write_bytes_atomic
 from reid.data import quiet_opencv
 from reid.gallery import Gallery
 from reid.models import SFACE, load_encoder, stand_in_model
-from reid.pipeline import DUPLICATE
+from reid.pipeline import DUPLICATE, NO_FACE_HELP
 
 from apps.face_checkin.calibrate import calibrate_on_people
 from apps.face_checkin.checkin import (
     CheckinConfig,
     CheckinDesk,
     Decision,
-    FaceFinder,
     enrol_people,
     resolve_threshold,
 )
@@ -62,13 +61,14 @@ def main(
     claim: str | None = typer.Option(None, "--claim", help="1:1: is each face this enrolled person?  (Default 1:N.)"),
     threshold: float | None = typer.Option(None, "--threshold", help=f"{THRESHOLD_HELP} Default: the model card's calibrated one."),
     detect: str = typer.Option(
-        "auto", "--detect", help="auto: photos whole, video frames through the face detector; face: detect everywhere "
-        "(photos with no face found are taken whole); none: everything whole."
+        CheckinConfig.detect, "--detect", help="auto: photos whole (aligned chips when the model's card asks), video "
+        "frames through the face detector; face: detect everywhere (photos: see --no-face); none: everything whole."
     ),
     detector: str | None = typer.Option(None, "--detector", help="Face detector: haar (default) or yunet."),
-    every: int = typer.Option(1, "--every", min=1, help="Videos and cameras: keep one frame in N."),
+    no_face: str = typer.Option(CheckinConfig.no_face, "--no-face", help=f"{NO_FACE_HELP} Incoming photos skipped are logged as no_face."),
+    every: int = typer.Option(CheckinConfig.every, "--every", min=1, help="Videos and cameras: keep one frame in N."),
     max_frames: int | None = typer.Option(None, "--max-frames", min=1, help="Videos and cameras: stop after N frames."),
-    top_k: int = typer.Option(3, "--top-k", min=1, help="Nearest people logged with each decision."),
+    top_k: int = typer.Option(CheckinConfig.top_k, "--top-k", min=1, help="Nearest people logged with each decision."),
     append: bool = typer.Option(False, "--append", help="Add to OUT/decisions.jsonl instead of starting it afresh."),
     quiet: bool = typer.Option(False, "--quiet", "-q", help="No line per decision; only the summary."),
     demo: bool = typer.Option(False, "--demo", help="Generate people, strangers and a calibration set, then check in."),
@@ -86,7 +86,10 @@ def main(
             people, sources = scene.people, [str(scene.incoming)]
             if model is None:
                 folder = stand_in_model(out / "demo" / "model", "face", name="untrained-face-stand-in")
-                report = calibrate_on_people(str(folder), scene.calibration_people, out / "demo" / "calibration")
+                report = calibrate_on_people(
+                    str(folder), scene.calibration_people, out / "demo" / "calibration",
+                    detect=detect, detector=detector, no_face=no_face,
+                )
                 model = str(folder)
                 held = report.held_out
                 console.print(
@@ -108,6 +111,7 @@ def main(
             threshold_source=threshold_source,
             detect=detect,
             face_detector=detector,
+            no_face=no_face,
             every=every,
             max_frames=max_frames,
             top_k=top_k,
@@ -125,8 +129,7 @@ def main(
             resolve_threshold(config, encoder, store)
             enrolled = None
             if people is not None:
-                finder = FaceFinder(detect, config.margin, detector_name=config.face_detector)
-                enrolled = enrol_people(store, encoder, people, finder, config.batch_size)
+                enrolled = enrol_people(store, encoder, people, config)
                 console.print(
                     f"enrolled {enrolled.added} new photos of {len(enrolled.per_identity)} people "
                     f"({enrolled.duplicates} already enrolled, {len(enrolled.skipped) - enrolled.duplicates} skipped); "
@@ -157,6 +160,7 @@ def main(
             "mode": config.mode,
             "claim": claim,
             "detect": detect,
+            "no_face": no_face,
             "enrolment": enrolled.to_dict() if enrolled is not None else None,
             **result.to_dict(),
         }

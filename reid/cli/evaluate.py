@@ -11,9 +11,12 @@ from reid.cli.common import console, handle_errors, make_progress, print_skipped
 from reid.cli.defaults import default_of, given, with_default
 from reid.cli.model_options import INPUT_SIZE_OPTION, MEAN_OPTION, RGB_OPTION, STD_OPTION, preprocessing_from_flags
 from reid.data import ReidDataset, load_dataset
-from reid.evaluation import evaluate_encoder, rerank_distances
+from reid.cli.detector_options import detector_option
+from reid.evaluation import rerank_distances
 from reid.evaluation.plots import write_ranking_plots
 from reid.models import load_encoder
+from reid.pipeline import evaluate_encoder, photo_rule
+from reid.pipeline.subject import DETECT_HELP, NO_FACE_HELP
 
 
 def evaluated_on(dataset: ReidDataset, training_data: dict[str, Any]) -> dict[str, Any]:
@@ -47,14 +50,24 @@ def eval_command(
     batch_size: int | None = typer.Option(
         None, "--batch-size", help=with_default("Images per encoder batch.", default_of(evaluate_encoder, "batch_size"))
     ),
+    detect: str | None = typer.Option(None, "--detect", help=with_default(DETECT_HELP, default_of(photo_rule, "detect"))),
+    detector: str | None = detector_option(),
+    no_face: str | None = typer.Option(
+        None, "--no-face", help=with_default(NO_FACE_HELP, default_of(photo_rule, "no_face"))
+    ),
     input_size: str | None = INPUT_SIZE_OPTION,
     mean: str | None = MEAN_OPTION,
     std: str | None = STD_OPTION,
     rgb: bool | None = RGB_OPTION,
 ) -> None:
     """Evaluate a model under the Market-1501 protocol (same-identity same-camera gallery items removed)."""
-    options = given(batch_size=batch_size)
+    options = given(batch_size=batch_size, no_face=no_face)
     encoder = load_encoder(model, preprocessing=preprocessing_from_flags(input_size, mean, std, rgb))
+    subject = photo_rule(
+        **given(detect=detect, detector=detector, no_face=no_face),
+        aligned_face_size=encoder.aligned_face_size,
+        kind=encoder.card.kind,
+    )
     dataset = load_dataset(data)
     total = len(dataset.query) + len(dataset.gallery)
     with make_progress() as progress:
@@ -66,6 +79,7 @@ def eval_command(
             rerank=rerank,
             on_progress=lambda done, _total: progress.update(task, completed=done),
             skip_unreadable=True,
+            subject=subject,
             **options,
         )
     result = evaluation.result

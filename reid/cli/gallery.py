@@ -45,8 +45,8 @@ from reid.gallery.calibration import MIN_ADMITTED, identities_needed
 from reid.models import load_encoder
 from reid.paths import check_output_file
 from reid.track import TrackerConfig
+from reid.pipeline.subject import DETECT_HELP, NO_FACE_HELP
 from reid.pipeline import (
-    DETECT_CHOICES,
     EnrolConfig,
     FrameResult,
     QueryConfig,
@@ -61,10 +61,6 @@ from reid.pipeline import (
 
 MODEL_HELP = "Model folder (a path such as ./m or a/m) or a bare name under models/."
 GALLERY_HELP = "Gallery folder (a path such as ./g or a/g), or a bare name under galleries/."
-NO_FACE_HELP = (
-    "A photo where the face model or detector finds no face: skip (counted and named), "
-    "whole (take the whole photo), error (stop)."
-)
 
 
 @handle_errors
@@ -73,7 +69,7 @@ def enroll(
     model: str = typer.Option(..., "--model", "-m", help=MODEL_HELP),
     gallery: str = typer.Option(..., "--gallery", "-g", help=GALLERY_HELP),
     identity: str | None = typer.Option(None, "--id", help="Enrol every image as this identity."),
-    detect: str | None = typer.Option(None, "--detect", help="Crop the largest person or face first: person|face."),
+    detect: str | None = typer.Option(None, "--detect", help=with_default(DETECT_HELP, EnrolConfig.detect)),
     detector: str | None = detector_option(),
     index: str | None = index_kind_option(required=False),
     train_size: int | None = TRAIN_SIZE_OPTION,
@@ -182,10 +178,7 @@ def query(
     detect: str | None = typer.Option(
         None,
         "--detect",
-        help=with_default(
-            f"{'|'.join(DETECT_CHOICES)}; auto: detect in videos, cameras and streams, take images as crops.",
-            QueryConfig.detect,
-        ),
+        help=with_default(DETECT_HELP, QueryConfig.detect),
     ),
     detector: str | None = detector_option(),
     threshold: float | None = threshold_option(

@@ -14,21 +14,18 @@ from reid.cli.threshold_options import far_option, threshold_option
 from reid.cli.model_options import INPUT_SIZE_OPTION, MEAN_OPTION, RGB_OPTION, STD_OPTION, preprocessing_from_flags
 from reid.decision import check_far
 from reid.errors import ConfigError
-from reid.evaluation import PairScores, VerificationResult, calibrate_model, compare_images, read_pairs, verify_pairs
-from reid.evaluation.faces import fitted_to, image_preparer
+from reid.evaluation import VerificationResult, read_pairs
 from reid.evaluation.plots import write_verification_plots
-from reid.models import Preprocessing, load_encoder
+from reid.models import Preprocessing, load_card, load_encoder
+from reid.pipeline import PairScores, calibrate_model, compare_images, model_folder, photo_rule, verify_pairs
+from reid.pipeline.subject import DETECT_HELP, NO_FACE_HELP
 
 MODEL_HELP = "Model folder, or a model's name under models/."
 ENCODER_HELP = "Model folder, a model's name under models/, an .onnx file, or a ready-made face encoder: sface, dlib-face."
-FACE_DETECTOR_HELP = "Face detector for the crops: haar (default) or yunet; implies --detect face."
-DETECT_HELP = "face: crop each photo to its largest face first (no face is an error); none: use images as they are."
+FACE_DETECTOR_HELP = "Face detector for the crops: haar (default for --detect face) or yunet (default for aligned chips)."
 PAIRS_HELP = "Pair file: LFW pairs.txt, or CSV lines 'path_a,path_b,label' (label 1 same, 0 different)."
 ROOT_HELP = "Folder the pair file's paths are relative to (default: the pair file's folder)."
-NO_FACE_HELP = (
-    "A photo in which the face model (or --detect face) finds no face: whole (embed the whole photo), "
-    "skip (with --pairs: count its pairs as unscored; two images: an error), error (stop)."
-)
+VERIFY_NO_FACE_HELP = NO_FACE_HELP + " With --pairs a skipped photo's pairs count as unscored; two images: skip is an error."
 SHOWN_FAILURES = 5
 
 
@@ -64,25 +61,22 @@ def _verify_pair_file(
     pairs: Path,
     root: Path,
     folds: int | None,
-    detect: str,
-    detector: str | None,
+    crop: dict[str, str],
     batch_size: int | None,
     json_file: Path | None,
     plot: Path | None,
     preprocessing: Preprocessing | None,
-    no_face: str,
 ) -> None:
     encoder = load_encoder(model, preprocessing=preprocessing)
     pair_set = read_pairs(pairs, root)
-    prepare = fitted_to(image_preparer(detect, no_face, detector), encoder)
+    subject = photo_rule(**crop, aligned_face_size=encoder.aligned_face_size, kind=encoder.card.kind)
     with make_progress() as progress:
         task = progress.add_task("embedding", total=len(pair_set.image_paths()))
         verification = verify_pairs(
             encoder,
             pair_set,
-            **given(folds=folds, batch_size=batch_size),
-            prepare=prepare,
-            no_face=no_face,
+            **given(folds=folds, batch_size=batch_size, no_face=crop.get("no_face")),
+            subject=subject,
             on_progress=lambda done, _total: progress.update(task, completed=done),
         )
     result, scores = verification
@@ -138,9 +132,11 @@ def verify_command(
             "Folds for a CSV pair file (LFW's pairs.txt brings its own).", str(default_of(verify_pairs, "folds"))
         ),
     ),
-    detect: str = typer.Option("none", "--detect", help=DETECT_HELP),
+    detect: str | None = typer.Option(None, "--detect", help=with_default(DETECT_HELP, default_of(photo_rule, "detect"))),
     detector: str | None = detector_option(FACE_DETECTOR_HELP),
-    no_face: str = typer.Option("skip", "--no-face", help=NO_FACE_HELP),
+    no_face: str | None = typer.Option(
+        None, "--no-face", help=with_default(VERIFY_NO_FACE_HELP, default_of(photo_rule, "no_face"))
+    ),
     batch_size: int | None = typer.Option(
         None,
         "--batch-size",
@@ -158,12 +154,11 @@ def verify_command(
 ) -> None:
     """Are two images the same identity?  Or, with --pairs, LFW-style verification metrics."""
     preprocessing = preprocessing_from_flags(input_size, mean, std, rgb)
+    crop = given(detect=detect, detector=detector, no_face=no_face)
     if pairs is not None:
         if image_a is not None:
             raise ConfigError("give either two images or --pairs FILE, not both")
-        _verify_pair_file(
-            model, pairs, root or pairs.parent, folds, detect, detector, batch_size, json_file, plot, preprocessing, no_face
-        )
+        _verify_pair_file(model, pairs, root or pairs.parent, folds, crop, batch_size, json_file, plot, preprocessing)
         return
     if image_a is None or image_b is None:
         raise ConfigError("give two images (reid verify A B --model M) or --pairs FILE")
@@ -178,8 +173,8 @@ def verify_command(
         threshold=threshold,
         far=far,
         model_name=model,
-        prepare=fitted_to(image_preparer(detect, no_face, detector), encoder),
-        no_face=no_face,
+        subject=photo_rule(**crop, aligned_face_size=encoder.aligned_face_size, kind=encoder.card.kind),
+        **given(no_face=no_face),
     )
     verdict = ("same identity", "green") if decision.same else ("different identities", "red")
     console.print(
@@ -217,8 +212,11 @@ def calibrate_command(
         help=with_default("Target false accept rate.", f"{default_of(calibrate_model, 'target_far'):g}"),
     ),
     best_accuracy: bool = typer.Option(False, "--best-accuracy", help="Choose the threshold of best accuracy instead."),
-    detect: str = typer.Option("none", "--detect", help=DETECT_HELP),
+    detect: str | None = typer.Option(None, "--detect", help=with_default(DETECT_HELP, default_of(photo_rule, "detect"))),
     detector: str | None = detector_option(FACE_DETECTOR_HELP),
+    no_face: str | None = typer.Option(
+        None, "--no-face", help=with_default(VERIFY_NO_FACE_HELP, default_of(photo_rule, "no_face"))
+    ),
     batch_size: int | None = typer.Option(
         None,
         "--batch-size",
@@ -232,6 +230,11 @@ def calibrate_command(
     if best_accuracy and far is not None:
         raise ConfigError("give --far or --best-accuracy, not both")
     target = None if best_accuracy else (default_of(calibrate_model, "target_far") if far is None else far)
+    # The threshold is chosen on the crops the model is given: aligned chips when its card asks.
+    card = load_card(model_folder(model))
+    subject = photo_rule(
+        **given(detect=detect, detector=detector, no_face=no_face), aligned_face_size=card.aligned_face_size, kind=card.kind
+    )
     with make_progress() as progress:
         task = progress.add_task("embedding", total=None)
         calibration = calibrate_model(
@@ -239,8 +242,8 @@ def calibrate_command(
             pairs,
             root or pairs.parent,
             target_far=target,
-            **given(batch_size=batch_size),
-            prepare=image_preparer(detect, detector=detector),
+            **given(batch_size=batch_size, no_face=no_face),
+            subject=subject,
             on_progress=lambda done, total: progress.update(task, completed=done, total=total),
         )
     choice = calibration.choice

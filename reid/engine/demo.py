@@ -14,7 +14,8 @@ from reid.data import ReidDataset, load_dataset
 from reid.decision import similarity_to_distance
 from reid.engine.config import TrainConfig
 from reid.engine.trainer import TrainCallbacks, TrainResult, build_card, evaluate_dataset, train
-from reid.evaluation import EncoderEvaluation, RankingResult, ThresholdChoice, choose_threshold, evaluate_encoder
+from reid.evaluation import RankingResult, ThresholdChoice, choose_threshold
+from reid.pipeline.embed import EncoderEvaluation, evaluate_encoder
 from reid.models.backbones import backbone_spec
 from reid.errors import ReidError
 from reid.models.card import CARD_FILE, ModelCard, load_card, save_card

@@ -44,7 +44,8 @@ from reid.engine.optim import build_optimizer, lr_factor, set_learning_rate
 from reid.engine.state import CHECKPOINT_FILE, ResumePoint, capture_state, read_resume_state, restore_state, save_checkpoint
 from reid.detect import build_detector
 from reid.errors import ConfigError, ReidError
-from reid.evaluation import RankingResult, evaluate_encoder
+from reid.evaluation import RankingResult
+from reid.pipeline.embed import evaluate_encoder
 from reid.models.card import ModelCard
 from reid.paths import remove_stale_temporaries
 from reid.models.encoder import Encoder, TorchEncoder
@@ -52,7 +53,7 @@ from reid.models.folder import check_model_output, save_model
 from reid.models.network import ReidNet
 from reid.models.pretrained import resolve_start
 from reid.paths import check_output_folder
-from reid.pipeline.subject import SubjectRule
+from reid.pipeline.subject import ALIGNING_FACE_DETECTOR, SubjectRule
 
 __all__ = [
     "CHECKPOINT_FILE",
@@ -337,7 +338,9 @@ def _subject_rule(config: TrainConfig) -> SubjectRule | None:
     largest face (YuNet and its five landmarks); None for people, taken as they are."""
     if config.kind != "face":
         return None
-    return SubjectRule(build_detector("yunet", "face"), none_found=config.no_face, align_to=tuple(config.input_size))
+    return SubjectRule(
+        build_detector(ALIGNING_FACE_DETECTOR, "face"), none_found=config.no_face, align_to=tuple(config.input_size)
+    )
 
 
 def _check_training_data(config: TrainConfig, dataset: ReidDataset) -> None:

@@ -18,7 +18,29 @@ from reid.pipeline.enrol import (
     enrol_into,
     plan_enrolment,
 )
-from reid.pipeline.subject import SubjectRule, Subjects
+from reid.pipeline.subject import (
+    DETECT_CHOICES,
+    DETECT_HELP,
+    NO_FACE_HELP,
+    NONE_FOUND,
+    SubjectRule,
+    Subjects,
+    check_detect,
+    photo_rule,
+)
+from reid.pipeline.embed import (
+    Embeddings,
+    EncoderEvaluation,
+    PairDecision,
+    PairScores,
+    PairVerification,
+    compare_images,
+    embed_paths,
+    evaluate_encoder,
+    score_pairs,
+    verify_pairs,
+)
+from reid.pipeline.calibrate import Calibration, calibrate_model, model_folder
 from reid.pipeline.frames import (
     ChooseCrop,
     FrameCrops,
@@ -46,7 +68,6 @@ from reid.pipeline.outputs import (
     safe_name,
 )
 from reid.pipeline.query import (
-    DETECT_CHOICES,
     DetectionResult,
     FrameResult,
     QueryConfig,
@@ -126,4 +147,22 @@ __all__ = [
     "SubjectRule",
     "Subjects",
     "whole_box",
+    "NONE_FOUND",
+    "DETECT_HELP",
+    "NO_FACE_HELP",
+    "Calibration",
+    "Embeddings",
+    "EncoderEvaluation",
+    "PairDecision",
+    "PairScores",
+    "PairVerification",
+    "calibrate_model",
+    "compare_images",
+    "embed_paths",
+    "evaluate_encoder",
+    "model_folder",
+    "photo_rule",
+    "check_detect",
+    "score_pairs",
+    "verify_pairs",
 ]

@@ -25,13 +25,13 @@ from typing import Any
 from reid.data.cameras import camera_from_name
 from reid.data.folders import identity_folders
 from reid.data.io import ImageLimits, bounded_bytes, decode_image, is_image_file, list_media, read_bytes
-from reid.detect import Detector, build_detector, check_detector
+from reid.detect import Detector
 from reid.detect.base import largest_detection
 from reid.errors import ConfigError, DataError
 from reid.gallery import DB_FILE, Gallery, IndexSpec, ItemMeta
-from reid.models.encoder import NO_FACE_CHOICES, Encoder, embed_images
+from reid.models.encoder import Encoder, embed_images
 from reid.pipeline.frames import ChooseCrop, whole_box
-from reid.pipeline.subject import SubjectRule
+from reid.pipeline.subject import SubjectRule, check_detect, photo_rule
 from reid.pipeline.sources import GLOB_CHARS
 
 
@@ -54,34 +54,27 @@ DUPLICATE = "duplicate of an enrolled image"
 class EnrolConfig:
     """``batch_size`` images are embedded and committed together; ``margin`` grows each
     detection box by that share of its size (default: the detector kind's).  ``detect``
-    ("person" or "face") and/or ``detector`` (a :func:`reid.detect.build_detector` name)
-    crop each image to its chosen detection first, when no detector is given to
-    :func:`enrol` itself.
+    (:data:`reid.pipeline.subject.DETECT_CHOICES`) and ``detector`` (a
+    :func:`reid.detect.build_detector` name) say how each photo is cut to its subject
+    (:func:`reid.pipeline.subject.photo_rule`: "auto" takes photos whole unless a
+    ``detector`` is named or the encoder asks for aligned face chips), when no detector is
+    given to :func:`enrol` itself.
 
-    ``no_face`` (one of NO_FACE_CHOICES) says what happens to a photo the encoder refuses
-    and, unless ``no_detection`` says otherwise, to one where the detector finds nobody:
-    "whole" takes the whole photo, "skip" skips and names it, "error" stops.
+    ``no_face`` (NONE_FOUND) says what happens to a photo in which the detector finds
+    nobody or which the encoder refuses: "whole" takes the whole photo, "skip" skips and
+    names it, "error" stops.
     """
 
     batch_size: int = 32
     margin: float | None = None
     no_face: str = "skip"
-    no_detection: str | None = None
-    detect: str | None = None
+    detect: str = "auto"
     detector: str | None = None
 
     def __post_init__(self) -> None:
         if self.batch_size < 1:
             raise ConfigError(f"batch size must be at least 1, got {self.batch_size}")
-        for value in (self.no_face, self.no_detection or self.no_face):
-            if value not in NO_FACE_CHOICES:
-                raise ConfigError(f"--no-face {value!r}: choose one of {', '.join(NO_FACE_CHOICES)}")
-        if self.detect or self.detector:
-            check_detector(self.detector, self.detect)
-
-    @property
-    def when_none_found(self) -> str:
-        return self.no_detection or self.no_face
+        check_detect(self.detect, self.no_face, self.detector)
 
 
 class EnrolPlan(list[EnrolEntry]):
@@ -210,8 +203,10 @@ def enrol(
 ) -> EnrolReport:
     """Embed ``entries`` and add them to ``gallery`` batch by batch.
 
-    With a ``detector``, each photo is cropped to the detection ``choose`` picks (by
-    default the largest: an enrolment photo shows one person, bystanders are smaller).
+    Each photo is cut to its subject by the one crop rule: with a ``detector`` (else the
+    one ``config`` names, see :class:`EnrolConfig`), to the detection ``choose`` picks (by
+    default the largest: an enrolment photo shows one person, bystanders are smaller),
+    aligned when the encoder's card asks for aligned faces.
 
     Each batch is committed atomically, so an interrupted enrolment keeps every batch
     finished before the interruption.  ``on_progress(n)`` is called as n images are handled.
@@ -220,14 +215,17 @@ def enrol(
     """
     config = config or EnrolConfig()
     gallery.check_model(encoder.card)
-    if detector is None and (config.detect or config.detector):
-        detector = build_detector(config.detector, config.detect)
+    if detector is None:
+        rule = photo_rule(
+            config.detect, config.detector, config.no_face, encoder.aligned_face_size, config.margin, choose, encoder.card.kind
+        )
+    else:
+        rule = SubjectRule(detector, config.margin, choose, config.no_face, encoder.aligned_face_size)
     limits = ImageLimits.from_env()
     report = EnrolReport(gallery=str(gallery.folder), images=len(entries))
     if isinstance(entries, EnrolPlan):
         report.not_images = len(entries.skipped)
         report.skipped += entries.skipped
-    rule = SubjectRule(detector, config.margin, choose, config.when_none_found, encoder.aligned_face_size)
     started = time.perf_counter()
     seen: set[str] = set()
     for start in range(0, len(entries), config.batch_size):
@@ -250,7 +248,7 @@ def enrol(
                 report.skipped.append((str(entry.path), _reason(exc, entry.path)))
                 continue
             box = whole_box(image)
-            if detector is not None:
+            if rule.detector is not None:
                 subjects = rule.apply(image, entry.path)
                 note = subjects.note()
                 if subjects.skipped:

@@ -28,7 +28,7 @@ import numpy as np
 from reid.decision import MODEL_CARD, Threshold, check_distance_threshold, check_far, nearest_identity
 from reid.decision import resolve_threshold as resolve_distance_threshold
 from reid.detect import Box, Detector, SSDLiteConfig, build_detector
-from reid.errors import ConfigError
+from reid.errors import ConfigError, DataError
 from reid.gallery import SCORES, Gallery, IdentityMatch
 from reid.gallery.calibration import synthetic_card_note
 from reid.models.card import ModelCard
@@ -37,18 +37,21 @@ from reid.pipeline.frames import ScaledDetector
 from reid.pipeline.sources import MediaSource
 from reid.pipeline.stages import EMBED_THREADS, intra_op_threads, stage_timer
 from reid.pipeline.stream import DetectionStream, StreamConfig, TrackedFrame
+from reid.pipeline.subject import ALIGNING_FACE_DETECTOR, check_detect
 from reid.track import Track, Tracker, TrackerConfig
 
-DETECT_CHOICES = ("auto", "person", "face", "none")
 
 
 @dataclass
 class QueryConfig:
     """Options of a query run.
 
-    ``detect``: "auto" runs the model's kind of detector (person or face) on videos,
-    cameras and streams and takes image files as ready crops; "none" takes every frame
-    as one crop.  ``detector``: which detector (a :func:`reid.detect.build_detector`
+    ``detect`` (:data:`reid.pipeline.subject.DETECT_CHOICES`): "auto" runs the model's
+    kind of detector (person or face) on videos, cameras and streams and takes image files
+    as ready crops (aligned face chips when the model's card asks for them); "none" takes
+    every frame as one crop.  ``no_face``: what happens to an image file in which the
+    detector finds nobody, or which a face model refuses: "whole", "skip" (counted and
+    named in :attr:`QueryStats.no_face`) or "error".  ``detector``: which detector (a :func:`reid.detect.build_detector`
     name; default: the kind's).  ``threshold`` (Euclidean distance between unit embeddings) defaults to
     the gallery's, which is the model card's calibrated one.  ``track``: link the
     detections of videos, cameras and streams into tracks (see :mod:`reid.track`).
@@ -91,8 +94,7 @@ class QueryConfig:
     def __post_init__(self) -> None:
         if self.top_k < 1:
             raise ConfigError(f"--top-k must be at least 1, got {self.top_k}")
-        if self.detect not in DETECT_CHOICES:
-            raise ConfigError(f"unknown detector {self.detect!r}; choose one of {', '.join(DETECT_CHOICES)}")
+        check_detect(self.detect, self.no_face)
         if self.score not in SCORES:
             raise ConfigError(f"unknown identity score {self.score!r}; choose one of {', '.join(SCORES)}")
         self.stream()  # batch size, --embed-every, --no-face: the stream's checks
@@ -302,10 +304,16 @@ def choose_detector(config: QueryConfig, source: MediaSource, encoder: Encoder) 
                     f"{source.spec}: image files are taken as ready crops; add --detect person or --detect face "
                     "to run --detector or --min-height on them"
                 )
-            return None
+            # A model trained on aligned face chips is given aligned chips of photos too.
+            return build_detector(ALIGNING_FACE_DETECTOR, "face") if encoder.aligned_face_size else None
         kind = encoder.card.kind if encoder.card.kind in ("person", "face") else "person"
-        return build_detector(config.detector, kind, options)
-    return build_detector(config.detector, config.detect, options)
+    else:
+        kind = config.detect
+    name = config.detector
+    if name is None and kind == "face" and encoder.aligned_face_size:
+        # Faces for a model trained on aligned chips: the detector whose landmarks align them.
+        name = ALIGNING_FACE_DETECTOR
+    return build_detector(name, kind, options)
 
 
 class QueryRun:

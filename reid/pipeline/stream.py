@@ -34,7 +34,7 @@ from dataclasses import dataclass, field, replace
 import numpy as np
 
 from reid.detect import Box, Detector
-from reid.errors import ConfigError
+from reid.errors import ConfigError, DataError
 from reid.models.encoder import NO_FACE_CHOICES, Encoder, embed_images
 from reid.pipeline.frames import FrameCrops, frame_crops, margin_for
 from reid.pipeline.live import FramePipeline
@@ -253,17 +253,23 @@ class DetectionStream:
         (or Ctrl-C) stops the decoding and detection threads and releases the source."""
         align = self.encoder.aligned_face_size
         weak = self.tracker is not None
+        whole = self.source.kind == "images" and self.config.no_face == "whole"
         pipeline: FramePipeline | None = None
         if self.threaded:
-            pipeline = FramePipeline(self.source, self.detector, self.margin, self.timing, align_to=align, weak=weak)
+            pipeline = FramePipeline(
+                self.source, self.detector, self.margin, self.timing, whole_if_none=whole, align_to=align, weak=weak
+            )
             items: Iterator[FrameCrops] = iter(pipeline)
         else:
-            items = frame_crops(self.source, self.detector, self.margin, self.timing, align_to=align, weak=weak)
+            items = frame_crops(
+                self.source, self.detector, self.margin, self.timing, whole_if_none=whole, align_to=align, weak=weak
+            )
         try:
             with closing(items):
                 pending: list[FrameCrops] = []
                 pending_crops = 0
                 for item in items:
+                    self._check_photo(item)
                     pending.append(item)
                     pending_crops += len(item.crops)
                     if self.source.live and pipeline is not None:
@@ -284,6 +290,17 @@ class DetectionStream:
         """End every track still open; those not yet handed over (at least ``min_boxes``
         boxes), in order of first sighting.  Empty without a tracker."""
         return self.tracker.finish() if self.tracker is not None else []
+
+    def _check_photo(self, item: FrameCrops) -> None:
+        """An image file in which the detector found nobody is named in :attr:`no_face`,
+        or stops the run under ``no_face`` "error" ("whole" gave it whole already); a frame
+        of a video without anyone in it is no problem.  Raises DataError naming the file."""
+        if self.source.kind != "images" or self.detector is None or item.crops:
+            return
+        reason = f"no {self.detector.kind} found"
+        if self.config.no_face == "error":
+            raise DataError(f"{item.frame.source}: {reason}")
+        self.no_face.append((item.frame.source, reason))
 
     def _process(self, pending: list[FrameCrops]) -> list[TrackedFrame]:
         frames = [sightings_of(item) for item in pending]

@@ -9,6 +9,9 @@ is found: ``whole`` (the photo is taken whole), ``skip`` (it is left out, counte
 named) or ``error`` (one line naming it).  :class:`Subjects` records how many were found and
 which was used, so that a group photo says that others were seen and a photo without a face
 is reported as "no face found", never as unreadable.
+
+:func:`photo_rule` is the one reading of the photo commands' ``--detect``, ``--detector`` and
+``--no-face`` (enrol, query of photos, verify, calibrate, eval, face check-in).
 """
 
 from __future__ import annotations
@@ -18,15 +21,29 @@ from pathlib import Path
 
 import numpy as np
 
-from reid.detect import DEFAULT_MARGIN, Detector, confident_detections, crop_detection
+from reid.detect import DEFAULT_MARGIN, Detector, build_detector, check_detector, confident_detections, crop_detection
 from reid.detect.base import Box, Detection, largest_detection
 from reid.errors import ConfigError, DataError
-from reid.models.encoder import Encoder
+from reid.models.encoder import NO_FACE_CHOICES, Encoder
 from reid.pipeline.frames import ChooseCrop
 
-# What happens to a photo in which the detector finds nobody.
-NONE_FOUND = ("whole", "skip", "error")
+# What happens to a photo in which the detector finds nobody: the --no-face choices, which
+# also say what happens to a photo a face encoder refuses.
+NONE_FOUND = NO_FACE_CHOICES
 PICKS = ("largest", "all")
+# Where crops come from, for every command (--detect).
+DETECT_CHOICES = ("auto", "person", "face", "none")
+DETECT_HELP = (
+    "auto: photos whole (cut to the aligned chip of their largest face when the model's card asks "
+    "for aligned faces), video frames through the model's kind of detector; person or face: that "
+    "detector on photos too (the largest is used; query and check-in answer each); none: everything whole."
+)
+NO_FACE_HELP = (
+    "A photo in which the detector (or a face model) finds no face or person: whole (take the "
+    "whole photo), skip (leave it out, counted and named), error (stop with one line naming it)."
+)
+# The face detector that gives the five landmarks aligned chips are cut by.
+ALIGNING_FACE_DETECTOR = "yunet"
 
 
 @dataclass
@@ -129,3 +146,58 @@ class SubjectRule:
         if self.none_found == "whole":
             return Subjects([image], [whole], len(found), [], self.kind, whole=True)
         return Subjects([], [], len(found), [], self.kind)
+
+
+def check_detect(detect: str, no_face: str = "skip", detector: str | None = None) -> None:
+    """Raise ConfigError for a ``--detect`` outside DETECT_CHOICES, a ``--no-face`` outside
+    NONE_FOUND, or a ``--detector`` that is unknown, of the other kind than ``detect``, or
+    given with ``detect`` "none"."""
+    if detect not in DETECT_CHOICES:
+        raise ConfigError(f"--detect {detect!r}: choose one of {', '.join(DETECT_CHOICES)}")
+    if no_face not in NONE_FOUND:
+        raise ConfigError(f"--no-face {no_face!r}: choose one of {', '.join(NONE_FOUND)}")
+    if detector is None:
+        return
+    if detect == "none":
+        raise ConfigError(f"--detector {detector}: --detect none takes everything whole; drop one of them")
+    check_detector(detector, detect if detect in ("person", "face") else None)
+
+
+def photo_rule(
+    detect: str = "auto",
+    detector: str | None = None,
+    no_face: str = "skip",
+    aligned_face_size: tuple[int, int] | None = None,
+    margin: float | None = None,
+    pick: str | ChooseCrop = "largest",
+    kind: str | None = None,
+) -> SubjectRule:
+    """The crop rule for photos of ``--detect``, ``--detector`` and ``--no-face``.
+
+    ``detect`` (DETECT_CHOICES): "none" takes every photo whole; "person" or "face" runs
+    ``detector`` (a :func:`reid.detect.build_detector` name; default the kind's, and for
+    faces given to an encoder that asks for aligned chips, YuNet, which gives the
+    landmarks they are aligned by); "auto"
+    runs ``detector`` when one is named, else, when ``aligned_face_size`` (height, width:
+    the encoder card's :attr:`~reid.models.ModelCard.aligned_face_size`) is set, the
+    landmark-giving face detector (YuNet) so that photos become aligned chips as the
+    encoder was trained on, else takes photos whole; ``kind`` (the encoder card's, "person"
+    or "face") is what a detector named under "auto" must find.  ``no_face`` (NONE_FOUND)
+    is what happens to a photo in which nothing is found.  Raises ConfigError for an
+    unknown choice, a ``detector`` with ``detect`` "none", or a detector of the other kind,
+    and ModelError (one line naming what to install or fetch) for a detector that cannot
+    run here.
+    """
+    check_detect(detect, no_face, detector)
+    if detect == "none":
+        return SubjectRule(None, margin, pick, no_face)
+    if detect == "auto":
+        if detector is None and aligned_face_size is None:
+            return SubjectRule(None, margin, pick, no_face)
+        wanted = kind if kind in ("person", "face") else None
+        found = build_detector(detector if detector is not None else ALIGNING_FACE_DETECTOR, wanted)
+    elif detector is None and detect == "face" and aligned_face_size is not None:
+        found = build_detector(ALIGNING_FACE_DETECTOR, detect)
+    else:
+        found = build_detector(detector, detect)
+    return SubjectRule(found, margin, pick, no_face, aligned_face_size)

@@ -6,7 +6,8 @@ from typer.testing import CliRunner
 
 from reid.cli import app
 from reid.cli.defaults import default_of, given, with_default
-from reid.evaluation import evaluate_encoder, rerank_distances
+from reid.evaluation import rerank_distances
+from reid.pipeline import evaluate_encoder
 
 runner = CliRunner()
 

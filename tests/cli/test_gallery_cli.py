@@ -234,7 +234,7 @@ def test_bad_input_gives_one_line_and_keeps_the_gallery(tmp_path: Path, models: 
     assert code == 1 and "no readable image" in error_lines(out)[0]
 
     code, out = invoke("enroll", "-m", alpha, "-g", gallery, "--detect", "car", tmp_path / "people")
-    assert code == 1 and "unknown detector" in error_lines(out)[0]
+    assert code == 1 and "--detect 'car': choose one of auto, person, face, none" in error_lines(out)[0]
 
     assert gallery_files(gallery) == before
     code, out = invoke("gallery", "info", gallery, "--json")

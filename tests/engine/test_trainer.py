@@ -304,7 +304,7 @@ def test_a_face_folder_trains_on_aligned_chips_and_verify_cuts_the_same(orl_face
     from reid.detect import build_detector
     from reid.detect.align import align_face
     from reid.detect.base import largest_detection
-    from reid.evaluation.faces import fitted_to, image_preparer
+    from reid.pipeline import photo_rule
 
     root = tmp_path / "faces"
     for subject in (2, 5, 7, 11):
@@ -322,9 +322,10 @@ def test_a_face_folder_trains_on_aligned_chips_and_verify_cuts_the_same(orl_face
     assert [(path, reason) for path, reason in result.skipped_images if path == blank] == [(blank, f"{blank}: no face found")]
 
     encoder = load_encoder(str(tmp_path / "model"))
-    prepare = fitted_to(image_preparer("face", detector="yunet"), encoder)
+    # What verify, calibrate and eval do by default ("auto"): the card asks for aligned chips.
+    rule = photo_rule(aligned_face_size=encoder.aligned_face_size)
     photo_path = root / "s5" / "3.pgm"
     photo = read_image(photo_path)
     best = largest_detection(build_detector("yunet", "face").detect(photo))
     assert best is not None
-    np.testing.assert_array_equal(prepare(photo, photo_path), align_face(photo, best.landmarks, (64, 64)))
+    np.testing.assert_array_equal(rule.apply(photo, photo_path).crops[0], align_face(photo, best.landmarks, (64, 64)))

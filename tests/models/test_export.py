@@ -15,7 +15,7 @@ from typer.testing import CliRunner
 from reid.cli.app import app
 from reid.data import SyntheticConfig, generate_synthetic, load_dataset
 from reid.errors import ConfigError, ModelError
-from reid.evaluation import evaluate_encoder
+from reid.pipeline import evaluate_encoder
 from reid.models import ModelCard, OnnxEncoder, build_network, export_model, load_encoder, save_model
 from reid.models.card import file_fingerprint
 from reid.models.export import check_images

@@ -1,4 +1,5 @@
-"""Evaluating encoders on image files: ranking splits, pair files, calibration, plots."""
+"""Running encoders over image files: ranking splits, pair files, calibration, plots, and
+the one crop rule applied to each photo first."""
 
 from __future__ import annotations
 
@@ -12,15 +13,17 @@ import pytest
 from reid.data.records import ImageRecord
 from reid.decision import impostor_quantiles
 from reid.errors import ConfigError, DataError, ModelError
-from reid.evaluation import (
+from reid.evaluation import read_pairs
+from reid.pipeline import (
+    SubjectRule,
     calibrate_model,
     compare_images,
+    embed_paths,
     evaluate_encoder,
-    read_pairs,
+    photo_rule,
     score_pairs,
     verify_pairs,
 )
-from reid.evaluation.faces import FaceCropper, image_preparer
 from reid.evaluation.plots import write_ranking_plots, write_verification_plots
 from reid.models import Encoder, ModelCard, build_network, load_card, save_model
 from reid.models.encoder import l2_normalize
@@ -241,19 +244,78 @@ class FakeFaces:
         return [Detection(box=b, score=1.0, kind="face") for b in self.boxes]
 
 
-def test_face_cropper_takes_the_largest_face_and_refuses_to_guess(tmp_path):
-    image = np.zeros((100, 100, 3), np.uint8)
-    crop = FaceCropper.of(FakeFaces([(0, 0, 10, 10), (40, 40, 40, 20)]), margin=0.0)(image, tmp_path / "x.png")
-    assert crop.shape == (20, 40, 3)
-    with pytest.raises(DataError, match="x.png: no face found"):
-        FaceCropper.of(FakeFaces([]))(image, tmp_path / "x.png")
-    assert FaceCropper.of(FakeFaces([]), whole_fallback=True)(image, tmp_path / "x.png") is image
-    assert image_preparer("none") is None
+class BrightFaces:
+    """A face in the top-left quarter of every photo brighter than mid-grey; none in darker ones."""
+
+    kind = "face"
+    confident_score = None
+
+    def detect(self, image):
+        from reid.detect import Detection
+
+        if image.mean() <= 128:
+            return []
+        height, width = image.shape[:2]
+        return [Detection(box=(0, 0, width // 2, height // 2), score=1.0, kind="face")]
+
+
+def write_photos(folder: Path) -> list[Path]:
+    folder.mkdir(parents=True, exist_ok=True)
+    paths = []
+    for name, value in (("bright.png", 200), ("dark.png", 40), ("light.png", 180)):
+        image = np.full((40, 40, 3), value, np.uint8)
+        image[:20, :20] = (value, 0, 0)  # the "face": the top-left quarter, redder
+        cv2.imwrite(str(folder / name), image[:, :, ::-1])
+        paths.append(folder / name)
+    return paths
+
+
+def test_embedding_cuts_each_photo_by_the_rule_and_follows_its_no_face(tmp_path):
+    paths = write_photos(tmp_path / "photos")
+    skip = embed_paths(ColourEncoder(), paths, skip_unreadable=True, subject=SubjectRule(BrightFaces(), 0.0, none_found="skip"))
+    assert skip.embedded.tolist() == [True, False, True]
+    assert skip.failures == [(paths[1], "no face found")]
+    # The face crop (red) is embedded, not the whole grey photo.
+    whole_bright = embed_paths(ColourEncoder(), paths[:1]).features[0]
+    assert skip.features[0][0] > whole_bright[0]
+    whole = embed_paths(ColourEncoder(), paths, skip_unreadable=True, subject=SubjectRule(BrightFaces(), 0.0, none_found="whole"))
+    assert whole.embedded.all() and not whole.failures
+    with pytest.raises(DataError, match="dark.png: no face found"):
+        embed_paths(ColourEncoder(), paths, skip_unreadable=True, subject=SubjectRule(BrightFaces(), none_found="error"))
+    # Two photos are compared or nothing is: a faceless one is an error under skip too.
+    with pytest.raises(DataError, match="dark.png: no face found"):
+        compare_images(ColourEncoder(threshold=0.5), paths[0], paths[1], subject=SubjectRule(BrightFaces(), none_found="skip"))
+    taken = compare_images(ColourEncoder(threshold=0.5), paths[0], paths[1], subject=SubjectRule(BrightFaces(), none_found="whole"))
+    assert 0 <= taken.distance <= 2
+
+
+def test_photo_rule_reads_the_options_of_every_command():
+    assert photo_rule().detector is None and photo_rule("none").detector is None
+    assert photo_rule("face").kind == "face" and photo_rule("face").align_to is None
+    aligned = photo_rule("auto", aligned_face_size=(64, 64))
+    assert aligned.kind == "face" and aligned.align_to == (64, 64)
+    assert photo_rule("auto", "haar").kind == "face"
+    assert photo_rule("face", no_face="whole").none_found == "whole"
+    for options, message in (
+        ({"detect": "eyes"}, "--detect 'eyes': choose one of auto, person, face, none"),
+        ({"no_face": "maybe"}, "--no-face 'maybe': choose one of whole, skip, error"),
+        ({"detect": "none", "detector": "haar"}, "--detector haar: --detect none"),
+        ({"detect": "person", "detector": "haar"}, "haar"),
+    ):
+        with pytest.raises(ConfigError, match=message):
+            photo_rule(**options)
 
 
 def test_face_detection_on_orl(orl_faces):
     from reid.data.io import read_image
 
-    prepare = image_preparer("face")
-    face = prepare(read_image(orl_faces / "s1" / "1.pgm"), orl_faces / "s1" / "1.pgm")
+    face = photo_rule("face").apply(read_image(orl_faces / "s1" / "1.pgm"), orl_faces / "s1" / "1.pgm").crops[0]
     assert 20 < face.shape[0] <= 112 and 20 < face.shape[1] <= 92
+
+
+def test_faces_for_an_aligning_encoder_are_found_by_the_detector_that_gives_landmarks():
+    from reid.detect import YuNetDetector
+
+    assert isinstance(photo_rule("face", aligned_face_size=(112, 112)).detector, YuNetDetector)
+    assert not isinstance(photo_rule("face").detector, YuNetDetector)
+    assert not isinstance(photo_rule("face", "haar", aligned_face_size=(112, 112)).detector, YuNetDetector)

@@ -1,4 +1,5 @@
-"""Choosing a model's verification threshold on labelled pairs and writing it to its card."""
+"""Choosing a model's verification threshold on labelled pairs and writing it to its card
+(the embedding is here, the threshold rule in :func:`reid.evaluation.choose_threshold`)."""
 
 from __future__ import annotations
 
@@ -8,12 +9,12 @@ from pathlib import Path
 
 from reid.decision import impostor_quantiles
 from reid.errors import DataError, ModelError
-from reid.evaluation.embed import PairScores, PrepareFn, ProgressFn, score_pairs
-from reid.evaluation.faces import fitted_to
 from reid.evaluation.pairs import PairSet, read_pairs
 from reid.evaluation.verification import ThresholdChoice, choose_threshold
 from reid.models.card import CARD_FILE, load_card, save_card, verify_card
 from reid.models.folder import load_encoder, resolve_model_path
+from reid.pipeline.embed import PairScores, ProgressFn, score_pairs
+from reid.pipeline.subject import SubjectRule
 
 
 @dataclass
@@ -55,17 +56,21 @@ def calibrate_model(
     target_far: float | None = 1e-3,
     batch_size: int = 64,
     on_progress: ProgressFn | None = None,
-    prepare: PrepareFn | None = None,
+    subject: SubjectRule | None = None,
+    no_face: str = "skip",
 ) -> Calibration:
     """Choose the threshold for ``target_far`` (or the best accuracy when None) on a pair
     file and write it, with its provenance and the quantiles of the impostor distances
     (:func:`reid.decision.impostor_quantiles`, which ``--far`` reads), into the model
-    folder's card atomically."""
+    folder's card atomically.  Photos are cut by ``subject`` and refused by a face model
+    as :func:`reid.pipeline.embed.score_pairs` says (``no_face``), so that the threshold
+    is chosen on the crops the model will be given."""
     folder = model_folder(model)
     encoder = load_encoder(folder)
     pair_set = read_pairs(pairs_file, root)
-    prepare = fitted_to(prepare, encoder)
-    scores = score_pairs(encoder, pair_set, batch_size=batch_size, on_progress=on_progress, prepare=prepare)
+    scores = score_pairs(
+        encoder, pair_set, batch_size=batch_size, on_progress=on_progress, subject=subject, no_face=no_face
+    )
     if scores.distances.size == 0:
         raise DataError(f"{pair_set.source}: no pair has two readable images ({len(scores.skipped_images)} unreadable)")
     try:

@@ -1,4 +1,7 @@
-"""Running an encoder over image files: ranking on a dataset split, distances of pairs.
+"""Running an encoder over image files: ranking on a dataset split, distances of pairs,
+the decision on two photos.  Each photo is first cut to its subject by the one crop rule
+(:class:`reid.pipeline.subject.SubjectRule`), fitted to the encoder (aligned face chips
+when its card asks for them); the metrics come from :mod:`reid.evaluation`.
 
 Library code never prints: long jobs report through an optional ``on_progress(done, total)``
 callback, which the CLI turns into a progress bar.
@@ -22,10 +25,9 @@ from reid.evaluation.pairs import PairSet
 from reid.evaluation.ranking import RankingResult, evaluate_features
 from reid.evaluation.verification import VerificationResult, verification_metrics
 from reid.models.encoder import Encoder, embed_images
+from reid.pipeline.subject import SubjectRule
 
 ProgressFn = Callable[[int, int], None]
-# Turns a decoded RGB image into what the encoder sees (a face crop, say); may raise DataError.
-PrepareFn = Callable[[np.ndarray, Path], np.ndarray]
 
 
 @dataclass
@@ -37,22 +39,38 @@ class Embeddings:
     failures: list[tuple[Path, str]] = field(default_factory=list)
 
 
-def _load(path: Path, prepare: PrepareFn | None) -> np.ndarray:
-    image = read_image(path)
-    return prepare(image, path) if prepare is not None else image
+def _fitted(subject: SubjectRule | None, encoder: Encoder) -> SubjectRule | None:
+    return subject.fitted_to(encoder) if subject is not None else None
+
+
+def _cut(image: np.ndarray, path: Path, subject: SubjectRule | None) -> np.ndarray | DataError:
+    """The photo cut to its subject, or a DataError (returned, not raised) naming a photo the
+    rule leaves out ("skip").  Raises DataError when the rule says "error" and none is found."""
+    if subject is None:
+        return image
+    subjects = subject.apply(image, path)
+    if subjects.skipped:
+        return DataError(f"{path}: {subjects.note()}")
+    return subjects.crops[0]
 
 
 def _load_batch(
-    paths: Sequence[Path], prepare: PrepareFn | None, skip_unreadable: bool
+    paths: Sequence[Path], subject: SubjectRule | None, skip_unreadable: bool
 ) -> list[np.ndarray | DataError]:
+    """Each photo read and cut; without ``skip_unreadable`` the first that cannot be is raised."""
     out: list[np.ndarray | DataError] = []
     for path in paths:
         try:
-            out.append(_load(path, prepare))
+            image = read_image(path)
         except DataError as exc:
             if not skip_unreadable:
                 raise
             out.append(exc)
+            continue
+        cut = _cut(image, path, subject)
+        if isinstance(cut, DataError) and not skip_unreadable:
+            raise cut
+        out.append(cut)
     return out
 
 
@@ -68,19 +86,23 @@ def embed_paths(
     batch_size: int = 64,
     on_progress: ProgressFn | None = None,
     skip_unreadable: bool = False,
-    prepare: PrepareFn | None = None,
+    subject: SubjectRule | None = None,
     no_face: str = "skip",
 ) -> Embeddings:
     """Embed image files in batches; the next batch is decoded while this one is embedded.
 
-    An unreadable image (or one the encoder refuses, such as a photo without a face for a
-    face model, unless ``no_face`` is "whole") raises DataError naming the file, or with
-    ``skip_unreadable`` is left out and listed in ``failures`` as (path, reason) (its row
-    of ``features`` stays zero).  Non-finite embeddings raise ModelError.
+    ``subject`` cuts each photo to its subject first (fitted to ``encoder``: aligned chips
+    when its card asks); a photo in which it finds none is taken whole, left out or raises
+    DataError as its ``none_found`` says.  An unreadable image (or one the encoder
+    refuses, such as a photo without a face for a face model, unless ``no_face`` is
+    "whole") raises DataError naming the file, or with ``skip_unreadable`` is left out and
+    listed in ``failures`` as (path, reason) (its row of ``features`` stays zero).
+    Non-finite embeddings raise ModelError.
     """
     if batch_size < 1:
         raise DataError(f"batch size must be at least 1, got {batch_size}")
     paths = [Path(p) for p in paths]
+    subject = _fitted(subject, encoder)
     total = len(paths)
     features = np.zeros((total, encoder.dim), dtype=np.float32)
     embedded = np.zeros(total, dtype=bool)
@@ -90,10 +112,10 @@ def embed_paths(
         pending = None
         for i, start in enumerate(starts):
             batch = paths[start : start + batch_size]
-            loaded = pending.result() if pending is not None else _load_batch(batch, prepare, skip_unreadable)
+            loaded = pending.result() if pending is not None else _load_batch(batch, subject, skip_unreadable)
             if i + 1 < len(starts):
                 following = paths[starts[i + 1] : starts[i + 1] + batch_size]
-                pending = pool.submit(_load_batch, following, prepare, skip_unreadable)
+                pending = pool.submit(_load_batch, following, subject, skip_unreadable)
             good = [j for j, item in enumerate(loaded) if not isinstance(item, DataError)]
             failures += [(batch[j], _reason(item, batch[j])) for j, item in enumerate(loaded) if isinstance(item, DataError)]
             if good:
@@ -132,12 +154,16 @@ def evaluate_encoder(
     chunk_size: int | None = None,
     on_progress: ProgressFn | None = None,
     skip_unreadable: bool = False,
+    subject: SubjectRule | None = None,
+    no_face: str = "skip",
 ) -> EncoderEvaluation:
     """Embed query and gallery images and evaluate them under the Market-1501 protocol.
 
-    Distances are Euclidean between the encoder's L2-normalized embeddings.  An unreadable
-    image raises DataError naming the file, or with ``skip_unreadable`` is left out of the
-    split and listed in ``skipped`` (the figures are then over the images that were read).
+    Distances are Euclidean between the encoder's L2-normalized embeddings.  ``subject``
+    and ``no_face`` cut and refuse photos as in :func:`embed_paths`.  An unreadable image
+    (or one left out by them) raises DataError naming the file, or with
+    ``skip_unreadable`` is left out of the split and listed in ``skipped`` (the figures
+    are then over the images that were embedded).
     """
     if not query_records:
         raise DataError("the dataset has no query images to evaluate")
@@ -150,6 +176,8 @@ def evaluate_encoder(
         batch_size=batch_size,
         on_progress=on_progress,
         skip_unreadable=skip_unreadable,
+        subject=subject,
+        no_face=no_face,
     )
     num_query = len(query_records)
     keep_q, keep_g = embeddings.embedded[:num_query], embeddings.embedded[num_query:]
@@ -158,7 +186,7 @@ def evaluate_encoder(
     if not query_records or not gallery_records:
         side = "query" if not query_records else "gallery"
         first = "{}: {}".format(*embeddings.failures[0])
-        raise DataError(f"no readable {side} image to evaluate ({len(embeddings.failures)} unreadable; first {first})")
+        raise DataError(f"no usable {side} image to evaluate ({len(embeddings.failures)} skipped; first {first})")
     q_feats = embeddings.features[:num_query][keep_q]
     g_feats = embeddings.features[num_query:][keep_g]
     result = evaluate_features(
@@ -197,12 +225,13 @@ def score_pairs(
     *,
     batch_size: int = 64,
     on_progress: ProgressFn | None = None,
-    prepare: PrepareFn | None = None,
+    subject: SubjectRule | None = None,
     no_face: str = "skip",
 ) -> PairScores:
     """Embed every distinct image once and measure each pair; unreadable images (and
-    images where ``prepare`` or a face model finds no face, unless ``no_face`` is "whole")
-    are skipped and counted, and so are the pairs that use them."""
+    images in which ``subject`` or a face model finds no face, unless ``no_face`` and the
+    rule say "whole") are skipped and counted, and so are the pairs that use them; under
+    "error" such an image raises DataError naming it."""
     unique = pair_set.image_paths()
     row = {path: i for i, path in enumerate(unique)}
     emb = embed_paths(
@@ -211,7 +240,7 @@ def score_pairs(
         batch_size=batch_size,
         on_progress=on_progress,
         skip_unreadable=True,
-        prepare=prepare,
+        subject=subject,
         no_face=no_face,
     )
     kept = [p for p in pair_set.pairs if emb.embedded[row[p.a]] and emb.embedded[row[p.b]]]
@@ -256,14 +285,14 @@ def verify_pairs(
     folds: int = 10,
     batch_size: int = 64,
     on_progress: ProgressFn | None = None,
-    prepare: PrepareFn | None = None,
+    subject: SubjectRule | None = None,
     no_face: str = "skip",
 ) -> PairVerification:
     """LFW-style verification of a pair set: folds from the file when it defines them
     (LFW's pairs.txt), else ``folds`` stratified folds in file order.  Metrics are over
     the scored pairs; :attr:`PairVerification.accuracy_with_unscored` counts the rest as errors."""
     scores = score_pairs(
-        encoder, pair_set, batch_size=batch_size, on_progress=on_progress, prepare=prepare, no_face=no_face
+        encoder, pair_set, batch_size=batch_size, on_progress=on_progress, subject=subject, no_face=no_face
     )
     if scores.distances.size == 0:
         raise DataError(f"{pair_set.source}: no pair has two readable images ({len(scores.skipped_images)} unreadable)")
@@ -296,7 +325,7 @@ def compare_images(
     threshold: float | None = None,
     far: float | None = None,
     model_name: str | None = None,
-    prepare: PrepareFn | None = None,
+    subject: SubjectRule | None = None,
     no_face: str = "error",
 ) -> PairDecision:
     """Distance between two images and the same/different decision at the threshold given
@@ -306,11 +335,12 @@ def compare_images(
 
     Raises ConfigError for a threshold outside (0, 2] or a card without one (naming
     ``model_name``, default the card's name), DataError naming the file that cannot be read
-    or (unless ``no_face`` is "whole") shows no face to a face model, and ModelError on
-    non-finite embeddings.
+    or (unless ``no_face`` and ``subject``'s rule say "whole") shows no face to
+    ``subject``'s detector or to a face model (two photos are compared or nothing is), and
+    ModelError on non-finite embeddings.
     """
     chosen = resolve_threshold(threshold, encoder.card, far=far, model_name=model_name)
-    images = [_load(Path(path_a), prepare), _load(Path(path_b), prepare)]
+    images = _load_batch([Path(path_a), Path(path_b)], _fitted(subject, encoder), skip_unreadable=False)
     policy = "whole" if no_face == "whole" else "error"
     features = embed_images(encoder, images, [str(path_a), str(path_b)], no_face=policy).features
     distance = float(pair_distance(features[:1], features[1:])[0])
