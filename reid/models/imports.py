@@ -11,6 +11,7 @@ from reid.models.card import IMAGENET_MEAN, IMAGENET_STD, ModelCard
 from reid.models.checkpoints import SOURCES, detect_layout, read_state
 from reid.models.folder import check_model_output, save_model
 from reid.models.network import ReidNet
+from reid.models.pretrained import Start, load_start
 from reid.paths import check_output_folder
 
 
@@ -63,10 +64,8 @@ def import_model(
     layout = SOURCES[source] if source else detect_layout(state)
     neck, embedding_dim, default_stride = _head(state, architecture, layout, path)
     stride = default_stride if last_stride is None else last_stride
-    network = ReidNet(
-        architecture, num_classes=0, embedding_dim=embedding_dim, last_stride=stride,
-        pretrained=str(path), neck=neck, pretrained_source=source,
-    ).eval()
+    network = ReidNet(architecture, num_classes=0, embedding_dim=embedding_dim, last_stride=stride, neck=neck).eval()
+    load_start(network, Start(state, layout, str(path)))
     card = ModelCard(
         name=out.name,
         architecture=architecture,

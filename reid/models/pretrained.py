@@ -125,9 +125,21 @@ def resolve_start(architecture: str, pretrained: str | Path | Start | None, sour
     return Start(state, layout, str(path))
 
 
-def apply_start(network: nn.Module, architecture: str, start: Start | None) -> str:
-    """Load a start into a ReidNet; returns the provenance note for its card."""
+def load_start(network: nn.Module, start: Start | None) -> str:
+    """Load ``start`` (from :func:`resolve_start`) into a freshly built ReidNet and return
+    the provenance note for its card; also records it as ``network.pretrained_note`` and
+    the start's normalisation as ``network.input_mean``/``input_std``.
+
+    The one place training and ``--pretrained`` load starting weights: every backbone
+    tensor comes from the start; head tensors are taken where they fit. Raises ModelError,
+    one line naming the start, when its backbone does not fit.
+    """
     if start is None:
-        return "random initialisation (--pretrained none)"
-    notes = fit(network, place(start.state, architecture, start.layout), architecture, start.label)
-    return f"started from {start.label}" + (f"; {', '.join(notes)}" if notes else "")
+        note = "random initialisation (--pretrained none)"
+    else:
+        architecture = network.architecture
+        notes = fit(network, place(start.state, architecture, start.layout), architecture, start.label)
+        note = f"started from {start.label}" + (f"; {', '.join(notes)}" if notes else "")
+    network.pretrained_note = note
+    network.input_mean, network.input_std = start_normalisation(start)
+    return note

@@ -26,6 +26,7 @@ from reid.models.imports import import_model
 from reid.models.osnet import OSNet
 from reid.paths import STAGING_MARK
 
+from starting import started
 from test_osnet import seeded
 
 ARCH = "osnet_x0_25"
@@ -115,7 +116,7 @@ def test_torchreid_resnet_keeps_its_last_stride(tmp_path: Path) -> None:
 
 def test_fine_tuning_from_a_torchreid_file_drops_the_classifier(torchreid_net: OSNet, tmp_path: Path) -> None:
     torch.save({"state_dict": torchreid_net.state_dict()}, tmp_path / "osnet.pth.tar")
-    net = ReidNet(ARCH, num_classes=10, pretrained=str(tmp_path / "osnet.pth.tar"))
+    net = started(ReidNet(ARCH, num_classes=10), str(tmp_path / "osnet.pth.tar"))
     assert "its classifier of 751 classes dropped" in net.pretrained_note
     assert net.pretrained_note.count(";") == 1, "one note, not a list of keys"
     assert torch.equal(net.backbone.conv1.conv.weight, torchreid_net.conv1.conv.weight)
