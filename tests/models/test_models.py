@@ -55,7 +55,7 @@ def test_local_weights_file_is_loaded(tmp_path: Path) -> None:
     net = started(ReidNet("resnet18", 2), str(tmp_path / "r18.pth"))
     assert torch.equal(net.backbone[0].weight, reference.conv1.weight)
     assert "r18.pth" in net.pretrained_note
-    assert "classifier (2 tensors) dropped" in net.pretrained_note
+    assert "its classifier of 1000 classes dropped" in net.pretrained_note
 
 
 def test_model_folder_round_trip(tmp_path: Path) -> None:

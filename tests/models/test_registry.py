@@ -22,7 +22,7 @@ from reid.cli import app
 from reid.errors import ModelError
 from reid.models import ReidNet
 from reid.models.backbones import timm_model, torchvision_model
-from reid.models.checkpoints import artefact_state
+from reid.models.formats import artefact_state
 from reid.engine.demo import demo_config
 from reid.models import registry
 from reid.models.osnet import OSNet
