@@ -119,6 +119,8 @@ def test_fine_tuning_from_a_torchreid_file_drops_the_classifier(torchreid_net: O
     torch.save({"state_dict": torchreid_net.state_dict()}, tmp_path / "osnet.pth.tar")
     net = started(ReidNet(ARCH, num_classes=10), str(tmp_path / "osnet.pth.tar"))
     assert "its classifier of 751 classes dropped" in net.pretrained_note
+    assert "7 head tensors of the file (fc.0.weight and 6 more) not used" in net.pretrained_note
+    assert net.pretrained_note.count("dropped") == 1, "only the classifier is said to be dropped"
     assert net.pretrained_note.count(";") == 1, "one note, not a list of keys"
     assert torch.equal(net.backbone.conv1.conv.weight, torchreid_net.conv1.conv.weight)
     assert net.classifier.weight.shape == (10, 128)
