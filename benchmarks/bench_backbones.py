@@ -34,7 +34,7 @@ DEFAULT_ARCHS = (
 
 
 def forward_images_per_second(arch: str, size: tuple[int, int], batch: int, steps: int, warmup: int) -> float:
-    net = ReidNet(arch, num_classes=0, pretrained=None).eval()
+    net = ReidNet(arch, num_classes=0).eval()
     images = torch.randn(batch, 3, *size)
     with torch.no_grad():
         for step in range(warmup + steps):
@@ -63,7 +63,7 @@ def main() -> None:
         if not architecture_available(arch):
             print(f"{arch:<20} skipped: needs timm (pip install 'reid[pretrained]')")
             continue
-        params = sum(p.numel() for p in ReidNet(arch, num_classes=0, pretrained=None).backbone.parameters())
+        params = sum(p.numel() for p in ReidNet(arch, num_classes=0).backbone.parameters())
         forward = forward_images_per_second(arch, size, args.batch, args.steps, args.warmup)
         both = bare_images_per_second(arch, size, args.batch, args.classes, args.steps, args.warmup)
         rows.append({"backbone": arch, "parameters": params, "forward_img_s": forward, "train_img_s": both})

@@ -26,7 +26,7 @@ from reid.models.network import ReidNet
 
 def bare_images_per_second(arch: str, size: tuple[int, int], batch: int, classes: int, steps: int, warmup: int) -> float:
     torch.manual_seed(0)
-    net = ReidNet(arch, num_classes=classes, pretrained=None).train()
+    net = ReidNet(arch, num_classes=classes).train()
     optimizer = torch.optim.Adam(net.parameters(), lr=3.5e-4, weight_decay=5e-4)
     images = torch.randn(batch, 3, *size)
     labels = torch.arange(batch) % classes

@@ -9,7 +9,7 @@ import typer
 
 from reid.cli.common import console, handle_errors, print_table, write_json
 from reid.errors import ConfigError
-from reid.models.checkpoints import SOURCES
+from reid.models.formats import NAMED_FORMATS
 from reid.models.imports import import_model
 from reid.models.registry import ARTEFACTS, artefact_path, cache_state, fetch, get_artefact
 from reid.text import printable
@@ -61,15 +61,20 @@ def import_command(
     file: Path = typer.Argument(..., help="Checkpoint file: a state_dict, wrapped or DataParallel-prefixed, from torchreid or fast-reid."),
     arch: str = typer.Option(..., "--arch", help="Architecture of the checkpoint, e.g. osnet_x1_0 or resnet50."),
     out: Path = typer.Option(..., "--out", help="Model folder to write, e.g. models/osnet-market."),
-    source: Optional[str] = typer.Option(None, "--from", help="torchreid or fastreid, where the file does not tell."),
-    last_stride: Optional[int] = typer.Option(None, "--last-stride", help="ResNet's last stride (default: torchreid 2, fast-reid 1)."),
+    source: Optional[str] = typer.Option(None, "--from", help=f"The file's format where its names do not tell: {', '.join(NAMED_FORMATS)}."),
+    last_stride: Optional[int] = typer.Option(
+        None, "--last-stride", help="ResNet's last stride (default: torchreid 2, or 1 with its fc layer; fast-reid 1)."
+    ),
+    pooling: Optional[str] = typer.Option(
+        None, "--pooling", help="avg or gem where the file does not tell (fast-reid's fixed GeM stores no tensor; gem is p = 3)."
+    ),
     overwrite: bool = typer.Option(False, "--overwrite", help="Replace the finished model in OUT (without it such a folder is refused)."),
     json_file: Optional[Path] = typer.Option(None, "--json", help="Also write the card as JSON."),
 ) -> None:
     """Write a model folder from a checkpoint made elsewhere, for eval, enroll, query, verify, calibrate and export."""
-    if source is not None and source not in SOURCES:
-        raise ConfigError(f"--from {source!r}: choose torchreid or fastreid")
-    card = import_model(file, arch, out, source=source, last_stride=last_stride, overwrite=overwrite)
+    if source is not None and source not in NAMED_FORMATS:
+        raise ConfigError(f"--from {source!r}: choose one of {', '.join(NAMED_FORMATS)}")
+    card = import_model(file, arch, out, source=source, last_stride=last_stride, overwrite=overwrite, pooling=pooling)
     console.print(
         f"model written to {printable(out)} ({card.architecture}, {card.embedding_dim}-d, neck {card.neck}, "
         f"fingerprint {card.fingerprint}); {printable(card.pretrained)}",

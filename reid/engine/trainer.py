@@ -51,7 +51,7 @@ from reid.paths import remove_stale_temporaries
 from reid.models.encoder import Encoder, TorchEncoder
 from reid.models.folder import check_model_output, save_model
 from reid.models.network import ReidNet
-from reid.models.pretrained import resolve_start
+from reid.models.pretrained import load_start, resolve_start
 from reid.paths import check_output_folder
 from reid.pipeline.subject import ALIGNING_FACE_DETECTOR, SubjectRule
 
@@ -311,8 +311,9 @@ def _setup(config: TrainConfig, ctx: DistributedContext) -> _Run:
         embedding_dim=config.embedding_dim,
         pooling=config.pooling,
         last_stride=config.last_stride,
-        pretrained=start,
-    ).to(ctx.device)
+    )
+    load_start(network, start)
+    network = network.to(ctx.device)
     if config.sync_bn and ctx.distributed:
         network = nn.SyncBatchNorm.convert_sync_batchnorm(network)
     metric = build_metric(config, num_classes, network.embedding_dim)

@@ -85,13 +85,18 @@ def _is_resnet(name: str) -> bool:
     return name.startswith(("resnet", "resnext"))
 
 
-def build_backbone(name: str, last_stride: int = 1) -> tuple[nn.Module, int]:
-    """Return ``(feature extractor, output channels)`` with random weights.
+def build_backbone(name: str, last_stride: int = 1, stem_pool: str = "padded") -> tuple[nn.Module, int]:
+    """Return ``(feature extractor, output channels)`` with random weights; reads no file.
 
     ``last_stride`` 1 removes the stride of ResNet's last stage (Luo et al. 2019): twice the
-    feature-map resolution for the same parameters. Raises ConfigError for an unknown name.
+    feature-map resolution for the same parameters. ``stem_pool`` ``ceil`` makes a ResNet's
+    first max-pool fast-reid's (3x3, stride 2, no padding, ``ceil_mode``) instead of
+    torchvision's (padding 1): the same weights, other windows. Raises ConfigError for an
+    unknown name, and for ``ceil`` on a network without that max-pool.
     """
     spec = backbone_spec(name)
+    if stem_pool != "padded" and not _is_resnet(name):
+        raise ConfigError(f"stem pool {stem_pool!r} is a ResNet's; {name} has no such max-pool")
     if spec.family == "osnet":
         return osnet_features(name), spec.out_dim
     if spec.family == "timm":
@@ -104,6 +109,8 @@ def build_backbone(name: str, last_stride: int = 1) -> tuple[nn.Module, int]:
             strided = block.conv2 if hasattr(block, "conv3") else block.conv1
             strided.stride = (1, 1)
             block.downsample[0].stride = (1, 1)
+        if stem_pool == "ceil":
+            model.maxpool = nn.MaxPool2d(kernel_size=3, stride=2, padding=0, ceil_mode=True)
         return nn.Sequential(*list(model.children())[:-2]), spec.out_dim
     return model.features, spec.out_dim
 

@@ -53,6 +53,9 @@ EMBEDDING_FIELDS = (
     "last_stride",
     "normalized_output",
 )
+# Embedding fields added later, with the value every earlier card implies: a fingerprint
+# covers one only where it differs, so the fingerprints of earlier cards stay valid.
+LATER_EMBEDDING_FIELDS = {"stem_pool": "padded"}
 MAX_SIDE = 4096
 SHOWN_INPUT = 60  # characters of an offending value quoted in an error
 
@@ -69,6 +72,9 @@ MAX_QUANTILES = 64
 # head; none: the pooled feature itself, torchreid's ResNet.
 NECKS = ("bnneck", "fc", "none")
 POOLINGS = ("avg", "gem")
+# A ResNet's first max-pool: padded (torchvision's, padding 1) or ceil (fast-reid's, no
+# padding, output size rounded up).
+STEM_POOLS = ("padded", "ceil")
 
 
 @dataclass
@@ -91,6 +97,7 @@ class ModelCard:
     pooling: Literal[POOLINGS] = "avg"  # type: ignore[valid-type]
     neck: Literal[NECKS] = "bnneck"  # type: ignore[valid-type]
     last_stride: Annotated[StrictInt, Field(ge=1, le=2)] = 1
+    stem_pool: Literal[STEM_POOLS] = "padded"  # type: ignore[valid-type]
     num_classes: Annotated[StrictInt, Field(ge=0, le=100_000_000)] = 0
     pretrained: StrictStr = "none"
     kind: StrictStr = "person"
@@ -167,6 +174,7 @@ def embedding_fingerprint(card: ModelCard, weights: str) -> str:
     card's :data:`EMBEDDING_FIELDS`, 16 hex digits."""
     data = card.to_dict()
     covered: dict[str, Any] = {name: data[name] for name in EMBEDDING_FIELDS}
+    covered.update({name: data[name] for name, earlier in LATER_EMBEDDING_FIELDS.items() if data[name] != earlier})
     # 0 and 0.0 are the same mean; the hash must not tell them apart.
     covered["mean"] = [float(v) for v in covered["mean"]]
     covered["std"] = [float(v) for v in covered["std"]]

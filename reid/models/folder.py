@@ -109,7 +109,7 @@ def load_model(folder: Path) -> tuple[ReidNet, ModelCard]:
     if card.format != "torch":
         raise ModelError(f"{folder / CARD_FILE}: a model folder holds a torch model, not format {card.format!r}")
     try:
-        network = build_network(card, pretrained=None)
+        network = build_network(card)
     except ConfigError as exc:
         raise ModelError(f"{folder / CARD_FILE}: {exc}") from exc
     try:

@@ -1,40 +1,45 @@
-"""``reid import``: turn a checkpoint from elsewhere (torchreid, fast-reid, DataParallel
-wrappers) into a model folder that every command takes like one trained here."""
+"""``reid import``: turn a checkpoint from elsewhere (torchreid, fast-reid, a plain or
+DataParallel state_dict) into a model folder that every command takes like one trained
+here, reproducing the source network's own eval forward or refusing the file."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
+import torch
+
 from reid.errors import ModelError
 from reid.models.backbones import backbone_spec
-from reid.models.card import IMAGENET_MEAN, IMAGENET_STD, ModelCard
-from reid.models.checkpoints import SOURCES, detect_layout, read_state
+from reid.models.card import IMAGENET_MEAN, IMAGENET_STD, POOLINGS, ModelCard
+from reid.models.checkpoints import read_state
 from reid.models.folder import check_model_output, save_model
+from reid.models.formats import Head, checkpoint_format, fit, prepared
 from reid.models.network import ReidNet
 from reid.paths import check_output_folder
 
-
-def _width(state: dict, key: str, dims: int, path: Path) -> int:
-    """The output width of the layer tensor ``key``, which must have ``dims`` dimensions."""
-    tensor = state[key]
-    if tensor.dim() != dims or tensor.shape[0] < 1:
-        raise ModelError(f"{path}: {key} has shape {list(tensor.shape)}; a layer of this kind has {dims} dimension(s)")
-    return int(tensor.shape[0])
+# fast-reid's fixed GeM (``gempool``) stores no exponent; its p is 3.
+FIXED_GEM_P = 3.0
 
 
-def _head(state: dict, architecture: str, layout: str, path: Path) -> tuple[str, int | None, int]:
-    """``(neck, embedding_dim, last_stride)`` of the network the checkpoint was saved from."""
-    if layout == "fastreid":
-        key = "heads.bottleneck.0.weight"
-        return "bnneck", _width(state, key, 1, path) if key in state else None, 1
-    if layout == "reid":
-        if "bnneck.weight" not in state:
-            raise ModelError(f"{path}: a model-folder checkpoint without bnneck.weight")
-        return "bnneck", _width(state, "bnneck.weight", 1, path), 1
-    if backbone_spec(architecture).family == "osnet" and "fc.0.weight" in state:
-        return "fc", _width(state, "fc.0.weight", 2, path), 1
-    # torchreid's plain ResNets keep ResNet's last stride 2 and embed the pooled feature.
-    return "none", None, 2
+def _pooling(head: Head, pooling: str | None, path: Path) -> str:
+    """The pooling the file says, else the one given; a given one that contradicts the file is refused."""
+    if pooling is None:
+        return head.pooling
+    if pooling not in POOLINGS:
+        raise ModelError(f"unknown pooling {pooling!r}; choose {' or '.join(POOLINGS)}")
+    if head.pooling == "gem" and pooling != "gem":
+        raise ModelError(f"{path}: holds a learned GeM exponent, so its pooling is gem, not {pooling}")
+    return pooling
+
+
+def _describe(source: str, architecture: str, head: Head, pooling: str, stride: int, embedding_dim: int) -> str:
+    neck = {"bnneck": "BNNeck", "fc": "fc (Linear + BatchNorm + ReLU)", "none": "no neck"}[head.neck]
+    parts = [f"{architecture}", f"{'GeM' if pooling == 'gem' else 'average'} pooling", neck, f"{embedding_dim}-d", f"last stride {stride}"]
+    if head.stem_pool == "ceil":
+        parts.append("fast-reid's stem max-pool")
+    if head.mean is not None or head.std is not None:
+        parts.append("its pixel mean/std")
+    return f"{source}: {', '.join(parts)}"
 
 
 def import_model(
@@ -45,40 +50,55 @@ def import_model(
     last_stride: int | None = None,
     input_size: tuple[int, int] = (256, 128),
     overwrite: bool = False,
+    pooling: str | None = None,
 ) -> ModelCard:
     """Write ``out`` as a model folder holding the checkpoint's weights and a card.
 
-    The card carries the source's preprocessing (RGB, ``input_size`` HxW, ImageNet
-    mean/std, as torchreid and fast-reid train) and a neck that reproduces the source's
-    eval-mode feature: torchreid's OSNet ``fc`` output, torchreid's ResNet pooled feature,
-    fast-reid's BNNeck feature. The classifier is dropped. Raises ModelError (one line
-    naming the file) for a file that is not a state_dict or does not fit ``architecture``,
-    and ConfigError, before reading it, when ``out`` holds a finished model and
-    ``overwrite`` is False. The folder is replaced whole (:func:`save_model`).
+    The format (:mod:`reid.models.formats`) is recognised from the tensor names unless
+    ``source`` names it. The network is built with the source's head (pooling, neck,
+    last stride, stem max-pool) and every one of its tensors must come from the file, and
+    every tensor of the file but its classifier must find a place: the import reproduces
+    the source's eval forward, or it is refused. ``pooling`` says what the file cannot
+    (fast-reid's fixed GeM leaves no tensor; ``gem`` then means p = 3). The card carries the
+    source's preprocessing: RGB, ``input_size`` HxW, the file's pixel mean/std when it
+    holds them (fast-reid), else ImageNet's, as torchreid trains.
+
+    Raises ModelError (one line naming the file) for a file that is not a state_dict, or
+    whose tensors do not make ``architecture`` with its head (naming the tensors), and
+    ConfigError, before reading it, for an unknown architecture or when ``out`` holds a
+    finished model and ``overwrite`` is False. The folder is replaced whole
+    (:func:`save_model`).
     """
     path, out = Path(path), Path(out)
+    backbone_spec(architecture)
     check_output_folder(out, "--out")
     check_model_output(out, "--out", overwrite)
     state = read_state(path)
-    layout = SOURCES[source] if source else detect_layout(state)
-    neck, embedding_dim, default_stride = _head(state, architecture, layout, path)
-    stride = default_stride if last_stride is None else last_stride
-    network = ReidNet(
-        architecture, num_classes=0, embedding_dim=embedding_dim, last_stride=stride,
-        pretrained=str(path), neck=neck, pretrained_source=source,
-    ).eval()
+    fmt = checkpoint_format(state, architecture, source)
+    state = prepared(fmt, state, architecture, path)
+    head = fmt.head(state, architecture, path)
+    pool = _pooling(head, pooling, path)
+    stride = head.last_stride if last_stride is None else last_stride
+    placed = fmt.place(state, architecture)
+    if pool == "gem" and "pool.p" not in placed.state:
+        placed.state["pool.p"], placed.origin["pool.p"] = torch.tensor(FIXED_GEM_P), "pool.p"
+    network = ReidNet(architecture, 0, head.embedding_dim, pool, stride, head.neck, head.stem_pool).eval()
+    notes = fit(network, placed, architecture, path, exact=True)
+    described = _describe(fmt.source, architecture, head, pool, stride, network.embedding_dim)
     card = ModelCard(
         name=out.name,
         architecture=architecture,
         embedding_dim=network.embedding_dim,
         input_size=input_size,
-        mean=IMAGENET_MEAN,
-        std=IMAGENET_STD,
+        mean=head.mean or IMAGENET_MEAN,
+        std=head.std or IMAGENET_STD,
         channel_order="rgb",
-        neck=neck,
+        pooling=pool,
+        neck=head.neck,
         last_stride=stride,
+        stem_pool=head.stem_pool,
         num_classes=0,
-        pretrained=network.pretrained_note,
-        training_data={"imported_from": path.name, "format": source or layout},
+        pretrained=f"imported from {path.name} ({described})" + "".join(f"; {note}" for note in notes),
+        training_data={"imported_from": path.name, "format": fmt.name},
     )
     return save_model(network, card, out)

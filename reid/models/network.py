@@ -15,8 +15,7 @@ from torch import nn
 
 from reid.errors import ConfigError
 from reid.models.backbones import build_backbone
-from reid.models.card import NECKS, ModelCard
-from reid.models.pretrained import Start, apply_start, resolve_start, start_normalisation
+from reid.models.card import IMAGENET_MEAN, IMAGENET_STD, NECKS, STEM_POOLS, ModelCard
 
 
 class GeM(nn.Module):
@@ -47,15 +46,21 @@ class NetOutput(NamedTuple):
 
 
 class ReidNet(nn.Module):
-    """Backbone -> pooling -> neck -> classifier.
+    """Backbone -> pooling -> neck -> classifier, with random weights.
+
+    Building one reads no file and opens no connection: starting weights are loaded
+    afterwards by :func:`reid.models.pretrained.load_start` (training, ``--pretrained``)
+    or from a model folder (:func:`reid.models.load_model`).
 
     ``neck`` is ``bnneck`` (optional linear reduction, then BatchNorm; what ``reid train``
-    trains), ``fc`` (torchreid's OSNet head: Linear + BatchNorm1d + ReLU to
-    ``embedding_dim``) or ``none`` (the pooled feature). ``pretrained`` is what
-    :func:`reid.models.pretrained.resolve_start` accepts; loading it may raise ModelError.
-    ``input_mean``/``input_std`` are the normalisation its start was trained with (pixels
-    scaled to 0..1; ImageNet's for a random start): what training normalises with and what
-    the card records.
+    trains), ``fc`` (torchreid's head: Linear + BatchNorm1d + ReLU to ``embedding_dim``)
+    or ``none`` (the pooled feature). ``stem_pool`` is a ResNet's first max-pool:
+    ``padded`` (torchvision's 3x3, stride 2, padding 1) or ``ceil`` (fast-reid's, no
+    padding, rounding up). ``input_mean``/``input_std`` are the normalisation (pixels
+    scaled to 0..1) its weights expect: ImageNet's until a start says otherwise; what
+    training normalises with and what the card records. ``pretrained_note`` says where
+    the weights came from. Raises ConfigError for an unknown architecture, pooling, neck
+    or stem pool.
     """
 
     def __init__(
@@ -65,15 +70,15 @@ class ReidNet(nn.Module):
         embedding_dim: int | None = None,
         pooling: str = "avg",
         last_stride: int = 1,
-        pretrained: str | Start | None = "imagenet",
         neck: str = "bnneck",
-        pretrained_source: str | None = None,
+        stem_pool: str = "padded",
     ) -> None:
         super().__init__()
         if neck not in NECKS:
             raise ConfigError(f"unknown neck {neck!r}; choose one of {', '.join(NECKS)}")
-        start = resolve_start(architecture, pretrained, pretrained_source)
-        self.backbone, channels = build_backbone(architecture, last_stride)
+        if stem_pool not in STEM_POOLS:
+            raise ConfigError(f"unknown stem pool {stem_pool!r}; choose one of {', '.join(STEM_POOLS)}")
+        self.backbone, channels = build_backbone(architecture, last_stride, stem_pool)
         if pooling not in POOLINGS:
             raise ConfigError(f"unknown pooling {pooling!r}; choose {' or '.join(POOLINGS)}")
         self.pool: nn.Module = POOLINGS[pooling]()
@@ -96,11 +101,13 @@ class ReidNet(nn.Module):
             nn.init.constant_(self.bnneck.weight, 1.0)
             nn.init.constant_(self.bnneck.bias, 0.0)
         self.classifier = nn.Linear(embedding_dim, num_classes, bias=False) if num_classes > 0 else None
+        self.architecture = architecture
         self.embedding_dim = embedding_dim
         if self.classifier is not None:
             nn.init.normal_(self.classifier.weight, std=0.001)
-        self.pretrained_note = apply_start(self, architecture, start)
-        self.input_mean, self.input_std = start_normalisation(start)
+        self.pretrained_note = "random initialisation (--pretrained none)"
+        self.input_mean: tuple[float, float, float] = IMAGENET_MEAN
+        self.input_std: tuple[float, float, float] = IMAGENET_STD
 
     def forward(self, images: torch.Tensor) -> NetOutput:
         feature = self.reduction(self.pool(self.backbone(images)))
@@ -109,14 +116,15 @@ class ReidNet(nn.Module):
         return NetOutput(feature, embedding, logits)
 
 
-def build_network(card: ModelCard, pretrained: str | None = None) -> ReidNet:
-    """Build the network a card describes (weights are loaded separately)."""
+def build_network(card: ModelCard) -> ReidNet:
+    """The network a card describes, with random weights (no file or network access);
+    its weights are loaded separately. Raises ConfigError as :class:`ReidNet` does."""
     return ReidNet(
         card.architecture,
         num_classes=card.num_classes,
         embedding_dim=card.embedding_dim,
         pooling=card.pooling,
         last_stride=card.last_stride,
-        pretrained=pretrained,
         neck=card.neck,
+        stem_pool=card.stem_pool,
     )

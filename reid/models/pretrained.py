@@ -17,7 +17,8 @@ from torch import nn
 from reid.errors import ModelError
 from reid.models.backbones import architecture_available, backbone_spec
 from reid.models.card import IMAGENET_MEAN, IMAGENET_STD
-from reid.models.checkpoints import SOURCES, artefact_state, detect_layout, fit, place, read_state
+from reid.models.checkpoints import read_state
+from reid.models.formats import FORMATS, artefact_state, checkpoint_format, fit, prepared
 from reid.models.registry import (
     ARTEFACTS,
     Artefact,
@@ -35,13 +36,13 @@ NO_START = ("none", "")
 
 @dataclass
 class Start:
-    """Tensors to start from, their naming layout, a description for the card, and the
-    input normalisation the tensors were trained with (per channel, on pixels scaled to
-    0..1). Training normalises with it and the model's card records it, so the start sees
-    the inputs it learned from."""
+    """Tensors to start from, their format (a key of :data:`reid.models.formats.FORMATS`),
+    a description for the card, and the input normalisation the tensors were trained with
+    (per channel, on pixels scaled to 0..1). Training normalises with it and the model's
+    card records it, so the start sees the inputs it learned from."""
 
     state: dict[str, torch.Tensor]
-    layout: str
+    format: str
     label: str
     mean: tuple[float, float, float] = IMAGENET_MEAN
     std: tuple[float, float, float] = IMAGENET_STD
@@ -55,7 +56,7 @@ def start_normalisation(start: Start | None) -> tuple[tuple[float, float, float]
 
 def _artefact_start(artefact: Artefact, path: Path) -> Start:
     return Start(
-        artefact_state(artefact, path), "native", f"{artefact.name} ({artefact.description}, {artefact.licence})",
+        artefact_state(artefact, path), artefact.layout, f"{artefact.name} ({artefact.description}, {artefact.licence})",
         mean=artefact.mean, std=artefact.std,
     )
 
@@ -103,8 +104,8 @@ def imagenet_start(architecture: str) -> Start:
 def resolve_start(architecture: str, pretrained: str | Path | Start | None, source: str | None = None) -> Start | None:
     """Turn a ``--pretrained`` value into tensors: None/``none`` for random weights,
     ``imagenet``, a registry name (``osnet_x1_0.market1501``) or a checkpoint file whose
-    format is detected unless ``source`` (torchreid, fastreid, reid) says it. A Start
-    already resolved is returned as it is."""
+    format is recognised unless ``source`` (a format name: reid, fastreid, torchreid,
+    torchvision) says it. A Start already resolved is returned as it is."""
     if isinstance(pretrained, Start):
         return pretrained
     backbone_spec(architecture)  # an unknown architecture is named as such, not as missing weights
@@ -121,13 +122,26 @@ def resolve_start(architecture: str, pretrained: str | Path | Start | None, sour
     if not path.is_file():
         raise ModelError(f"{path}: pretrained weights file not found (nor a registry name; see `reid models list`)")
     state = read_state(path)
-    layout = SOURCES[source] if source else detect_layout(state)
-    return Start(state, layout, str(path))
+    fmt = checkpoint_format(state, architecture, source)
+    return Start(prepared(fmt, state, architecture, path), fmt.name, str(path))
 
 
-def apply_start(network: nn.Module, architecture: str, start: Start | None) -> str:
-    """Load a start into a ReidNet; returns the provenance note for its card."""
+def load_start(network: nn.Module, start: Start | None) -> str:
+    """Load ``start`` (from :func:`resolve_start`) into a freshly built ReidNet and return
+    the provenance note for its card; also records it as ``network.pretrained_note`` and
+    the start's normalisation as ``network.input_mean``/``input_std``.
+
+    The one place training and ``--pretrained`` load starting weights: every backbone
+    tensor comes from the start; head tensors are taken where they fit. Raises ModelError,
+    one line naming the start, when its backbone does not fit.
+    """
     if start is None:
-        return "random initialisation (--pretrained none)"
-    notes = fit(network, place(start.state, architecture, start.layout), architecture, start.label)
-    return f"started from {start.label}" + (f"; {', '.join(notes)}" if notes else "")
+        note = "random initialisation (--pretrained none)"
+    else:
+        architecture = network.architecture
+        placed = FORMATS[start.format].place(start.state, architecture)
+        notes = fit(network, placed, architecture, start.label, exact=False)
+        note = f"started from {start.label}" + (f"; {', '.join(notes)}" if notes else "")
+    network.pretrained_note = note
+    network.input_mean, network.input_std = start_normalisation(start)
+    return note

@@ -63,10 +63,11 @@ class Artefact:
     ``sha256`` is the full hex digest, the hash prefix torchvision checks, or empty when
     the publisher gives none; for an artefact with a ``rewrite`` (a name in
     :data:`reid.models.onnx_graph.REWRITES`) it is the digest of the rewritten file and
-    ``published_sha256`` that of the file as published. ``layout`` names the parameter naming of the file:
-    ``torchvision``, ``torchreid``, ``efficientnet-lite0-ordered`` (EfficientNet-Lite0 in
-    lukemelas' names, mapped in order onto timm's), ``mobilenetv2-ordered``
-    (MobileNetV2 features mapped in order onto torchvision's), ``tensorflow-frozen-graph``
+    ``published_sha256`` that of the file as published. ``layout`` names the file's format:
+    for a PyTorch checkpoint one of :data:`reid.models.formats.FORMATS` (``torchvision``,
+    ``torchreid``, ``efficientnet-lite0-ordered``: EfficientNet-Lite0 in lukemelas' names,
+    mapped in order onto timm's, ``mobilenetv2-ordered``: MobileNetV2 features mapped in
+    order onto torchvision's), else ``tensorflow-frozen-graph``
     (a TensorFlow graph with its weights folded in, run by OpenCV's DNN module) or ``onnx``
     (an ONNX graph, run by onnxruntime).
     """
@@ -345,10 +346,8 @@ def _check_as_checkpoint(artefact: Artefact, path: Path) -> None:
     """Read ``path`` as the artefact's checkpoint (bounded, weights only) and check its
     tensors fit the artefact's architecture; the check a file without a published hash
     passes before its hash is recorded.  Raises ModelError naming the file."""
-    from reid.models.checkpoints import artefact_state, fit_artefact
+    from reid.models.formats import artefact_state, fit_artefact
 
-    if artefact.layout == "tensorflow-frozen-graph":
-        raise ModelError(f"{path}: {artefact.name} has a published hash; it is checked by that")
     fit_artefact(artefact, artefact_state(artefact, path), path)
 
 

@@ -13,6 +13,7 @@ import torch
 from reid.models.card import ModelCard
 from reid.models.folder import save_model
 from reid.models.network import ReidNet, build_network
+from reid.models.pretrained import load_start, resolve_start
 
 # Input sizes (height, width) of stand-ins by kind when none is given.
 STAND_IN_INPUT = {"person": (128, 64), "face": (112, 92)}
@@ -20,11 +21,15 @@ STAND_IN_INPUT = {"person": (128, 64), "face": (112, 92)}
 
 def untrained_network(card: ModelCard, seed: int = 0, pretrained: str | None = None) -> ReidNet:
     """The network ``card`` describes, its random weights drawn from ``seed`` (same seed,
-    same weights) without moving the caller's random state; ``pretrained`` as in
-    :func:`reid.models.build_network`."""
+    same weights) without moving the caller's random state, then started from
+    ``pretrained`` (what ``--pretrained`` takes; None for none) by
+    :func:`reid.models.pretrained.load_start`. Raises ModelError as that does."""
+    start = resolve_start(card.architecture, pretrained)
     with torch.random.fork_rng(devices=[]):
         torch.manual_seed(seed)
-        return build_network(card, pretrained)
+        network = build_network(card)
+    load_start(network, start)
+    return network
 
 
 def stand_in_model(

@@ -9,7 +9,7 @@ import pytest
 
 from reid.engine.demo import IMAGENET_ARCHITECTURE, choose_demo_config, demo_config, run_demo, start_line
 from reid.models import ReidNet
-from reid.models.pretrained import imagenet_offline
+from reid.models.pretrained import imagenet_offline, load_start, resolve_start
 from reid.models.registry import ARTEFACTS
 
 
@@ -19,7 +19,8 @@ def test_demo_picks_the_installed_imagenet_start_and_says_so(imagenet_wheels: di
     assert installed is not None
     config = demo_config()
     assert (config.architecture, config.pretrained) == ("efficientnet_lite0", "imagenet")
-    network = ReidNet(config.architecture, num_classes=2, pretrained=config.pretrained)
+    network = ReidNet(config.architecture, num_classes=2)
+    load_start(network, resolve_start(config.architecture, config.pretrained))
     line = start_line(config, network.pretrained_note, installed)
     assert line.startswith("start: efficientnet_lite0, started from efficientnet_lite0.imagenet")
     assert "ImageNet" in line and "\n" not in line and "not installed" not in line
@@ -28,7 +29,8 @@ def test_demo_picks_the_installed_imagenet_start_and_says_so(imagenet_wheels: di
 def test_demo_falls_back_to_scratch_with_one_line() -> None:
     config = choose_demo_config(None)
     assert (config.architecture, config.pretrained) == ("resnet18", None)
-    network = ReidNet(config.architecture, num_classes=2, pretrained=config.pretrained)
+    network = ReidNet(config.architecture, num_classes=2)
+    load_start(network, resolve_start(config.architecture, config.pretrained))
     line = start_line(config, network.pretrained_note, None)
     assert line.startswith("start: resnet18, random initialisation")
     assert "no ImageNet start is installed" in line and 'pip install -e ".[pretrained]"' in line

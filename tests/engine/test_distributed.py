@@ -136,7 +136,7 @@ def reference_run(config: TrainConfig, out: Path, world_size: int, monkeypatch: 
 
 def initial_parameters(config: TrainConfig, num_classes: int) -> dict[str, torch.Tensor]:
     torch.manual_seed(config.seed)
-    network = ReidNet(config.architecture, num_classes=num_classes if config.ce_weight > 0 else 0, pretrained=None)
+    network = ReidNet(config.architecture, num_classes=num_classes if config.ce_weight > 0 else 0)
     return {name: p.detach() for name, p in network.named_parameters()}
 
 

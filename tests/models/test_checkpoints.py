@@ -26,6 +26,7 @@ from reid.models.imports import import_model
 from reid.models.osnet import OSNet
 from reid.paths import STAGING_MARK
 
+from starting import started
 from test_osnet import seeded
 
 ARCH = "osnet_x0_25"
@@ -82,13 +83,14 @@ def fastreid_checkpoint(tmp_path: Path) -> tuple[Path, nn.Module, nn.BatchNorm1d
     torch.save({"model": state, "iteration": 1000}, tmp_path / "bot.pth")
     backbone.layer4[0].conv1.stride = (1, 1)
     backbone.layer4[0].downsample[0].stride = (1, 1)
+    backbone.maxpool = nn.MaxPool2d(kernel_size=3, stride=2, ceil_mode=True)  # fast-reid's stem
     return tmp_path / "bot.pth", backbone.eval(), bottleneck.eval()
 
 
 def test_fastreid_bot_imports_with_the_same_embeddings(tmp_path: Path) -> None:
     path, backbone, bottleneck = fastreid_checkpoint(tmp_path)
     card = import_model(path, "resnet18", tmp_path / "model")
-    assert (card.neck, card.last_stride, card.embedding_dim) == ("bnneck", 1, 512)
+    assert (card.neck, card.last_stride, card.embedding_dim, card.stem_pool) == ("bnneck", 1, 512, "ceil")
     network, _ = load_model(tmp_path / "model")
     x = images()
     with torch.no_grad():
@@ -115,8 +117,10 @@ def test_torchreid_resnet_keeps_its_last_stride(tmp_path: Path) -> None:
 
 def test_fine_tuning_from_a_torchreid_file_drops_the_classifier(torchreid_net: OSNet, tmp_path: Path) -> None:
     torch.save({"state_dict": torchreid_net.state_dict()}, tmp_path / "osnet.pth.tar")
-    net = ReidNet(ARCH, num_classes=10, pretrained=str(tmp_path / "osnet.pth.tar"))
+    net = started(ReidNet(ARCH, num_classes=10), str(tmp_path / "osnet.pth.tar"))
     assert "its classifier of 751 classes dropped" in net.pretrained_note
+    assert "7 head tensors of the file (fc.0.weight and 6 more) not used" in net.pretrained_note
+    assert net.pretrained_note.count("dropped") == 1, "only the classifier is said to be dropped"
     assert net.pretrained_note.count(";") == 1, "one note, not a list of keys"
     assert torch.equal(net.backbone.conv1.conv.weight, torchreid_net.conv1.conv.weight)
     assert net.classifier.weight.shape == (10, 128)
@@ -143,8 +147,8 @@ def bad_files(tmp_path: Path, torchreid_net: OSNet) -> dict[str, tuple[Path, str
         "pickled": (tmp_path / "whole.pth", "test_checkpoints.Whole), not weights"),
         "text": (tmp_path / "notes.pth", "not a PyTorch checkpoint"),
         "no tensors": (tmp_path / "meta.pth", "without any tensor"),
-        "other architecture": (tmp_path / "resnet.pth", "backbone tensors missing (first backbone.conv1.conv.weight)"),
-        "other width": (tmp_path / "wider.pth", "layer backbone.conv1.conv.weight is [32, 3, 7, 7] in the file but [16, 3, 7, 7] here"),
+        "other architecture": (tmp_path / "resnet.pth", "122 tensors of the file have no place: bn1.weight, bn1.bias and 120 more"),
+        "other width": (tmp_path / "wider.pth", "layer conv1.conv.weight is [32, 3, 7, 7] in the file but [16, 3, 7, 7] here"),
         "0-d layer": (tmp_path / "scalar.pth", "fc.0.weight has shape []; a layer of this kind has 2 dimension(s)"),
         "meta tensor": (tmp_path / "meta-tensor.pth", "fc.0.weight is a meta tensor (no values)"),
         "sparse tensor": (tmp_path / "sparse.pth", "conv1.conv.weight is a torch.sparse_coo tensor"),

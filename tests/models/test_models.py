@@ -11,6 +11,8 @@ from reid.errors import ConfigError, ModelError
 from reid.models import ModelCard, ReidNet, build_network, load_card, load_encoder, load_model, save_model
 from reid.models.card import WEIGHTS_FILE, file_fingerprint, seal_card
 
+from starting import started
+
 
 def tiny_card(**changes: object) -> ModelCard:
     values = dict(name="t", architecture="resnet18", embedding_dim=32, input_size=(64, 32), num_classes=5)
@@ -20,7 +22,7 @@ def tiny_card(**changes: object) -> ModelCard:
 
 def test_bnneck_outputs_and_last_stride() -> None:
     torch.manual_seed(0)
-    net = ReidNet("resnet18", num_classes=7, embedding_dim=32, pretrained=None)
+    net = ReidNet("resnet18", num_classes=7, embedding_dim=32)
     net.train()
     out = net(torch.randn(4, 3, 64, 32))
     assert out.feature.shape == out.embedding.shape == (4, 32) and out.logits.shape == (4, 7)
@@ -32,17 +34,17 @@ def test_bnneck_outputs_and_last_stride() -> None:
 
 
 def test_gem_pooling_and_unknown_options() -> None:
-    net = ReidNet("resnet18", num_classes=0, pooling="gem", pretrained=None).eval()
+    net = ReidNet("resnet18", num_classes=0, pooling="gem").eval()
     assert net(torch.rand(1, 3, 64, 32)).embedding.shape == (1, 512)
     with pytest.raises(ConfigError, match="unknown pooling"):
-        ReidNet("resnet18", 2, pooling="max", pretrained=None)
+        ReidNet("resnet18", 2, pooling="max")
     with pytest.raises(ConfigError, match="unknown architecture 'vgg'"):
-        ReidNet("vgg", 2, pretrained=None)
+        ReidNet("vgg", 2)
 
 
 def test_missing_pretrained_file_is_one_line(tmp_path: Path) -> None:
     with pytest.raises(ModelError, match="pretrained weights file not found"):
-        ReidNet("resnet18", 2, pretrained=str(tmp_path / "none.pth"))
+        started(ReidNet("resnet18", 2), str(tmp_path / "none.pth"))
 
 
 def test_local_weights_file_is_loaded(tmp_path: Path) -> None:
@@ -50,10 +52,10 @@ def test_local_weights_file_is_loaded(tmp_path: Path) -> None:
 
     reference = torchvision.models.resnet18(weights=None)
     torch.save(reference.state_dict(), tmp_path / "r18.pth")
-    net = ReidNet("resnet18", 2, pretrained=str(tmp_path / "r18.pth"))
+    net = started(ReidNet("resnet18", 2), str(tmp_path / "r18.pth"))
     assert torch.equal(net.backbone[0].weight, reference.conv1.weight)
     assert "r18.pth" in net.pretrained_note
-    assert "classifier (2 tensors) dropped" in net.pretrained_note
+    assert "its classifier of 1000 classes dropped" in net.pretrained_note
 
 
 def test_model_folder_round_trip(tmp_path: Path) -> None:

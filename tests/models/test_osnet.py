@@ -68,7 +68,7 @@ def test_osnet_equals_torchreid(name: str) -> None:
 
 @pytest.mark.parametrize("name", ["osnet_x0_25", "osnet_ain_x1_0"])
 def test_osnet_backbone_in_reidnet(name: str) -> None:
-    net = ReidNet(name, num_classes=5, pretrained=None)
+    net = ReidNet(name, num_classes=5)
     channels = OSNET_VARIANTS[name].channels[3]
     out = net(torch.randn(4, 3, 256, 128))
     assert out.feature.shape == (4, channels) and out.logits.shape == (4, 5)

@@ -17,6 +17,8 @@ from reid.models.card import IMAGENET_MEAN, IMAGENET_STD
 from reid.models.pretrained import imagenet_offline
 from reid.models.registry import ARTEFACTS
 
+from starting import started
+
 MICRO = SyntheticConfig(seed=21, train_ids=4, test_ids=2, cameras_per_id=(2, 2), images_per_camera=(2, 2), distractors=0, junk=0)
 
 
@@ -28,9 +30,9 @@ def micro_data(tmp_path_factory: pytest.TempPathFactory) -> str:
 def test_efficientnet_lite0_start_carries_its_own_normalisation(imagenet_wheels: dict[str, Path]) -> None:
     artefact = ARTEFACTS["efficientnet_lite0.imagenet"]
     assert artefact.mean == (0.5, 0.5, 0.5) and artefact.std == (0.5, 0.5, 0.5)
-    net = ReidNet("efficientnet_lite0", num_classes=2, pretrained="imagenet")
+    net = started(ReidNet("efficientnet_lite0", num_classes=2), "imagenet")
     assert (net.input_mean, net.input_std) == (artefact.mean, artefact.std)
-    scratch = ReidNet("efficientnet_lite0", num_classes=2, pretrained=None)
+    scratch = ReidNet("efficientnet_lite0", num_classes=2)
     assert (scratch.input_mean, scratch.input_std) == (IMAGENET_MEAN, IMAGENET_STD)
 
 

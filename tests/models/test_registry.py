@@ -22,7 +22,7 @@ from reid.cli import app
 from reid.errors import ModelError
 from reid.models import ReidNet
 from reid.models.backbones import timm_model, torchvision_model
-from reid.models.checkpoints import artefact_state
+from reid.models.formats import artefact_state
 from reid.engine.demo import demo_config
 from reid.models import registry
 from reid.models.osnet import OSNet
@@ -39,6 +39,8 @@ from reid.models.registry import (
     file_sha256,
     remove_fetch_leftovers,
 )
+
+from starting import started
 
 ROOT = Path(__file__).resolve().parents[2]
 MILITARY_UNIFORM = 652  # ImageNet class of grace_hopper.jpg
@@ -214,7 +216,7 @@ def test_mobilenet_v2_mapping_places_every_tensor(imagenet_wheels: dict[str, Pat
     state = artefact_state(artefact, imagenet_wheels[artefact.name])
     features = {k: v for k, v in torchvision_model("mobilenet_v2").state_dict().items() if k.startswith("features.")}
     assert list(state) == list(features)
-    net = ReidNet("mobilenet_v2", num_classes=3, pretrained=artefact.name)
+    net = started(ReidNet("mobilenet_v2", num_classes=3), artefact.name)
     for key, tensor in state.items():
         assert torch.equal(net.state_dict()["backbone." + key.removeprefix("features.")], tensor), key
     # Trained BatchNorm statistics, not the fresh (0, 1) ones.
@@ -226,7 +228,7 @@ def test_mobilenet_v2_mapping_places_every_tensor(imagenet_wheels: dict[str, Pat
 
 
 def test_imagenet_start_is_taken_from_the_cache(imagenet_wheels: dict[str, Path]) -> None:
-    net = ReidNet("efficientnet_lite0", num_classes=4, pretrained="imagenet")
+    net = started(ReidNet("efficientnet_lite0", num_classes=4), "imagenet")
     assert net.pretrained_note.startswith("started from efficientnet_lite0.imagenet")
     reference = artefact_state(ARTEFACTS["efficientnet_lite0.imagenet"], imagenet_wheels["efficientnet_lite0.imagenet"])
     assert torch.equal(net.backbone.conv_stem.weight, reference["conv_stem.weight"])
@@ -235,7 +237,7 @@ def test_imagenet_start_is_taken_from_the_cache(imagenet_wheels: dict[str, Path]
 def test_imagenet_never_starts_silently_from_random() -> None:
     """Offline, --pretrained imagenet stops with one line that says how to train from scratch."""
     try:
-        net = ReidNet("resnet34", num_classes=2, pretrained="imagenet")
+        net = started(ReidNet("resnet34", num_classes=2), "imagenet")
     except ModelError as exc:
         assert "\n" not in str(exc) and str(exc).endswith("or train from scratch with --pretrained none")
     else:
