@@ -57,6 +57,7 @@ from reid.pipeline.query import (
     resolve_threshold,
 )
 from reid.pipeline.sources import Frame, MediaSource, open_source
+from reid.pipeline.scene import parse_frames, scene_tracks
 from reid.pipeline.stages import STAGES, intra_op_threads, stage_timer
 from reid.pipeline.stream import Sighting, attach, choose_to_embed, link_frame
 
@@ -106,10 +107,12 @@ __all__ = [
     "link_frame",
     "margin_for",
     "open_source",
+    "parse_frames",
     "plan_enrolment",
     "gallery_threshold",
     "resolve_threshold",
     "safe_name",
+    "scene_tracks",
     "stage_timer",
     "SubjectRule",
     "Subjects",
