@@ -347,9 +347,10 @@ def one_identity_each(answers: Sequence[Sequence[Any]], threshold: Threshold) ->
     answer does not list are taken as farther than the threshold.  Among the assignments
     that name each person by an identity within ``threshold.value`` or leave them unknown,
     this chooses the one of least total distance, an unknown person counting as the
-    threshold (a hair more, so that a person at it is named) (the optimal assignment, scipy's ``linear_sum_assignment``), so a
-    name goes where it is nearest and no one is named who would not be named alone.
-    Returns one identity (None: unknown) per answer, in order.
+    threshold (a hair more, so that a person at it is named): the optimal assignment
+    (Kuhn 1955, the Hungarian method; scipy's ``linear_sum_assignment``).  So a name goes
+    where it is nearest, and no one is named who would not be named alone.  Returns one
+    identity (None: unknown) per answer, in order; raises nothing.
     """
     # Imported here: every command imports reid.decision, few of them assign.
     from scipy.optimize import linear_sum_assignment
