@@ -64,36 +64,58 @@ GRAM_ROWS = 512  # rows of the Gram matrix computed at a time
 Embeddings = Callable[[np.ndarray], np.ndarray]
 
 
+# Two boxes of one frame overlapping at least this much (IoU) may be one person boxed twice.
+SAME_BOX_IOU = 0.5
+
+
 @dataclass(frozen=True)
 class SceneTrack:
     """One track of a camera: ``frames`` (F,) the frame numbers where it has a box, and
-    ``embedding`` (D,) float32, the unit mean of its crops' embeddings."""
+    ``embedding`` (D,) float32, the unit mean of its crops' embeddings; ``boxes`` (F, 4)
+    its boxes (x, y, w, h in pixels) in those frames, or None when not known."""
 
     frames: np.ndarray
     embedding: np.ndarray
+    boxes: np.ndarray | None = None
 
 
-def scene_impostor_distances(tracks: Sequence[SceneTrack]) -> np.ndarray:
+def scene_impostor_distances(tracks: Sequence[SceneTrack], same_box_iou: float = SAME_BOX_IOU) -> np.ndarray:
     """Distances (float64, Euclidean between unit embeddings) between the embeddings of every
     two ``tracks`` that have a box in one frame: people seen at the same time are different
     people, so these are impostor pairs of the camera's scene.  Tracks that never share a
-    frame (one person lost and found again may be two tracks) give no pair.  Pairs come in
-    the order (i, j), i < j, of the tracks given."""
+    frame (one person lost and found again may be two tracks) give no pair, nor do two
+    tracks whose boxes overlap at IoU ``same_box_iou`` or more in every frame they share
+    (when both know their boxes): that is one person boxed twice as often as two people
+    walking as one, as when a track goes on over a person a new track has taken.  Pairs
+    come in the order (i, j), i < j, of the tracks given."""
     spans = [(int(np.min(t.frames)), int(np.max(t.frames))) if len(t.frames) else None for t in tracks]
-    frame_sets = [set(np.asarray(t.frames, dtype=np.int64).tolist()) for t in tracks]
+    where = [{int(f): n for n, f in enumerate(np.asarray(t.frames, dtype=np.int64).tolist())} for t in tracks]
     left, right = [], []
     for i in range(len(tracks)):
         for j in range(i + 1, len(tracks)):
             a, b = spans[i], spans[j]
             if a is None or b is None or a[1] < b[0] or b[1] < a[0]:
                 continue
-            if not frame_sets[i].isdisjoint(frame_sets[j]):
+            shared = where[i].keys() & where[j].keys()
+            if shared and not _boxed_twice(tracks[i], tracks[j], [(where[i][f], where[j][f]) for f in shared], same_box_iou):
                 left.append(i)
                 right.append(j)
     if not left:
         return np.zeros(0)
     vectors = np.stack([np.asarray(t.embedding, dtype=np.float64).reshape(-1) for t in tracks])
     return pair_distance(vectors[left], vectors[right])
+
+
+def _boxed_twice(a: SceneTrack, b: SceneTrack, rows: list[tuple[int, int]], same_box_iou: float) -> bool:
+    """Whether the boxes of ``a`` and ``b`` (their ``rows`` in the shared frames) overlap at
+    ``same_box_iou`` or more in every one of those frames; False when either has no boxes."""
+    if a.boxes is None or b.boxes is None:
+        return False
+    # Imported here: the tracker's IoU is the one rule for it, and the gallery package
+    # otherwise loads no detector or network code.
+    from reid.track.tracker import iou
+
+    return all(iou(tuple(a.boxes[m]), tuple(b.boxes[n])) >= same_box_iou for m, n in rows)
 
 
 def threshold_admitting(distances: np.ndarray, far: float) -> tuple[float, int]:

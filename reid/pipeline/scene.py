@@ -61,6 +61,7 @@ def scene_tracks(
     run = QueryRun(gallery, encoder, source, config)
     sums: dict[int, np.ndarray] = {}
     seen: dict[int, list[int]] = {}
+    boxes: dict[int, list[tuple[int, int, int, int]]] = {}
     crops: list[np.ndarray] = []
     owners: list[int] = []
 
@@ -80,6 +81,7 @@ def scene_tracks(
             if detection.track is None:
                 continue
             seen.setdefault(detection.track, []).append(result.frame)
+            boxes.setdefault(detection.track, []).append(tuple(detection.box))
             crops.append(detection.crop)
             owners.append(detection.track)
         if len(crops) >= config.batch_size:
@@ -91,6 +93,7 @@ def scene_tracks(
         norm = 0.0 if total is None else float(np.linalg.norm(total))
         if len(seen[number]) < config.tracker.min_boxes or norm == 0:
             continue
-        tracks.append(SceneTrack(np.asarray(seen[number], np.int64), (total / norm).astype(np.float32)))
+        frames_seen, embedding = np.asarray(seen[number], np.int64), (total / norm).astype(np.float32)
+        tracks.append(SceneTrack(frames_seen, embedding, np.asarray(boxes[number], np.float64)))
     span = f"{first}:{'' if last is None else last}" if frames is not None else "all"
     return SceneTracks(str(video), span, tuple(tracks))

@@ -196,3 +196,21 @@ def test_scene_calibration_runs_the_query_stream_over_a_real_video(
     assert stored.scene.frames == "0:30" and stored.scene.tracks >= 2 and stored.scene.pairs >= 1
     assert stored.threshold == min(stored.identities_threshold, stored.scene.threshold)
     assert json.loads(out[out.index("{") :])["scene"]["pairs"] == stored.scene.pairs
+
+
+def test_tracks_boxed_over_one_person_in_every_shared_frame_are_no_pair() -> None:
+    # A track going on over a person a new track has taken: the same box in each frame both
+    # have, so perhaps one person; two people crossing overlap in some shared frames only.
+    frames = np.arange(10, 16)
+    box = np.tile([100.0, 50.0, 40.0, 100.0], (len(frames), 1))
+    going_on = SceneTrack(frames, on_circle(0.0), box)
+    taken_over = SceneTrack(frames, on_circle(0.2), box + [2, 1, 0, 0])
+    crossing = box.copy()
+    crossing[:3, 0] += 80  # apart in three of the six frames
+    passer_by = SceneTrack(frames, on_circle(1.0), crossing)
+    distances = scene_impostor_distances([going_on, taken_over, passer_by])
+    np.testing.assert_allclose(np.sort(distances), [2 * math.sin(0.4), 2 * math.sin(0.5)], atol=1e-6)
+    # Without boxes nothing tells the one person from two: every pair counts.
+    unboxed = [SceneTrack(t.frames, t.embedding) for t in (going_on, taken_over, passer_by)]
+    assert scene_impostor_distances(unboxed).size == 3
+    assert scene_impostor_distances([going_on, taken_over, passer_by], same_box_iou=1.01).size == 3
