@@ -3,7 +3,7 @@
 People seen in the same frame of one camera are different people, so two tracks with a
 box in one frame are an impostor pair of that scene (:mod:`reid.gallery.calibration`).
 :func:`scene_tracks` runs the query stream (detect, track, embed: :class:`QueryRun`) over
-a part of a video and returns each track's frames and the unit mean of its crops'
+a part of a video and returns each track's frames, boxes and the unit mean of its crops'
 embeddings, the vector a query decides a track by.
 """
 
@@ -46,7 +46,8 @@ def scene_tracks(
     config: QueryConfig | None = None,
 ) -> SceneTracks:
     """The tracks a query of ``video`` (frames ``frames``, "A:B" as :func:`parse_frames`)
-    follows, each with the frames it has a box in and its mean embedding (float32, unit).
+    follows, each with the frames it has a box in, those boxes and its mean embedding
+    (float32, unit).
 
     ``config`` sets the detector and tracker as for a query (its threshold is not used:
     nothing is named).  Tracks of fewer than the tracker's ``min_boxes`` boxes inside the
