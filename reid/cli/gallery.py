@@ -56,9 +56,9 @@ from reid.pipeline import (
     check_outputs,
     enrol_into,
     open_source,
+    calibrate_on_scene,
     parse_frames,
     plan_enrolment,
-    scene_tracks,
 )
 
 MODEL_HELP = "Model folder (a path such as ./m or a/m) or a bare name under models/."
@@ -524,11 +524,13 @@ def calibrate(
         raise ConfigError("--scene needs --model: the scene's people are embedded with the gallery's model")
     if frames is not None:
         parse_frames(frames)
+    options = given(far=far, max_items=max_items)
     with Gallery.open(resolve_gallery_path(gallery)) as store:
-        seen = None
         if scene is not None and model is not None:
-            seen = scene_tracks(store, load_encoder(model), scene, frames, QueryConfig(**given(detector=detector)))
-        calibration = store.calibrate(**given(far=far, max_items=max_items, scene=seen))
+            scene_config = QueryConfig(**given(detector=detector))
+            calibration = calibrate_on_scene(store, load_encoder(model), scene, frames, scene_config, **options)
+        else:
+            calibration = store.calibrate(**options)
         folder = store.folder
     needed = identities_needed(calibration.far)
     if as_json:
@@ -542,7 +544,7 @@ def calibrate(
             ("identities", f"{calibration.identities} ({calibration.sampled_identities} sampled)"),
             ("items", f"{calibration.items} ({calibration.sampled_items} sampled)"),
             ("impostor pairs", f"{calibration.impostor_pairs:,} (pairs of items of two different identities)"),
-            ("within the threshold" if calibration.scene is None else "within the identities' threshold", f"{calibration.admitted:,}"),
+            (_within(calibration), f"{calibration.admitted:,}"),
             *_scene_rows(calibration),
         ],
     )
@@ -554,6 +556,10 @@ def calibrate(
             soft_wrap=True,
         )
     console.print(f"stored in {printable(folder)}; queries answer at it unless given --threshold or --far", highlight=False)
+
+
+def _within(calibration: GalleryCalibration) -> str:
+    return "within the threshold" if calibration.scene is None else "within the identities' threshold"
 
 
 def _scene_rows(calibration: GalleryCalibration) -> list[tuple[str, str]]:

@@ -57,7 +57,7 @@ from reid.pipeline.query import (
     resolve_threshold,
 )
 from reid.pipeline.sources import Frame, MediaSource, open_source
-from reid.pipeline.scene import parse_frames, scene_tracks
+from reid.pipeline.scene import calibrate_on_scene, parse_frames, scene_tracks
 from reid.pipeline.stages import STAGES, intra_op_threads, stage_timer
 from reid.pipeline.stream import Sighting, attach, choose_to_embed, link_frame
 
@@ -92,6 +92,7 @@ __all__ = [
     "VideoWriter",
     "annotate",
     "attach",
+    "calibrate_on_scene",
     "camera_of",
     "choose_to_embed",
     "check_outputs",

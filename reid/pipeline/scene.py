@@ -10,12 +10,13 @@ embeddings, the vector a query decides a track by.
 from __future__ import annotations
 
 from dataclasses import replace
+from typing import Any
 
 import numpy as np
 
 from reid.errors import ConfigError
 from reid.gallery import Gallery
-from reid.gallery.calibration import SceneTrack, SceneTracks
+from reid.gallery.calibration import GalleryCalibration, SceneTrack, SceneTracks
 from reid.models.encoder import Encoder, embed_images
 from reid.pipeline.query import QueryConfig, QueryRun
 from reid.pipeline.sources import open_source
@@ -58,7 +59,9 @@ def scene_tracks(
     source = open_source(video, max_frames=last)
     if source.kind != "video":
         raise ConfigError(f"{video}: a scene is a video file of the camera, not {source.kind}")
-    config = replace(config or QueryConfig(), track=True)
+    # Nothing is named, so no threshold is needed: the widest one spares a gallery and card
+    # that have none the error a query would stop with.
+    config = replace(config or QueryConfig(), track=True, threshold=2.0, far=None)
     run = QueryRun(gallery, encoder, source, config)
     sums: dict[int, np.ndarray] = {}
     seen: dict[int, list[int]] = {}
@@ -98,3 +101,17 @@ def scene_tracks(
         tracks.append(SceneTrack(frames_seen, embedding, np.asarray(boxes[number], np.float64)))
     span = f"{first}:{'' if last is None else last}" if frames is not None else "all"
     return SceneTracks(str(video), span, tuple(tracks))
+
+
+def calibrate_on_scene(
+    gallery: Gallery,
+    encoder: Encoder,
+    video: str,
+    frames: str | None = None,
+    config: QueryConfig | None = None,
+    **options: Any,
+) -> GalleryCalibration:
+    """Store ``gallery``'s own threshold with the impostor pairs of a video of its camera
+    (:func:`scene_tracks` over ``frames``, then :meth:`Gallery.calibrate` with ``options``:
+    ``far``, ``max_items``).  Raises what those raise."""
+    return gallery.calibrate(**options, scene=scene_tracks(gallery, encoder, video, frames, config))

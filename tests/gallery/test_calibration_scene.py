@@ -151,7 +151,8 @@ def test_bad_frames_are_refused_in_one_line(text: str) -> None:
 @pytest.fixture(scope="module")
 def model(tmp_path_factory: pytest.TempPathFactory) -> Path:
     folder = tmp_path_factory.mktemp("models") / "person"
-    card = ModelCard(name="person", architecture="resnet18", embedding_dim=64, input_size=(64, 32), threshold=1.2)
+    # No threshold on the card (training calibrates none): a scene needs none.
+    card = ModelCard(name="person", architecture="resnet18", embedding_dim=64, input_size=(64, 32))
     save_model(build_network(card), card, folder)
     return folder
 
