@@ -30,9 +30,9 @@ identities, often photographed elsewhere; strangers of one camera's scene can li
 nearer the people enrolled from that scene.  People seen in the same frame of one camera
 are different people, so the distances between the mean embeddings of two tracks that
 have a box in one frame are impostor pairs of that scene (:func:`scene_impostor_distances`).
-A calibration with a scene (:meth:`GalleryCalibration.with_scene`) decides at the TIGHTER of the two
-thresholds, each taken at the same rate on its own pairs: a stranger may come from either
-population, and the tighter threshold holds the rate on both.  A scene rarely holds the
+A calibration with a scene (:meth:`GalleryCalibration.with_scene`) decides at the TIGHTER
+of the two thresholds, each taken at the same rate on its own pairs: a stranger may come
+from either population, and the tighter threshold holds the rate on both.  A scene rarely holds the
 ``MIN_ADMITTED / far`` pairs a rate needs; its threshold then admits ``floor(far x n)`` of
 its ``n`` pairs, which for ``far x n < 1`` is none (just below the nearest pair), the
 tightest choice its evidence allows, and both counts are recorded.
