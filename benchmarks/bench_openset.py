@@ -330,7 +330,8 @@ def main() -> None:
         for line in lines[1:]:
             print("| " + " | ".join(line) + " |")
         # The answers (top-k distances) do not depend on the threshold: any run shows them.
-        print("distances, 5th / 50th / 95th percentile: " + separation(read_events(runs[-1][1].with_suffix(".jsonl")), truth, people))
+        last = read_events(runs[-1][1].with_suffix(".jsonl"))
+        print("distances, 5th / 50th / 95th percentile: " + separation(last, truth, people))
     finally:
         if args.keep is None:
             shutil.rmtree(work, ignore_errors=True)

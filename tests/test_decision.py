@@ -283,7 +283,10 @@ def test_one_identity_each_is_the_least_total_distance_assignment() -> None:
         people = int(rng.integers(1, 4))
         distances = rng.uniform(0.2, 1.0, size=(people, len(names)))
         answers = [
-            sorted((IdentityMatch(n, float(d), k) for k, (n, d) in enumerate(zip(names, row))), key=lambda m: m.distance)
+            sorted(
+                (IdentityMatch(n, float(d), k) for k, (n, d) in enumerate(zip(names, row, strict=True))),
+                key=lambda m: m.distance,
+            )
             for row in distances
         ]
         chosen = one_identity_each(answers, rule)

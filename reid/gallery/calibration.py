@@ -97,7 +97,8 @@ def scene_impostor_distances(tracks: Sequence[SceneTrack], same_box_iou: float =
             if a is None or b is None or a[1] < b[0] or b[1] < a[0]:
                 continue
             shared = where[i].keys() & where[j].keys()
-            if shared and not _boxed_twice(tracks[i], tracks[j], [(where[i][f], where[j][f]) for f in shared], same_box_iou):
+            rows = [(where[i][f], where[j][f]) for f in shared]
+            if shared and not _boxed_twice(tracks[i], tracks[j], rows, same_box_iou):
                 left.append(i)
                 right.append(j)
     if not left:
