@@ -56,6 +56,8 @@ QUANTILE_RATES = tuple(
 # the card's own share of its calibration impostors: a factor 10 is a decade on the ROC,
 # beyond any choice of operating point among thresholds of the same unit.
 FAR_NOTE_FACTOR = 10.0
+# What leaving a person unknown costs in one_identity_each beyond the threshold itself.
+UNKNOWN_MARGIN = 1e-9
 
 Matrix = TypeVar("Matrix")
 
@@ -334,3 +336,43 @@ def nearest_identity(matches: list[Any], threshold: Threshold) -> str | None:
     if nearest is None or not nearest.distance <= threshold.value:
         return None
     return nearest.identity
+
+
+def one_identity_each(answers: Sequence[Sequence[Any]], threshold: Threshold) -> list[str | None]:
+    """Name people seen at the same time (the tracks of one frame of one camera), each
+    enrolled identity at most once: a person is in one place at a time.
+
+    ``answers``: per person, the search answer (matches nearest first, each with
+    ``identity`` and ``distance``, Euclidean between unit embeddings, 0..2); identities an
+    answer does not list are taken as farther than the threshold.  Among the assignments
+    that name each person by an identity within ``threshold.value`` or leave them unknown,
+    this chooses the one of least total distance, an unknown person counting as the
+    threshold (a hair more, so that a person at it is named): the optimal assignment
+    (Kuhn 1955, the Hungarian method; scipy's ``linear_sum_assignment``).  So a name goes
+    where it is nearest, and no one is named who would not be named alone.  Returns one
+    identity (None: unknown) per answer, in order; raises nothing.
+    """
+    # Imported here: every command imports reid.decision, few of them assign.
+    from scipy.optimize import linear_sum_assignment
+
+    names = sorted({m.identity for answer in answers for m in answer if m.distance <= threshold.value})
+    if not names:
+        return [None] * len(answers)
+    column = {name: n for n, name in enumerate(names)}
+    people = len(answers)
+    # Columns: the identities, then one "unknown" per person, costing a hair more than the
+    # threshold so that a person at it is named, as nearest_identity names them; pairs
+    # beyond the threshold cost more than leaving the person unknown.
+    beyond = threshold.value + 1.0
+    cost = np.full((people, len(names) + people), beyond)
+    cost[:, len(names) :] = np.where(np.eye(people, dtype=bool), threshold.value + UNKNOWN_MARGIN, 2 * beyond)
+    for row, answer in enumerate(answers):
+        for match in answer:
+            if match.distance <= threshold.value:
+                cost[row, column[match.identity]] = min(cost[row, column[match.identity]], match.distance)
+    rows, cols = linear_sum_assignment(cost)
+    named: list[str | None] = [None] * people
+    for row, col in zip(rows, cols, strict=True):
+        if col < len(names) and cost[row, col] <= threshold.value:
+            named[row] = names[col]
+    return named

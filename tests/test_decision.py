@@ -252,3 +252,58 @@ def test_every_threshold_option_says_its_unit(command: tuple[str, ...]) -> None:
     assert "Euclidean distance between unit embeddings" in text
     if "--threshold" in text:
         assert "sqrt(2-2s)" in text and "sqrt(2c)" in text
+
+
+def test_one_identity_each_gives_a_name_to_the_nearest_of_people_seen_together() -> None:
+    from reid.decision import one_identity_each
+    from reid.gallery import IdentityMatch
+
+    rule = Threshold(0.5, "given")
+    first = [IdentityMatch("ann", 0.3, 1), IdentityMatch("bob", 0.45, 2)]
+    second = [IdentityMatch("ann", 0.35, 1), IdentityMatch("cat", 0.9, 3)]
+    # Alone each is ann; together ann goes where the total is least, and the first, whose
+    # next identity is within the threshold, becomes bob.
+    assert one_identity_each([first, second], rule) == ["bob", "ann"]
+    assert one_identity_each([second, [IdentityMatch("ann", 0.2, 1)]], rule) == [None, "ann"]
+    assert one_identity_each([[IdentityMatch("ann", 0.5, 1)]], rule) == ["ann"], "at the threshold is within"
+    assert one_identity_each([[], [IdentityMatch("ann", 0.6, 1)]], rule) == [None, None]
+    assert one_identity_each([], rule) == []
+
+
+def test_one_identity_each_is_the_least_total_distance_assignment() -> None:
+    from itertools import product
+
+    from reid.decision import nearest_identity, one_identity_each
+    from reid.gallery import IdentityMatch
+
+    rng = np.random.default_rng(11)
+    rule = Threshold(0.6, "given")
+    names = ["ann", "bob", "cat", "dan"]
+    for _ in range(200):
+        people = int(rng.integers(1, 4))
+        distances = rng.uniform(0.2, 1.0, size=(people, len(names)))
+        answers = [
+            sorted(
+                (IdentityMatch(n, float(d), k) for k, (n, d) in enumerate(zip(names, row, strict=True))),
+                key=lambda m: m.distance,
+            )
+            for row in distances
+        ]
+        chosen = one_identity_each(answers, rule)
+        named = [c for c in chosen if c is not None]
+        assert len(named) == len(set(named))
+        if people == 1:
+            assert chosen == [nearest_identity(answers[0], rule)]
+
+        def total(choice: tuple[int | None, ...]) -> float:
+            return sum(rule.value if c is None else distances[p, c] for p, c in enumerate(choice))
+
+        feasible = [
+            choice
+            for choice in product([None, *range(len(names))], repeat=people)
+            if len({c for c in choice if c is not None}) == sum(c is not None for c in choice)
+            and all(c is None or distances[p, c] <= rule.value for p, c in enumerate(choice))
+        ]
+        best = min(total(choice) for choice in feasible)
+        got = tuple(None if c is None else names.index(c) for c in chosen)
+        assert got in feasible and total(got) == pytest.approx(best, abs=1e-6)

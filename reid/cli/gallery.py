@@ -41,7 +41,7 @@ from reid.cli.index_options import (
 from reid.errors import ConfigError, DataError
 from reid.decision import check_far
 from reid.gallery import Gallery, resolve_gallery_path
-from reid.gallery.calibration import MIN_ADMITTED, identities_needed
+from reid.gallery.calibration import MIN_ADMITTED, GalleryCalibration, identities_needed
 from reid.models import load_encoder
 from reid.paths import check_output_file
 from reid.track import TrackerConfig
@@ -56,6 +56,8 @@ from reid.pipeline import (
     check_outputs,
     enrol_into,
     open_source,
+    calibrate_on_scene,
+    parse_frames,
     plan_enrolment,
 )
 
@@ -488,13 +490,40 @@ def calibrate(
             str(default_of(Gallery.calibrate, "max_items")),
         ),
     ),
+    scene: str | None = typer.Option(
+        None,
+        "--scene",
+        help="A video of the camera the gallery is queried on: people tracked in one frame of it are different "
+        "people, and the threshold is the tighter of the identities' and those pairs' at the same rate "
+        "(needs --model).",
+    ),
+    frames: str | None = typer.Option(
+        None,
+        "--frames",
+        help="With --scene: frames A:B of the video (from A up to but not including B, numbered from 0 as "
+        "reid query's --jsonl numbers them). Default: every frame.",
+    ),
+    model: str | None = typer.Option(None, "--model", "-m", help=f"With --scene: {MODEL_HELP}"),
+    detector: str | None = detector_option(),
     as_json: bool = typer.Option(False, "--json", help="Print JSON instead of a table."),
 ) -> None:
     """Store the gallery's own threshold (Euclidean distance between unit embeddings), chosen on the
-    distances between its enrolled identities for a target false-accept rate; queries then answer at it."""
+    distances between its enrolled identities (and, with --scene, between people seen together by the
+    camera) for a target false-accept rate; queries then answer at it."""
     check_far(far)
+    if scene is None and (frames is not None or model is not None or detector is not None):
+        raise ConfigError("--frames, --model and --detector describe a --scene video; give --scene VIDEO")
+    if scene is not None and model is None:
+        raise ConfigError("--scene needs --model: the scene's people are embedded with the gallery's model")
+    if frames is not None:
+        parse_frames(frames)
+    options = given(far=far, max_items=max_items)
     with Gallery.open(resolve_gallery_path(gallery)) as store:
-        calibration = store.calibrate(**given(far=far, max_items=max_items))
+        if scene is not None and model is not None:
+            scene_config = QueryConfig(**given(detector=detector))
+            calibration = calibrate_on_scene(store, load_encoder(model), scene, frames, scene_config, **options)
+        else:
+            calibration = store.calibrate(**options)
         folder = store.folder
     needed = identities_needed(calibration.far)
     if as_json:
@@ -508,7 +537,8 @@ def calibrate(
             ("identities", f"{calibration.identities} ({calibration.sampled_identities} sampled)"),
             ("items", f"{calibration.items} ({calibration.sampled_items} sampled)"),
             ("impostor pairs", f"{calibration.impostor_pairs:,} (pairs of items of two different identities)"),
-            ("within the threshold", f"{calibration.admitted:,}"),
+            (_within(calibration), f"{calibration.admitted:,}"),
+            *_scene_rows(calibration),
         ],
     )
     if not calibration.enough:
@@ -519,6 +549,25 @@ def calibrate(
             soft_wrap=True,
         )
     console.print(f"stored in {printable(folder)}; queries answer at it unless given --threshold or --far", highlight=False)
+
+
+def _within(calibration: GalleryCalibration) -> str:
+    return "within the threshold" if calibration.scene is None else "within the identities' threshold"
+
+
+def _scene_rows(calibration: GalleryCalibration) -> list[tuple[str, str]]:
+    """The table rows of a calibration's scene part (none without one)."""
+    part = calibration.scene
+    if part is None:
+        return []
+    tighter = "the scene's" if part.threshold < calibration.identities_threshold else "the identities'"
+    return [
+        ("identities' threshold", f"{calibration.identities_threshold:.4f}"),
+        ("scene", f"{printable(part.source)} frames {part.frames}: {part.tracks} tracks"),
+        ("scene impostor pairs", f"{part.pairs:,} (two tracks seen in one frame), {part.admitted} within"),
+        ("scene's threshold", f"{part.threshold:.4f}"),
+        ("decided at", f"{tighter} threshold, the tighter"),
+    ]
 
 
 def register(app: typer.Typer) -> None:

@@ -24,6 +24,18 @@ that the count the threshold rests on has a relative Poisson error of at most
 at 1e-2, 46.  ``reid gallery calibrate`` computes and stores one for fewer identities
 when asked (it needs at least 10 sampled impostor pairs within the threshold) and says
 what it rests on.
+
+**A camera's own impostor pairs.**  The gallery's pairs are pairs of its enrolled
+identities, often photographed elsewhere; strangers of one camera's scene can lie much
+nearer the people enrolled from that scene.  People seen in the same frame of one camera
+are different people, so the distances between the mean embeddings of two tracks that
+have a box in one frame are impostor pairs of that scene (:func:`scene_impostor_distances`).
+A calibration with a scene (:meth:`GalleryCalibration.with_scene`) decides at the TIGHTER
+of the two thresholds, each taken at the same rate on its own pairs: a stranger may come
+from either population, and the tighter threshold holds the rate on both.  A scene rarely holds the
+``MIN_ADMITTED / far`` pairs a rate needs; its threshold then admits ``floor(far x n)`` of
+its ``n`` pairs, which for ``far x n < 1`` is none (just below the nearest pair), the
+tightest choice its evidence allows, and both counts are recorded.
 """
 
 from __future__ import annotations
@@ -32,13 +44,13 @@ import json
 import math
 import re
 from pathlib import Path
-from collections.abc import Callable
-from dataclasses import dataclass
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, replace
 from typing import Any
 
 import numpy as np
 
-from reid.decision import GALLERY_CALIBRATION, UNIT, Threshold, check_far, similarity_to_distance
+from reid.decision import GALLERY_CALIBRATION, UNIT, Threshold, check_far, pair_distance, similarity_to_distance
 from reid.errors import ConfigError
 from reid.serial import as_dict
 
@@ -52,6 +64,147 @@ GRAM_ROWS = 512  # rows of the Gram matrix computed at a time
 Embeddings = Callable[[np.ndarray], np.ndarray]
 
 
+# Two boxes of one frame overlapping at least this much (IoU) may be one person boxed twice.
+SAME_BOX_IOU = 0.5
+
+
+@dataclass(frozen=True)
+class SceneTrack:
+    """One track of a camera: ``frames`` (F,) the frame numbers where it has a box, and
+    ``embedding`` (D,) float32, the unit mean of its crops' embeddings; ``boxes`` (F, 4)
+    its boxes (x, y, w, h in pixels) in those frames, or None when not known."""
+
+    frames: np.ndarray
+    embedding: np.ndarray
+    boxes: np.ndarray | None = None
+
+
+def scene_impostor_distances(tracks: Sequence[SceneTrack], same_box_iou: float = SAME_BOX_IOU) -> np.ndarray:
+    """Distances (float64, Euclidean between unit embeddings) between the embeddings of every
+    two ``tracks`` that have a box in one frame: people seen at the same time are different
+    people, so these are impostor pairs of the camera's scene.  Tracks that never share a
+    frame (one person lost and found again may be two tracks) give no pair, nor do two
+    tracks whose boxes overlap at IoU ``same_box_iou`` or more in every frame they share
+    (when both know their boxes): that is one person boxed twice as often as two people
+    walking as one, as when a track goes on over a person a new track has taken.  Pairs
+    come in the order (i, j), i < j, of the tracks given."""
+    spans = [(int(np.min(t.frames)), int(np.max(t.frames))) if len(t.frames) else None for t in tracks]
+    where = [{int(f): n for n, f in enumerate(np.asarray(t.frames, dtype=np.int64).tolist())} for t in tracks]
+    left, right = [], []
+    for i in range(len(tracks)):
+        for j in range(i + 1, len(tracks)):
+            a, b = spans[i], spans[j]
+            if a is None or b is None or a[1] < b[0] or b[1] < a[0]:
+                continue
+            shared = where[i].keys() & where[j].keys()
+            rows = [(where[i][f], where[j][f]) for f in shared]
+            if shared and not _boxed_twice(tracks[i], tracks[j], rows, same_box_iou):
+                left.append(i)
+                right.append(j)
+    if not left:
+        return np.zeros(0)
+    vectors = np.stack([np.asarray(t.embedding, dtype=np.float64).reshape(-1) for t in tracks])
+    return pair_distance(vectors[left], vectors[right])
+
+
+def _boxed_twice(a: SceneTrack, b: SceneTrack, rows: list[tuple[int, int]], same_box_iou: float) -> bool:
+    """Whether the boxes of ``a`` and ``b`` (their ``rows`` in the shared frames) overlap at
+    ``same_box_iou`` or more in every one of those frames; False when either has no boxes."""
+    if a.boxes is None or b.boxes is None:
+        return False
+    # Imported here: the tracker's IoU is the one rule for it, and the gallery package
+    # otherwise loads no detector or network code.
+    from reid.track.tracker import iou
+
+    return all(iou(tuple(a.boxes[m]), tuple(b.boxes[n])) >= same_box_iou for m, n in rows)
+
+
+def threshold_admitting(distances: np.ndarray, far: float) -> tuple[float, int]:
+    """The largest threshold that admits at most ``floor(far x n)`` of the ``n`` impostor
+    ``distances`` (halfway to the next distance; just below the nearest when that is none),
+    and how many it admits.  Unlike :func:`threshold_for_far` it asks no minimum count: a
+    scene's few pairs give the tightest threshold they support.  ConfigError when empty."""
+    check_far(far)
+    d = np.sort(np.asarray(distances, dtype=np.float64).reshape(-1))
+    if d.size == 0:
+        raise ConfigError("no two tracks were seen in one frame: the scene holds no impostor pair")
+    k = int(math.floor(far * d.size + 1e-9))
+    if k == 0:
+        threshold = float(np.nextafter(d[0], -np.inf))
+    elif k >= d.size:
+        threshold = float(d[-1])
+    else:
+        threshold = (d[k - 1] + d[k]) / 2 if d[k] > d[k - 1] else float(np.nextafter(d[k], -np.inf))
+    threshold = float(min(max(threshold, 1e-6), 2.0))
+    return threshold, int(np.searchsorted(d, threshold, side="right"))
+
+
+@dataclass(frozen=True)
+class SceneTracks:
+    """The tracks of ``source`` over ``frames`` ("A:B", numbered from 0, B excluded, or
+    "all") that a calibration takes its scene's impostor pairs from."""
+
+    source: str
+    frames: str
+    tracks: tuple[SceneTrack, ...]
+
+    def calibrate(self, far: float) -> SceneCalibration:
+        """The scene's part at rate ``far``; ConfigError when no two tracks share a frame."""
+        return SceneCalibration.measure(self.source, self.frames, self.tracks, far)
+
+
+@dataclass(frozen=True)
+class SceneCalibration:
+    """A camera scene's part of a calibration: ``tracks`` tracks of ``source`` (frames
+    ``frames``, "A:B" numbered from 0, B excluded, or "all") gave ``pairs`` impostor pairs
+    (two tracks seen in one frame), of which ``admitted`` lie within ``threshold``, the
+    scene's threshold at the calibration's rate (:func:`threshold_admitting`)."""
+
+    source: str
+    frames: str
+    tracks: int
+    pairs: int
+    threshold: float
+    admitted: int
+
+    @classmethod
+    def measure(cls, source: str, frames: str, tracks: Sequence[SceneTrack], far: float) -> SceneCalibration:
+        """Calibrate on ``tracks``; ConfigError when no two of them share a frame."""
+        distances = scene_impostor_distances(tracks)
+        if distances.size == 0:
+            raise ConfigError(
+                f"{source}: no two of its {len(tracks)} tracks were seen in one frame, so the scene holds no "
+                "impostor pair; calibrate on a part of the video where several people are in view"
+            )
+        threshold, admitted = threshold_admitting(distances, far)
+        return cls(source, frames, len(tracks), int(distances.size), threshold, admitted)
+
+    def describe(self) -> str:
+        return (
+            f"scene {self.source} frames {self.frames}: {self.pairs:,} pairs of {self.tracks} tracks seen in one "
+            f"frame, {self.admitted} within {self.threshold:.4f}"
+        )
+
+    @classmethod
+    def from_dict(cls, data: Any) -> SceneCalibration:
+        """The scene part a gallery stored; ValueError naming the first bad value."""
+        if not isinstance(data, dict):
+            raise ValueError("scene is not a JSON object")
+        for key in ("source", "frames"):
+            if not isinstance(data.get(key), str):
+                raise ValueError(f"scene {key} is not text")
+        for key in ("tracks", "pairs", "admitted"):
+            value = data.get(key)
+            if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+                raise ValueError(f"scene {key} is not a count: {value!r}")
+        value = data.get("threshold")
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 < value <= 2:
+            raise ValueError(f"scene threshold is not in (0, 2]: {value!r}")
+        if data["admitted"] > data["pairs"] or data["pairs"] < 1:
+            raise ValueError("scene pairs are none, or fewer than those admitted")
+        return cls(data["source"], data["frames"], data["tracks"], data["pairs"], float(value), data["admitted"])
+
+
 @dataclass(frozen=True)
 class GalleryCalibration:
     """A threshold (Euclidean distance between unit embeddings, in (0, 2]) chosen so that a
@@ -60,7 +213,10 @@ class GalleryCalibration:
     ``identities``, ``items`` and ``last_id`` describe the gallery it was computed on (a
     later write makes it stale); ``sampled_items`` of ``sampled_identities`` identities
     gave ``impostor_pairs`` pairs of different identities, of which ``admitted`` lie
-    within ``threshold``; ``identity_pairs`` is N(N-1)/2 over the sampled identities.
+    within ``identities_threshold``, the threshold of those pairs alone; ``identity_pairs``
+    is N(N-1)/2 over the sampled identities.  ``scene``: a camera's own impostor pairs, when
+    calibrated on one; ``threshold``, the one decided at, is then the tighter of the two
+    (module docstring), else ``identities_threshold``.
     ``stored``: read from the gallery (True) or computed for this run.
     """
 
@@ -76,6 +232,12 @@ class GalleryCalibration:
     admitted: int
     created: str = ""
     stored: bool = False
+    identities_threshold: float = 0.0
+    scene: SceneCalibration | None = None
+
+    def __post_init__(self) -> None:
+        if not self.identities_threshold:
+            object.__setattr__(self, "identities_threshold", self.threshold)
 
     @property
     def enough(self) -> bool:
@@ -86,11 +248,23 @@ class GalleryCalibration:
         """Whether it was computed on a gallery of this content (no write since)."""
         return (self.items, self.identities, self.last_id) == (items, identities, last_id)
 
+    def with_scene(self, scene: SceneCalibration | None) -> GalleryCalibration:
+        """This calibration deciding at the tighter of its identities' threshold and
+        ``scene``'s (None: its identities' alone)."""
+        own = self.identities_threshold
+        return replace(self, threshold=own if scene is None else min(own, scene.threshold), scene=scene)
+
     def describe(self) -> str:
         how = "stored" if self.stored else "computed for this run"
-        return (
+        identities = (
             f"FAR {self.far:g} on {self.sampled_identities} identities: {self.impostor_pairs:,} impostor pairs of "
-            f"{self.sampled_items:,} sampled items, {self.admitted} within; {how}"
+            f"{self.sampled_items:,} sampled items, {self.admitted} within"
+        )
+        if self.scene is None:
+            return f"{identities}; {how}"
+        tighter = "the scene's" if self.scene.threshold < self.identities_threshold else "the identities'"
+        return (
+            f"{identities} {self.identities_threshold:.4f}; {self.scene.describe()}; {tighter}, the tighter; {how}"
         )
 
     def as_threshold(self) -> Threshold:
@@ -127,7 +301,20 @@ class GalleryCalibration:
             raise ValueError("created is not text")
         if data["admitted"] > data["impostor_pairs"] or data["sampled_items"] > data["items"]:
             raise ValueError("more pairs admitted than measured, or more items sampled than held")
-        return cls(**{key: data[key] for key in (*counts, "far", "threshold")}, created=data.get("created", ""), stored=True)
+        own = data.get("identities_threshold", data["threshold"])
+        if isinstance(own, bool) or not isinstance(own, (int, float)) or not 0 < own <= 2:
+            raise ValueError(f"identities_threshold is not in (0, 2]: {own!r}")
+        scene = None if data.get("scene") is None else SceneCalibration.from_dict(data["scene"])
+        calibration = cls(
+            **{key: data[key] for key in (*counts, "far")},
+            threshold=float(own),
+            created=data.get("created", ""),
+            stored=True,
+            identities_threshold=float(own),
+        ).with_scene(scene)
+        if abs(calibration.threshold - data["threshold"]) > 1e-9:
+            raise ValueError("threshold is not the tighter of the identities' and the scene's")
+        return calibration
 
 
 def identities_needed(far: float) -> int:

@@ -40,7 +40,15 @@ import faiss
 import numpy as np
 
 from reid.errors import ConfigError, GalleryError
-from reid.gallery.calibration import DEFAULT_FAR, MAX_ITEMS, SEED, GalleryCalibration, calibrate, identities_needed
+from reid.gallery.calibration import (
+    DEFAULT_FAR,
+    MAX_ITEMS,
+    SEED,
+    GalleryCalibration,
+    SceneTracks,
+    calibrate,
+    identities_needed,
+)
 from reid.gallery.catalogue import DB_FILE, FORMAT, Catalogue, DiskState, facts_hash, item_row, layout_meta, now
 from reid.gallery import thumbnails as thumbs
 from reid.gallery.check import measure_recall, verify_files, verify_ids
@@ -316,17 +324,26 @@ class Gallery:
             ) from None
 
     def calibrate(
-        self, far: float = DEFAULT_FAR, max_items: int = MAX_ITEMS, seed: int = SEED, store: bool = True
+        self,
+        far: float = DEFAULT_FAR,
+        max_items: int = MAX_ITEMS,
+        seed: int = SEED,
+        store: bool = True,
+        scene: SceneTracks | None = None,
     ) -> GalleryCalibration:
         """The threshold at false-accept rate ``far`` on the impostor pairs of this gallery's
         identities (:mod:`reid.gallery.calibration`: ``max_items`` sampled items, from
-        ``seed``), stored in the gallery when ``store`` (under the writers' lock, on the
-        state it has then).  Raises ConfigError as :func:`reid.gallery.calibration.calibrate`.
+        ``seed``), and with ``scene`` the tighter of that and the scene's threshold at the
+        same rate on its tracks' pairs; stored in the gallery when ``store`` (under the
+        writers' lock, on the state it has then).  Raises ConfigError as
+        :func:`reid.gallery.calibration.calibrate`, and when no two of the scene's tracks
+        share a frame.
         """
+        scene_part = None if scene is None else scene.calibrate(far)
         if not store:
-            return self._calibrate(far, max_items, seed)
+            return self._calibrate(far, max_items, seed).with_scene(scene_part)
         with self._writing():
-            calibration = replace(self._calibrate(far, max_items, seed), stored=True)
+            calibration = replace(self._calibrate(far, max_items, seed).with_scene(scene_part), stored=True)
             text = calibration.to_json()
 
             def write() -> None:
@@ -356,7 +373,10 @@ class Gallery:
         if self._fresh_calibration is not None and self._fresh_calibration[0] == key:
             return self._fresh_calibration[1]
         try:
-            fresh = self._calibrate(stored.far if stored is not None else DEFAULT_FAR, MAX_ITEMS, SEED)
+            # The scene's pairs do not change with the gallery's items: it stays part of it.
+            fresh = self._calibrate(stored.far if stored is not None else DEFAULT_FAR, MAX_ITEMS, SEED).with_scene(
+                None if stored is None else stored.scene
+            )
         except ConfigError:
             return None
         chosen = fresh if stored is not None or fresh.enough else None

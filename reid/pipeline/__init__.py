@@ -79,6 +79,7 @@ from reid.pipeline.query import (
     resolve_threshold,
 )
 from reid.pipeline.sources import Frame, MediaSource, open_source
+from reid.pipeline.scene import calibrate_on_scene, parse_frames, scene_tracks
 from reid.pipeline.stages import STAGES, intra_op_threads, stage_timer
 from reid.pipeline.stream import (
     DetectionStream,
@@ -123,6 +124,7 @@ __all__ = [
     "VideoOutput",
     "VideoWriter",
     "annotate",
+    "calibrate_on_scene",
     "camera_of",
     "choose_to_embed",
     "check_outputs",
@@ -138,10 +140,12 @@ __all__ = [
     "link_frame",
     "margin_for",
     "open_source",
+    "parse_frames",
     "plan_enrolment",
     "gallery_threshold",
     "resolve_threshold",
     "safe_name",
+    "scene_tracks",
     "stage_timer",
     "tracker_for",
     "SubjectRule",
