@@ -47,9 +47,9 @@ DETECTORS = {
         ),
         DetectorName("hog", "person", PersonDetectorConfig, "OpenCV's HOG people detector (built in)"),
         DetectorName("ssdlite", "person", SSDLiteConfig, "SSDLite-MobileNetV2 (`reid models fetch` once)", SSDLITE_PERSON),
-        DetectorName("yolo:FILE.onnx", "person", YoloConfig, "your YOLOv5/v8/11/X ONNX export (reid[onnx])"),
+        DetectorName("yolo:FILE.onnx", "person", YoloConfig, "your YOLOv5/v8/11/X ONNX export (reid-toolkit[onnx])"),
         DetectorName("haar", "face", FaceDetectorConfig, "OpenCV's Haar face cascade (built in)"),
-        DetectorName("yunet", "face", YuNetConfig, "YuNet with five landmarks (reid[faces])"),
+        DetectorName("yunet", "face", YuNetConfig, "YuNet with five landmarks (reid-toolkit[faces])"),
     )
 }
 

@@ -173,7 +173,7 @@ def test_tensorboard_without_its_package_is_one_line(micro: Path, tmp_path: Path
     assert result.exit_code == 1
     assert result.output.strip() == (
         f"error: --tensorboard {tmp_path / 'tb'}: writing TensorBoard files needs the tensorboard package, "
-        'which is not installed: pip install "reid[tensorboard]"'
+        'which is not installed: pip install "reid-toolkit[tensorboard]"'
     )
     assert not (tmp_path / "m").exists()
 
