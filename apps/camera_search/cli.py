@@ -15,6 +15,8 @@ from reid.data import quiet_opencv
 from reid.detect import PersonDetectorConfig, detector_names, fallback_note
 from reid.models import load_encoder, stand_in_model
 from reid.track import TrackerConfig
+from reid.cli.common import OneLineCommand
+from reid.cli.defaults import in_range
 
 from apps.camera_search.demo import demo_threshold, score_demo, write_demo_videos
 from apps.camera_search.outputs import VIDEO_FORMATS, write_outputs
@@ -51,7 +53,7 @@ def _print_tables(result: SearchResult) -> None:
         console.print(f"{unknown} searched tracks matched nobody within the threshold", highlight=False)
 
 
-@app.command()
+@app.command(cls=OneLineCommand)
 def main(
     videos: list[str] = typer.Argument(None, help="One video per camera (camera 0 first); or a camera index."),
     model: str | None = typer.Option(
@@ -62,32 +64,32 @@ def main(
         None, "--gallery", "-g", help="Match every track against this existing gallery instead of a reference camera."
     ),
     reference_camera: int | None = typer.Option(
-        None, "--reference-camera", help="Camera whose tracks are enrolled as the known people (default 0)."
+        None, "--reference-camera", callback=in_range("reference_camera"), help="Camera whose tracks are enrolled as the known people (default 0)."
     ),
-    threshold: float | None = typer.Option(None, "--threshold", help=f"{THRESHOLD_HELP} Default: the model card's."),
-    every: int = typer.Option(1, "--every", min=1, help="Keep one frame in N."),
-    max_frames: int | None = typer.Option(None, "--max-frames", min=1, help="Stop each camera after N kept frames."),
-    top_k: int = typer.Option(3, "--top-k", min=1, help="Identities fetched per track."),
+    threshold: float | None = typer.Option(None, "--threshold", callback=in_range("threshold"), help=f"{THRESHOLD_HELP} Default: the model card's."),
+    every: int = typer.Option(1, "--every", callback=in_range("every"), help="Keep one frame in N."),
+    max_frames: int | None = typer.Option(None, "--max-frames", callback=in_range("max_frames"), help="Stop each camera after N kept frames."),
+    top_k: int = typer.Option(3, "--top-k", callback=in_range("top_k"), help="Identities fetched per track."),
     detector: str | None = typer.Option(
         None, "--detector", help=f"Person detector: {', '.join(detector_names('person'))} (default: reid's person default; hog with --demo)."
     ),
     detect_scale: float = typer.Option(
-        1.0, "--detect-scale", help="HOG: scale frames by this before detection (< 1: faster, misses small people)."
+        1.0, "--detect-scale", callback=in_range("detect_scale"), help="HOG: scale frames by this before detection (< 1: faster, misses small people)."
     ),
     win_stride: int | None = typer.Option(
-        None, "--win-stride", min=1, help="HOG window stride in pixels (default 8; 4 in --demo): smaller finds more."
+        None, "--win-stride", callback=in_range("win_stride"), help="HOG window stride in pixels (default 8; 4 in --demo): smaller finds more."
     ),
-    iou: float = typer.Option(TrackerConfig.iou, "--iou", help="Least box overlap that continues a track."),
+    iou: float = typer.Option(TrackerConfig.iou, "--iou", callback=in_range("iou"), help="Least box overlap that continues a track."),
     lost_seconds: float = typer.Option(
-        TrackerConfig.lost_seconds, "--lost-seconds", min=0, help="Seconds a track may go unseen before it ends."
+        TrackerConfig.lost_seconds, "--lost-seconds", callback=in_range("lost_seconds"), help="Seconds a track may go unseen before it ends."
     ),
     appearance: float | None = typer.Option(
-        None, "--appearance", help="Also require this embedding distance or less to continue a track (off by default)."
+        None, "--appearance", callback=in_range("appearance"), help="Also require this embedding distance or less to continue a track (off by default)."
     ),
-    min_boxes: int = typer.Option(2, "--min-boxes", min=1, help="Drop tracks with fewer boxes (detector noise)."),
+    min_boxes: int = typer.Option(2, "--min-boxes", callback=in_range("min_boxes"), help="Drop tracks with fewer boxes (detector noise)."),
     video_format: str = typer.Option("avi", "--video-format", help="Annotated videos as avi (MJPG) or mp4 (mp4v)."),
     demo: bool = typer.Option(False, "--demo", help="Generate two camera videos of synthetic people and search them."),
-    demo_frames: int = typer.Option(60, "--demo-frames", min=2, help="Frames per generated demo video."),
+    demo_frames: int = typer.Option(60, "--demo-frames", callback=in_range("demo_frames"), help="Frames per generated demo video."),
 ) -> None:
     """Detect and track people in each camera, embed every track, and name the tracks of the
     other cameras after the reference camera's tracks (or after the people of --gallery)."""

@@ -46,6 +46,8 @@ from reid.evaluation import (
 )
 from reid.models import READY_MADE_FACES, Encoder, load_card, load_encoder, save_card
 from reid.pipeline import SubjectRule, plan_enrolment
+from reid.cli.common import OneLineCommand
+from reid.cli.defaults import in_range
 
 from apps.face_checkin.checkin import DETECT_MODES, FaceFinder
 
@@ -270,19 +272,19 @@ def calibrate_on_people(
 app = typer.Typer(add_completion=False, pretty_exceptions_enable=False)
 
 
-@app.command()
+@app.command(cls=OneLineCommand)
 def main(
     model: str = typer.Option(..., "--model", "-m", help=f"Face model folder, or a ready-made one: {', '.join(READY_MADE_FACES)}."),
     people: Path = typer.Option(..., "--people", help="Folder of <person>/<photos>, e.g. the ORL faces."),
     out: Path = typer.Option(..., "--out", "-o", help="Folder for the pair files and calibration.json."),
-    far: float = typer.Option(1e-3, "--far", help="Target false accept rate on the calibration pairs."),
+    far: float = typer.Option(1e-3, "--far", callback=in_range("far"), help="Target false accept rate on the calibration pairs."),
     best_accuracy: bool = typer.Option(False, "--best-accuracy", help="Choose the best-accuracy threshold instead."),
     detect: str = typer.Option("auto", "--detect", help="auto|face|none, as for check-in (photos: auto = whole)."),
     detector: str | None = typer.Option(
         None, "--detector", help="Face detector for --detect face: haar (default) or yunet, as for check-in."
     ),
     max_impostors: int = typer.Option(
-        DEFAULT_MAX_IMPOSTORS, "--max-impostors", min=1, help="Most impostor pairs per half (a seeded sample beyond)."
+        DEFAULT_MAX_IMPOSTORS, "--max-impostors", callback=in_range("max_impostors"), help="Most impostor pairs per half (a seeded sample beyond)."
     ),
 ) -> None:
     """Calibrate a face model's threshold on half the people and measure it on the other half."""

@@ -15,6 +15,8 @@ from reid.data import quiet_opencv
 from reid.gallery import Gallery
 from reid.models import SFACE, load_encoder, stand_in_model
 from reid.pipeline import DUPLICATE
+from reid.cli.common import OneLineCommand
+from reid.cli.defaults import in_range
 
 from apps.face_checkin.calibrate import calibrate_on_people
 from apps.face_checkin.checkin import (
@@ -46,7 +48,7 @@ def _show(decision: Decision) -> None:
     )
 
 
-@app.command()
+@app.command(cls=OneLineCommand)
 def main(
     sources: list[str] = typer.Argument(
         None, help="Images, folders of images, videos, or a camera index (0); each face is decided."
@@ -60,15 +62,15 @@ def main(
     out: Path = typer.Option(..., "--out", "-o", help="Folder for decisions.jsonl, summary.json (and the gallery)."),
     gallery: Path | None = typer.Option(None, "--gallery", "-g", help="Gallery folder (default: OUT/gallery)."),
     claim: str | None = typer.Option(None, "--claim", help="1:1: is each face this enrolled person?  (Default 1:N.)"),
-    threshold: float | None = typer.Option(None, "--threshold", help=f"{THRESHOLD_HELP} Default: the model card's calibrated one."),
+    threshold: float | None = typer.Option(None, "--threshold", callback=in_range("threshold"), help=f"{THRESHOLD_HELP} Default: the model card's calibrated one."),
     detect: str = typer.Option(
         "auto", "--detect", help="auto: photos whole, video frames through the face detector; face: detect everywhere "
         "(photos with no face found are taken whole); none: everything whole."
     ),
     detector: str | None = typer.Option(None, "--detector", help="Face detector: haar (default) or yunet."),
-    every: int = typer.Option(1, "--every", min=1, help="Videos and cameras: keep one frame in N."),
-    max_frames: int | None = typer.Option(None, "--max-frames", min=1, help="Videos and cameras: stop after N frames."),
-    top_k: int = typer.Option(3, "--top-k", min=1, help="Nearest people logged with each decision."),
+    every: int = typer.Option(1, "--every", callback=in_range("every"), help="Videos and cameras: keep one frame in N."),
+    max_frames: int | None = typer.Option(None, "--max-frames", callback=in_range("max_frames"), help="Videos and cameras: stop after N frames."),
+    top_k: int = typer.Option(3, "--top-k", callback=in_range("top_k"), help="Nearest people logged with each decision."),
     append: bool = typer.Option(False, "--append", help="Add to OUT/decisions.jsonl instead of starting it afresh."),
     quiet: bool = typer.Option(False, "--quiet", "-q", help="No line per decision; only the summary."),
     demo: bool = typer.Option(False, "--demo", help="Generate people, strangers and a calibration set, then check in."),

@@ -489,7 +489,6 @@ def calibrate(
     max_items: int | None = typer.Option(
         None,
         "--max-items",
-        min=2,
         help=with_default(
             "Items sampled (evenly over identities); every pair of two different identities among them is measured.",
             str(default_of(Gallery.calibrate, "max_items")),

@@ -4,7 +4,8 @@ A recipe is every :class:`TrainConfig` field but ``resume`` and ``overwrite`` (a
 part of what is trained), written as a YAML mapping with the field names as keys. The effective config
 of a run is built in layers: the defaults (TrainConfig's, or the demo's), then a file's
 keys, then the keys given on the command line. :func:`resolve_config` builds it and names
-the layer that supplied a bad value: the file by path, a command-line value by its option.
+the layer that supplied a bad value: the file by path and key, a value given by its key
+(which the command line names by its option, :mod:`reid.options`).
 """
 
 from __future__ import annotations
@@ -18,11 +19,12 @@ from typing import Any
 import yaml
 from pydantic import TypeAdapter, ValidationError
 
-from reid.errors import ConfigError, ModelError
+from reid.errors import ConfigError, ConfigValueError, ModelError
 from reid.losses.registry import LOSS_NAMES, convert_options, loss_options
-from reid.models.backbones import BACKBONES
-from reid.paths import read_text_bounded, write_bytes_atomic
+from reid.models.backbones import BACKBONES, known_architectures
 from reid.models.network import POOLINGS
+from reid.options import flag_of, option
+from reid.paths import read_text_bounded, write_bytes_atomic
 
 CONFIG_FILE = "config.yaml"
 OPTIMIZERS = ("adam", "adamw", "sgd")
@@ -45,14 +47,10 @@ def default_metric_options() -> dict[str, Any]:
     defaults = loss_options(DEFAULT_METRIC_LOSS)
     return {key: defaults[key] for key in SHOWN_METRIC_OPTIONS}
 
-# Command-line spellings of the keys whose option name differs from the key.
-OPTION_NAMES = {
-    "architecture": "--arch",
-    "input_size": "--size",
-    "warmup_epochs": "--warmup",
-    "metric_loss": "--loss",
-    "metric_options": "--loss-option",
-}
+# Warm-up starts from a tenth of the learning rate and rises linearly to all of it: a
+# freshly initialised BNNeck and classifier would otherwise take full-size steps on a
+# random start (Luo et al. 2019, "Bag of Tricks", warm-up from 3.5e-5 to 3.5e-4). (reid.engine.optim).
+WARMUP_START_FACTOR = 0.1
 
 # The largest value of each size: far above any real run, low enough that a typo cannot
 # ask for terabytes (an input of 100000x100000, a batch of a million identities).
@@ -98,15 +96,6 @@ def default_out(architecture: str, data: str) -> Path:
     return Path("models") / f"{architecture}-{data.partition(':')[0]}"
 
 
-class ConfigValueError(ConfigError):
-    """A value of one config key is wrong; ``key`` lets the caller say where it came from."""
-
-    def __init__(self, key: str, problem: str) -> None:
-        super().__init__(f"{key}: {problem}")
-        self.key = key
-        self.problem = problem
-
-
 @dataclass
 class TrainConfig:
     """Everything ``reid train`` can set; defaults are the BNNeck strong baseline (Luo et
@@ -124,51 +113,71 @@ class TrainConfig:
     config checks nothing; :meth:`validate` and :func:`resolve_config` do.
     """
 
-    data: str = "synthetic"
-    out: Path | None = None
-    name: str = ""
-    architecture: str = "resnet50"
-    pretrained: str | None = "imagenet"
-    pooling: str = "avg"
-    last_stride: int = 1
-    embedding_dim: int | None = None
-    input_size: tuple[int, int] = (256, 128)
-    p: int = 16
-    k: int = 4
-    epochs: int = 60
-    max_steps: int | None = None
-    optimizer: str = "adam"
-    lr: float = 3.5e-4
-    weight_decay: float = 5e-4
-    momentum: float = 0.9
-    warmup_epochs: int = 10
-    schedule: str = "step"
-    milestones: tuple[int, ...] = (40, 70)
-    gamma: float = 0.1
-    grad_clip: float | None = None
-    amp: bool = True
-    seed: int = 0
-    ce_weight: float = 1.0
-    label_smoothing: float = 0.1
-    metric_loss: str = DEFAULT_METRIC_LOSS
-    metric_options: dict[str, Any] = field(default_factory=default_metric_options)
-    metric_weight: float = 1.0
-    eval_every: int = 0
-    eval_batch_size: int = 128
-    resume: bool = False
+    data: str = option("synthetic", help="Dataset: synthetic, market1501:PATH, dukemtmc:PATH, msmt17:PATH or folder:PATH.")
+    out: Path | None = option(None, help="Model folder to write.", default_text="models/ARCH-KIND")
+    name: str = option("", help="Name written on the model card.", default_text="the folder's name")
+    architecture: str = option("resnet50", flag="--arch", help="Backbone.", choices=known_architectures)
+    pretrained: str | None = option(
+        "imagenet",
+        help="imagenet (cached, else downloaded, else an error), none (train from scratch), a name from "
+        "`reid models list`, or a checkpoint file (torchreid, fast-reid, DataParallel).",
+    )
+    pooling: str = option("avg", help="Pooling of the last feature map.", choices=POOLINGS)
+    last_stride: int = option(1, help="Stride of the backbone's last stage (1 keeps twice the resolution).", choices=("1", "2"))
+    embedding_dim: int | None = option(None, help="Add a linear reduction to this dimension.", default_text="none, the backbone's")
+    input_size: tuple[int, int] = option((256, 128), flag="--size", help="Input size HxW.", form="size")
+    p: int = option(16, short="-P", help="Identities per batch (per process under torchrun, which needs the spelling -P).")
+    k: int = option(4, short="-K", help="Images per identity in a batch.")
+    epochs: int = option(60, help="Epochs.")
+    max_steps: int | None = option(None, help="Stop after this many steps in all.", default_text="none, every epoch")
+    optimizer: str = option("adam", help="Optimizer.", choices=OPTIMIZERS)
+    lr: float = option(3.5e-4, help="Learning rate.")
+    weight_decay: float = option(5e-4, help="Weight decay.")
+    momentum: float = option(0.9, help="Momentum of SGD.")
+    warmup_epochs: int = option(10, flag="--warmup", help=f"Warm-up epochs (linear from {WARMUP_START_FACTOR:.0%} of --lr).")
+    schedule: str = option("step", help="Learning-rate schedule.", choices=SCHEDULES)
+    milestones: tuple[int, ...] = option(
+        (40, 70), help="Comma-separated epochs where the step schedule multiplies lr by --gamma.", form="numbers"
+    )
+    gamma: float = option(0.1, help="Factor of the step schedule.")
+    grad_clip: float | None = option(None, help="Clip the gradient norm to this value.", default_text="none")
+    amp: bool = option(True, help="Mixed precision on CUDA.")
+    seed: int = option(0, help="Random seed.")
+    ce_weight: float = option(1.0, help="Weight of identity cross-entropy (0 disables it).")
+    label_smoothing: float = option(0.1, help="Label smoothing of the cross-entropy.")
+    metric_loss: str = option(DEFAULT_METRIC_LOSS, flag="--loss", help="Metric loss.", choices=lambda: (*LOSS_NAMES, "none"))
+    metric_options: dict[str, Any] = option(
+        default_factory=default_metric_options, flag="--loss-option",
+        help="KEY=VALUE option of the metric loss (repeatable).", form="pairs",
+    )
+    metric_weight: float = option(1.0, help="Weight of the metric loss (0 disables it).")
+    eval_every: int = option(0, help="Evaluate on the query/gallery split every N epochs (and at the end); 0: never.")
+    eval_batch_size: int = option(128, help="Images per batch when evaluating.")
+    resume: bool = option(
+        False, switch=True, help="Continue from OUT/checkpoint.pt (the config must train what OUT/config.yaml says)."
+    )
     # Replace a finished model in ``out`` (without it, and without ``resume``, one is refused).
-    overwrite: bool = False
-    device: str | None = None
-    threads: int | None = None
+    overwrite: bool = option(
+        False, switch=True,
+        help="Replace the finished model in OUT (without it such a folder is refused); the old one stays whole until the new one is saved.",
+    )
+    device: str | None = option(None, help="cpu, cuda, cuda:1 ...", default_text="cuda if available")
+    threads: int | None = option(None, help="CPU threads for PyTorch.", default_text="PyTorch's")
     # Used only when torchrun starts several processes; see docs/scaling.md.
-    sync_bn: bool = False
-    gather_embeddings: bool = False
-    tensorboard: Path | None = None
+    sync_bn: bool = option(False, help="Under torchrun on CUDA: BatchNorm statistics over the global batch.")
+    gather_embeddings: bool = option(False, help="Under torchrun: the metric loss mines over the embeddings of every process.")
+    tensorboard: Path | None = option(
+        None, help="Also write the history as TensorBoard event files into this folder (needs the tensorboard extra).",
+        default_text="none",
+    )
     # "face": every training photo is cut to the aligned chip of its largest face (YuNet's
     # five landmarks onto the ArcFace template at ``input_size``) and the card says so, so
     # that verification cuts the same chips; ``no_face`` says what a photo without one gets.
-    kind: str = "person"
-    no_face: str = "skip"
+    kind: str = option(
+        "person", help="What the photos show (face: each photo cut once to the aligned chip of its largest face, found by yunet).",
+        choices=KINDS,
+    )
+    no_face: str = option("skip", help="With --kind face, a photo without a face.", choices=NO_FACE_CHOICES)
 
     def __post_init__(self) -> None:
         if self.out is None or str(self.out) == "":
@@ -282,11 +291,13 @@ class TrainConfig:
 
 
 RECIPE_KEYS = tuple(f.name for f in fields(TrainConfig) if f.name not in ACTION_KEYS)
+FIELDS = {f.name: f for f in fields(TrainConfig)}
 
 
 def option_name(key: str) -> str:
-    """The command-line option that sets ``key`` (``--arch`` for ``architecture``)."""
-    return OPTION_NAMES.get(key, "--" + key.replace("_", "-"))
+    """The command-line option that sets ``key`` (``--arch`` for ``architecture``), read
+    from the field's metadata."""
+    return flag_of(FIELDS[key])
 
 
 class _UniqueKeyLoader(yaml.SafeLoader):
@@ -397,7 +408,8 @@ def resolve_config(base: TrainConfig, config_file: Path | None = None, overrides
     derived from the final architecture and data.
 
     Raises:
-        ConfigError: one line naming the file and key, or the option, of the bad value.
+        ConfigError: one line naming the file and key of a bad value from the file;
+            ConfigValueError naming the key of a bad value in ``base`` or ``overrides``.
     """
     overrides = dict(overrides or {})
     from_file = read_config_file(config_file) if config_file is not None else {}
@@ -407,18 +419,13 @@ def resolve_config(base: TrainConfig, config_file: Path | None = None, overrides
         values["out"] = None
     values = merge_layer(merge_layer(values, from_file), overrides)
 
-    def where(key: str) -> str:
-        if key in overrides:
-            return option_name(key)
-        if key in from_file:
-            return f"{config_file}: {key}"
-        return key
-
     try:
         config = TrainConfig.from_dict(values)
         config.validate()
     except ConfigValueError as exc:
-        raise ConfigError(f"{where(exc.key)}: {exc.problem}") from None
+        if exc.key in from_file and exc.key not in overrides:
+            raise ConfigError(f"{config_file}: {exc.key}: {exc.problem}") from None
+        raise  # named by its key; the command line names it by its option
     if config.uses_metric_loss:
         config = replace(config, metric_options=convert_options(config.metric_loss, **config.metric_options))
     return config

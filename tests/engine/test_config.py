@@ -14,11 +14,12 @@ from reid.engine.config import (
     RECIPE_KEYS,
     TrainConfig,
     check_resume_config,
+    option_name,
     resolve_config,
     write_config,
 )
 from reid.engine.demo import demo_config
-from reid.errors import ConfigError, ModelError
+from reid.errors import ConfigError, ConfigValueError, ModelError
 from reid.losses import TripletLoss
 from reid.models.folder import check_device
 
@@ -152,12 +153,14 @@ def test_bad_config_is_one_line_naming_the_file_and_key(tmp_path: Path, text: st
 def test_missing_file_and_bad_option_name_their_source(tmp_path: Path) -> None:
     with pytest.raises(ConfigError, match=r"nope.yaml: config file not found$"):
         resolve_config(TrainConfig(), tmp_path / "nope.yaml")
-    # A bad value from the command line names the option, even when a file set the key too.
+    # A bad value given over a file's names the key (the command line calls it by its
+    # option), even when a file set the key too.
     recipe = write(tmp_path / "r.yaml", "lr: 0.1\nwarmup_epochs: 2\n")
-    with pytest.raises(ConfigError, match=r"^--lr: must be positive \(got -1.0\)$"):
-        resolve_config(TrainConfig(), recipe, {"lr": -1.0})
-    with pytest.raises(ConfigError, match=r"^--warmup: must be >= 0 \(got -2\)$"):
-        resolve_config(TrainConfig(), recipe, {"warmup_epochs": -2})
+    for key, value, message in (("lr", -1.0, "lr: must be positive (got -1.0)"), ("warmup_epochs", -2, "warmup_epochs: must be >= 0 (got -2)")):
+        with pytest.raises(ConfigValueError) as caught:
+            resolve_config(TrainConfig(), recipe, {key: value})
+        assert (str(caught.value), caught.value.key) == (message, key)
+    assert option_name("warmup_epochs") == "--warmup" and option_name("max_steps") == "--max-steps"
     # Used as a library, the key itself is named.
     with pytest.raises(ConfigError, match=r"^gamma: must be positive \(got 0.0\)$"):
         TrainConfig(gamma=0.0).validate()
