@@ -15,8 +15,7 @@ from reid.data import quiet_opencv
 from reid.detect import PersonDetectorConfig, detector_names, fallback_note
 from reid.models import load_encoder, stand_in_model
 from reid.track import TrackerConfig
-from reid.cli.common import OneLineCommand
-from reid.cli.defaults import in_range
+from reid.cli import OneLineCommand, error_line, in_range, option_flags
 
 from apps.camera_search.demo import demo_threshold, score_demo, write_demo_videos
 from apps.camera_search.outputs import VIDEO_FORMATS, write_outputs
@@ -66,7 +65,7 @@ def main(
     reference_camera: int | None = typer.Option(
         None, "--reference-camera", callback=in_range("reference_camera"), help="Camera whose tracks are enrolled as the known people (default 0)."
     ),
-    threshold: float | None = typer.Option(None, "--threshold", callback=in_range("threshold"), help=f"{THRESHOLD_HELP} Default: the model card's."),
+    threshold: float | None = typer.Option(None, "--threshold", help=f"{THRESHOLD_HELP} Default: the model card's."),
     every: int = typer.Option(1, "--every", callback=in_range("every"), help="Keep one frame in N."),
     max_frames: int | None = typer.Option(None, "--max-frames", callback=in_range("max_frames"), help="Stop each camera after N kept frames."),
     top_k: int = typer.Option(3, "--top-k", callback=in_range("top_k"), help="Identities fetched per track."),
@@ -84,7 +83,7 @@ def main(
         TrackerConfig.lost_seconds, "--lost-seconds", callback=in_range("lost_seconds"), help="Seconds a track may go unseen before it ends."
     ),
     appearance: float | None = typer.Option(
-        None, "--appearance", callback=in_range("appearance"), help="Also require this embedding distance or less to continue a track (off by default)."
+        None, "--appearance", help="Also require this embedding distance or less to continue a track (off by default)."
     ),
     min_boxes: int = typer.Option(2, "--min-boxes", callback=in_range("min_boxes"), help="Drop tracks with fewer boxes (detector noise)."),
     video_format: str = typer.Option("avi", "--video-format", help="Annotated videos as avi (MJPG) or mp4 (mp4v)."),
@@ -159,7 +158,8 @@ def main(
             )
         files = write_outputs(result, config, model, suffix)
     except (ReidError, OSError) as exc:  # an OS error names its file in one line too
-        err_console.print(Text.assemble(("error:", "bold red"), " ", printable(exc)), soft_wrap=True)
+        line = error_line(exc, option_flags(main)) if isinstance(exc, ReidError) else str(exc)
+        err_console.print(Text.assemble(("error:", "bold red"), " ", printable(line)), soft_wrap=True)
         raise typer.Exit(1) from None
     _print_tables(result)
     if scene is not None:

@@ -18,7 +18,7 @@ from typing import Any
 
 import numpy as np
 
-from reid import ConfigError, GalleryError, Threshold, check_distance_threshold, nearest_identity
+from reid import ConfigError, ConfigValueError, GalleryError, Threshold, check_distance_threshold, nearest_identity
 from reid.detect import PersonDetectorConfig, build_detector
 from reid.gallery import DB_FILE, Gallery, ItemMeta
 from reid.models import Encoder, embed_images
@@ -69,11 +69,11 @@ class SearchConfig:
             )
         if self.gallery is None and len(self.videos) < 2:
             raise ConfigError("with no --gallery, give at least two videos: a reference camera and one to search")
-        check_distance_threshold(self.threshold)
+        check_distance_threshold(self.threshold, "threshold")
         if self.batch_size < 1:
-            raise ConfigError(f"batch size must be at least 1, got {self.batch_size}")
+            raise ConfigValueError("batch_size", f"must be at least 1, got {self.batch_size}", sep=" ")
         if self.top_k < 1:
-            raise ConfigError(f"--top-k must be at least 1, got {self.top_k}")
+            raise ConfigValueError("top_k", f"must be at least 1, got {self.top_k}", sep=" ")
 
 
 @dataclass

@@ -46,8 +46,7 @@ from reid.evaluation import (
 )
 from reid.models import READY_MADE_FACES, Encoder, load_card, load_encoder, save_card
 from reid.pipeline import SubjectRule, plan_enrolment
-from reid.cli.common import OneLineCommand
-from reid.cli.defaults import in_range
+from reid.cli import OneLineCommand, in_range
 
 from apps.face_checkin.checkin import DETECT_MODES, FaceFinder
 

@@ -32,7 +32,7 @@ from typing import IO, Any
 
 import numpy as np
 
-from reid import ConfigError, Threshold, check_distance_threshold, nearest_identity
+from reid import ConfigError, ConfigValueError, Threshold, check_distance_threshold, nearest_identity
 from reid.detect import DEFAULT_MARGIN, Box, Detector, build_detector
 from reid.gallery import Gallery, IdentityMatch
 from reid.models import Encoder, embed_images
@@ -75,12 +75,13 @@ class CheckinConfig:
 
     def __post_init__(self) -> None:
         if self.detect not in DETECT_MODES:
-            raise ConfigError(f"--detect {self.detect!r}: choose one of {', '.join(DETECT_MODES)}")
-        check_distance_threshold(self.threshold)
+            raise ConfigValueError("detect", f"{self.detect!r}: choose one of {', '.join(DETECT_MODES)}", sep=" ")
+        check_distance_threshold(self.threshold, "threshold")
         if self.claim is not None and not self.claim.strip():
-            raise ConfigError("--claim must name an enrolled person")
-        if self.top_k < 1 or self.batch_size < 1:
-            raise ConfigError("--top-k and the batch size must be at least 1")
+            raise ConfigValueError("claim", "must name an enrolled person", sep=" ")
+        for key in ("top_k", "batch_size"):
+            if getattr(self, key) < 1:
+                raise ConfigValueError(key, f"must be at least 1, got {getattr(self, key)}", sep=" ")
 
     @property
     def gallery_path(self) -> Path:

@@ -15,8 +15,7 @@ from reid.data import quiet_opencv
 from reid.gallery import Gallery
 from reid.models import SFACE, load_encoder, stand_in_model
 from reid.pipeline import DUPLICATE
-from reid.cli.common import OneLineCommand
-from reid.cli.defaults import in_range
+from reid.cli import OneLineCommand, error_line, in_range, option_flags
 
 from apps.face_checkin.calibrate import calibrate_on_people
 from apps.face_checkin.checkin import (
@@ -62,7 +61,7 @@ def main(
     out: Path = typer.Option(..., "--out", "-o", help="Folder for decisions.jsonl, summary.json (and the gallery)."),
     gallery: Path | None = typer.Option(None, "--gallery", "-g", help="Gallery folder (default: OUT/gallery)."),
     claim: str | None = typer.Option(None, "--claim", help="1:1: is each face this enrolled person?  (Default 1:N.)"),
-    threshold: float | None = typer.Option(None, "--threshold", callback=in_range("threshold"), help=f"{THRESHOLD_HELP} Default: the model card's calibrated one."),
+    threshold: float | None = typer.Option(None, "--threshold", help=f"{THRESHOLD_HELP} Default: the model card's calibrated one."),
     detect: str = typer.Option(
         "auto", "--detect", help="auto: photos whole, video frames through the face detector; face: detect everywhere "
         "(photos with no face found are taken whole); none: everything whole."
@@ -166,7 +165,8 @@ def main(
             summary["demo"] = vars(score_demo(decisions, scene.truth))
         write_bytes_atomic(out / "summary.json", (json.dumps(summary, indent=2) + "\n").encode("utf-8"))
     except (ReidError, OSError) as exc:  # an OS error names its file in one line too
-        err_console.print(Text.assemble(("error:", "bold red"), " ", printable(exc)), soft_wrap=True)
+        line = error_line(exc, option_flags(main)) if isinstance(exc, ReidError) else str(exc)
+        err_console.print(Text.assemble(("error:", "bold red"), " ", printable(line)), soft_wrap=True)
         raise typer.Exit(1) from None
     table = Table(title=f"{config.mode} decisions (threshold {result.threshold:.4f})")
     table.add_column("decision")

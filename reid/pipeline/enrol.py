@@ -27,7 +27,7 @@ from reid.data.folders import identity_folders
 from reid.data.io import ImageLimits, bounded_bytes, decode_image, is_image_file, list_media, read_bytes
 from reid.detect import Detector, build_detector, check_detector
 from reid.detect.base import largest_detection
-from reid.errors import ConfigError, DataError
+from reid.errors import ConfigError, ConfigValueError, DataError
 from reid.gallery import DB_FILE, Gallery, IndexSpec, ItemMeta
 from reid.models.encoder import NO_FACE_CHOICES, Encoder, embed_images
 from reid.pipeline.frames import ChooseCrop, whole_box
@@ -72,10 +72,10 @@ class EnrolConfig:
 
     def __post_init__(self) -> None:
         if self.batch_size < 1:
-            raise ConfigError(f"batch size must be at least 1, got {self.batch_size}")
+            raise ConfigValueError("batch_size", f"must be at least 1, got {self.batch_size}", sep=" ")
         for value in (self.no_face, self.no_detection or self.no_face):
             if value not in NO_FACE_CHOICES:
-                raise ConfigError(f"--no-face {value!r}: choose one of {', '.join(NO_FACE_CHOICES)}")
+                raise ConfigValueError("no_face", f"{value!r}: choose one of {', '.join(NO_FACE_CHOICES)}", sep=" ")
         if self.detect or self.detector:
             check_detector(self.detector, self.detect)
 

@@ -26,7 +26,7 @@ import numpy as np
 from reid.decision import MODEL_CARD, Threshold, check_distance_threshold, check_far, nearest_identity
 from reid.decision import resolve_threshold as resolve_distance_threshold
 from reid.detect import Box, Detector, SSDLiteConfig, build_detector
-from reid.errors import ConfigError
+from reid.errors import ConfigError, ConfigValueError
 from reid.gallery import SCORES, Gallery, IdentityMatch
 from reid.gallery.calibration import synthetic_card_note
 from reid.models.card import ModelCard
@@ -90,30 +90,30 @@ class QueryConfig:
 
     def __post_init__(self) -> None:
         if self.top_k < 1:
-            raise ConfigError(f"--top-k must be at least 1, got {self.top_k}")
+            raise ConfigValueError("top_k", f"must be at least 1, got {self.top_k}", sep=" ")
         if self.detect not in DETECT_CHOICES:
             raise ConfigError(f"unknown detector {self.detect!r}; choose one of {', '.join(DETECT_CHOICES)}")
         if self.score not in SCORES:
             raise ConfigError(f"unknown identity score {self.score!r}; choose one of {', '.join(SCORES)}")
         if self.batch_size < 1:
-            raise ConfigError(f"batch size must be at least 1, got {self.batch_size}")
+            raise ConfigValueError("batch_size", f"must be at least 1, got {self.batch_size}", sep=" ")
         if self.embed_every < 1:
-            raise ConfigError(f"--embed-every must be at least 1, got {self.embed_every}")
+            raise ConfigValueError("embed_every", f"must be at least 1, got {self.embed_every}", sep=" ")
         if self.embed_every > 1 and not self.track:
-            raise ConfigError("--embed-every samples the crops of tracks; it does not work with --no-track")
+            raise ConfigValueError("embed_every", "samples the crops of tracks; it does not work without tracking", sep=" ")
         if self.embed_threads is not None and self.embed_threads < 1:
-            raise ConfigError(f"embedding threads must be at least 1, got {self.embed_threads}")
+            raise ConfigValueError("embed_threads", f"must be at least 1, got {self.embed_threads}", sep=" ")
         if not 0 < self.detect_scale <= 1:
-            raise ConfigError(f"--detect-scale must be in (0, 1], got {self.detect_scale}")
+            raise ConfigValueError("detect_scale", f"must be in (0, 1], got {self.detect_scale}", sep=" ")
         if self.no_face not in NO_FACE_CHOICES:
-            raise ConfigError(f"--no-face {self.no_face!r}: choose one of {', '.join(NO_FACE_CHOICES)}")
-        check_distance_threshold(self.threshold)
-        check_far(self.far)
+            raise ConfigValueError("no_face", f"{self.no_face!r}: choose one of {', '.join(NO_FACE_CHOICES)}", sep=" ")
+        check_distance_threshold(self.threshold, "threshold")
+        check_far(self.far, "far")
         if self.threshold is not None and self.far is not None:
             raise ConfigError("give --threshold or --far, not both")
         if self.min_height is not None and self.detector != "ssdlite":
-            raise ConfigError(
-                f"--min-height works with --detector ssdlite, not {self.detector or 'the default detector'}"
+            raise ConfigValueError(
+                "min_height", f"works with the ssdlite detector, not {self.detector or 'the default detector'}", sep=" "
             )
 
 

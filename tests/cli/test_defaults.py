@@ -176,7 +176,6 @@ def test_options_out_of_range_are_one_line_in_the_apps(tmp_path) -> None:
         (camera_search.app, ["--out", out, "--iou", "0"], "'--iou': 0.0: must be in (0, 1]"),
         (camera_search.app, ["--out", out, "--lost-seconds", "-1"], "'--lost-seconds': -1.0: must be in [0, 86400]"),
         (camera_search.app, ["--out", out, "--detect-scale", "inf"], "'--detect-scale': inf: must be a finite number"),
-        (camera_search.app, ["--out", out, "--threshold", "3"], "'--threshold': is a distance between unit embeddings"),
         (face_checkin.app, ["--out", out, "--top-k", "0"], "'--top-k': 0: must be between 1 and 10,000"),
         (face_checkin.app, ["--out", out, "--max-frames", "-5"], "'--max-frames': -5: must be between 1"),
         (calibrate.app, ["-m", "m", "--people", out, "--out", out, "--far", "1.5"], "'--far': is a false-accept rate"),
