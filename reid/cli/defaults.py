@@ -74,14 +74,14 @@ RANGES: dict[str, Range] = {
     "reference_camera": Range(0, 1023),
     "last_stride": Range(1, 2),
     # Index options (reid.gallery.IndexSpec); 0 is the automatic choice where one exists.
-    "nlist": Range(1, 10_000_000),
-    "nprobe": Range(1, 10_000_000),
+    "nlist": Range(0, 10_000_000),
+    "nprobe": Range(0, 10_000_000),
     "ef_search": Range(1, 100_000),
-    "train_size": Range(1, 10**9),
-    "pq_m": Range(1, 4096),
+    "train_size": Range(0, 10**9),
+    "pq_m": Range(0, 4096),
     "pq_bits": Range(1, 16),
     "refine": Range(0, 1024),
-    "shard_size": Range(1, 10**12),
+    "shard_size": Range(0, 10**12),
     # Scores and fractions.
     "high_score": Range(0.0, 1.0, low_open=True),
     "start_score": Range(0.0, 1.0, low_open=True),
@@ -200,6 +200,8 @@ def config_parameters(
         spec = option_spec(field)
         assert spec is not None
         kind = _bare(hints[field.name])
+        if typing.get_origin(kind) is typing.Literal:
+            kind = type(typing.get_args(kind)[0])  # a choice: typed as its values are
         flag = flag_of(field)
         if spec.form == "pairs":
             annotation: Any = list[str] | None

@@ -11,13 +11,13 @@ the layer that supplied a bad value: the file by path and key, a value given by 
 from __future__ import annotations
 
 import difflib
-import math
-from dataclasses import asdict, dataclass, field, fields, replace
+import functools
+from dataclasses import asdict, dataclass, fields, replace
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any, Literal
 
 import yaml
-from pydantic import TypeAdapter, ValidationError
+from pydantic import AfterValidator, Field, TypeAdapter, ValidationError
 
 from reid.errors import ConfigError, ConfigValueError, ModelError
 from reid.losses.registry import LOSS_NAMES, convert_options, loss_options
@@ -52,18 +52,17 @@ def default_metric_options() -> dict[str, Any]:
 # random start (Luo et al. 2019, "Bag of Tricks", warm-up from 3.5e-5 to 3.5e-4). (reid.engine.optim).
 WARMUP_START_FACTOR = 0.1
 
-# The largest value of each size: far above any real run, low enough that a typo cannot
-# ask for terabytes (an input of 100000x100000, a batch of a million identities).
-SIZE_LIMITS = {
-    "input_size": 4096,
-    "p": 100_000,
-    "k": 10_000,
-    "embedding_dim": 65_536,
-    "epochs": 1_000_000,
-    "eval_batch_size": 65_536,
-    "threads": 4096,
-    "warmup_epochs": 1_000_000,
-}
+# The bounds of sizes are far above any real run, low enough that a typo cannot ask for
+# terabytes (an input of 100000x100000, a batch of a million identities); they are stated
+# in the field types below, which pydantic checks (:meth:`TrainConfig.validate`).
+Side = Annotated[int, Field(ge=16, le=4096)]
+
+
+def _increasing(milestones: tuple[int, ...]) -> tuple[int, ...]:
+    if list(milestones) != sorted(milestones):
+        raise ValueError("must be increasing epochs")
+    return milestones
+
 
 # What a run asks to do rather than what it trains; never read from or written to a file.
 ACTION_KEYS = ("resume", "overwrite")
@@ -116,43 +115,43 @@ class TrainConfig:
     data: str = option("synthetic", help="Dataset: synthetic, market1501:PATH, dukemtmc:PATH, msmt17:PATH or folder:PATH.")
     out: Path | None = option(None, help="Model folder to write.", default_text="models/ARCH-KIND")
     name: str = option("", help="Name written on the model card.", default_text="the folder's name")
-    architecture: str = option("resnet50", flag="--arch", help="Backbone.", choices=known_architectures)
+    architecture: Literal[tuple(BACKBONES)] = option("resnet50", flag="--arch", help="Backbone.", choices=known_architectures)
     pretrained: str | None = option(
         "imagenet",
         help="imagenet (cached, else downloaded, else an error), none (train from scratch), a name from "
         "`reid models list`, or a checkpoint file (torchreid, fast-reid, DataParallel).",
     )
-    pooling: str = option("avg", help="Pooling of the last feature map.", choices=POOLINGS)
-    last_stride: int = option(1, help="Stride of the backbone's last stage (1 keeps twice the resolution).", choices=("1", "2"))
-    embedding_dim: int | None = option(None, help="Add a linear reduction to this dimension.", default_text="none, the backbone's")
-    input_size: tuple[int, int] = option((256, 128), flag="--size", help="Input size HxW.", form="size")
-    p: int = option(16, short="-P", help="Identities per batch (per process under torchrun, which needs the spelling -P).")
-    k: int = option(4, short="-K", help="Images per identity in a batch.")
-    epochs: int = option(60, help="Epochs.")
-    max_steps: int | None = option(None, help="Stop after this many steps in all.", default_text="none, every epoch")
-    optimizer: str = option("adam", help="Optimizer.", choices=OPTIMIZERS)
-    lr: float = option(3.5e-4, help="Learning rate.")
-    weight_decay: float = option(5e-4, help="Weight decay.")
-    momentum: float = option(0.9, help="Momentum of SGD.")
-    warmup_epochs: int = option(10, flag="--warmup", help=f"Warm-up epochs (linear from {WARMUP_START_FACTOR:.0%} of --lr).")
-    schedule: str = option("step", help="Learning-rate schedule.", choices=SCHEDULES)
-    milestones: tuple[int, ...] = option(
+    pooling: Literal[tuple(POOLINGS)] = option("avg", help="Pooling of the last feature map.", choices=POOLINGS)
+    last_stride: Literal[1, 2] = option(1, help="Stride of the backbone's last stage (1 keeps twice the resolution).", choices=("1", "2"))
+    embedding_dim: Annotated[int, Field(ge=1, le=65_536)] | None = option(None, help="Add a linear reduction to this dimension.", default_text="none, the backbone's")
+    input_size: tuple[Side, Side] = option((256, 128), flag="--size", help="Input size HxW.", form="size")
+    p: Annotated[int, Field(ge=2, le=100_000)] = option(16, short="-P", help="Identities per batch (per process under torchrun, which needs the spelling -P).")
+    k: Annotated[int, Field(ge=1, le=10_000)] = option(4, short="-K", help="Images per identity in a batch.")
+    epochs: Annotated[int, Field(ge=1, le=1_000_000)] = option(60, help="Epochs.")
+    max_steps: Annotated[int, Field(ge=1)] | None = option(None, help="Stop after this many steps in all.", default_text="none, every epoch")
+    optimizer: Literal[OPTIMIZERS] = option("adam", help="Optimizer.", choices=OPTIMIZERS)
+    lr: Annotated[float, Field(gt=0, allow_inf_nan=False)] = option(3.5e-4, help="Learning rate.")
+    weight_decay: Annotated[float, Field(ge=0, allow_inf_nan=False)] = option(5e-4, help="Weight decay.")
+    momentum: Annotated[float, Field(ge=0, lt=1)] = option(0.9, help="Momentum of SGD.")
+    warmup_epochs: Annotated[int, Field(ge=0, le=1_000_000)] = option(10, flag="--warmup", help=f"Warm-up epochs (linear from {WARMUP_START_FACTOR:.0%} of --lr).")
+    schedule: Literal[SCHEDULES] = option("step", help="Learning-rate schedule.", choices=SCHEDULES)
+    milestones: Annotated[tuple[Annotated[int, Field(ge=1)], ...], AfterValidator(_increasing)] = option(
         (40, 70), help="Comma-separated epochs where the step schedule multiplies lr by --gamma.", form="numbers"
     )
-    gamma: float = option(0.1, help="Factor of the step schedule.")
-    grad_clip: float | None = option(None, help="Clip the gradient norm to this value.", default_text="none")
+    gamma: Annotated[float, Field(gt=0, allow_inf_nan=False)] = option(0.1, help="Factor of the step schedule.")
+    grad_clip: Annotated[float, Field(gt=0, allow_inf_nan=False)] | None = option(None, help="Clip the gradient norm to this value.", default_text="none")
     amp: bool = option(True, help="Mixed precision on CUDA.")
     seed: int = option(0, help="Random seed.")
-    ce_weight: float = option(1.0, help="Weight of identity cross-entropy (0 disables it).")
-    label_smoothing: float = option(0.1, help="Label smoothing of the cross-entropy.")
-    metric_loss: str = option(DEFAULT_METRIC_LOSS, flag="--loss", help="Metric loss.", choices=lambda: (*LOSS_NAMES, "none"))
+    ce_weight: Annotated[float, Field(ge=0, allow_inf_nan=False)] = option(1.0, help="Weight of identity cross-entropy (0 disables it).")
+    label_smoothing: Annotated[float, Field(ge=0, lt=1)] = option(0.1, help="Label smoothing of the cross-entropy.")
+    metric_loss: Literal[(*LOSS_NAMES, *NO_METRIC_LOSS)] = option(DEFAULT_METRIC_LOSS, flag="--loss", help="Metric loss.", choices=lambda: (*LOSS_NAMES, "none"))
     metric_options: dict[str, Any] = option(
         default_factory=default_metric_options, flag="--loss-option",
         help="KEY=VALUE option of the metric loss (repeatable).", form="pairs",
     )
-    metric_weight: float = option(1.0, help="Weight of the metric loss (0 disables it).")
-    eval_every: int = option(0, help="Evaluate on the query/gallery split every N epochs (and at the end); 0: never.")
-    eval_batch_size: int = option(128, help="Images per batch when evaluating.")
+    metric_weight: Annotated[float, Field(ge=0, allow_inf_nan=False)] = option(1.0, help="Weight of the metric loss (0 disables it).")
+    eval_every: Annotated[int, Field(ge=0)] = option(0, help="Evaluate on the query/gallery split every N epochs (and at the end); 0: never.")
+    eval_batch_size: Annotated[int, Field(ge=1, le=65_536)] = option(128, help="Images per batch when evaluating.")
     resume: bool = option(
         False, switch=True, help="Continue from OUT/checkpoint.pt (the config must train what OUT/config.yaml says)."
     )
@@ -162,7 +161,7 @@ class TrainConfig:
         help="Replace the finished model in OUT (without it such a folder is refused); the old one stays whole until the new one is saved.",
     )
     device: str | None = option(None, help="cpu, cuda, cuda:1 ...", default_text="cuda if available")
-    threads: int | None = option(None, help="CPU threads for PyTorch.", default_text="PyTorch's")
+    threads: Annotated[int, Field(ge=1, le=4096)] | None = option(None, help="CPU threads for PyTorch.", default_text="PyTorch's")
     # Used only when torchrun starts several processes; see docs/scaling.md.
     sync_bn: bool = option(False, help="Under torchrun on CUDA: BatchNorm statistics over the global batch.")
     gather_embeddings: bool = option(False, help="Under torchrun: the metric loss mines over the embeddings of every process.")
@@ -173,11 +172,11 @@ class TrainConfig:
     # "face": every training photo is cut to the aligned chip of its largest face (YuNet's
     # five landmarks onto the ArcFace template at ``input_size``) and the card says so, so
     # that verification cuts the same chips; ``no_face`` says what a photo without one gets.
-    kind: str = option(
+    kind: Literal[KINDS] = option(
         "person", help="What the photos show (face: each photo cut once to the aligned chip of its largest face, found by yunet).",
         choices=KINDS,
     )
-    no_face: str = option("skip", help="With --kind face, a photo without a face.", choices=NO_FACE_CHOICES)
+    no_face: Literal[NO_FACE_CHOICES] = option("skip", help="With --kind face, a photo without a face.", choices=NO_FACE_CHOICES)
 
     def __post_init__(self) -> None:
         if self.out is None or str(self.out) == "":
@@ -195,67 +194,17 @@ class TrainConfig:
         return self.metric_loss not in NO_METRIC_LOSS and self.metric_weight > 0
 
     def validate(self) -> None:
-        """Raise :class:`ConfigValueError` naming the first key whose value is out of range."""
-        for key, problem in self._problems():
-            raise ConfigValueError(key, problem)
-
-    def _problems(self) -> list[tuple[str, str]]:
-        checks: list[tuple[bool, str, str]] = [
-            (self.architecture in BACKBONES, "architecture", f"{self.architecture!r} is not one of {', '.join(BACKBONES)}"),
-            (self.pooling in POOLINGS, "pooling", f"{self.pooling!r} is not one of {', '.join(POOLINGS)}"),
-            (self.last_stride in (1, 2), "last_stride", f"must be 1 or 2 (got {self.last_stride})"),
-            (self.embedding_dim is None or self.embedding_dim >= 1, "embedding_dim", f"must be at least 1 (got {self.embedding_dim})"),
-            (len(self.input_size) == 2 and min(self.input_size) >= 16, "input_size", f"must be HxW with both at least 16 (got {self.input_size})"),
-            (self.p >= 2, "p", f"a P x K batch needs at least 2 identities (got {self.p})"),
-            (self.k >= 1, "k", f"a P x K batch needs at least 1 image per identity (got {self.k})"),
-            (self.epochs >= 1, "epochs", f"must be at least 1 (got {self.epochs})"),
-            (self.max_steps is None or self.max_steps >= 1, "max_steps", f"must be at least 1 (got {self.max_steps})"),
-            (self.optimizer in OPTIMIZERS, "optimizer", f"{self.optimizer!r} is not one of {', '.join(OPTIMIZERS)}"),
-            (self.lr > 0, "lr", f"must be positive (got {self.lr})"),
-            (self.weight_decay >= 0, "weight_decay", f"must be >= 0 (got {self.weight_decay})"),
-            (0 <= self.momentum < 1, "momentum", f"must be in [0, 1) (got {self.momentum})"),
-            (self.warmup_epochs >= 0, "warmup_epochs", f"must be >= 0 (got {self.warmup_epochs})"),
-            (self.schedule in SCHEDULES, "schedule", f"{self.schedule!r} is not one of {', '.join(SCHEDULES)}"),
-            (all(m >= 1 for m in self.milestones) and list(self.milestones) == sorted(self.milestones),
-             "milestones", f"must be increasing epochs >= 1 (got {list(self.milestones)})"),
-            (self.gamma > 0, "gamma", f"must be positive (got {self.gamma})"),
-            (self.grad_clip is None or self.grad_clip > 0, "grad_clip", f"must be positive (got {self.grad_clip})"),
-            (self.ce_weight >= 0, "ce_weight", f"must be >= 0 (got {self.ce_weight})"),
-            (self.metric_weight >= 0, "metric_weight", f"must be >= 0 (got {self.metric_weight})"),
-            (self.ce_weight > 0 or self.uses_metric_loss, "ce_weight", "is 0 and no metric loss is used: nothing would be trained"),
-            (0 <= self.label_smoothing < 1, "label_smoothing", f"must be in [0, 1) (got {self.label_smoothing})"),
-            (self.metric_loss in (*NO_METRIC_LOSS, *LOSS_NAMES), "metric_loss",
-             f"unknown loss {self.metric_loss!r}; choose one of {', '.join(LOSS_NAMES)} or none"),
-            (self.eval_every >= 0, "eval_every", f"must be >= 0 (got {self.eval_every})"),
-            (self.eval_batch_size >= 1, "eval_batch_size", f"must be at least 1 (got {self.eval_batch_size})"),
-            (self.threads is None or self.threads >= 1, "threads", f"must be at least 1 (got {self.threads})"),
-            (self.kind in KINDS, "kind", f"{self.kind!r} is not one of {', '.join(KINDS)}"),
-            (self.no_face in NO_FACE_CHOICES, "no_face", f"{self.no_face!r} is not one of {', '.join(NO_FACE_CHOICES)}"),
-        ]
-        problems = [(key, problem) for ok, key, problem in checks if not ok]
-        problems += self._bound_problems()
-        if not problems and self.uses_metric_loss:
+        """Check every value, by the field types (pydantic) and the loss's own option types,
+        and that something is trained; raise :class:`ConfigValueError` naming the first key
+        whose value is wrong."""
+        _validated(type(self), {f.name: getattr(self, f.name) for f in fields(self)})
+        if not (self.ce_weight > 0 or self.uses_metric_loss):
+            raise ConfigValueError("ce_weight", "is 0 and no metric loss is used: nothing would be trained")
+        if self.uses_metric_loss:
             try:
                 convert_options(self.metric_loss, **self.metric_options)
             except ConfigError as exc:
-                problems.append(("metric_options", str(exc)))
-        return problems
-
-    def _bound_problems(self) -> list[tuple[str, str]]:
-        """Numbers that are not finite (``lr: .inf`` trains to NaN weights) or far beyond
-        anything a run here can hold (an image of 100000x100000 pixels)."""
-        problems = [
-            (f.name, f"must be a finite number (got {getattr(self, f.name)})")
-            for f in fields(self)
-            if isinstance(getattr(self, f.name), float) and not math.isfinite(getattr(self, f.name))
-        ]
-        for key, largest in SIZE_LIMITS.items():
-            values = getattr(self, key)
-            for value in values if isinstance(values, tuple) else (values,):
-                if isinstance(value, int) and value > largest:
-                    problems.append((key, f"must be at most {largest:,} (got {value:,})"))
-                    break
-        return problems
+                raise ConfigValueError("metric_options", str(exc)) from None
 
     def to_dict(self) -> dict[str, Any]:
         """Every field as plain YAML/JSON values (paths as strings, tuples as lists)."""
@@ -279,15 +228,26 @@ class TrainConfig:
     @classmethod
     def from_dict(cls, values: dict[str, Any]) -> TrainConfig:
         """Build a config from plain values, converting what converts losslessly
-        (``"1e-3"`` to 0.001, a list to a tuple); a wrong type raises
-        :class:`ConfigValueError` naming the key."""
-        try:
-            return TypeAdapter(cls).validate_python(values)
-        except ValidationError as exc:
-            error = exc.errors()[0]
-            key = str(error["loc"][0]) if error["loc"] else "config"
-            message = error["msg"]
-            raise ConfigValueError(key, f"{message[:1].lower()}{message[1:]} (got {error['input']!r})") from None
+        (``"1e-3"`` to 0.001, a list to a tuple) and checking each against its field's
+        type; a wrong value raises :class:`ConfigValueError` naming the key."""
+        return _validated(cls, values)
+
+
+@functools.cache
+def _adapter(cls: type) -> TypeAdapter[Any]:
+    return TypeAdapter(cls)
+
+
+def _validated(cls: type[TrainConfig], values: dict[str, Any]) -> TrainConfig:
+    """``cls`` built from ``values`` by pydantic, the one check of every field's type and
+    range; raises :class:`ConfigValueError` naming the key of the first wrong value."""
+    try:
+        return _adapter(cls).validate_python(values)
+    except ValidationError as exc:
+        error = exc.errors()[0]
+        key = str(error["loc"][0]) if error["loc"] else "config"
+        message = error["msg"].removeprefix("Value error, ")
+        raise ConfigValueError(key, f"{message[:1].lower()}{message[1:]} (got {error['input']!r})") from None
 
 
 RECIPE_KEYS = tuple(f.name for f in fields(TrainConfig) if f.name not in ACTION_KEYS)
