@@ -109,7 +109,10 @@ class TrainConfig:
     (height, width) in pixels; ``epochs``, ``warmup_epochs`` and ``milestones`` count
     epochs; ``max_steps`` counts optimizer steps over the whole run; ``metric_options``
     are the options of ``metric_loss`` (see :func:`reid.losses.loss_options`). Building a
-    config checks nothing; :meth:`validate` and :func:`resolve_config` do.
+    config checks nothing; :meth:`validate` and :func:`resolve_config` do, by pydantic
+    against the field types (their ranges and choices are stated there, once). Each field
+    also carries its command-line option (:func:`reid.options.option`), from which
+    ``reid train`` builds its options.
     """
 
     data: str = option("synthetic", help="Dataset: synthetic, market1501:PATH, dukemtmc:PATH, msmt17:PATH or folder:PATH.")
