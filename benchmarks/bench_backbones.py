@@ -61,7 +61,7 @@ def main() -> None:
     print(f"{'backbone':<20}{'parameters':>12}{'forward img/s':>15}{'fwd+bwd img/s':>15}")
     for arch in args.arch or DEFAULT_ARCHS:
         if not architecture_available(arch):
-            print(f"{arch:<20} skipped: needs timm (pip install 'reid[pretrained]')")
+            print(f"{arch:<20} skipped: needs timm (pip install 'reid-toolkit[pretrained]')")
             continue
         params = sum(p.numel() for p in ReidNet(arch, num_classes=0).backbone.parameters())
         forward = forward_images_per_second(arch, size, args.batch, args.steps, args.warmup)

@@ -19,7 +19,7 @@ from reid.decision import (
     resolve_threshold,
     similarity_to_distance,
 )
-from reid.errors import ConfigError, DataError, GalleryError, ModelError, ReidError
+from reid.errors import ConfigError, ConfigValueError, DataError, GalleryError, ModelError, ReidError
 from reid.paths import write_atomic, write_bytes_atomic
 from reid.serial import as_dict
 from reid.text import printable
@@ -28,6 +28,7 @@ __version__ = "0.1.0"
 
 __all__ = [
     "ConfigError",
+    "ConfigValueError",
     "DataError",
     "GalleryError",
     "ModelError",

@@ -33,7 +33,7 @@ from typing import Any, Protocol, TypeVar
 
 import numpy as np
 
-from reid.errors import ConfigError
+from reid.errors import ConfigError, ConfigValueError
 
 GIVEN, MODEL_CARD, GALLERY, DEFAULT = "given", "model card", "gallery", "default"
 GALLERY_CALIBRATION = "gallery calibration"
@@ -65,24 +65,26 @@ Matrix = TypeVar("Matrix")
 def check_distance_threshold(value: float | None, option: str = "--threshold") -> float | None:
     """Return ``value`` as a float (None stays None) when it is a distance threshold in (0, 2].
 
-    Raises ConfigError naming ``option`` for anything else (NaN, infinite, negative, 0, above 2).
+    Raises ConfigValueError naming ``option`` (an option, or a config key the command line
+    names by its option) for anything else (NaN, infinite, negative, 0, above 2).
     """
     if value is None:
         return None
     if not isinstance(value, (int, float)) or isinstance(value, bool) or math.isnan(value) or not 0 < value <= 2:
-        raise ConfigError(f"{option} is a distance between unit embeddings, in (0, 2]; got {value}")
+        raise ConfigValueError(option, f"is a distance between unit embeddings, in (0, 2]; got {value}", sep=" ")
     return float(value)
 
 
 def check_far(value: float | None, option: str = "--far") -> float | None:
     """Return ``value`` as a float (None stays None) when it is a false-accept rate in (0, 1).
 
-    Raises ConfigError naming ``option`` for anything else (NaN, 0, 1 or more, a percentage).
+    Raises ConfigValueError naming ``option`` (as :func:`check_distance_threshold`) for
+    anything else (NaN, 0, 1 or more, a percentage).
     """
     if value is None:
         return None
     if not isinstance(value, (int, float)) or isinstance(value, bool) or math.isnan(value) or not 0 < value < 1:
-        raise ConfigError(f"{option} is a false-accept rate, a fraction in (0, 1) such as 1e-3; got {value}")
+        raise ConfigValueError(option, f"is a false-accept rate, a fraction in (0, 1) such as 1e-3; got {value}", sep=" ")
     return float(value)
 
 

@@ -30,3 +30,19 @@ class GalleryError(ReidError):
 
 class ConfigError(ReidError):
     """An option or combination of options is invalid."""
+
+
+class ConfigValueError(ConfigError):
+    """The value of one config key is wrong. The message names the key (``lr: must be
+    positive``); ``key`` and ``problem`` let a caller name it the way the user gave it
+    instead, such as the command line's option (:meth:`named`)."""
+
+    def __init__(self, key: str, problem: str, sep: str = ": ") -> None:
+        super().__init__(f"{key}{sep}{problem}")
+        self.key = key
+        self.problem = problem
+        self.sep = sep
+
+    def named(self, name: str) -> str:
+        """The message with the key called ``name`` (``--lr: must be positive``)."""
+        return f"{name}{self.sep}{self.problem}"

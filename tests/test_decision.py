@@ -39,9 +39,9 @@ def test_thresholds_inside_are_kept(value: float | None) -> None:
 
 
 def test_query_and_tracker_use_the_same_rule() -> None:
-    with pytest.raises(ConfigError, match=r"^--threshold is a distance"):
+    with pytest.raises(ConfigError, match=r"^threshold is a distance"):
         QueryConfig(threshold=75.0)
-    with pytest.raises(ConfigError, match=r"^--appearance is a distance"):
+    with pytest.raises(ConfigError, match=r"^appearance is a distance"):
         TrackerConfig(appearance=-1.0)
 
 

@@ -15,6 +15,7 @@ from reid.data import quiet_opencv
 from reid.detect import PersonDetectorConfig, detector_names, fallback_note
 from reid.models import load_encoder, stand_in_model
 from reid.track import TrackerConfig
+from reid.cli import OneLineCommand, error_line, in_range, option_flags
 
 from apps.camera_search.demo import demo_threshold, score_demo, write_demo_videos
 from apps.camera_search.outputs import VIDEO_FORMATS, write_outputs
@@ -53,7 +54,7 @@ def _print_tables(result: SearchResult) -> None:
         console.print(f"{unknown} searched tracks matched nobody within the threshold", highlight=False)
 
 
-@app.command()
+@app.command(cls=OneLineCommand)
 def main(
     videos: list[str] = typer.Argument(None, help="One video per camera (camera 0 first); or a camera index."),
     model: str | None = typer.Option(
@@ -64,42 +65,42 @@ def main(
         None, "--gallery", "-g", help="Match every track against this existing gallery instead of a reference camera."
     ),
     reference_camera: int | None = typer.Option(
-        None, "--reference-camera", help="Camera whose tracks are enrolled as the known people (default 0)."
+        None, "--reference-camera", callback=in_range("reference_camera"), help="Camera whose tracks are enrolled as the known people (default 0)."
     ),
     threshold: float | None = typer.Option(None, "--threshold", help=f"{THRESHOLD_HELP} Default: the model card's."),
-    every: int = typer.Option(SearchConfig.every, "--every", min=1, help="Keep one frame in N."),
-    max_frames: int | None = typer.Option(None, "--max-frames", min=1, help="Stop each camera after N kept frames."),
-    top_k: int = typer.Option(SearchConfig.top_k, "--top-k", min=1, help="Identities fetched per track."),
+    every: int = typer.Option(SearchConfig.every, "--every", callback=in_range("every"), help="Keep one frame in N."),
+    max_frames: int | None = typer.Option(None, "--max-frames", callback=in_range("max_frames"), help="Stop each camera after N kept frames."),
+    top_k: int = typer.Option(SearchConfig.top_k, "--top-k", callback=in_range("top_k"), help="Identities fetched per track."),
     detector: str | None = typer.Option(
         None, "--detector", help=f"Person detector: {', '.join(detector_names('person'))} (default: reid's person default; hog with --demo)."
     ),
     detect_scale: float = typer.Option(
-        PersonDetectorConfig.scale, "--detect-scale",
+        PersonDetectorConfig.scale, "--detect-scale", callback=in_range("detect_scale"),
         help="HOG: scale frames by this before detection (< 1: faster, misses small people).",
     ),
     win_stride: int | None = typer.Option(
-        None, "--win-stride", min=1,
+        None, "--win-stride", callback=in_range("win_stride"),
         help=f"HOG window stride in pixels (default {PersonDetectorConfig.win_stride}; {DEMO_WIN_STRIDE} in --demo): "
         "smaller finds more.",
     ),
     embed_every: int = typer.Option(
-        SearchConfig.embed_every, "--embed-every", min=1,
+        SearchConfig.embed_every, "--embed-every", callback=in_range("embed_every"),
         help="Embed a track's crop in one of N of its frames (1: every crop, before linking, so tracks link by "
         "appearance too; above 1: tracks link on boxes alone).",
     ),
-    iou: float = typer.Option(TrackerConfig.iou, "--iou", help="Least box overlap that continues a track."),
+    iou: float = typer.Option(TrackerConfig.iou, "--iou", callback=in_range("iou"), help="Least box overlap that continues a track."),
     lost_seconds: float = typer.Option(
-        TrackerConfig.lost_seconds, "--lost-seconds", min=0, help="Seconds a track may go unseen before it ends."
+        TrackerConfig.lost_seconds, "--lost-seconds", callback=in_range("lost_seconds"), help="Seconds a track may go unseen before it ends."
     ),
     appearance: float | None = typer.Option(
         None, "--appearance", help="Also require this embedding distance or less to continue a track (off by default)."
     ),
     min_boxes: int = typer.Option(
-        TrackerConfig.min_boxes, "--min-boxes", min=1, help="Drop tracks with fewer boxes (detector noise)."
+        TrackerConfig.min_boxes, "--min-boxes", callback=in_range("min_boxes"), help="Drop tracks with fewer boxes (detector noise)."
     ),
     video_format: str = typer.Option("avi", "--video-format", help="Annotated videos as avi (MJPG) or mp4 (mp4v)."),
     demo: bool = typer.Option(False, "--demo", help="Generate two camera videos of synthetic people and search them."),
-    demo_frames: int = typer.Option(60, "--demo-frames", min=2, help="Frames per generated demo video."),
+    demo_frames: int = typer.Option(60, "--demo-frames", callback=in_range("demo_frames"), help="Frames per generated demo video."),
 ) -> None:
     """Detect and track people in each camera, embed every track, and name the tracks of the
     other cameras after the reference camera's tracks (or after the people of --gallery)."""
@@ -172,7 +173,8 @@ def main(
             )
         files = write_outputs(result, config, model, suffix)
     except (ReidError, OSError) as exc:  # an OS error names its file in one line too
-        err_console.print(Text.assemble(("error:", "bold red"), " ", printable(exc)), soft_wrap=True)
+        line = error_line(exc, option_flags(main)) if isinstance(exc, ReidError) else str(exc)
+        err_console.print(Text.assemble(("error:", "bold red"), " ", printable(line)), soft_wrap=True)
         raise typer.Exit(1) from None
     _print_tables(result)
     if scene is not None:

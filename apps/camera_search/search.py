@@ -19,7 +19,7 @@ from typing import Any
 
 import numpy as np
 
-from reid import ConfigError, GalleryError, Threshold, check_distance_threshold, nearest_identity
+from reid import ConfigError, ConfigValueError, GalleryError, Threshold, check_distance_threshold, nearest_identity
 from reid.detect import PersonDetectorConfig, build_detector
 from reid.gallery import DB_FILE, Gallery, ItemMeta
 from reid.models import Encoder
@@ -64,10 +64,10 @@ class SearchConfig:
             )
         if self.gallery is None and len(self.videos) < 2:
             raise ConfigError("with no --gallery, give at least two videos: a reference camera and one to search")
-        check_distance_threshold(self.threshold)
-        self.stream()  # batch size, --embed-every: the stream's checks
+        check_distance_threshold(self.threshold, "threshold")
+        self.stream()  # batch size, embed_every: the stream's checks
         if self.top_k < 1:
-            raise ConfigError(f"--top-k must be at least 1, got {self.top_k}")
+            raise ConfigValueError("top_k", f"must be at least 1, got {self.top_k}", sep=" ")
 
     def stream(self) -> StreamConfig:
         """Each camera's stream: every track keeps its largest crop (the event thumbnail),

@@ -42,6 +42,7 @@ from reid import DataError, ReidError, as_dict, printable, write_bytes_atomic
 from reid.evaluation import ThresholdChoice, read_pairs, verification_metrics
 from reid.models import READY_MADE_FACES, load_encoder, save_card
 from reid.pipeline import NO_FACE_HELP, calibrate_model, model_folder, plan_enrolment, score_pairs
+from reid.cli import OneLineCommand, in_range
 
 from apps.face_checkin.checkin import CheckinConfig
 
@@ -214,12 +215,12 @@ def calibrate_on_people(
 app = typer.Typer(add_completion=False, pretty_exceptions_enable=False)
 
 
-@app.command()
+@app.command(cls=OneLineCommand)
 def main(
     model: str = typer.Option(..., "--model", "-m", help=f"Face model folder, or a ready-made one: {', '.join(READY_MADE_FACES)}."),
     people: Path = typer.Option(..., "--people", help="Folder of <person>/<photos>, e.g. the ORL faces."),
     out: Path = typer.Option(..., "--out", "-o", help="Folder for the pair files and calibration.json."),
-    far: float = typer.Option(1e-3, "--far", help="Target false accept rate on the calibration pairs."),
+    far: float = typer.Option(1e-3, "--far", callback=in_range("far"), help="Target false accept rate on the calibration pairs."),
     best_accuracy: bool = typer.Option(False, "--best-accuracy", help="Choose the best-accuracy threshold instead."),
     detect: str = typer.Option(
         CheckinConfig.detect, "--detect", help="auto|face|none, as for check-in (photos: auto = whole, or aligned chips)."
@@ -229,7 +230,7 @@ def main(
     ),
     no_face: str = typer.Option(CheckinConfig.no_face, "--no-face", help=f"{NO_FACE_HELP} As for check-in."),
     max_impostors: int = typer.Option(
-        DEFAULT_MAX_IMPOSTORS, "--max-impostors", min=1, help="Most impostor pairs per half (a seeded sample beyond)."
+        DEFAULT_MAX_IMPOSTORS, "--max-impostors", callback=in_range("max_impostors"), help="Most impostor pairs per half (a seeded sample beyond)."
     ),
 ) -> None:
     """Calibrate a face model's threshold on half the people and measure it on the other half."""

@@ -39,7 +39,7 @@ from typing import IO, Any
 
 import numpy as np
 
-from reid import ConfigError, Threshold, check_distance_threshold, nearest_identity
+from reid import ConfigError, ConfigValueError, Threshold, check_distance_threshold, nearest_identity
 from reid.detect import Box, Detector, check_detector
 from reid.gallery import Gallery, IdentityMatch
 from reid.models import Encoder, embed_images
@@ -92,15 +92,16 @@ class CheckinConfig:
     def __post_init__(self) -> None:
         # Check-in finds faces; --detect person is reid's word for people, not for this app.
         if self.detect == "person":
-            raise ConfigError("--detect person: check-in finds faces; choose auto, face or none")
+            raise ConfigValueError("detect", "person: check-in finds faces; choose auto, face or none", sep=" ")
         check_detect(self.detect, self.no_face, self.face_detector)
         if self.face_detector is not None:
             check_detector(self.face_detector, "face")
-        check_distance_threshold(self.threshold)
+        check_distance_threshold(self.threshold, "threshold")
         if self.claim is not None and not self.claim.strip():
-            raise ConfigError("--claim must name an enrolled person")
-        if self.top_k < 1 or self.batch_size < 1:
-            raise ConfigError("--top-k and the batch size must be at least 1")
+            raise ConfigValueError("claim", "must name an enrolled person", sep=" ")
+        for key in ("top_k", "batch_size"):
+            if getattr(self, key) < 1:
+                raise ConfigValueError(key, f"must be at least 1, got {getattr(self, key)}", sep=" ")
 
     @property
     def gallery_path(self) -> Path:

@@ -15,6 +15,7 @@ from reid.data import quiet_opencv
 from reid.gallery import Gallery
 from reid.models import SFACE, load_encoder, stand_in_model
 from reid.pipeline import DUPLICATE, NO_FACE_HELP
+from reid.cli import OneLineCommand, error_line, in_range, option_flags
 
 from apps.face_checkin.calibrate import calibrate_on_people
 from apps.face_checkin.checkin import (
@@ -45,7 +46,7 @@ def _show(decision: Decision) -> None:
     )
 
 
-@app.command()
+@app.command(cls=OneLineCommand)
 def main(
     sources: list[str] = typer.Argument(
         None, help="Images, folders of images, videos, or a camera index (0); each face is decided."
@@ -66,9 +67,9 @@ def main(
     ),
     detector: str | None = typer.Option(None, "--detector", help="Face detector: haar (default) or yunet."),
     no_face: str = typer.Option(CheckinConfig.no_face, "--no-face", help=f"{NO_FACE_HELP} Incoming photos skipped are logged as no_face."),
-    every: int = typer.Option(CheckinConfig.every, "--every", min=1, help="Videos and cameras: keep one frame in N."),
-    max_frames: int | None = typer.Option(None, "--max-frames", min=1, help="Videos and cameras: stop after N frames."),
-    top_k: int = typer.Option(CheckinConfig.top_k, "--top-k", min=1, help="Nearest people logged with each decision."),
+    every: int = typer.Option(CheckinConfig.every, "--every", callback=in_range("every"), help="Videos and cameras: keep one frame in N."),
+    max_frames: int | None = typer.Option(None, "--max-frames", callback=in_range("max_frames"), help="Videos and cameras: stop after N frames."),
+    top_k: int = typer.Option(CheckinConfig.top_k, "--top-k", callback=in_range("top_k"), help="Nearest people logged with each decision."),
     append: bool = typer.Option(False, "--append", help="Add to OUT/decisions.jsonl instead of starting it afresh."),
     quiet: bool = typer.Option(False, "--quiet", "-q", help="No line per decision; only the summary."),
     demo: bool = typer.Option(False, "--demo", help="Generate people, strangers and a calibration set, then check in."),
@@ -168,7 +169,8 @@ def main(
             summary["demo"] = vars(score_demo(decisions, scene.truth))
         write_bytes_atomic(out / "summary.json", (json.dumps(summary, indent=2) + "\n").encode("utf-8"))
     except (ReidError, OSError) as exc:  # an OS error names its file in one line too
-        err_console.print(Text.assemble(("error:", "bold red"), " ", printable(exc)), soft_wrap=True)
+        line = error_line(exc, option_flags(main)) if isinstance(exc, ReidError) else str(exc)
+        err_console.print(Text.assemble(("error:", "bold red"), " ", printable(line)), soft_wrap=True)
         raise typer.Exit(1) from None
     table = Table(title=f"{config.mode} decisions (threshold {result.threshold:.4f})")
     table.add_column("decision")

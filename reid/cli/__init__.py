@@ -5,5 +5,9 @@ Library errors (:class:`reid.errors.ReidError`) become a one-line message and ex
 """
 
 from reid.cli.app import app
+from reid.cli.common import OneLineCommand, OneLineGroup, error_line, option_flags
+from reid.cli.defaults import RANGES, in_range
 
-__all__ = ["app"]
+# What the apps share with the reid command: one-line usage errors, the one range of each
+# numeric option, and a config key named by the option that sets it.
+__all__ = ["RANGES", "OneLineCommand", "OneLineGroup", "app", "error_line", "in_range", "option_flags"]

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import typer
 
+from reid.cli.common import OneLineGroup
 from reid.cli import evaluate, export, gallery, models, report, serve, track, train, verify
 from reid.data import quiet_opencv
 
@@ -13,6 +14,7 @@ app = typer.Typer(
     no_args_is_help=True,
     add_completion=False,
     pretty_exceptions_enable=False,
+    cls=OneLineGroup,
 )
 
 for module in (train, evaluate, verify, gallery, export, report, models, track, serve):

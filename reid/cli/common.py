@@ -3,14 +3,17 @@
 from __future__ import annotations
 
 import functools
+import inspect
 import json
 import math
-from collections.abc import Callable, Iterable, Iterator
+import sys
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, TypeVar
 
 import typer
+import typer.core
 from rich.console import Console
 from rich.live import Live
 from rich.progress import (
@@ -25,7 +28,8 @@ from rich.progress import (
 from rich.table import Table
 from rich.text import Text
 
-from reid.errors import ReidError
+from reid.cli.defaults import given
+from reid.errors import ConfigValueError, ReidError
 from reid.paths import write_bytes_atomic
 from reid.text import printable
 
@@ -38,17 +42,43 @@ SHOWN_SKIPS = 20
 F = TypeVar("F", bound=Callable[..., Any])
 
 
+def option_flags(func: Callable[..., Any]) -> dict[str, str]:
+    """The option each parameter of a typer command is typed as: its first ``--long``
+    spelling (``{"high_score": "--track-high-score"}``); an option declared without one is
+    typer's ``--high-score``."""
+    flags = {}
+    for name, parameter in inspect.signature(func).parameters.items():
+        info = parameter.default
+        if isinstance(info, typer.models.OptionInfo):
+            spelled = [d for d in (info.param_decls or ()) if d.startswith("--")]
+            flags[name] = spelled[0].split("/")[0] if spelled else "--" + name.replace("_", "-")
+    return flags
+
+
+def error_line(exc: ReidError, flags: dict[str, str]) -> str:
+    """The one line of a library error; a wrong value of a key that is also an option of the
+    command is named by its option (``--lr: must be positive``), the one mapping from keys
+    to options."""
+    if isinstance(exc, ConfigValueError) and exc.key in flags:
+        return exc.named(flags[exc.key])
+    return str(exc)
+
+
 def handle_errors(func: F) -> F:
     """Turn a ReidError, or an operating-system error (a full disk, a read-only or
-    unreadable file), into one line on stderr naming the file, and exit code 1; Ctrl-C into
-    exit 130."""
+    unreadable file), into one line on stderr naming the file (a key of a config by the
+    option that sets it, :func:`error_line`), and exit code 1; Ctrl-C into exit 130.
+    The numbers given are checked first (:func:`reid.cli.defaults.given`)."""
+    flags = option_flags(func)
 
     @functools.wraps(func)
     def wrapper(*args: Any, **kwargs: Any) -> Any:
         try:
+            # Every number given is checked against its range before anything is read or written.
+            given(**kwargs)
             return func(*args, **kwargs)
         except ReidError as exc:
-            print_error(str(exc))
+            print_error(error_line(exc, flags))
             raise typer.Exit(1) from None
         except OSError as exc:
             print_error(os_error_line(exc))
@@ -58,6 +88,54 @@ def handle_errors(func: F) -> F:
             raise typer.Exit(130) from None
 
     return wrapper  # type: ignore[return-value]
+
+
+def usage_error_line(exc: typer.TyperException) -> str:
+    """A usage error (a bad option value, a missing argument, an unknown command) as one
+    line: click's message, then where the options are listed."""
+    message = " ".join(str(getattr(exc, "format_message", exc.__str__)()).split())
+    ctx = getattr(exc, "ctx", None)
+    return f"{message} (see '{ctx.command_path} --help')" if ctx is not None else message
+
+
+class _OneLineUsageErrors:
+    """Runs the command as click does, but a usage error is one line on stderr (not a usage
+    box of several lines) and exit code 2; no arguments still prints the help."""
+
+    def main(
+        self,
+        args: Sequence[str] | None = None,
+        prog_name: str | None = None,
+        complete_var: str | None = None,
+        standalone_mode: bool = True,
+        **extra: Any,
+    ) -> Any:
+        run = super().main  # type: ignore[misc]
+        if not standalone_mode:
+            return run(args, prog_name, complete_var, standalone_mode=False, **extra)
+        try:
+            code = run(args, prog_name, complete_var, standalone_mode=False, **extra)
+        except typer.TyperException as exc:
+            code = getattr(exc, "exit_code", 2)
+            if type(exc).__name__ == "NoArgsIsHelpError":
+                exc.show()  # type: ignore[attr-defined]
+            else:
+                print_error(usage_error_line(exc))
+            sys.exit(code)
+        except typer.Abort:
+            err_console.print("aborted")
+            sys.exit(1)
+        # Not standalone, click returns an exit code for an early exit (--help) and the
+        # command's own value otherwise; commands return None.
+        sys.exit(code if isinstance(code, int) else 0)
+
+
+class OneLineGroup(_OneLineUsageErrors, typer.core.TyperGroup):
+    """``typer.Typer(cls=OneLineGroup)``: a command group whose usage errors are one line."""
+
+
+class OneLineCommand(_OneLineUsageErrors, typer.core.TyperCommand):
+    """``app.command(cls=OneLineCommand)``: a single command whose usage errors are one line."""
 
 
 def os_error_line(exc: OSError) -> str:

@@ -6,41 +6,138 @@ A command's options default to None and only the ones given reach the library
 
 from __future__ import annotations
 
+import dataclasses
 import inspect
 import math
-from collections.abc import Callable
+import typing
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from typing import Any
 
-from reid.errors import ConfigError
+import typer
 
-# The one range of each count option, whichever command takes it: a value outside would
-# allocate without bound (a top-k of 10**9, a batch of a million crops) or do nothing.
-LIMITS: dict[str, tuple[int, int]] = {
-    "batch_size": (1, 4096),
-    "top_k": (1, 10_000),
-    "threads": (1, 1024),
-    "workers": (1, 256),
-    "every": (1, 1_000_000),
-    "max_frames": (1, 10**12),
-    "queries": (1, 10_000_000),
+from reid.decision import check_distance_threshold, check_far
+from reid.cli.model_options import parse_size
+from reid.errors import ConfigError, ConfigValueError
+from reid.options import flag_of, option_fields, option_spec
+
+@dataclass(frozen=True)
+class Range:
+    """The values a numeric option takes: ``low``..``high``, either end left out when
+    ``low_open``/``high_open``; or, where the library has the one check of a quantity (a
+    distance threshold, a false-accept rate: :mod:`reid.decision`), that ``check``."""
+
+    low: float
+    high: float
+    low_open: bool = False
+    high_open: bool = False
+    check: Callable[[float, str], Any] | None = None
+
+    def problem(self, value: float) -> str | None:
+        """What is wrong with ``value`` (None when it is in range)."""
+        above = value > self.low if self.low_open else value >= self.low
+        below = value < self.high if self.high_open else value <= self.high
+        if above and below:
+            return None
+        if isinstance(self.low, int) and isinstance(self.high, int) and not (self.low_open or self.high_open):
+            return f"must be between {self.low:,} and {self.high:,}"
+        return f"must be in {'(' if self.low_open else '['}{self.low:g}, {self.high:g}{')' if self.high_open else ']'}"
+
+
+def _decided(check: Callable[[float, str], Any]) -> Range:
+    return Range(-math.inf, math.inf, check=check)
+
+
+# The one range of each numeric option, whichever command or app takes it (TrainConfig's keys
+# excepted: a recipe's values are checked by TrainConfig, from a file as from the command
+# line). A count outside would allocate without bound (a top-k of 10**9, a batch of a million
+# crops) or do nothing; a score or fraction outside its interval means nothing.
+RANGES: dict[str, Range] = {
+    # Counts.
+    "batch_size": Range(1, 4096),
+    "top_k": Range(1, 10_000),
+    "threads": Range(1, 4096),
+    "workers": Range(1, 256),
+    "queue": Range(0, 1_000_000),
+    "port": Range(1, 65_535),
+    "every": Range(1, 1_000_000),
+    "embed_every": Range(1, 1_000_000),
+    "max_frames": Range(1, 10**12),
+    "demo_frames": Range(2, 100_000),
+    "queries": Range(1, 10_000_000),
+    "folds": Range(2, 1000),
+    "max_items": Range(2, 10**9),
+    "max_impostors": Range(1, 10**9),
+    "min_boxes": Range(1, 1_000_000),
+    "min_height": Range(1, 65_536),
+    "win_stride": Range(1, 256),
+    "reference_camera": Range(0, 1023),
+    "last_stride": Range(1, 2),
+    # Index options (reid.gallery.IndexSpec); 0 is the automatic choice where one exists.
+    "nlist": Range(0, 10_000_000),
+    "nprobe": Range(0, 10_000_000),
+    "ef_search": Range(1, 100_000),
+    "train_size": Range(0, 10**9),
+    "pq_m": Range(0, 4096),
+    "pq_bits": Range(1, 16),
+    "refine": Range(0, 1024),
+    "shard_size": Range(0, 10**12),
+    # Scores and fractions.
+    "high_score": Range(0.0, 1.0, low_open=True),
+    "start_score": Range(0.0, 1.0, low_open=True),
+    "iou": Range(0.0, 1.0, low_open=True),
+    "detect_scale": Range(0.0, 1.0, low_open=True),
+    "tolerance": Range(0.0, 1.0, low_open=True),
+    # Time: frames per second of a source, seconds a track may go unseen.
+    "fps": Range(0.0, 1000.0, low_open=True),
+    "lost_seconds": Range(0.0, 86_400.0),
+    # Distances between unit embeddings and false-accept rates: reid.decision checks them.
+    "threshold": _decided(check_distance_threshold),
+    "appearance": _decided(check_distance_threshold),
+    "far": _decided(check_far),
 }
 
 
+def in_range(name: str) -> Callable[[Any], Any]:
+    """The typer ``callback=`` of an option with a default of its own (the apps'): the value
+    checked against its :data:`RANGES` entry, a value outside refused by the command in one
+    line naming the option."""
+
+    def check(value: Any) -> Any:
+        if value is not None:
+            try:
+                check_option(name, value)
+            except ConfigValueError as exc:
+                raise typer.BadParameter(exc.problem) from None
+        return value
+
+    return check
+
+
 def check_option(name: str, value: Any) -> None:
-    """Raise ConfigError, in one line naming the option (``--batch-size`` for
-    ``batch_size``), for a count outside :data:`LIMITS` or a number that is not finite."""
-    flag = "--" + name.replace("_", "-")
+    """Raise :class:`ConfigValueError` naming the parameter ``name`` (the command line calls
+    it by its option when it prints, ``--batch-size 0: ...``) for a number outside its
+    :data:`RANGES` entry or one that is not finite."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return
+    bounds = RANGES.get(name)
+    if bounds is not None and bounds.check is not None:
+        try:
+            bounds.check(value, name)
+        except ConfigError as exc:
+            raise ConfigValueError(name, str(exc).removeprefix(name).lstrip(), sep=" ") from None
+        return
     if isinstance(value, float) and not math.isfinite(value):
-        raise ConfigError(f"{flag} {value}: must be a finite number")
-    if name in LIMITS and isinstance(value, int) and not isinstance(value, bool):
-        low, high = LIMITS[name]
-        if not low <= value <= high:
-            raise ConfigError(f"{flag} {value}: must be between {low:,} and {high:,}")
+        raise ConfigValueError(name, f"{value}: must be a finite number", sep=" ")
+    problem = bounds.problem(value) if bounds is not None else None
+    if problem:
+        raise ConfigValueError(name, f"{value}: {problem}", sep=" ")
 
 
 def given(**values: Any) -> dict[str, Any]:
     """The options the user gave, by parameter name, each checked (:func:`check_option`);
-    the rest stays with the library's defaults.  Raises ConfigError for a value out of range."""
+    the rest stays with the library's defaults.  Raises ConfigValueError, naming the
+    parameter, for a value out of range."""
     for name, value in values.items():
         if value is not None:
             check_option(name, value)
@@ -55,3 +152,125 @@ def default_of(function: Callable[..., Any], name: str) -> Any:
 def with_default(text: str, shown: str) -> str:
     """``text`` followed by the default as the option is typed."""
     return f"{text} (default: {shown})".lstrip()
+
+
+def shown(value: Any, form: str | None = None) -> str:
+    """A value as its option is typed: ``256x128`` (a size), ``40,70`` (numbers),
+    ``mining=hard margin=0.3`` (pairs), ``on``/``off``, ``none``."""
+    if isinstance(value, tuple):
+        return ("x" if form == "size" else ",").join(str(v) for v in value)
+    if isinstance(value, bool):
+        return "on" if value else "off"
+    if isinstance(value, dict):
+        return " ".join(f"{k}={v}" for k, v in value.items()) or "none"
+    return "none" if value is None else str(value)
+
+
+def _bare(annotation: Any) -> Any:
+    """``X`` of ``X | None``."""
+    args = [a for a in typing.get_args(annotation) if a is not type(None)]
+    return args[0] if type(None) in typing.get_args(annotation) and len(args) == 1 else annotation
+
+
+def option_help(field: dataclasses.Field[Any], value: Any, derived: bool = False) -> str:
+    """A field's help (:class:`reid.options.OptionSpec`): its text, its choices, and the
+    default ``value`` as it is typed, or what applies when it is unset (None, empty, or
+    ``derived`` from other fields)."""
+    spec = option_spec(field)
+    assert spec is not None
+    names = spec.names()
+    text = spec.help + (f" One of: {', '.join(names)}." if names else "")
+    unset = value is None or value == "" or derived
+    default = spec.default_text if unset and spec.default_text else shown(value, spec.form)
+    return with_default(text, default)
+
+
+def config_parameters(
+    config: type, base: Any | None = None, keys: Sequence[str] | None = None
+) -> list[inspect.Parameter]:
+    """Typer options for the fields of dataclass ``config`` that the command line sets
+    (:func:`reid.options.option_fields`; only ``keys`` when given), each named by its key,
+    defaulting to None (not given) and showing the default of ``base`` (``config()``)."""
+    base = config() if base is None else base
+    hints = typing.get_type_hints(config)
+    parameters = []
+    for field in option_fields(config):
+        if keys is not None and field.name not in keys:
+            continue
+        spec = option_spec(field)
+        assert spec is not None
+        kind = _bare(hints[field.name])
+        if typing.get_origin(kind) is typing.Literal:
+            kind = type(typing.get_args(kind)[0])  # a choice: typed as its values are
+        flag = flag_of(field)
+        if spec.form == "pairs":
+            annotation: Any = list[str] | None
+        elif spec.form is not None:
+            annotation = str | None
+        else:
+            annotation = kind | None
+        spelled = flag if kind is not bool or spec.switch else f"{flag}/--no-{flag[2:]}"
+        declared = (spelled, spec.short) if spec.short else (spelled,)
+        value = getattr(base, field.name)
+        # A field left unset that the config fills in from others (out from architecture and data).
+        derived = field.default is None and value is not None and value == getattr(config(), field.name)
+        info = typer.Option(None, *declared, help=option_help(field, value, derived))
+        parameters.append(inspect.Parameter(field.name, inspect.Parameter.KEYWORD_ONLY, default=info, annotation=annotation))
+    return parameters
+
+
+def config_overrides(config: type, values: dict[str, Any]) -> dict[str, Any]:
+    """The options given (by key) as ``config``'s values: sizes, numbers and pairs parsed
+    from their text (:data:`reid.options.FORMS`), the options not given left out.
+
+    Raises:
+        ConfigValueError: a size, a list of numbers or a pair that does not parse, naming the key.
+    """
+    fields = {f.name: f for f in option_fields(config)}
+    overrides = {}
+    for key, value in values.items():
+        if value is None or value == []:
+            continue
+        form = option_spec(fields[key]).form if key in fields else None  # type: ignore[union-attr]
+        if form == "size":
+            value = parse_size(value, key)
+        elif form == "numbers":
+            value = _numbers(key, value)
+        elif form == "pairs":
+            value = _pairs(key, value)
+        overrides[key] = value
+    return overrides
+
+
+def _numbers(key: str, text: str) -> tuple[int, ...]:
+    try:
+        return tuple(int(m) for m in text.split(",") if m.strip())
+    except ValueError:
+        raise ConfigValueError(key, f"{text[:40]!r}: expected comma-separated whole numbers, e.g. 40,70", sep=" ") from None
+
+
+def _pairs(key: str, items: list[str]) -> dict[str, str]:
+    pairs = {}
+    for item in items:
+        name, sep, value = item.partition("=")
+        if not sep or not name.strip():
+            raise ConfigValueError(key, f"{item[:40]!r}: expected KEY=VALUE, e.g. margin=0.3", sep=" ")
+        pairs[name.strip()] = value.strip()
+    return pairs
+
+
+def with_config_options(
+    config: type, base: Any | None = None, keys: Sequence[str] | None = None
+) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
+    """Give a command whose last parameter is ``**options`` an option for each field of
+    ``config`` (:func:`config_parameters`); the command receives them by key in ``options``
+    and passes them on through :func:`config_overrides`."""
+
+    def decorate(command: Callable[..., Any]) -> Callable[..., Any]:
+        signature = inspect.signature(command, eval_str=True)
+        own = [p for p in signature.parameters.values() if p.kind is not inspect.Parameter.VAR_KEYWORD]
+        command.__signature__ = signature.replace(parameters=[*own, *config_parameters(config, base, keys)])  # type: ignore[attr-defined]
+        command.__annotations__ = {p.name: p.annotation for p in command.__signature__.parameters.values()}  # type: ignore[attr-defined]
+        return command
+
+    return decorate

@@ -6,10 +6,22 @@ import typer
 
 from reid.cli.common import err_console
 from reid.detect import DEFAULT_DETECTORS, detector_names, fallback_note
+from reid.detect.pedestrian import PedestrianConfig
+from reid.detect.ssdlite import SSDLiteConfig
+from reid.detect.yolo import YoloConfig
 
 DETECTOR_HELP = (
     f"Detector: {', '.join(detector_names('person'))} (people), {', '.join(detector_names('face'))} (faces); "
     f"default {DEFAULT_DETECTORS['person']} for people, {DEFAULT_DETECTORS['face']} for faces."
+)
+
+
+# What a tracker counts as confident when --track-high-score is not given: a detector with a
+# weak tier gives its confident score (reid.detect.for_tracking), any other every detection.
+TRACK_HIGH_SCORE_HELP = (
+    "Detector score from which a detection may start a track; weaker ones only continue tracks (default: the "
+    f"detector's confident score for those that also give weaker boxes, pedestrian {PedestrianConfig.min_score:g}, "
+    f"ssdlite {SSDLiteConfig.min_score:g} and yolo {YoloConfig.min_score:g}; with any other every detection may)."
 )
 
 

@@ -23,7 +23,7 @@ from reid.cli.common import (
     write_json,
 )
 from reid.cli.defaults import default_of, given, with_default
-from reid.cli.detector_options import detector_option, print_fallback_note
+from reid.cli.detector_options import TRACK_HIGH_SCORE_HELP, detector_option, print_fallback_note
 from reid.cli.threshold_options import far_option, threshold_option
 from reid.cli.index_options import (
     EF_SEARCH_OPTION,
@@ -174,8 +174,7 @@ def query(
     high_score: float | None = typer.Option(
         None,
         "--track-high-score",
-        help="Detector score from which a detection may start a track; weaker ones only continue tracks "
-        "(default: every detection may).",
+        help=TRACK_HIGH_SCORE_HELP,
     ),
     detect: str | None = typer.Option(
         None,
@@ -484,7 +483,6 @@ def calibrate(
     max_items: int | None = typer.Option(
         None,
         "--max-items",
-        min=2,
         help=with_default(
             "Items sampled (evenly over identities); every pair of two different identities among them is measured.",
             str(default_of(Gallery.calibrate, "max_items")),

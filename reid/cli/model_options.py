@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import typer
 
-from reid.errors import ConfigError
+from reid.errors import ConfigError, ConfigValueError
 from reid.models import Preprocessing
 from reid.models.card import MAX_SIDE
 
@@ -27,14 +27,17 @@ MIN_SIDE = 8
 
 def parse_size(text: str, flag: str = "--input-size") -> tuple[int, int]:
     """``HEIGHTxWIDTH`` as two ints, each within the sides a model card allows
-    (:data:`MIN_SIDE`..:data:`reid.models.card.MAX_SIDE` pixels); raises ConfigError naming ``flag``."""
+    (:data:`MIN_SIDE`..:data:`reid.models.card.MAX_SIDE` pixels); raises ConfigValueError
+    naming ``flag`` (an option, or a config key the command line names by its option)."""
     parts = text.lower().split("x")
     try:
         height, width = (int(part) for part in parts)
     except ValueError:
-        raise ConfigError(f"{flag} {text[:40]!r}: expected HEIGHTxWIDTH, e.g. 256x128") from None
+        raise ConfigValueError(flag, f"{text[:40]!r}: expected HEIGHTxWIDTH, e.g. 256x128", sep=" ") from None
     if not (MIN_SIDE <= height <= MAX_SIDE and MIN_SIDE <= width <= MAX_SIDE):
-        raise ConfigError(f"{flag} {text!r}: height and width must be between {MIN_SIDE} and {MAX_SIDE} pixels")
+        raise ConfigValueError(
+            flag, f"{text[:40]!r}: height and width must be between {MIN_SIDE} and {MAX_SIDE} pixels", sep=" "
+        )
     return height, width
 
 

@@ -62,7 +62,7 @@ def serve(
     try:
         from reid.serve.run import serve as run_server
     except ImportError as exc:
-        raise ConfigError(f"reid serve needs the serve extra ({exc.name} is missing): pip install 'reid[serve]'") from None
+        raise ConfigError(f"reid serve needs the serve extra ({exc.name} is missing): pip install 'reid-toolkit[serve]'") from None
 
     settings = load_serve_config(
         config,

@@ -127,7 +127,6 @@ def verify_command(
     folds: int | None = typer.Option(
         None,
         "--folds",
-        min=2,
         help=with_default(
             "Folds for a CSV pair file (LFW's pairs.txt brings its own).", str(default_of(verify_pairs, "folds"))
         ),
@@ -140,7 +139,6 @@ def verify_command(
     batch_size: int | None = typer.Option(
         None,
         "--batch-size",
-        min=1,
         help=with_default("Images per encoder batch.", str(default_of(verify_pairs, "batch_size"))),
     ),
     json_file: Path | None = typer.Option(None, "--json", help="Also write the result to this JSON file."),
@@ -220,7 +218,6 @@ def calibrate_command(
     batch_size: int | None = typer.Option(
         None,
         "--batch-size",
-        min=1,
         help=with_default("Images per encoder batch.", str(default_of(calibrate_model, "batch_size"))),
     ),
     json_file: Path | None = typer.Option(None, "--json", help="Also write the choice to this JSON file."),

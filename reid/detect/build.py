@@ -57,7 +57,7 @@ DETECTORS = {
             lambda config, _: SSDLiteDetector(config), SSDLITE_PERSON,
         ),
         DetectorName(
-            "yolo:FILE.onnx", "person", YoloConfig, "your YOLOv5/v8/11/X ONNX export (reid[onnx])",
+            "yolo:FILE.onnx", "person", YoloConfig, "your YOLOv5/v8/11/X ONNX export (reid-toolkit[onnx])",
             lambda config, path: YoloDetector(path, config),
         ),
         DetectorName(
@@ -65,7 +65,7 @@ DETECTORS = {
             lambda config, _: FaceDetector(config),
         ),
         DetectorName(
-            "yunet", "face", YuNetConfig, "YuNet with five landmarks (reid[faces])",
+            "yunet", "face", YuNetConfig, "YuNet with five landmarks (reid-toolkit[faces])",
             lambda config, _: YuNetDetector(config),
         ),
     )

@@ -1,5 +1,5 @@
 """``--detector yunet``: faces and five landmarks from YuNet (libfacedetection, BSD-3-Clause),
-through the ``yuface`` wheel (``reid[faces]``; no dependencies, no model download).
+through the ``yuface`` wheel (``reid-toolkit[faces]``; no dependencies, no model download).
 
 YuNet runs on one OpenMP thread (see :meth:`YuNetDetector.detect`).  It takes BGR images
 and is built for inputs up to 960 pixels a side; larger images are
@@ -19,7 +19,7 @@ from threadpoolctl import ThreadpoolController
 from reid.detect.base import Detection, clipped_detection
 from reid.errors import ConfigError, ModelError
 
-FACES_EXTRA = 'pip install "reid[faces]"'
+FACES_EXTRA = 'pip install "reid-toolkit[faces]"'
 # yuface warns about, and detects worse in, images larger than this on a side.
 MAX_SIDE = 960
 

@@ -4,25 +4,27 @@ A recipe is every :class:`TrainConfig` field but ``resume`` and ``overwrite`` (a
 part of what is trained), written as a YAML mapping with the field names as keys. The effective config
 of a run is built in layers: the defaults (TrainConfig's, or the demo's), then a file's
 keys, then the keys given on the command line. :func:`resolve_config` builds it and names
-the layer that supplied a bad value: the file by path, a command-line value by its option.
+the layer that supplied a bad value: the file by path and key, a value given by its key
+(which the command line names by its option, :mod:`reid.options`).
 """
 
 from __future__ import annotations
 
 import difflib
-import math
-from dataclasses import asdict, dataclass, field, fields, replace
+import functools
+from dataclasses import asdict, dataclass, fields, replace
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any, Literal
 
 import yaml
-from pydantic import TypeAdapter, ValidationError
+from pydantic import AfterValidator, Field, TypeAdapter, ValidationError
 
-from reid.errors import ConfigError, ModelError
+from reid.errors import ConfigError, ConfigValueError, ModelError
 from reid.losses.registry import LOSS_NAMES, convert_options, loss_options
-from reid.models.backbones import BACKBONES
-from reid.paths import read_text_bounded, write_bytes_atomic
+from reid.models.backbones import BACKBONES, known_architectures
 from reid.models.network import POOLINGS
+from reid.options import flag_of, option
+from reid.paths import read_text_bounded, write_bytes_atomic
 
 CONFIG_FILE = "config.yaml"
 OPTIMIZERS = ("adam", "adamw", "sgd")
@@ -45,27 +47,22 @@ def default_metric_options() -> dict[str, Any]:
     defaults = loss_options(DEFAULT_METRIC_LOSS)
     return {key: defaults[key] for key in SHOWN_METRIC_OPTIONS}
 
-# Command-line spellings of the keys whose option name differs from the key.
-OPTION_NAMES = {
-    "architecture": "--arch",
-    "input_size": "--size",
-    "warmup_epochs": "--warmup",
-    "metric_loss": "--loss",
-    "metric_options": "--loss-option",
-}
+# Warm-up starts from a tenth of the learning rate and rises linearly to all of it: a
+# freshly initialised BNNeck and classifier would otherwise take full-size steps on a
+# random start (Luo et al. 2019, "Bag of Tricks", warm-up from 3.5e-5 to 3.5e-4). (reid.engine.optim).
+WARMUP_START_FACTOR = 0.1
 
-# The largest value of each size: far above any real run, low enough that a typo cannot
-# ask for terabytes (an input of 100000x100000, a batch of a million identities).
-SIZE_LIMITS = {
-    "input_size": 4096,
-    "p": 100_000,
-    "k": 10_000,
-    "embedding_dim": 65_536,
-    "epochs": 1_000_000,
-    "eval_batch_size": 65_536,
-    "threads": 4096,
-    "warmup_epochs": 1_000_000,
-}
+# The bounds of sizes are far above any real run, low enough that a typo cannot ask for
+# terabytes (an input of 100000x100000, a batch of a million identities); they are stated
+# in the field types below, which pydantic checks (:meth:`TrainConfig.validate`).
+Side = Annotated[int, Field(ge=16, le=4096)]
+
+
+def _increasing(milestones: tuple[int, ...]) -> tuple[int, ...]:
+    if list(milestones) != sorted(milestones):
+        raise ValueError("must be increasing epochs")
+    return milestones
+
 
 # What a run asks to do rather than what it trains; never read from or written to a file.
 ACTION_KEYS = ("resume", "overwrite")
@@ -98,15 +95,6 @@ def default_out(architecture: str, data: str) -> Path:
     return Path("models") / f"{architecture}-{data.partition(':')[0]}"
 
 
-class ConfigValueError(ConfigError):
-    """A value of one config key is wrong; ``key`` lets the caller say where it came from."""
-
-    def __init__(self, key: str, problem: str) -> None:
-        super().__init__(f"{key}: {problem}")
-        self.key = key
-        self.problem = problem
-
-
 @dataclass
 class TrainConfig:
     """Everything ``reid train`` can set; defaults are the BNNeck strong baseline (Luo et
@@ -121,54 +109,77 @@ class TrainConfig:
     (height, width) in pixels; ``epochs``, ``warmup_epochs`` and ``milestones`` count
     epochs; ``max_steps`` counts optimizer steps over the whole run; ``metric_options``
     are the options of ``metric_loss`` (see :func:`reid.losses.loss_options`). Building a
-    config checks nothing; :meth:`validate` and :func:`resolve_config` do.
+    config checks nothing; :meth:`validate` and :func:`resolve_config` do, by pydantic
+    against the field types (their ranges and choices are stated there, once). Each field
+    also carries its command-line option (:func:`reid.options.option`), from which
+    ``reid train`` builds its options.
     """
 
-    data: str = "synthetic"
-    out: Path | None = None
-    name: str = ""
-    architecture: str = "resnet50"
-    pretrained: str | None = "imagenet"
-    pooling: str = "avg"
-    last_stride: int = 1
-    embedding_dim: int | None = None
-    input_size: tuple[int, int] = (256, 128)
-    p: int = 16
-    k: int = 4
-    epochs: int = 60
-    max_steps: int | None = None
-    optimizer: str = "adam"
-    lr: float = 3.5e-4
-    weight_decay: float = 5e-4
-    momentum: float = 0.9
-    warmup_epochs: int = 10
-    schedule: str = "step"
-    milestones: tuple[int, ...] = (40, 70)
-    gamma: float = 0.1
-    grad_clip: float | None = None
-    amp: bool = True
-    seed: int = 0
-    ce_weight: float = 1.0
-    label_smoothing: float = 0.1
-    metric_loss: str = DEFAULT_METRIC_LOSS
-    metric_options: dict[str, Any] = field(default_factory=default_metric_options)
-    metric_weight: float = 1.0
-    eval_every: int = 0
-    eval_batch_size: int = 128
-    resume: bool = False
+    data: str = option("synthetic", help="Dataset: synthetic, market1501:PATH, dukemtmc:PATH, msmt17:PATH or folder:PATH.")
+    out: Path | None = option(None, help="Model folder to write.", default_text="models/ARCH-KIND")
+    name: str = option("", help="Name written on the model card.", default_text="the folder's name")
+    architecture: Literal[tuple(BACKBONES)] = option("resnet50", flag="--arch", help="Backbone.", choices=known_architectures)
+    pretrained: str | None = option(
+        "imagenet",
+        help="imagenet (cached, else downloaded, else an error), none (train from scratch), a name from "
+        "`reid models list`, or a checkpoint file (torchreid, fast-reid, DataParallel).",
+    )
+    pooling: Literal[tuple(POOLINGS)] = option("avg", help="Pooling of the last feature map.", choices=POOLINGS)
+    last_stride: Literal[1, 2] = option(1, help="Stride of the backbone's last stage (1 keeps twice the resolution).", choices=("1", "2"))
+    embedding_dim: Annotated[int, Field(ge=1, le=65_536)] | None = option(None, help="Add a linear reduction to this dimension.", default_text="none, the backbone's")
+    input_size: tuple[Side, Side] = option((256, 128), flag="--size", help="Input size HxW.", form="size")
+    p: Annotated[int, Field(ge=2, le=100_000)] = option(16, short="-P", help="Identities per batch (per process under torchrun, which needs the spelling -P).")
+    k: Annotated[int, Field(ge=1, le=10_000)] = option(4, short="-K", help="Images per identity in a batch.")
+    epochs: Annotated[int, Field(ge=1, le=1_000_000)] = option(60, help="Epochs.")
+    max_steps: Annotated[int, Field(ge=1)] | None = option(None, help="Stop after this many steps in all.", default_text="none, every epoch")
+    optimizer: Literal[OPTIMIZERS] = option("adam", help="Optimizer.", choices=OPTIMIZERS)
+    lr: Annotated[float, Field(gt=0, allow_inf_nan=False)] = option(3.5e-4, help="Learning rate.")
+    weight_decay: Annotated[float, Field(ge=0, allow_inf_nan=False)] = option(5e-4, help="Weight decay.")
+    momentum: Annotated[float, Field(ge=0, lt=1)] = option(0.9, help="Momentum of SGD.")
+    warmup_epochs: Annotated[int, Field(ge=0, le=1_000_000)] = option(10, flag="--warmup", help=f"Warm-up epochs (linear from {WARMUP_START_FACTOR:.0%} of --lr).")
+    schedule: Literal[SCHEDULES] = option("step", help="Learning-rate schedule.", choices=SCHEDULES)
+    milestones: Annotated[tuple[Annotated[int, Field(ge=1)], ...], AfterValidator(_increasing)] = option(
+        (40, 70), help="Comma-separated epochs where the step schedule multiplies lr by --gamma.", form="numbers"
+    )
+    gamma: Annotated[float, Field(gt=0, allow_inf_nan=False)] = option(0.1, help="Factor of the step schedule.")
+    grad_clip: Annotated[float, Field(gt=0, allow_inf_nan=False)] | None = option(None, help="Clip the gradient norm to this value.", default_text="none")
+    amp: bool = option(True, help="Mixed precision on CUDA.")
+    seed: int = option(0, help="Random seed.")
+    ce_weight: Annotated[float, Field(ge=0, allow_inf_nan=False)] = option(1.0, help="Weight of identity cross-entropy (0 disables it).")
+    label_smoothing: Annotated[float, Field(ge=0, lt=1)] = option(0.1, help="Label smoothing of the cross-entropy.")
+    metric_loss: Literal[(*LOSS_NAMES, *NO_METRIC_LOSS)] = option(DEFAULT_METRIC_LOSS, flag="--loss", help="Metric loss.", choices=lambda: (*LOSS_NAMES, "none"))
+    metric_options: dict[str, Any] = option(
+        default_factory=default_metric_options, flag="--loss-option",
+        help="KEY=VALUE option of the metric loss (repeatable).", form="pairs",
+    )
+    metric_weight: Annotated[float, Field(ge=0, allow_inf_nan=False)] = option(1.0, help="Weight of the metric loss (0 disables it).")
+    eval_every: Annotated[int, Field(ge=0)] = option(0, help="Evaluate on the query/gallery split every N epochs (and at the end); 0: never.")
+    eval_batch_size: Annotated[int, Field(ge=1, le=65_536)] = option(128, help="Images per batch when evaluating.")
+    resume: bool = option(
+        False, switch=True, help="Continue from OUT/checkpoint.pt (the config must train what OUT/config.yaml says)."
+    )
     # Replace a finished model in ``out`` (without it, and without ``resume``, one is refused).
-    overwrite: bool = False
-    device: str | None = None
-    threads: int | None = None
+    overwrite: bool = option(
+        False, switch=True,
+        help="Replace the finished model in OUT (without it such a folder is refused); the old one stays whole until the new one is saved.",
+    )
+    device: str | None = option(None, help="cpu, cuda, cuda:1 ...", default_text="cuda if available")
+    threads: Annotated[int, Field(ge=1, le=4096)] | None = option(None, help="CPU threads for PyTorch.", default_text="PyTorch's")
     # Used only when torchrun starts several processes; see docs/scaling.md.
-    sync_bn: bool = False
-    gather_embeddings: bool = False
-    tensorboard: Path | None = None
+    sync_bn: bool = option(False, help="Under torchrun on CUDA: BatchNorm statistics over the global batch.")
+    gather_embeddings: bool = option(False, help="Under torchrun: the metric loss mines over the embeddings of every process.")
+    tensorboard: Path | None = option(
+        None, help="Also write the history as TensorBoard event files into this folder (needs the tensorboard extra).",
+        default_text="none",
+    )
     # "face": every training photo is cut to the aligned chip of its largest face (YuNet's
     # five landmarks onto the ArcFace template at ``input_size``) and the card says so, so
     # that verification cuts the same chips; ``no_face`` says what a photo without one gets.
-    kind: str = "person"
-    no_face: str = "skip"
+    kind: Literal[KINDS] = option(
+        "person", help="What the photos show (face: each photo cut once to the aligned chip of its largest face, found by yunet).",
+        choices=KINDS,
+    )
+    no_face: Literal[NO_FACE_CHOICES] = option("skip", help="With --kind face, a photo without a face.", choices=NO_FACE_CHOICES)
 
     def __post_init__(self) -> None:
         if self.out is None or str(self.out) == "":
@@ -186,67 +197,17 @@ class TrainConfig:
         return self.metric_loss not in NO_METRIC_LOSS and self.metric_weight > 0
 
     def validate(self) -> None:
-        """Raise :class:`ConfigValueError` naming the first key whose value is out of range."""
-        for key, problem in self._problems():
-            raise ConfigValueError(key, problem)
-
-    def _problems(self) -> list[tuple[str, str]]:
-        checks: list[tuple[bool, str, str]] = [
-            (self.architecture in BACKBONES, "architecture", f"{self.architecture!r} is not one of {', '.join(BACKBONES)}"),
-            (self.pooling in POOLINGS, "pooling", f"{self.pooling!r} is not one of {', '.join(POOLINGS)}"),
-            (self.last_stride in (1, 2), "last_stride", f"must be 1 or 2 (got {self.last_stride})"),
-            (self.embedding_dim is None or self.embedding_dim >= 1, "embedding_dim", f"must be at least 1 (got {self.embedding_dim})"),
-            (len(self.input_size) == 2 and min(self.input_size) >= 16, "input_size", f"must be HxW with both at least 16 (got {self.input_size})"),
-            (self.p >= 2, "p", f"a P x K batch needs at least 2 identities (got {self.p})"),
-            (self.k >= 1, "k", f"a P x K batch needs at least 1 image per identity (got {self.k})"),
-            (self.epochs >= 1, "epochs", f"must be at least 1 (got {self.epochs})"),
-            (self.max_steps is None or self.max_steps >= 1, "max_steps", f"must be at least 1 (got {self.max_steps})"),
-            (self.optimizer in OPTIMIZERS, "optimizer", f"{self.optimizer!r} is not one of {', '.join(OPTIMIZERS)}"),
-            (self.lr > 0, "lr", f"must be positive (got {self.lr})"),
-            (self.weight_decay >= 0, "weight_decay", f"must be >= 0 (got {self.weight_decay})"),
-            (0 <= self.momentum < 1, "momentum", f"must be in [0, 1) (got {self.momentum})"),
-            (self.warmup_epochs >= 0, "warmup_epochs", f"must be >= 0 (got {self.warmup_epochs})"),
-            (self.schedule in SCHEDULES, "schedule", f"{self.schedule!r} is not one of {', '.join(SCHEDULES)}"),
-            (all(m >= 1 for m in self.milestones) and list(self.milestones) == sorted(self.milestones),
-             "milestones", f"must be increasing epochs >= 1 (got {list(self.milestones)})"),
-            (self.gamma > 0, "gamma", f"must be positive (got {self.gamma})"),
-            (self.grad_clip is None or self.grad_clip > 0, "grad_clip", f"must be positive (got {self.grad_clip})"),
-            (self.ce_weight >= 0, "ce_weight", f"must be >= 0 (got {self.ce_weight})"),
-            (self.metric_weight >= 0, "metric_weight", f"must be >= 0 (got {self.metric_weight})"),
-            (self.ce_weight > 0 or self.uses_metric_loss, "ce_weight", "is 0 and no metric loss is used: nothing would be trained"),
-            (0 <= self.label_smoothing < 1, "label_smoothing", f"must be in [0, 1) (got {self.label_smoothing})"),
-            (self.metric_loss in (*NO_METRIC_LOSS, *LOSS_NAMES), "metric_loss",
-             f"unknown loss {self.metric_loss!r}; choose one of {', '.join(LOSS_NAMES)} or none"),
-            (self.eval_every >= 0, "eval_every", f"must be >= 0 (got {self.eval_every})"),
-            (self.eval_batch_size >= 1, "eval_batch_size", f"must be at least 1 (got {self.eval_batch_size})"),
-            (self.threads is None or self.threads >= 1, "threads", f"must be at least 1 (got {self.threads})"),
-            (self.kind in KINDS, "kind", f"{self.kind!r} is not one of {', '.join(KINDS)}"),
-            (self.no_face in NO_FACE_CHOICES, "no_face", f"{self.no_face!r} is not one of {', '.join(NO_FACE_CHOICES)}"),
-        ]
-        problems = [(key, problem) for ok, key, problem in checks if not ok]
-        problems += self._bound_problems()
-        if not problems and self.uses_metric_loss:
+        """Check every value, by the field types (pydantic) and the loss's own option types,
+        and that something is trained; raise :class:`ConfigValueError` naming the first key
+        whose value is wrong."""
+        _validated(type(self), {f.name: getattr(self, f.name) for f in fields(self)})
+        if not (self.ce_weight > 0 or self.uses_metric_loss):
+            raise ConfigValueError("ce_weight", "is 0 and no metric loss is used: nothing would be trained")
+        if self.uses_metric_loss:
             try:
                 convert_options(self.metric_loss, **self.metric_options)
             except ConfigError as exc:
-                problems.append(("metric_options", str(exc)))
-        return problems
-
-    def _bound_problems(self) -> list[tuple[str, str]]:
-        """Numbers that are not finite (``lr: .inf`` trains to NaN weights) or far beyond
-        anything a run here can hold (an image of 100000x100000 pixels)."""
-        problems = [
-            (f.name, f"must be a finite number (got {getattr(self, f.name)})")
-            for f in fields(self)
-            if isinstance(getattr(self, f.name), float) and not math.isfinite(getattr(self, f.name))
-        ]
-        for key, largest in SIZE_LIMITS.items():
-            values = getattr(self, key)
-            for value in values if isinstance(values, tuple) else (values,):
-                if isinstance(value, int) and value > largest:
-                    problems.append((key, f"must be at most {largest:,} (got {value:,})"))
-                    break
-        return problems
+                raise ConfigValueError("metric_options", str(exc)) from None
 
     def to_dict(self) -> dict[str, Any]:
         """Every field as plain YAML/JSON values (paths as strings, tuples as lists)."""
@@ -270,23 +231,36 @@ class TrainConfig:
     @classmethod
     def from_dict(cls, values: dict[str, Any]) -> TrainConfig:
         """Build a config from plain values, converting what converts losslessly
-        (``"1e-3"`` to 0.001, a list to a tuple); a wrong type raises
-        :class:`ConfigValueError` naming the key."""
-        try:
-            return TypeAdapter(cls).validate_python(values)
-        except ValidationError as exc:
-            error = exc.errors()[0]
-            key = str(error["loc"][0]) if error["loc"] else "config"
-            message = error["msg"]
-            raise ConfigValueError(key, f"{message[:1].lower()}{message[1:]} (got {error['input']!r})") from None
+        (``"1e-3"`` to 0.001, a list to a tuple) and checking each against its field's
+        type; a wrong value raises :class:`ConfigValueError` naming the key."""
+        return _validated(cls, values)
+
+
+@functools.cache
+def _adapter(cls: type) -> TypeAdapter[Any]:
+    return TypeAdapter(cls)
+
+
+def _validated(cls: type[TrainConfig], values: dict[str, Any]) -> TrainConfig:
+    """``cls`` built from ``values`` by pydantic, the one check of every field's type and
+    range; raises :class:`ConfigValueError` naming the key of the first wrong value."""
+    try:
+        return _adapter(cls).validate_python(values)
+    except ValidationError as exc:
+        error = exc.errors()[0]
+        key = str(error["loc"][0]) if error["loc"] else "config"
+        message = error["msg"].removeprefix("Value error, ")
+        raise ConfigValueError(key, f"{message[:1].lower()}{message[1:]} (got {error['input']!r})") from None
 
 
 RECIPE_KEYS = tuple(f.name for f in fields(TrainConfig) if f.name not in ACTION_KEYS)
+FIELDS = {f.name: f for f in fields(TrainConfig)}
 
 
 def option_name(key: str) -> str:
-    """The command-line option that sets ``key`` (``--arch`` for ``architecture``)."""
-    return OPTION_NAMES.get(key, "--" + key.replace("_", "-"))
+    """The command-line option that sets ``key`` (``--arch`` for ``architecture``), read
+    from the field's metadata."""
+    return flag_of(FIELDS[key])
 
 
 class _UniqueKeyLoader(yaml.SafeLoader):
@@ -397,7 +371,8 @@ def resolve_config(base: TrainConfig, config_file: Path | None = None, overrides
     derived from the final architecture and data.
 
     Raises:
-        ConfigError: one line naming the file and key, or the option, of the bad value.
+        ConfigError: one line naming the file and key of a bad value from the file;
+            ConfigValueError naming the key of a bad value in ``base`` or ``overrides``.
     """
     overrides = dict(overrides or {})
     from_file = read_config_file(config_file) if config_file is not None else {}
@@ -407,18 +382,13 @@ def resolve_config(base: TrainConfig, config_file: Path | None = None, overrides
         values["out"] = None
     values = merge_layer(merge_layer(values, from_file), overrides)
 
-    def where(key: str) -> str:
-        if key in overrides:
-            return option_name(key)
-        if key in from_file:
-            return f"{config_file}: {key}"
-        return key
-
     try:
         config = TrainConfig.from_dict(values)
         config.validate()
     except ConfigValueError as exc:
-        raise ConfigError(f"{where(exc.key)}: {exc.problem}") from None
+        if exc.key in from_file and exc.key not in overrides:
+            raise ConfigError(f"{config_file}: {exc.key}: {exc.problem}") from None
+        raise  # named by its key; the command line names it by its option
     if config.uses_metric_loss:
         config = replace(config, metric_options=convert_options(config.metric_loss, **config.metric_options))
     return config

@@ -134,7 +134,7 @@ def require_tensorboard(folder: Path) -> type:
     except ImportError:
         raise ConfigError(
             f"--tensorboard {folder}: writing TensorBoard files needs the tensorboard package, "
-            'which is not installed: pip install "reid[tensorboard]"'
+            'which is not installed: pip install "reid-toolkit[tensorboard]"'
         ) from None
     return SummaryWriter
 

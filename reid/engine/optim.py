@@ -13,12 +13,7 @@ import math
 import torch
 from torch import nn
 
-from reid.engine.config import TrainConfig
-
-# Warm-up starts from a tenth of the learning rate and rises linearly to all of it: a
-# freshly initialised BNNeck and classifier would otherwise take full-size steps on a
-# random start (Luo et al. 2019, "Bag of Tricks", warm-up from 3.5e-5 to 3.5e-4).
-WARMUP_START_FACTOR = 0.1
+from reid.engine.config import WARMUP_START_FACTOR, TrainConfig
 
 # The cosine schedule ends at a hundredth of the learning rate instead of zero, so the
 # last epochs still move the weights.

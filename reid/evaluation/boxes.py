@@ -32,7 +32,7 @@ def _motmetrics() -> Any:
     try:
         import motmetrics
     except ImportError as exc:
-        raise ConfigError('scoring boxes needs py-motmetrics, which is not installed: pip install "reid[dev]"') from exc
+        raise ConfigError('scoring boxes needs py-motmetrics, which is not installed: pip install "reid-toolkit[dev]"') from exc
     return motmetrics
 
 

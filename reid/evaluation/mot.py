@@ -75,7 +75,7 @@ def score_tracks(truth: Iterable[MotRow], predicted: Iterable[MotRow]) -> MotSco
     try:
         import motmetrics
     except ImportError:
-        raise ConfigError("scoring tracks needs py-motmetrics: pip install 'reid[mot]'") from None
+        raise ConfigError("scoring tracks needs py-motmetrics: pip install 'reid-toolkit[mot]'") from None
     truth, predicted = list(truth), list(predicted)
     gt, pr = by_frame(truth), by_frame(predicted)
     frames = sorted(set(gt) | set(pr))

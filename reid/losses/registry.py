@@ -1,18 +1,21 @@
 """Name -> loss registry used by ``reid train --loss NAME --loss-option KEY=VALUE``.
 
 Options may arrive as strings from the command line; each is converted to the type its
-loss annotates ("0.3" -> 0.3, "true" -> True, "10" -> 10), and anything unknown or
-unconvertible is a :class:`reid.errors.ConfigError` naming the valid choices.
+loss annotates ("0.3" -> 0.3, "true" -> True, "10" -> 10) by pydantic, as every config
+value is, and anything unknown or unconvertible is a :class:`reid.errors.ConfigError`
+naming the valid choices.
 """
 
 from __future__ import annotations
 
+import functools
 import inspect
 import typing
 from collections.abc import Mapping
 from types import MappingProxyType
 from typing import Any
 
+from pydantic import TypeAdapter, ValidationError
 
 from reid.errors import ConfigError
 from reid.losses.base import MetricLoss
@@ -36,42 +39,24 @@ _LOSSES: Mapping[str, type[MetricLoss]] = MappingProxyType(
 
 LOSS_NAMES: tuple[str, ...] = tuple(_LOSSES)
 
-_TRUE = ("1", "true", "yes", "on")
-_FALSE = ("0", "false", "no", "off")
-
-
-def _target_type(hint: Any) -> type | None:
-    """bool, int, float or str from an annotation such as ``float | None``."""
-    candidates = typing.get_args(hint) or (hint,)
-    for kind in (bool, int, float, str):
-        if kind in candidates:
-            return kind
-    return None
+@functools.cache
+def _option_adapter(hint: Any) -> TypeAdapter[Any]:
+    return TypeAdapter(hint)
 
 
 def _convert(name: str, key: str, value: Any, hint: Any) -> Any:
-    """Convert a command-line string to the annotated type and check any other value."""
-    kind = _target_type(hint)
-    if kind is None or (value is None and type(None) in typing.get_args(hint)):
+    """``value`` as the type loss ``name`` annotates option ``key`` with, by pydantic (the one
+    conversion and check of every config value): ``"0.3"`` to 0.3, ``"true"``/``"on"``/``"1"``
+    to True, ``"10"`` to 10; anything that does not convert losslessly is a ConfigError."""
+    if hint is None:
         return value
-    if not isinstance(value, str):
-        numeric = kind in (int, float) and isinstance(value, (int, float))
-        if isinstance(value, kind) or (numeric and not isinstance(value, bool)):
-            return value
-        raise ConfigError(f"{name}: option {key}={value!r} is not a valid {kind.__name__}")
-    if kind is str:
-        return value
-    text = value.strip()
-    if kind is bool:
-        if text.lower() in _TRUE:
-            return True
-        if text.lower() in _FALSE:
-            return False
-        raise ConfigError(f"{name}: option {key}={value!r} is not true/false")
     try:
-        return kind(text)
-    except ValueError:
-        raise ConfigError(f"{name}: option {key}={value!r} is not a valid {kind.__name__}") from None
+        # Text converts (it came from the command line); any other value must be of the type already.
+        text = isinstance(value, str)
+        return _option_adapter(hint).validate_python(value.strip() if text else value, strict=not text)
+    except ValidationError as exc:
+        message = exc.errors()[0]["msg"]
+        raise ConfigError(f"{name}: option {key}={value!r}: {message[:1].lower()}{message[1:]}") from None
 
 
 def loss_options(name: str) -> dict[str, Any]:

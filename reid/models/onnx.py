@@ -29,7 +29,7 @@ from reid.models.encoder import Encoder, check_embeddings, l2_normalize, preproc
 from reid.paths import write_bytes_atomic
 
 CARD_SUFFIX = ".card.json"
-ONNX_EXTRA = 'pip install "reid[onnx]"'
+ONNX_EXTRA = 'pip install "reid-toolkit[onnx]"'
 CHANNEL_ORDERS = ("rgb", "bgr")
 INPUT_DTYPES = {"tensor(float)": np.float32, "tensor(float16)": np.float16}
 

@@ -27,7 +27,7 @@ from reid.data.folders import identity_folders
 from reid.data.io import ImageLimits, bounded_bytes, decode_image, is_image_file, list_media, read_bytes
 from reid.detect import Detector
 from reid.detect.base import largest_detection
-from reid.errors import ConfigError, DataError
+from reid.errors import ConfigError, ConfigValueError, DataError
 from reid.gallery import DB_FILE, Gallery, IndexSpec, ItemMeta
 from reid.models.encoder import Encoder, embed_images
 from reid.pipeline.frames import ChooseCrop, whole_box
@@ -73,7 +73,7 @@ class EnrolConfig:
 
     def __post_init__(self) -> None:
         if self.batch_size < 1:
-            raise ConfigError(f"batch size must be at least 1, got {self.batch_size}")
+            raise ConfigValueError("batch_size", f"must be at least 1, got {self.batch_size}", sep=" ")
         check_detect(self.detect, self.no_face, self.detector)
 
 

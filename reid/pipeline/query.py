@@ -28,7 +28,7 @@ import numpy as np
 from reid.decision import MODEL_CARD, Threshold, check_distance_threshold, check_far, nearest_identity
 from reid.decision import resolve_threshold as resolve_distance_threshold
 from reid.detect import Box, Detector, SSDLiteConfig, build_detector
-from reid.errors import ConfigError, DataError
+from reid.errors import ConfigError, ConfigValueError
 from reid.gallery import SCORES, Gallery, IdentityMatch
 from reid.gallery.calibration import synthetic_card_note
 from reid.models.card import ModelCard
@@ -93,22 +93,22 @@ class QueryConfig:
 
     def __post_init__(self) -> None:
         if self.top_k < 1:
-            raise ConfigError(f"--top-k must be at least 1, got {self.top_k}")
+            raise ConfigValueError("top_k", f"must be at least 1, got {self.top_k}", sep=" ")
         check_detect(self.detect, self.no_face)
         if self.score not in SCORES:
             raise ConfigError(f"unknown identity score {self.score!r}; choose one of {', '.join(SCORES)}")
-        self.stream()  # batch size, --embed-every, --no-face: the stream's checks
+        self.stream()  # batch size, embed_every, no_face: the stream's checks
         if self.embed_threads is not None and self.embed_threads < 1:
-            raise ConfigError(f"embedding threads must be at least 1, got {self.embed_threads}")
+            raise ConfigValueError("embed_threads", f"must be at least 1, got {self.embed_threads}", sep=" ")
         if not 0 < self.detect_scale <= 1:
-            raise ConfigError(f"--detect-scale must be in (0, 1], got {self.detect_scale}")
-        check_distance_threshold(self.threshold)
-        check_far(self.far)
+            raise ConfigValueError("detect_scale", f"must be in (0, 1], got {self.detect_scale}", sep=" ")
+        check_distance_threshold(self.threshold, "threshold")
+        check_far(self.far, "far")
         if self.threshold is not None and self.far is not None:
             raise ConfigError("give --threshold or --far, not both")
         if self.min_height is not None and self.detector != "ssdlite":
-            raise ConfigError(
-                f"--min-height works with --detector ssdlite, not {self.detector or 'the default detector'}"
+            raise ConfigValueError(
+                "min_height", f"works with the ssdlite detector, not {self.detector or 'the default detector'}", sep=" "
             )
 
     def stream(self) -> StreamConfig:

@@ -34,7 +34,7 @@ from dataclasses import dataclass, field, replace
 import numpy as np
 
 from reid.detect import Box, Detector
-from reid.errors import ConfigError, DataError
+from reid.errors import ConfigError, ConfigValueError, DataError
 from reid.models.encoder import NO_FACE_CHOICES, Encoder, embed_images
 from reid.pipeline.frames import FrameCrops, frame_crops, margin_for
 from reid.pipeline.live import FramePipeline
@@ -71,13 +71,13 @@ class StreamConfig:
 
     def __post_init__(self) -> None:
         if self.batch_size < 1:
-            raise ConfigError(f"batch size must be at least 1, got {self.batch_size}")
+            raise ConfigValueError("batch_size", f"must be at least 1, got {self.batch_size}", sep=" ")
         if self.embed_every < 1:
-            raise ConfigError(f"--embed-every must be at least 1, got {self.embed_every}")
+            raise ConfigValueError("embed_every", f"must be at least 1, got {self.embed_every}", sep=" ")
         if self.embed_every > 1 and not self.track:
-            raise ConfigError("--embed-every samples the crops of tracks; it does not work with --no-track")
+            raise ConfigValueError("embed_every", "samples the crops of tracks; it does not work without tracking", sep=" ")
         if self.no_face not in NO_FACE_CHOICES:
-            raise ConfigError(f"--no-face {self.no_face!r}: choose one of {', '.join(NO_FACE_CHOICES)}")
+            raise ConfigValueError("no_face", f"{self.no_face!r}: choose one of {', '.join(NO_FACE_CHOICES)}", sep=" ")
 
 
 @dataclass

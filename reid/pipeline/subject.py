@@ -23,7 +23,7 @@ import numpy as np
 
 from reid.detect import DEFAULT_MARGIN, Detector, build_detector, check_detector, confident_detections, crop_detection
 from reid.detect.base import Box, Detection, largest_detection
-from reid.errors import ConfigError, DataError
+from reid.errors import ConfigError, ConfigValueError, DataError
 from reid.models.encoder import NO_FACE_CHOICES, Encoder
 from reid.pipeline.frames import ChooseCrop
 
@@ -98,7 +98,7 @@ class SubjectRule:
         if isinstance(self.pick, str) and self.pick not in PICKS:
             raise ConfigError(f"pick {self.pick!r}: choose one of {', '.join(PICKS)}")
         if self.none_found not in NONE_FOUND:
-            raise ConfigError(f"--no-face {self.none_found!r}: choose one of {', '.join(NONE_FOUND)}")
+            raise ConfigValueError("no_face", f"{self.none_found!r}: choose one of {', '.join(NONE_FOUND)}", sep=" ")
 
     @property
     def kind(self) -> str:
@@ -153,13 +153,13 @@ def check_detect(detect: str, no_face: str = "skip", detector: str | None = None
     NONE_FOUND, or a ``--detector`` that is unknown, of the other kind than ``detect``, or
     given with ``detect`` "none"."""
     if detect not in DETECT_CHOICES:
-        raise ConfigError(f"--detect {detect!r}: choose one of {', '.join(DETECT_CHOICES)}")
+        raise ConfigValueError("detect", f"{detect!r}: choose one of {', '.join(DETECT_CHOICES)}", sep=" ")
     if no_face not in NONE_FOUND:
-        raise ConfigError(f"--no-face {no_face!r}: choose one of {', '.join(NONE_FOUND)}")
+        raise ConfigValueError("no_face", f"{no_face!r}: choose one of {', '.join(NONE_FOUND)}", sep=" ")
     if detector is None:
         return
     if detect == "none":
-        raise ConfigError(f"--detector {detector}: --detect none takes everything whole; drop one of them")
+        raise ConfigValueError("detector", f"{detector}: detect none takes everything whole; drop one of them", sep=" ")
     check_detector(detector, detect if detect in ("person", "face") else None)
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import copy
 import inspect
 import json
+import logging
 import os
 from pathlib import Path
 from typing import Any
@@ -17,15 +18,34 @@ from reid.serve.app import SERVE_CONFIG_ENV, create_app
 from reid.serve.config import ServeConfig
 from reid.serve.keys import AdminKey
 from reid.serve.service import Service
+from reid.text import printable
 
 # How long a worker process may take to load everything before its supervisor gives up on it.
 WORKER_STARTUP_SECONDS = 600
 
 
+class PrintableFilter(logging.Filter):
+    """Every value a log line prints (the host uvicorn listens on, a path, an error's text)
+    in its printable form (:func:`reid.text.printable`): a control character in a ``--host``
+    or a folder name cannot move the cursor or forge a log line."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        if isinstance(record.args, tuple) and record.args:
+            record.args = tuple(printable(a) if isinstance(a, str) else a for a in record.args)
+        elif not record.args and isinstance(record.msg, str):
+            # A message with its values already in it: the whole line.
+            record.msg = printable(record.msg)
+        return True
+
+
 def log_config() -> dict[str, Any]:
     """uvicorn's logging with the service's one line per request in place of its access log
-    (which would print paths, and so gallery and identity names, and query strings)."""
+    (which would print paths, and so gallery and identity names, and query strings), and
+    every value printed in its printable form (:class:`PrintableFilter`)."""
     config = copy.deepcopy(LOGGING_CONFIG)
+    config["filters"] = {**config.get("filters", {}), "printable": {"()": f"{__name__}.PrintableFilter"}}
+    for handler in config["handlers"].values():
+        handler["filters"] = [*handler.get("filters", []), "printable"]
     config["loggers"]["reid.serve"] = {"handlers": ["default"], "level": "INFO", "propagate": False}
     config["loggers"]["uvicorn.access"] = {"handlers": [], "level": "WARNING", "propagate": False}
     return config

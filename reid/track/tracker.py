@@ -40,7 +40,7 @@ from scipy.optimize import linear_sum_assignment
 
 from reid.decision import check_distance_threshold, pair_distance
 from reid.detect import Box
-from reid.errors import ConfigError
+from reid.errors import ConfigError, ConfigValueError
 from reid.models import l2_normalize
 
 # Weight of the appearance term against 1 - IoU: at most 0.1 (unit embeddings are at most
@@ -155,20 +155,20 @@ class TrackerConfig:
     embedding_momentum: float | None = 0.9
 
     def __post_init__(self) -> None:
-        for name, value in (("iou", self.iou), ("low-iou", self.low_iou)):
+        for name, value in (("iou", self.iou), ("low_iou", self.low_iou)):
             if not 0 < value <= 1:
-                raise ConfigError(f"--{name} must be in (0, 1], got {value}")
+                raise ConfigValueError(name, f"must be in (0, 1], got {value}", sep=" ")
         if self.high_score is not None and not math.isfinite(self.high_score):
-            raise ConfigError(f"--track-high-score must be a number, got {self.high_score}")
+            raise ConfigValueError("high_score", f"must be a number, got {self.high_score}", sep=" ")
         if self.start_score is not None and not math.isfinite(self.start_score):
-            raise ConfigError(f"--track-start-score must be a number, got {self.start_score}")
+            raise ConfigValueError("start_score", f"must be a number, got {self.start_score}", sep=" ")
         if not (math.isfinite(self.lost_seconds) and self.lost_seconds >= 0):
-            raise ConfigError(f"--lost-seconds must be 0 or more, got {self.lost_seconds}")
-        check_distance_threshold(self.appearance, "--appearance")
+            raise ConfigValueError("lost_seconds", f"must be 0 or more, got {self.lost_seconds}", sep=" ")
+        check_distance_threshold(self.appearance, "appearance")
         if self.min_boxes < 1:
-            raise ConfigError(f"--min-boxes must be at least 1, got {self.min_boxes}")
+            raise ConfigValueError("min_boxes", f"must be at least 1, got {self.min_boxes}", sep=" ")
         if self.embedding_momentum is not None and not 0 <= self.embedding_momentum < 1:
-            raise ConfigError(f"embedding momentum must be in [0, 1), got {self.embedding_momentum}")
+            raise ConfigValueError("embedding_momentum", f"must be in [0, 1), got {self.embedding_momentum}", sep=" ")
 
     def lost_frames(self, fps: float | None) -> int:
         """``lost_seconds`` in frames at ``fps`` (None: :data:`REFERENCE_FPS`)."""

@@ -280,7 +280,7 @@ def test_real_orl_faces_with_face_detection(orl_faces: Path, face_model: Path, t
     assert frames and all(d["face"] == "detected" and d["frame"] is not None for d in frames)
 
 
-@pytest.mark.skipif(importlib.util.find_spec("dlib") is None, reason="dlib-face needs reid[dlib]")
+@pytest.mark.skipif(importlib.util.find_spec("dlib") is None, reason="dlib-face needs reid-toolkit[dlib]")
 def test_real_orl_faces_with_dlib_face(orl_faces: Path, tmp_path: Path) -> None:
     people, incoming = _orl_split(orl_faces, tmp_path, 3, range(1, 3), range(3, 4))
     code, output = invoke(

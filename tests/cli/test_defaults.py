@@ -33,6 +33,29 @@ def test_eval_help_shows_the_library_defaults() -> None:
 
 
 
+def _all_commands() -> list[tuple[str, object]]:
+    """Every command of ``reid`` and of both apps, with the path that runs it."""
+    import typer.main
+
+    import apps.camera_search.cli as camera_search
+    import apps.face_checkin.cli as face_checkin
+
+    found = []
+
+    def walk(command: object, path: str) -> None:
+        found.append((path, command))
+        for name, sub in (getattr(command, "commands", None) or {}).items():
+            walk(sub, f"{path} {name}")
+
+    for root, name in ((app, "reid"), (camera_search.app, "camera_search"), (face_checkin.app, "face_checkin")):
+        walk(typer.main.get_command(root), name)
+    return found
+
+
+def _numeric(param: object) -> bool:
+    return getattr(param, "bare_type", lambda: None)() in ("int", "float")
+
+
 def _option_defaults(command: str) -> dict[str, object]:
     """The default each option of ``reid COMMAND`` has on the command line."""
     import typer.main
@@ -65,37 +88,120 @@ def test_query_and_enroll_help_show_the_config_defaults() -> None:
     assert f"(default: {EnrolConfig.batch_size})" in enroll.output
 
 
-def test_given_refuses_counts_out_of_range_and_numbers_that_are_not_finite() -> None:
+def test_given_refuses_numbers_out_of_range_naming_the_parameter() -> None:
     import math
 
     import pytest
 
-    from reid.errors import ConfigError
+    from reid.errors import ConfigValueError
 
     assert given(batch_size=1, top_k=10_000, threads=4, every=1) == {"batch_size": 1, "top_k": 10_000, "threads": 4, "every": 1}
+    assert given(high_score=1.0, lost_seconds=0.0, folds=2, far=1e-3) == {"high_score": 1.0, "lost_seconds": 0.0, "folds": 2, "far": 1e-3}
     for name, value, message in (
-        ("batch_size", 0, "--batch-size 0: must be between 1 and 4,096"),
-        ("top_k", 10**9, "--top-k 1000000000: must be between 1 and 10,000"),
-        ("threads", 0, "--threads 0: must be between 1"),
-        ("every", -1, "--every -1: must be between 1"),
-        ("far", math.inf, "--far inf: must be a finite number"),
-        ("tolerance", math.nan, "--tolerance nan: must be a finite number"),
+        ("batch_size", 0, "batch_size 0: must be between 1 and 4,096"),
+        ("top_k", 10**9, "top_k 1000000000: must be between 1 and 10,000"),
+        ("threads", 0, "threads 0: must be between 1 and 4,096"),
+        ("every", -1, "every -1: must be between 1 and 1,000,000"),
+        ("folds", 1, "folds 1: must be between 2 and 1,000"),
+        ("max_items", 1, "max_items 1: must be between 2 and 1,000,000,000"),
+        ("high_score", 0.0, "high_score 0.0: must be in (0, 1]"),
+        ("start_score", 1.5, "start_score 1.5: must be in (0, 1]"),
+        ("lost_seconds", -1.0, "lost_seconds -1.0: must be in [0, 86400]"),
+        ("fps", math.inf, "fps inf: must be a finite number"),
+        ("far", math.inf, "far is a false-accept rate, a fraction in (0, 1) such as 1e-3; got inf"),
+        ("threshold", 3.0, "threshold is a distance between unit embeddings, in (0, 2]; got 3.0"),
+        ("tolerance", math.nan, "tolerance nan: must be a finite number"),
     ):
-        with pytest.raises(ConfigError, match=message):
+        with pytest.raises(ConfigValueError) as caught:
             given(**{name: value})
+        assert str(caught.value) == message
+        assert caught.value.key == name
 
 
-def test_commands_refuse_options_out_of_range_in_one_line(tmp_path) -> None:
+def test_every_numeric_option_of_every_command_has_its_range_in_the_one_table() -> None:
+    from reid.cli.defaults import RANGES
+    from reid.engine import TrainConfig
+
+    trained = {f for f in TrainConfig.__dataclass_fields__}
+    missing = [
+        (where, param.name)
+        for where, command in _all_commands()
+        for param in command.params
+        if _numeric(param) and param.name not in RANGES
+        and not (where.split()[-1] in ("train", "demo") and param.name in trained)
+    ]
+    assert missing == []
+
+
+def test_an_option_with_its_own_default_is_checked_against_the_table_when_parsed() -> None:
+    """The apps' options have defaults of their own, so they are checked as typer parses them."""
+    for where, command in _all_commands():
+        for param in command.params:
+            if _numeric(param) and param.default is not None:
+                assert param.callback is not None, (where, param.name)
+
+
+def _one_line(output: str) -> list[str]:
+    return [line for line in output.splitlines() if line.strip()]
+
+
+def test_a_value_that_is_no_number_is_one_line_naming_the_option_in_every_command() -> None:
+    """Each numeric option of each command and app, given a word: typer's refusal, as one line."""
+    import apps.camera_search.cli as camera_search
+    import apps.face_checkin.cli as face_checkin
+
+    roots = {"reid": app, "camera_search": camera_search.app, "face_checkin": face_checkin.app}
+    checked = 0
+    for where, command in _all_commands():
+        root, *path = where.split()
+        for param in command.params:
+            if not (_numeric(param) and param.opts and param.opts[0].startswith("-")):
+                continue
+            for word in ("many", "1e999x"):
+                result = runner.invoke(roots[root], [*path, param.opts[0], word])
+                lines = _one_line(result.output)
+                assert result.exit_code == 2 and len(lines) == 1, (where, param.opts, result.output)
+                assert lines[0].startswith("error: Invalid value for ") and param.opts[0] in lines[0], lines
+                checked += 1
+    assert checked > 100
+
+
+def test_options_out_of_range_are_one_line_in_the_apps(tmp_path) -> None:
+    import apps.camera_search.cli as camera_search
+    import apps.face_checkin.cli as face_checkin
+    from apps.face_checkin import calibrate
+
+    out = str(tmp_path / "out")
+    for target, args, message in (
+        (camera_search.app, ["--out", out, "--every", "0"], "'--every': 0: must be between 1 and 1,000,000"),
+        (camera_search.app, ["--out", out, "--iou", "0"], "'--iou': 0.0: must be in (0, 1]"),
+        (camera_search.app, ["--out", out, "--lost-seconds", "-1"], "'--lost-seconds': -1.0: must be in [0, 86400]"),
+        (camera_search.app, ["--out", out, "--detect-scale", "inf"], "'--detect-scale': inf: must be a finite number"),
+        (face_checkin.app, ["--out", out, "--top-k", "0"], "'--top-k': 0: must be between 1 and 10,000"),
+        (face_checkin.app, ["--out", out, "--max-frames", "-5"], "'--max-frames': -5: must be between 1"),
+        (calibrate.app, ["-m", "m", "--people", out, "--out", out, "--far", "1.5"], "'--far': is a false-accept rate"),
+        (calibrate.app, ["-m", "m", "--people", out, "--out", out, "--max-impostors", "0"], "'--max-impostors': 0: must be"),
+    ):
+        result = runner.invoke(target, args)
+        assert result.exit_code == 2 and message in result.output, (args, result.output)
+        assert len(_one_line(result.output)) == 1, result.output
+    assert not (tmp_path / "out").exists()
+
+
+def test_folds_max_items_and_tracker_numbers_out_of_range_are_one_line(tmp_path) -> None:
+    detections = tmp_path / "det.txt"
+    detections.write_text("1,-1,0,0,10,20,0.9\n")
     for args, message in (
-        (["query", str(tmp_path), "-m", "m", "-g", "g", "--top-k", str(10**9)], "--top-k 1000000000: must be between"),
-        (["enroll", str(tmp_path), "-m", "m", "-g", "g", "--batch-size", "0"], "--batch-size 0: must be between"),
-        (["serve", "--threads", "0"], "--threads 0: must be between"),
-        (["eval", "-m", "m", "--data", str(tmp_path), "--batch-size", "0"], "--batch-size 0: must be between"),
-        (["eval", "-m", "m", "--data", str(tmp_path), "--input-size", "100000x100000"], "between 8 and 4096 pixels"),
-        (["verify", "a.jpg", "b.jpg", "-m", "m", "--mean", "nan,0,0"], "--mean 'nan,0,0': every value must be between 0 and 1"),
-        (["train", "--data", str(tmp_path), "--size", "100000x100000", "--out", str(tmp_path / "o")], "--size '100000x100000'"),
+        (["verify", "--pairs", str(tmp_path / "p.csv"), "-m", "m", "--folds", "1"], "--folds 1: must be between 2 and 1,000"),
+        (["verify", "--pairs", str(tmp_path / "p.csv"), "-m", "m", "--folds", "100000"], "--folds 100000: must be between 2"),
+        (["gallery", "calibrate", str(tmp_path), "--max-items", "1"], "--max-items 1: must be between 2"),
+        (["gallery", "calibrate", str(tmp_path), "--max-items", "0"], "--max-items 0: must be between 2"),
+        (["track", "-d", str(detections), "-o", str(tmp_path / "t.txt"), "--track-high-score", "0"], "--track-high-score 0.0: must be in (0, 1]"),
+        (["track", "-d", str(detections), "-o", str(tmp_path / "t.txt"), "--track-start-score", "1.5"], "--track-start-score 1.5: must be in (0, 1]"),
+        (["track", "-d", str(detections), "-o", str(tmp_path / "t.txt"), "--lost-seconds", "-1"], "--lost-seconds -1.0: must be in [0, 86400]"),
+        (["track", "-d", str(detections), "-o", str(tmp_path / "t.txt"), "--fps", "0"], "--fps 0.0: must be in (0, 1000]"),
     ):
         result = runner.invoke(app, args)
-        assert result.exit_code != 0 and message in result.output, (args, result.output)
-        assert len([line for line in result.output.splitlines() if line.strip()]) == 1, result.output
-    assert list(tmp_path.iterdir()) == []
+        assert result.exit_code == 1 and message in result.output, (args, result.output)
+        assert len(_one_line(result.output)) == 1, result.output
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["det.txt"]

@@ -89,7 +89,7 @@ def test_query_refuses_unknown_missing_and_mismatched_detectors(tmp_path: Path, 
         code, out = invoke("query", video, "--model", model, "--gallery", gallery, "--detector", detector)
         assert code == 1 and expected in only_error_line(out), out
     code, out = invoke("query", video, "--model", model, "--gallery", gallery, "--detector", "hog", "--min-height", "40")
-    assert code == 1 and "--min-height works with --detector ssdlite, not hog" in only_error_line(out), out
+    assert code == 1 and "--min-height works with the ssdlite detector, not hog" in only_error_line(out), out
     after = {p.name: p.read_bytes() for p in gallery.iterdir() if p.is_file() and p.name != ".lock"}
     assert after == before
 

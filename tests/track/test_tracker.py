@@ -123,8 +123,8 @@ def test_track_embedding_is_the_normalized_mean_and_best_box_the_largest() -> No
 
 @pytest.mark.parametrize(
     ("options", "message"),
-    [({"iou": 0.0}, "--iou"), ({"low_iou": 1.5}, "--low-iou"), ({"lost_seconds": -1.0}, "--lost-seconds"),
-     ({"appearance": 3.0}, "--appearance"), ({"min_boxes": 0}, "--min-boxes")],
+    [({"iou": 0.0}, "^iou "), ({"low_iou": 1.5}, "^low_iou "), ({"lost_seconds": -1.0}, "^lost_seconds "),
+     ({"appearance": 3.0}, "^appearance "), ({"min_boxes": 0}, "^min_boxes ")],
 )
 def test_bad_options_are_config_errors(options: dict[str, float], message: str) -> None:
     with pytest.raises(ConfigError, match=message):
@@ -133,7 +133,7 @@ def test_bad_options_are_config_errors(options: dict[str, float], message: str) 
 
 @pytest.mark.parametrize("score", [float("nan"), float("inf")])
 def test_a_high_score_must_be_a_number(score: float) -> None:
-    with pytest.raises(ConfigError, match="--track-high-score must be a number"):
+    with pytest.raises(ConfigError, match="^high_score must be a number"):
         TrackerConfig(high_score=score)
 
 

@@ -1,0 +1,50 @@
+"""``reid serve``'s own log lines: uvicorn's start lines print hosts and paths printable."""
+
+from __future__ import annotations
+
+import io
+import logging
+import logging.config
+
+import pytest
+
+pytest.importorskip("uvicorn", reason="the serve extra is not installed")
+
+from reid.serve.run import log_config  # noqa: E402
+
+
+@pytest.fixture
+def uvicorn_log(monkeypatch: pytest.MonkeyPatch) -> io.StringIO:
+    """uvicorn's loggers configured as ``reid serve`` configures them, writing here."""
+    stream = io.StringIO()
+    monkeypatch.setattr("sys.stderr", stream)
+    config = log_config()
+    config["formatters"]["default"]["use_colors"] = False
+    logging.config.dictConfig(config)
+    yield stream
+    for name in ("uvicorn", "uvicorn.error", "uvicorn.access", "reid.serve"):
+        for handler in list(logging.getLogger(name).handlers):
+            logging.getLogger(name).removeHandler(handler)
+
+
+@pytest.mark.parametrize(
+    "host,shown",
+    [
+        ("evil\x1b[2J\x1b[31mhost", "evil\\x1b[2J\\x1b[31mhost"),
+        ("a\nINFO:     Uvicorn running on http://0.0.0.0:80", "a\\nINFO:     Uvicorn running on http://0.0.0.0:80"),
+    ],
+)
+def test_the_start_line_prints_the_host_printable(uvicorn_log: io.StringIO, host: str, shown: str) -> None:
+    # uvicorn's own start line, as uvicorn.server logs it once the socket is bound.
+    logging.getLogger("uvicorn.error").info("Uvicorn running on %s://%s:%d (Press CTRL+C to quit)", "http", host, 8000)
+    lines = uvicorn_log.getvalue().splitlines()
+    assert lines == [f"INFO:     Uvicorn running on http://{shown}:8000 (Press CTRL+C to quit)"]
+
+
+@pytest.mark.parametrize("path", ["galleries/\x07bell", "root\r/forged\x1b]0;title\x07"])
+def test_a_line_with_a_path_baked_in_is_printable(uvicorn_log: io.StringIO, path: str) -> None:
+    logging.getLogger("uvicorn.error").error(f"cannot load {path}")
+    text = uvicorn_log.getvalue()
+    assert text.count("\n") == 1  # only the line's own end
+    assert text.rstrip("\n").isprintable(), text
+    assert "\\x07" in text
