@@ -189,7 +189,7 @@ def test_video_frames_are_decided_one_by_one(faces: dict[str, Path], face_model:
         (["--detect", "person"], "--detect person: check-in finds faces"),
         (["--no-face", "maybe"], "--no-face 'maybe': choose one of whole, skip, error"),
         (["--detector", "hog"], "hog finds persons, not faces"),
-        (["--detect", "none", "--detector", "haar"], "--detect none takes everything whole"),
+        (["--detect", "none", "--detector", "haar"], "--detector haar: detect none takes everything whole"),
         (["--threshold", "3"], "--threshold"),
     ],
 )

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from pipeline_helpers import street_with_gallery
+from pipeline_helpers import WalkerAndStray, street_with_gallery
 
 from reid.detect import Detection
 from reid.errors import ConfigError
@@ -100,24 +100,6 @@ def test_stream_settings_are_checked() -> None:
         StreamConfig(batch_size=0)
     with pytest.raises(ConfigError, match="--no-face 'maybe'"):
         StreamConfig(no_face="maybe")
-
-
-class WalkerAndStray:
-    """Scripted by call: a walker, confident in the first four frames and weak after, and
-    a weak box far from anyone in every frame."""
-
-    kind = "person"
-    confident_score = 0.5
-
-    def __init__(self) -> None:
-        self.calls = 0
-
-    def detect(self, image: np.ndarray) -> list[Detection]:
-        step, self.calls = self.calls, self.calls + 1
-        height, width = image.shape[:2]
-        walker = Detection((width // 8 + 3 * step, height // 4, width // 8, height // 2), 0.9 if step < 4 else 0.3)
-        stray = Detection((width - width // 6, 0, width // 8, height // 3), 0.3)
-        return [walker, stray]
 
 
 @pytest.mark.parametrize("threaded", [True, False])

@@ -8,9 +8,8 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from pipeline_helpers import street_with_gallery, walker_crops
+from pipeline_helpers import WalkerAndStray, street_with_gallery, walker_crops
 
-from reid.detect import Detection
 from reid.errors import ConfigError
 from reid.gallery import Gallery
 from reid.models import Encoder, embed_images, l2_normalize
@@ -141,29 +140,10 @@ def test_tracks_on_the_real_pedestrian_video(tmp_path: Path, encoder: Encoder, p
     assert all(frames == sorted(set(frames)) for frames in by_track.values()), "one box per track per frame"
 
 
-class ScriptedTiers:
-    """A detector whose scores are probabilities that scripts its boxes by call: a person
-    confident in the first four frames and weak in the next three, and a weak box far from
-    anyone in every frame."""
-
-    kind = "person"
-    confident_score = 0.5
-
-    def __init__(self) -> None:
-        self.calls = 0
-
-    def detect(self, image: np.ndarray) -> list[Detection]:
-        step, self.calls = self.calls, self.calls + 1
-        height, width = image.shape[:2]
-        walker = Detection((width // 8 + 3 * step, height // 4, width // 8, height // 2), 0.9 if step < 4 else 0.3)
-        stray = Detection((width - width // 6, 0, width // 8, height // 3), 0.3)
-        return [walker, stray]
-
-
 def test_weak_detections_only_continue_tracks(encoder: Encoder, street: tuple[Path, Path]) -> None:
     video, folder = street
     with Gallery.open(folder) as gallery:
-        detector = ScriptedTiers()
+        detector = WalkerAndStray()
         run = QueryRun(gallery, encoder, open_source(video, max_frames=7), QueryConfig(threshold=2.0), detector=detector)
         results = list(run)
         summaries = run.finish_tracks()
@@ -176,13 +156,13 @@ def test_weak_detections_only_continue_tracks(encoder: Encoder, street: tuple[Pa
     # Linked on boxes first, only the walker's 1st, 3rd, 5th and 7th crops are embedded.
     with Gallery.open(folder) as gallery:
         config = QueryConfig(threshold=2.0, embed_every=2)
-        sampled = QueryRun(gallery, encoder, open_source(video, max_frames=7), config, detector=ScriptedTiers())
+        sampled = QueryRun(gallery, encoder, open_source(video, max_frames=7), config, detector=WalkerAndStray())
         assert [len(r.detections) for r in sampled] == [1] * 7
     assert sampled.stats.embedded == 4 and sampled.stats.detections == 7
     # Without tracking there is nothing for weak boxes to continue: only confident ones come.
     with Gallery.open(folder) as gallery:
         config = QueryConfig(threshold=2.0, track=False)
-        alone = list(QueryRun(gallery, encoder, open_source(video, max_frames=7), config, detector=ScriptedTiers()))
+        alone = list(QueryRun(gallery, encoder, open_source(video, max_frames=7), config, detector=WalkerAndStray()))
     assert [len(r.detections) for r in alone] == [1] * 4 + [0] * 3
 
 
