@@ -72,5 +72,5 @@ def test_report_errors_name_the_folder_or_file(tmp_path: Path) -> None:
     with pytest.raises(ModelError, match=r"history.jsonl: line 1 is not JSON$"):
         model_report(folder)
     (folder / "config.yaml").write_text("epochs: -1\n")
-    with pytest.raises(ConfigError, match=r"config.yaml: epochs: must be at least 1 \(got -1\)$"):
+    with pytest.raises(ConfigError, match=r"config.yaml: epochs: input should be greater than or equal to 1 \(got -1\)$"):
         model_report(folder)
