@@ -29,6 +29,16 @@ def test_the_file_and_options_over_it(tmp_path: Path) -> None:
     assert config.keys_path == Path("g") / ".serve-keys.json"
 
 
+def test_settings_speak_the_photo_commands_vocabulary(tmp_path: Path) -> None:
+    path = tmp_path / "serve.yaml"
+    path.write_text("galleries:\n  lobby: {detect: face}\n  desk: {detect: none, no_face: error}\n")
+    config = load_serve_config(path)
+    # An older file's person or face is one of the choices; an unlisted gallery is "auto".
+    assert (config.settings("lobby").detect, config.settings("lobby").no_face) == ("face", "skip")
+    assert (config.settings("desk").detect, config.settings("desk").no_face) == ("none", "error")
+    assert (config.defaults.detect, config.defaults.no_face) == ("auto", "skip")
+
+
 @pytest.mark.parametrize(
     "text,message",
     [
@@ -38,6 +48,9 @@ def test_the_file_and_options_over_it(tmp_path: Path) -> None:
         ("galleries: {'../x': {}}\n", "gallery name '../x'"),
         ("galleries: {staff: {detect: cars}}\n", "detect 'cars'"),
         ("galleries: {staff: {colour: red}}\n", "unknown setting 'colour'"),
+        ("galleries: {staff: {no_face: ignore}}\n", "gallery staff: no_face 'ignore': choose one of whole, skip, error"),
+        ("defaults: {detect: none, detector: hog}\n", "defaults: detector hog: detect none takes everything whole"),
+        ("galleries: {staff: {detect: face, detector: hog}}\n", "hog finds persons, not faces"),
         ("threads: 0\n", "threads must be a positive whole number"),
         ("[1, 2]\n", "expected a mapping"),
         ("a: [\n", "not valid YAML"),
