@@ -26,7 +26,9 @@ from typing import Any
 import yaml
 
 from reid.decision import check_distance_threshold
+from reid.engine.config import MAX_CONFIG_BYTES, check_yaml_shape
 from reid.errors import ConfigError
+from reid.paths import read_text_bounded
 from reid.pipeline.subject import check_detect
 
 # A gallery's name is its folder under the root: one path part, no hidden or odd names.
@@ -156,7 +158,10 @@ def load_serve_config(path: str | Path | None = None, **options: Any) -> ServeCo
     if path is not None:
         path = Path(path)
         try:
-            loaded = yaml.safe_load(path.read_text())
+            text = read_text_bounded(path, MAX_CONFIG_BYTES, "serve settings file")
+            # Aliases, deep nesting and a flood of values are refused before anything is built.
+            check_yaml_shape(text, path, "serve settings file")
+            loaded = yaml.safe_load(text)
         except OSError as exc:
             raise ConfigError(f"{path}: cannot read ({exc.strerror or exc})") from None
         except yaml.YAMLError as exc:

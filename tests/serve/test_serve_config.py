@@ -54,11 +54,14 @@ def test_settings_speak_the_photo_commands_vocabulary(tmp_path: Path) -> None:
         ("threads: 0\n", "threads must be a positive whole number"),
         ("[1, 2]\n", "expected a mapping"),
         ("a: [\n", "not valid YAML"),
+        ("x: &x [1, 1]\ny: &y [*x, *x]\nmodels: {m: *y}\n", "YAML aliases"),
+        ("galleries: " + "[" * 5000 + "]" * 5000 + "\n", "nested deeper than the 8 levels"),
+        (b"root: caf\xe9\n", "must be UTF-8 text"),
     ],
 )
-def test_bad_settings_name_the_file(tmp_path: Path, text: str, message: str) -> None:
+def test_bad_settings_name_the_file(tmp_path: Path, text: str | bytes, message: str) -> None:
     path = tmp_path / "serve.yaml"
-    path.write_text(text)
+    path.write_bytes(text if isinstance(text, bytes) else text.encode())
     with pytest.raises(ConfigError, match=message) as caught:
         load_serve_config(path)
     assert str(caught.value).startswith(str(path)) and "\n" not in str(caught.value)
