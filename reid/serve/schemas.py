@@ -138,6 +138,7 @@ class FileOutcome(Strict):
     name: str
     outcome: Literal["added", "duplicate", "skipped"]
     reason: str | None
+    note: str | None = Field(None, description="Set for a photo in which several were found: how many, and the box of the one enrolled.")
 
 
 class EnrolOut(Strict):

@@ -172,7 +172,10 @@ class Service:
             )
         models = {name: load_encoder(path) for name, path in config.models.items()}
         rules = crop_rules(config, models)
-        config.root.mkdir(parents=True, exist_ok=True)
+        try:
+            config.root.mkdir(parents=True, exist_ok=True)
+        except FileExistsError:
+            raise ConfigError(f"{config.root}: the root of the galleries must be a folder, and is a file") from None
         return cls(config, models, rules, KeyStore(config.keys_path), admin)
 
     # ----------------------------------------------------------------- galleries
@@ -373,7 +376,8 @@ class Service:
     def enrol(self, name: str, identity: str, uploads: Sequence[Upload]) -> dict[str, Any]:
         """Enrol ``uploads`` as ``identity``, in one batch (one commit: all of them that are
         usable, or none), through :func:`reid.pipeline.enrol`; per file: added, duplicate or
-        skipped with the reason."""
+        skipped with the reason, and for a photo in which several were found, a note of how
+        many and the box of the one enrolled (the largest)."""
         check_identity(identity)
         gallery = self._handle(name)
         model, encoder = self._model(name, gallery)
@@ -384,12 +388,12 @@ class Service:
         detect = "auto" if rule.detector is not None else "none"
         config = EnrolConfig(batch_size=max(len(entries), 1), no_face=rule.none_found, detect=detect)
         report = enrol(gallery, encoder, entries, config, detector=rule.detector)
-        reasons = dict(report.skipped)
+        reasons, notes = dict(report.skipped), dict(report.several_subjects)
         files = []
         for n in names:
             reason = reasons.get(n)
             outcome = "added" if reason is None else "duplicate" if reason == DUPLICATE else "skipped"
-            files.append({"name": n, "outcome": outcome, "reason": reason})
+            files.append({"name": n, "outcome": outcome, "reason": reason, "note": notes.get(n) if reason is None else None})
         return {
             "identity": identity,
             "added": report.added,

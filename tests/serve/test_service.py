@@ -7,6 +7,8 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import cv2
+
 import numpy as np
 import pytest
 from PIL import Image
@@ -16,7 +18,7 @@ from typer.testing import CliRunner
 from reid.cli.app import app
 from reid.errors import ConfigError
 from reid.models import Encoder
-from reid.serve import crop_rules, load_serve_config
+from reid.serve import Service, crop_rules, load_serve_config
 
 runner = CliRunner()
 CROP = ["--detect", "person", "--detector", "hog"]
@@ -68,10 +70,10 @@ def test_enrol_of_a_photo_of_nobody_is_what_reid_enroll_does(
     cli_report = json.loads(report.read_text())
     assert body["added"] == cli_report["added"] == (1 if no_face == "whole" else 0)
     if no_face == "skip":
-        assert body["files"] == [{"name": "wall.png", "outcome": "skipped", "reason": "no person found"}]
+        assert body["files"] == [{"name": "wall.png", "outcome": "skipped", "reason": "no person found", "note": None}]
         assert [s["reason"] for s in cli_report["skipped"]] == ["no person found"]
     else:
-        assert body["files"] == [{"name": "wall.png", "outcome": "added", "reason": None}]
+        assert body["files"] == [{"name": "wall.png", "outcome": "added", "reason": None, "note": None}]
 
 
 @pytest.mark.parametrize("no_face", ["skip", "whole", "error"])
@@ -123,3 +125,33 @@ def test_a_detector_of_the_other_kind_stops_the_server_before_it_serves(model_fo
     with pytest.raises(ConfigError, match="^defaults with model m: ") as caught:
         crop_rules(config, {"m": encoder})
     assert "haar" in str(caught.value) and "\n" not in str(caught.value)
+
+
+def test_a_group_photo_enrols_its_largest_person_and_says_how_many_were_found(
+    tmp_path: Path, model_folder: Path, encoder: Encoder, pedestrian_video: Path
+) -> None:
+    capture = cv2.VideoCapture(str(pedestrian_video))
+    ok, frame = capture.read()
+    capture.release()
+    assert ok
+    photo = tmp_path / "plaza.png"
+    cv2.imwrite(str(photo), frame)
+    served = served_with(tmp_path, model_folder, encoder, "skip")
+    found = served.client.post("/v1/galleries/g/search", files=files([photo], "image"), headers=served.admin()).json()
+    people = len(found["subjects"])
+    assert people >= 2, found
+    answer = served.client.post("/v1/galleries/g/identities/p/images", files=files([photo]), headers=served.admin())
+    assert answer.status_code == 200, answer.text
+    (outcome,) = answer.json()["files"]
+    assert outcome["outcome"] == "added" and outcome["note"].startswith(f"{people} persons found; used the one at box [")
+    largest = max(found["subjects"], key=lambda s: s["box"][2] * s["box"][3])["box"]
+    assert outcome["note"].endswith(f"{largest}")
+
+
+def test_a_root_that_is_a_file_is_one_line(tmp_path: Path, model_folder: Path) -> None:
+    root = tmp_path / "galleries"
+    root.write_text("not a folder")
+    config = load_serve_config(None, root=str(root), models={"m": str(model_folder)}, no_auth=True)
+    with pytest.raises(ConfigError, match="the root of the galleries must be a folder"):
+        Service.load(config)
+    assert root.read_text() == "not a folder"
