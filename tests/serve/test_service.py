@@ -148,7 +148,7 @@ def test_a_group_photo_enrols_its_largest_person_and_says_how_many_were_found(
     assert outcome["note"].endswith(f"{largest}")
 
 
-def test_a_root_that_is_a_file_is_one_line(tmp_path: Path, model_folder: Path) -> None:
+def test_a_root_that_is_a_file_is_one_line(tmp_path: Path, model_folder: Path, encoder: Encoder) -> None:
     root = tmp_path / "galleries"
     root.write_text("not a folder")
     config = load_serve_config(None, root=str(root), models={"m": str(model_folder)}, no_auth=True)
