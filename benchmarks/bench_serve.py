@@ -43,7 +43,7 @@ from reid.detect import default_detector
 from reid.gallery import Gallery, ItemMeta
 from reid.models import load_encoder, stand_in_model
 from reid.pipeline import QueryConfig, QueryRun, open_source
-from reid.serve import AdminKey, KeyStore, Service, Upload, load_serve_config
+from reid.serve import AdminKey, KeyStore, Service, Upload, crop_rules, load_serve_config
 
 ROOT = Path(__file__).resolve().parents[1]
 DATA = ROOT.parent / "shared" / "data"
@@ -165,7 +165,8 @@ def main() -> None:
 
     # Crops are searched whole on both sides; the watch detects people in the video frames.
     config = load_serve_config(None, root=str(root), models={"m": str(model)})
-    service = Service(config, {"m": encoder}, {}, KeyStore(root / ".keys.json"), AdminKey(ADMIN, "bench"))
+    models = {"m": encoder}
+    service = Service(config, models, crop_rules(config, models), KeyStore(root / ".keys.json"), AdminKey(ADMIN, "bench"))
     queries = [(p.name, p.read_bytes()) for p in sorted((market / "query").glob("*.jpg"))]
     process, url = start_server(root, model, video, args.threads)
     headers = {"Authorization": f"Bearer {ADMIN}"}

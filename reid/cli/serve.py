@@ -12,7 +12,7 @@ from reid.errors import ConfigError
 from reid.serve.config import ServeConfig, load_serve_config
 from reid.serve.keys import SCOPES, KeyStore, new_admin_key
 
-CONFIG_HELP = "serve.yaml: root, models, galleries (model, detect, detector, threshold, top_k), limits; options override it."
+CONFIG_HELP = "serve.yaml: root, models, galleries (model, detect, detector, no_face, threshold, top_k), limits; options override it."
 
 serve_app = typer.Typer(help="Serve galleries over HTTP (FastAPI + uvicorn); see docs/serve.md.", no_args_is_help=False)
 keys_app = typer.Typer(help="Per-gallery API keys (stored hashed in the keys file).", no_args_is_help=True)

@@ -288,31 +288,32 @@ MAX_CONFIG_NESTING = 8
 MAX_CONFIG_NODES = 10_000
 
 
-def _check_yaml_shape(text: str, path: Path) -> None:
+def check_yaml_shape(text: str, path: Path | str, what: str = "recipe") -> None:
     """Refuse, from YAML's event stream (nothing built yet), an alias, nesting deeper than
-    :data:`MAX_CONFIG_NESTING` and more than :data:`MAX_CONFIG_NODES` values."""
+    :data:`MAX_CONFIG_NESTING` and more than :data:`MAX_CONFIG_NODES` values, with a
+    ConfigError naming ``path`` and saying what a ``what`` (a recipe, serve settings) may have."""
     depth = nodes = 0
     for event in yaml.parse(text, Loader=yaml.SafeLoader):
         line = event.start_mark.line + 1 if event.start_mark is not None else 0
         if isinstance(event, yaml.AliasEvent):
-            raise ConfigError(f"{path}: line {line}: YAML aliases (*{event.anchor}) are not taken in a recipe; write the value out")
+            raise ConfigError(f"{path}: line {line}: YAML aliases (*{event.anchor}) are not taken in a {what}; write the value out")
         if isinstance(event, (yaml.MappingStartEvent, yaml.SequenceStartEvent)):
             depth += 1
             if depth > MAX_CONFIG_NESTING:
-                raise ConfigError(f"{path}: line {line}: nested deeper than the {MAX_CONFIG_NESTING} levels a recipe may have")
+                raise ConfigError(f"{path}: line {line}: nested deeper than the {MAX_CONFIG_NESTING} levels a {what} may have")
         elif isinstance(event, (yaml.MappingEndEvent, yaml.SequenceEndEvent)):
             depth -= 1
         if isinstance(event, yaml.NodeEvent):
             nodes += 1
             if nodes > MAX_CONFIG_NODES:
-                raise ConfigError(f"{path}: more than the {MAX_CONFIG_NODES:,} values a recipe may have")
+                raise ConfigError(f"{path}: more than the {MAX_CONFIG_NODES:,} values a {what} may have")
 
 
 def read_config_file(path: Path) -> dict[str, Any]:
     """The keys of a recipe file, checked to be known recipe keys (not yet their values).
 
     The file is bounded before anything is built from it: at most
-    :data:`MAX_CONFIG_BYTES`, no aliases, nesting and values bounded (:func:`_check_yaml_shape`).
+    :data:`MAX_CONFIG_BYTES`, no aliases, nesting and values bounded (:func:`check_yaml_shape`).
 
     Raises:
         ConfigError: the file is missing, too large, not YAML, not a mapping or has an
@@ -326,7 +327,7 @@ def read_config_file(path: Path) -> dict[str, Any]:
     except OSError as exc:
         raise ConfigError(f"{path}: config file cannot be read ({exc.strerror or exc.__class__.__name__})") from None
     try:
-        _check_yaml_shape(text, path)
+        check_yaml_shape(text, path)
         data = yaml.load(text, Loader=_UniqueKeyLoader)
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)

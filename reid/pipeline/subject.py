@@ -53,7 +53,8 @@ class Subjects:
     ``crops`` (RGB uint8) and ``boxes`` (x, y, w, h in the photo) are what is embedded;
     ``found`` is how many detections there were; ``used`` the positions (in the detector's
     order, best score first) of those cropped; ``whole`` says the photo was taken whole.
-    ``kind`` is what was looked for ("face" or "person").
+    ``kind`` is what was looked for ("face" or "person"); ``scores`` the detector's score
+    of each crop (None for a photo taken whole).
     """
 
     crops: list[np.ndarray] = field(repr=False)
@@ -62,6 +63,7 @@ class Subjects:
     used: list[int]
     kind: str
     whole: bool = False
+    scores: list[float | None] = field(default_factory=list)
 
     @property
     def skipped(self) -> bool:
@@ -123,7 +125,7 @@ class SubjectRule:
         """
         whole = (0, 0, int(image.shape[1]), int(image.shape[0]))
         if self.detector is None:
-            return Subjects([image], [whole], 1, [0], self.kind, whole=True)
+            return Subjects([image], [whole], 1, [0], self.kind, whole=True, scores=[None])
         found = confident_detections(self.detector, image)
         chosen: list[tuple[int, Detection]]
         if self.pick == "all":
@@ -132,19 +134,20 @@ class SubjectRule:
             choose = largest_detection if self.pick == "largest" else self.pick
             best = choose(found)
             chosen = [(next(i for i, d in enumerate(found) if d is best), best)] if best is not None else []
-        crops, boxes, used = [], [], []
+        crops, boxes, used, scores = [], [], [], []
         for position, detection in chosen:
             piece = crop_detection(image, detection, self.box_margin, self.align_to)
             if piece.size:
                 crops.append(piece)
                 boxes.append(detection.box)
                 used.append(position)
+                scores.append(float(detection.score))
         if crops:
-            return Subjects(crops, boxes, len(found), used, self.kind)
+            return Subjects(crops, boxes, len(found), used, self.kind, scores=scores)
         if self.none_found == "error":
             raise DataError(f"{source}: no {self.kind} found")
         if self.none_found == "whole":
-            return Subjects([image], [whole], len(found), [], self.kind, whole=True)
+            return Subjects([image], [whole], len(found), [], self.kind, whole=True, scores=[None])
         return Subjects([], [], len(found), [], self.kind)
 
 

@@ -11,7 +11,7 @@ from typing import Any
 from reid.serve.config import GallerySettings, ServeConfig, load_serve_config
 from reid.serve.keys import SCOPES, AdminKey, ApiKey, KeyStore
 from reid.serve.pool import WorkerPool
-from reid.serve.service import Service, Upload
+from reid.serve.service import Service, Upload, crop_rules
 
 __all__ = [
     "SCOPES",
@@ -24,6 +24,7 @@ __all__ = [
     "Upload",
     "WorkerPool",
     "create_app",
+    "crop_rules",
     "load_serve_config",
 ]
 

@@ -6,7 +6,7 @@ A ``serve.yaml``::
     root: galleries                 # folder whose sub-folders are the galleries served
     models: {demo: models/demo}     # loaded before the port opens
     galleries:
-      staff: {model: demo, detect: person, threshold: 0.45}
+      staff: {model: demo, detect: person, no_face: skip, threshold: 0.45}
     threads: 4                      # inference threads per process
     queue: 16                       # requests waiting for a thread before 503
     cors_origins: []                # CORS stays off unless origins are named
@@ -26,8 +26,10 @@ from typing import Any
 import yaml
 
 from reid.decision import check_distance_threshold
-from reid.detect import DETECTOR_KINDS, check_detector
+from reid.engine.config import MAX_CONFIG_BYTES, check_yaml_shape
 from reid.errors import ConfigError
+from reid.paths import read_text_bounded
+from reid.pipeline.subject import check_detect
 
 # A gallery's name is its folder under the root: one path part, no hidden or odd names.
 GALLERY_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,63}")
@@ -47,23 +49,27 @@ def check_gallery_name(name: str) -> str:
 @dataclass
 class GallerySettings:
     """How one gallery is served.  ``model``: a name in :attr:`ServeConfig.models` (default:
-    the loaded model whose fingerprint the gallery records); ``detect`` "person" or "face"
-    and/or ``detector`` (a :func:`reid.detect.build_detector` name) find the subjects of an
-    uploaded photo (none: the whole photo is one subject); ``threshold``: the decision
+    the loaded model whose fingerprint the gallery records); ``detect``
+    (:data:`reid.pipeline.subject.DETECT_CHOICES`), ``detector`` (a
+    :func:`reid.detect.build_detector` name) and ``no_face``
+    (:data:`reid.pipeline.subject.NONE_FOUND`) say how an uploaded photo is cut to its
+    subjects, as ``--detect``, ``--detector`` and ``--no-face`` do for the photo commands
+    (:func:`reid.pipeline.subject.photo_rule`); ``threshold``: the decision
     threshold, a Euclidean distance between unit embeddings in (0, 2] (default: the model
     card's, else the gallery's); ``top_k``: identities returned per subject by default."""
 
     model: str | None = None
-    detect: str | None = None
+    detect: str = "auto"
     detector: str | None = None
+    no_face: str = "skip"
     threshold: float | None = None
     top_k: int = 5
 
     def check(self, where: str) -> None:
-        if self.detect is not None and self.detect not in DETECTOR_KINDS:
-            raise ConfigError(f"{where}: detect {self.detect!r}: choose one of {', '.join(DETECTOR_KINDS)}")
-        if self.detect or self.detector:
-            check_detector(self.detector, self.detect)
+        try:
+            check_detect(self.detect, self.no_face, self.detector)
+        except ConfigError as exc:
+            raise ConfigError(f"{where}: {exc}") from None
         check_distance_threshold(self.threshold, f"{where}: threshold")
         if not isinstance(self.top_k, int) or self.top_k < 1:
             raise ConfigError(f"{where}: top_k must be a whole number of at least 1, got {self.top_k!r}")
@@ -152,7 +158,10 @@ def load_serve_config(path: str | Path | None = None, **options: Any) -> ServeCo
     if path is not None:
         path = Path(path)
         try:
-            loaded = yaml.safe_load(path.read_text())
+            text = read_text_bounded(path, MAX_CONFIG_BYTES, "serve settings file")
+            # Aliases, deep nesting and a flood of values are refused before anything is built.
+            check_yaml_shape(text, path, "serve settings file")
+            loaded = yaml.safe_load(text)
         except OSError as exc:
             raise ConfigError(f"{path}: cannot read ({exc.strerror or exc})") from None
         except yaml.YAMLError as exc:
@@ -198,7 +207,7 @@ def _settings(entry: Any, where: str) -> GallerySettings:
     if isinstance(entry, GallerySettings):
         return entry
     if not isinstance(entry, dict):
-        raise ConfigError(f"{where}: expected a mapping of model, detect, detector, threshold, top_k")
+        raise ConfigError(f"{where}: expected a mapping of model, detect, detector, no_face, threshold, top_k")
     known = {f.name for f in fields(GallerySettings)}
     unknown = sorted(set(entry) - known)
     if unknown:

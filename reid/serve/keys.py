@@ -26,7 +26,7 @@ from pathlib import Path
 
 from reid.errors import ConfigError
 from reid.gallery.catalogue import now
-from reid.paths import write_bytes_atomic
+from reid.paths import parse_json_bounded, read_text_bounded, write_bytes_atomic
 from reid.serve.config import check_gallery_name
 
 SCOPES = ("read", "write")
@@ -34,6 +34,10 @@ ADMIN_KEY_ENV = "REID_SERVE_ADMIN_KEY"
 ADMIN_KEY_FILE_ENV = "REID_SERVE_ADMIN_KEY_FILE"
 # An admin key shorter than this is a password, not a key.
 MIN_ADMIN_KEY = 24
+# An admin key file holds one line; a keys file about 200 bytes a key.  Larger files (or a
+# device such as /dev/zero named by mistake) are refused unread.
+MAX_ADMIN_KEY_FILE = 4096
+MAX_KEYS_FILE = 16 * 1024 * 1024
 KEY_PATTERN = re.compile(r"rk_([0-9a-f]{12})_[A-Za-z0-9_-]{43}")
 
 
@@ -78,11 +82,9 @@ class AdminKey:
         if key_file is not None:
             path = Path(key_file)
             try:
-                return cls(path.read_text(), str(path))
+                return cls(read_text_bounded(path, MAX_ADMIN_KEY_FILE, "serve admin key file"), str(path))
             except OSError as exc:
                 raise ConfigError(f"{path}: cannot read the admin key file ({exc.strerror or exc})") from None
-            except UnicodeDecodeError:
-                raise ConfigError(f"{path}: the admin key file is not text") from None
         token = os.environ.get(ADMIN_KEY_ENV)
         return cls(token, ADMIN_KEY_ENV) if token else None
 
@@ -160,7 +162,9 @@ class KeyStore:
 
     def _read(self) -> dict[str, ApiKey]:
         try:
-            raw = json.loads(self.path.read_text())
+            raw = parse_json_bounded(read_text_bounded(self.path, MAX_KEYS_FILE, "keys file"), str(self.path), "keys file")
+            if not isinstance(raw, dict):
+                raise ConfigError(f"{self.path}: the keys file is malformed (not a JSON object)")
             keys = {}
             for entry in raw["keys"]:
                 key = ApiKey(

@@ -64,8 +64,9 @@ class GalleryOut(Strict):
     index: str
     created: str
     threshold: ThresholdOut | None
-    detect: str | None
+    detect: str = Field(description="Where the subjects of a photo come from: auto, person, face or none.")
     detector: str | None
+    no_face: str = Field(description="A photo in which nothing is found: whole, skip or error.")
     thumbnails: bool = Field(description="The gallery keeps a small JPEG of each enrolled crop (personal data).")
 
 
@@ -137,6 +138,7 @@ class FileOutcome(Strict):
     name: str
     outcome: Literal["added", "duplicate", "skipped"]
     reason: str | None
+    note: str | None = Field(None, description="Set for a photo in which several were found: how many, and the box of the one enrolled.")
 
 
 class EnrolOut(Strict):
@@ -174,6 +176,7 @@ class SearchOut(Strict):
     model: str
     threshold: ThresholdOut
     subjects: list[Subject]
+    note: str | None = Field(None, description="Set when the detector found no one or several: e.g. 'no person found'.")
 
 
 class VerifyJson(Strict):
@@ -206,6 +209,7 @@ class EmbedOut(Strict):
     fingerprint: str
     dim: int
     subjects: list[EmbeddedSubject]
+    note: str | None = Field(None, description="Set when the detector found no one or several: e.g. 'no person found'.")
 
 
 class KeyCreate(Strict):

@@ -14,7 +14,7 @@ from __future__ import annotations
 import threading
 import unicodedata
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -22,13 +22,13 @@ import numpy as np
 
 from reid.data.io import ImageLimits, bounded_bytes, decode_image
 from reid.decision import Threshold, nearest_identity, pair_distance
-from reid.detect import Detection, Detector, build_detector
+from reid.detect import Detection, Detector
 from reid.errors import ConfigError, GalleryError, ReidError
 from reid.gallery import DB_FILE, Gallery, IndexSpec, thumbnails
 from reid.models import Encoder, load_encoder
 from reid.models.encoder import embed_images
-from reid.pipeline import DUPLICATE, EnrolConfig, EnrolEntry, Frame, SubjectRule, cut_frame, enrol, gallery_threshold
-from reid.serve.config import ServeConfig, check_gallery_name
+from reid.pipeline import DUPLICATE, EnrolConfig, EnrolEntry, SubjectRule, Subjects, enrol, gallery_threshold, photo_rule
+from reid.serve.config import GallerySettings, ServeConfig, check_gallery_name
 from reid.serve.keys import AdminKey, KeyStore
 from reid.serve.watches import Watch, Watches
 
@@ -102,8 +102,42 @@ class LockedDetector:
             return self.detector.detect(image)
 
 
+# A photo's crop rule is found by the gallery's detect, detector and no_face settings and the
+# served model (whose card says whether faces are aligned, and what a detector must find).
+RuleKey = tuple[str, str | None, str, str]
+
+
+def _rule_key(settings: GallerySettings, model: str) -> RuleKey:
+    return settings.detect, settings.detector, settings.no_face, model
+
+
+def crop_rules(config: ServeConfig, models: dict[str, Encoder]) -> dict[RuleKey, SubjectRule]:
+    """The crop rule (:func:`reid.pipeline.photo_rule`) of the defaults and of every
+    gallery's settings, for each model of ``models`` the settings may serve with, their
+    detectors built and locked for the pool's threads.  Raises ConfigError naming the
+    setting and model, or ModelError for a detector that cannot run here."""
+    rules: dict[RuleKey, SubjectRule] = {}
+    for where, settings in (("defaults", config.defaults), *((f"gallery {g}", s) for g, s in config.galleries.items())):
+        for model in [settings.model] if settings.model is not None else list(models):
+            key = _rule_key(settings, model)
+            if key in rules:
+                continue
+            encoder = models[model]
+            try:
+                rule = photo_rule(
+                    settings.detect, settings.detector, settings.no_face, encoder.aligned_face_size, kind=encoder.card.kind
+                )
+            except ConfigError as exc:
+                raise ConfigError(f"{where} with model {model}: {exc}") from None
+            if rule.detector is not None:
+                rule = replace(rule, detector=LockedDetector(rule.detector))
+            rules[key] = rule
+    return rules
+
+
 class Service:
-    """The served root: models by name, detectors by setting, the keys, the admin key.
+    """The served root: models by name, each gallery setting's crop rule per model, the
+    keys, the admin key.
 
     Build it with :meth:`load` (which loads every model and detector, so a server is ready
     before its port opens).  Methods raise ServeError subclasses, and the library's
@@ -114,19 +148,21 @@ class Service:
         self,
         config: ServeConfig,
         models: dict[str, Encoder],
-        detectors: dict[tuple[str | None, str | None], LockedDetector],
+        rules: dict[RuleKey, SubjectRule],
         keys: KeyStore,
         admin: AdminKey | None,
     ) -> None:
-        self.config, self.models, self.detectors, self.keys, self.admin = config, models, detectors, keys, admin
+        self.config, self.models, self.rules, self.keys, self.admin = config, models, rules, keys, admin
         self.limits = ImageLimits.from_env()
         self.watches = Watches(config)
         self._local = threading.local()
 
     @classmethod
     def load(cls, config: ServeConfig, admin: AdminKey | None = None) -> Service:
-        """Load the models and detectors ``config`` names; ConfigError/ModelError with one
-        line when one cannot be loaded, or when no model is named."""
+        """Load the models ``config`` names and the detectors of every gallery setting's crop
+        rule (:func:`reid.pipeline.photo_rule`, for each model the setting may serve with);
+        ConfigError/ModelError with one line when one cannot be loaded, or when no model is
+        named."""
         if not config.models:
             raise ConfigError("no model to serve: name one under 'models' in serve.yaml, or give --model")
         if admin is None and not config.no_auth:
@@ -135,13 +171,12 @@ class Service:
                 "or serve a loopback host with --no-auth"
             )
         models = {name: load_encoder(path) for name, path in config.models.items()}
-        detectors = {}
-        for settings in (config.defaults, *config.galleries.values()):
-            key = (settings.detect, settings.detector)
-            if (settings.detect or settings.detector) and key not in detectors:
-                detectors[key] = LockedDetector(build_detector(settings.detector, settings.detect))
-        config.root.mkdir(parents=True, exist_ok=True)
-        return cls(config, models, detectors, KeyStore(config.keys_path), admin)
+        rules = crop_rules(config, models)
+        try:
+            config.root.mkdir(parents=True, exist_ok=True)
+        except FileExistsError:
+            raise ConfigError(f"{config.root}: the root of the galleries must be a folder, and is a file") from None
+        return cls(config, models, rules, KeyStore(config.keys_path), admin)
 
     # ----------------------------------------------------------------- galleries
 
@@ -202,9 +237,13 @@ class Service:
             f"(fingerprint {gallery.meta.model_fingerprint}), which this server has not loaded"
         )
 
-    def _detector(self, name: str) -> LockedDetector | None:
-        settings = self.config.settings(name)
-        return self.detectors.get((settings.detect, settings.detector))
+    def _rule(self, name: str, model: str) -> SubjectRule:
+        """The crop rule of gallery ``name`` served by ``model`` (the largest detection of
+        a photo, aligned as the model's card asks), built at start (:func:`crop_rules`)."""
+        key = _rule_key(self.config.settings(name), model)
+        if key not in self.rules:
+            raise ConfigError(f"gallery {name!r}: no crop rule was loaded for model {model!r}; build the service with crop_rules")
+        return self.rules[key]
 
     def threshold(self, name: str, gallery: Gallery, encoder: Encoder, given: float | None = None) -> Threshold:
         """The threshold a request decides at: the request's, else the server's settings,
@@ -238,6 +277,7 @@ class Service:
             "threshold": None if threshold is None else _threshold(threshold),
             "detect": settings.detect,
             "detector": settings.detector,
+            "no_face": settings.no_face,
             "thumbnails": thumbnails.enabled(gallery.folder),
         }
 
@@ -336,20 +376,24 @@ class Service:
     def enrol(self, name: str, identity: str, uploads: Sequence[Upload]) -> dict[str, Any]:
         """Enrol ``uploads`` as ``identity``, in one batch (one commit: all of them that are
         usable, or none), through :func:`reid.pipeline.enrol`; per file: added, duplicate or
-        skipped with the reason."""
+        skipped with the reason, and for a photo in which several were found, a note of how
+        many and the box of the one enrolled (the largest)."""
         check_identity(identity)
         gallery = self._handle(name)
-        _, encoder = self._model(name, gallery)
+        model, encoder = self._model(name, gallery)
+        rule = self._rule(name, model)
         names = upload_names(uploads)
         entries = [EnrolEntry(Path(n), identity, data=u.data) for n, u in zip(names, uploads, strict=True)]
-        config = EnrolConfig(batch_size=max(len(entries), 1), no_face="skip")
-        report = enrol(gallery, encoder, entries, config, detector=self._detector(name))
-        reasons = dict(report.skipped)
+        # Without a detector the rule takes photos whole, which "none" says to enrol.
+        detect = "auto" if rule.detector is not None else "none"
+        config = EnrolConfig(batch_size=max(len(entries), 1), no_face=rule.none_found, detect=detect)
+        report = enrol(gallery, encoder, entries, config, detector=rule.detector)
+        reasons, notes = dict(report.skipped), dict(report.several_subjects)
         files = []
         for n in names:
             reason = reasons.get(n)
             outcome = "added" if reason is None else "duplicate" if reason == DUPLICATE else "skipped"
-            files.append({"name": n, "outcome": outcome, "reason": reason})
+            files.append({"name": n, "outcome": outcome, "reason": reason, "note": notes.get(n) if reason is None else None})
         return {
             "identity": identity,
             "added": report.added,
@@ -361,12 +405,14 @@ class Service:
 
     def search(self, name: str, upload: Upload, top_k: int | None = None, threshold: float | None = None) -> dict[str, Any]:
         """Every subject of the photo (each detection, or the whole photo without a
-        detector): its box, the top-k identities, and the decision at the threshold."""
+        detector or when nothing is found and ``no_face`` is "whole"): its box, the top-k
+        identities, and the decision at the threshold; ``note`` says when the detector found
+        nothing.  DataError naming the upload when nothing is found and ``no_face`` is "error"."""
         gallery = self._handle(name)
         model, encoder = self._model(name, gallery)
         chosen = self.threshold(name, gallery, encoder, threshold)
         k = top_k or self.config.settings(name).top_k
-        boxes, scores, features = self._subjects(name, upload, encoder)
+        boxes, scores, features, note = self._subjects(name, model, upload, encoder)
         found = gallery.search(features, k) if len(features) and len(gallery) else [[] for _ in boxes]
         subjects = []
         for box, score, top in zip(boxes, scores, found, strict=True):
@@ -380,22 +426,24 @@ class Service:
                 "distance": None if nearest is None else round(nearest.distance, 6),
                 "matches": [{**m.to_dict(), "item": m.item_id} for m in top],
             })  # fmt: skip
-        return {"gallery": name, "model": model, "threshold": _threshold(chosen), "subjects": subjects}
+        return {"gallery": name, "model": model, "threshold": _threshold(chosen), "subjects": subjects, "note": note}
 
     def verify(
         self, name: str, image: Upload, other: Upload | None = None, identity: str | None = None,
         threshold: float | None = None,
     ) -> dict[str, Any]:  # fmt: skip
         """1:1: the subject of ``image`` against that of ``other`` or against the enrolled
-        ``identity`` (its nearest item); the distance and same or different."""
+        ``identity`` (its nearest item); the distance and same or different.  A photo in
+        which nothing is found is a DataError naming it unless ``no_face`` is "whole" (as
+        ``reid verify`` of two images: a pair is compared or nothing is)."""
         if (other is None) == (identity is None):
             raise ConfigError("verify one image against a second image or against an identity, not both or neither")
         gallery = self._handle(name)
         model, encoder = self._model(name, gallery)
         chosen = self.threshold(name, gallery, encoder, threshold)
-        probe = self._subject(name, image, encoder)
+        probe = self._subject(name, model, image, encoder)
         if other is not None:
-            distance = float(pair_distance(probe, self._subject(name, other, encoder))[0])
+            distance = float(pair_distance(probe, self._subject(name, model, other, encoder))[0])
         else:
             items = gallery.items(identity)
             if not items:
@@ -415,7 +463,7 @@ class Service:
         the model's fingerprint."""
         gallery = self._handle(name)
         model, encoder = self._model(name, gallery)
-        boxes, scores, features = self._subjects(name, upload, encoder)
+        boxes, scores, features, note = self._subjects(name, model, upload, encoder)
         return {
             "model": model,
             "fingerprint": encoder.card.fingerprint,
@@ -424,30 +472,36 @@ class Service:
                 {"box": list(b), "detection_score": s, "embedding": [float(v) for v in f]}
                 for b, s, f in zip(boxes, scores, features, strict=True)
             ],
+            "note": note,
         }
 
     def _decode(self, upload: Upload) -> np.ndarray:
         return decode_image(bounded_bytes(upload.data, upload.name, self.limits), upload.name, self.limits)
 
-    def _subjects(self, name: str, upload: Upload, encoder: Encoder) -> tuple[list[Any], list[float | None], np.ndarray]:
-        """Boxes, detector scores and embeddings of the photo's subjects (the crops a face
-        model finds no face in are left out)."""
-        image = self._decode(upload)
-        cut = cut_frame(Frame(upload.name, 0, None, image), self._detector(name), align_to=encoder.aligned_face_size)
-        if not cut.crops:
-            return [], [], np.zeros((0, encoder.dim), np.float32)
+    def _subjects(
+        self, name: str, model: str, upload: Upload, encoder: Encoder
+    ) -> tuple[list[Any], list[float | None], np.ndarray, str | None]:
+        """Boxes, detector scores and embeddings of every subject of the photo, and the
+        photo's note (:meth:`reid.pipeline.Subjects.note`); the crops a face model refuses
+        go by ``no_face`` as in :func:`reid.models.encoder.embed_images`."""
+        rule = replace(self._rule(name, model), pick="all")
+        cut: Subjects = rule.apply(self._decode(upload), upload.name)
+        if cut.skipped:
+            return [], [], np.zeros((0, encoder.dim), np.float32), cut.note()
         labels = [f"{upload.name} subject {n}" for n in range(len(cut.crops))]
-        embedded = embed_images(encoder, cut.crops, labels, "skip")
+        embedded = embed_images(encoder, cut.crops, labels, rule.none_found)
         boxes = [cut.boxes[p] for p in embedded.kept]
         scores = [None if cut.scores[p] is None else round(float(cut.scores[p]), 4) for p in embedded.kept]
-        return boxes, scores, embedded.features
+        return boxes, scores, embedded.features, cut.note()
 
-    def _subject(self, name: str, upload: Upload, encoder: Encoder) -> np.ndarray:
+    def _subject(self, name: str, model: str, upload: Upload, encoder: Encoder) -> np.ndarray:
         """The (1, D) embedding of a photo of one subject: the largest detection, as in
-        enrolment, or the whole photo without a detector; DataError when none is found."""
-        rule = SubjectRule(self._detector(name), none_found="error").fitted_to(encoder)
-        subject = rule.apply(self._decode(upload), upload.name)
-        return embed_images(encoder, subject.crops, [upload.name], "error").features
+        enrolment, or the whole photo; DataError naming the upload when nothing is found
+        (or a face model refuses it) unless ``no_face`` is "whole"."""
+        rule = self._rule(name, model)
+        policy = "whole" if rule.none_found == "whole" else "error"
+        subject = replace(rule, none_found=policy).apply(self._decode(upload), upload.name)
+        return embed_images(encoder, subject.crops, [upload.name], policy).features
 
 
 def _threshold(threshold: Threshold) -> dict[str, Any]:

@@ -120,7 +120,8 @@ class Watches:
             watch = Watch(secrets.token_hex(6), gallery, source)
             self._watches[watch.id] = watch
         config = QueryConfig(
-            detect=settings.detect or "auto", detector=settings.detector, threshold=settings.threshold, track=True
+            detect=settings.detect, detector=settings.detector, no_face=settings.no_face, threshold=settings.threshold,
+            track=True,
         )
         thread = threading.Thread(
             target=self._run, args=(watch, folder, encoder, config, max_frames), name=f"watch-{watch.id}", daemon=True

@@ -63,7 +63,7 @@ def test_nothing_found_is_whole_skip_or_error_and_never_unreadable() -> None:
     assert skipped.skipped and skipped.found == 0 and skipped.note() == "no face found"
     with pytest.raises(DataError, match=r"^wall.png: no face found$"):
         SubjectRule(Faces(), none_found="error").apply(flat, "wall.png")
-    with pytest.raises(ConfigError, match="--no-face 'maybe'"):
+    with pytest.raises(ConfigError, match="^no_face 'maybe': choose one of whole, skip, error$"):
         SubjectRule(Faces(), none_found="maybe")
     with pytest.raises(ConfigError, match="pick 'middle'"):
         SubjectRule(Faces(), pick="middle")

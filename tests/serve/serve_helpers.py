@@ -16,7 +16,7 @@ import uvicorn
 from fastapi.testclient import TestClient
 
 from reid.models import Encoder, load_encoder, stand_in_model
-from reid.serve import AdminKey, KeyStore, Service, create_app, load_serve_config
+from reid.serve import AdminKey, KeyStore, Service, create_app, crop_rules, load_serve_config
 from reid.serve.pool import WorkerPool
 
 ADMIN = "admin-key-for-the-tests-0123456789"
@@ -70,7 +70,8 @@ def serve_root(
 ) -> tuple[Service, TestClient]:
     config = load_serve_config(None, root=str(root), models={"m": str(model_folder)}, **settings)
     root.mkdir(parents=True, exist_ok=True)
-    service = Service(config, {"m": encoder}, {}, KeyStore(config.keys_path), AdminKey(ADMIN, "tests"))
+    models = {"m": encoder}
+    service = Service(config, models, crop_rules(config, models), KeyStore(config.keys_path), AdminKey(ADMIN, "tests"))
     return service, TestClient(create_app(service, pool))
 
 

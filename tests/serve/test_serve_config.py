@@ -29,6 +29,16 @@ def test_the_file_and_options_over_it(tmp_path: Path) -> None:
     assert config.keys_path == Path("g") / ".serve-keys.json"
 
 
+def test_settings_speak_the_photo_commands_vocabulary(tmp_path: Path) -> None:
+    path = tmp_path / "serve.yaml"
+    path.write_text("galleries:\n  lobby: {detect: face}\n  desk: {detect: none, no_face: error}\n")
+    config = load_serve_config(path)
+    # An older file's person or face is one of the choices; an unlisted gallery is "auto".
+    assert (config.settings("lobby").detect, config.settings("lobby").no_face) == ("face", "skip")
+    assert (config.settings("desk").detect, config.settings("desk").no_face) == ("none", "error")
+    assert (config.defaults.detect, config.defaults.no_face) == ("auto", "skip")
+
+
 @pytest.mark.parametrize(
     "text,message",
     [
@@ -38,14 +48,20 @@ def test_the_file_and_options_over_it(tmp_path: Path) -> None:
         ("galleries: {'../x': {}}\n", "gallery name '../x'"),
         ("galleries: {staff: {detect: cars}}\n", "detect 'cars'"),
         ("galleries: {staff: {colour: red}}\n", "unknown setting 'colour'"),
+        ("galleries: {staff: {no_face: ignore}}\n", "gallery staff: no_face 'ignore': choose one of whole, skip, error"),
+        ("defaults: {detect: none, detector: hog}\n", "defaults: detector hog: detect none takes everything whole"),
+        ("galleries: {staff: {detect: face, detector: hog}}\n", "hog finds persons, not faces"),
         ("threads: 0\n", "threads must be a positive whole number"),
         ("[1, 2]\n", "expected a mapping"),
         ("a: [\n", "not valid YAML"),
+        ("x: &x [1, 1]\ny: &y [*x, *x]\nmodels: {m: *y}\n", "YAML aliases"),
+        ("galleries: " + "[" * 5000 + "]" * 5000 + "\n", "nested deeper than the 8 levels"),
+        (b"root: caf\xe9\n", "must be UTF-8 text"),
     ],
 )
-def test_bad_settings_name_the_file(tmp_path: Path, text: str, message: str) -> None:
+def test_bad_settings_name_the_file(tmp_path: Path, text: str | bytes, message: str) -> None:
     path = tmp_path / "serve.yaml"
-    path.write_text(text)
+    path.write_bytes(text if isinstance(text, bytes) else text.encode())
     with pytest.raises(ConfigError, match=message) as caught:
         load_serve_config(path)
     assert str(caught.value).startswith(str(path)) and "\n" not in str(caught.value)
