@@ -42,6 +42,7 @@ from reid.decision import check_distance_threshold, pair_distance
 from reid.detect import Box
 from reid.errors import ConfigError, ConfigValueError
 from reid.models import l2_normalize
+from reid.options import option
 
 # Weight of the appearance term against 1 - IoU: at most 0.1 (unit embeddings are at most
 # 2 apart), so it orders candidates that overlap alike and never outvotes clear geometry.
@@ -147,9 +148,20 @@ class TrackerConfig:
 
     iou: float = 0.2
     low_iou: float = 0.5
-    high_score: float | None = None
-    start_score: float | None = None
-    lost_seconds: float = 1.0
+    high_score: float | None = option(
+        None,
+        flag="--track-high-score",
+        help="Detection score from which a detection may start a track; weaker ones only continue tracks. "
+        "ByteTrack's, for scores that are probabilities: 0.6.",
+        default_text="every detection may",
+    )
+    start_score: float | None = option(
+        None,
+        flag="--track-start-score",
+        help="Least score of a detection no track took to start a new track. ByteTrack's: 0.7.",
+        default_text="any confident one",
+    )
+    lost_seconds: float = option(1.0, help="Seconds a track may go unseen before it ends.")
     appearance: float | None = None
     min_boxes: int = 2
     embedding_momentum: float | None = 0.9

@@ -20,11 +20,11 @@ from reid.cli.defaults import default_of, shown
 from reid.detect import PersonDetectorConfig
 from reid.engine import TrainConfig
 from reid.engine.demo import demo_config
-from reid.evaluation import calibrate_model, evaluate_encoder, verify_pairs
 from reid.gallery import Gallery, IndexSpec
 from reid.models.export import export_model
 from reid.options import option_spec
-from reid.pipeline import EnrolConfig, QueryConfig, open_source
+from reid.pipeline import EnrolConfig, QueryConfig, calibrate_model, evaluate_encoder, open_source, verify_pairs
+from reid.pipeline.subject import photo_rule
 from reid.serve.config import ServeConfig
 from reid.track import TrackerConfig
 from reid.track.tracker import REFERENCE_FPS
@@ -33,9 +33,9 @@ from reid.track.tracker import REFERENCE_FPS
 # a mapping for an option named otherwise than its key (--index sets IndexSpec.kind).
 INDEX = (IndexSpec, {"index": IndexSpec.kind})
 SOURCES: dict[str, tuple[Any, ...]] = {
-    "reid eval": (evaluate_encoder,),
-    "reid verify": (verify_pairs,),
-    "reid calibrate": (calibrate_model, {"far": default_of(calibrate_model, "target_far")}),
+    "reid eval": (evaluate_encoder, photo_rule),
+    "reid verify": (verify_pairs, photo_rule),
+    "reid calibrate": (calibrate_model, {"far": default_of(calibrate_model, "target_far")}, photo_rule),
     "reid enroll": (EnrolConfig, *INDEX),
     "reid query": (QueryConfig, TrackerConfig, open_source),
     "reid export": (export_model,),
@@ -59,7 +59,10 @@ DESCRIBED: dict[tuple[str, str], str] = {
     **{(c, "rgb"): "its card, else RGB" for c in ("reid eval", "reid verify")},
     ("reid verify", "threshold"): "the model card's calibrated one.",
     **{(c, "root"): "the pair file's folder" for c in ("reid verify", "reid calibrate")},
-    **{(c, "detector"): "pedestrian for people, haar for faces." for c in ("reid enroll", "reid query")},
+    **{(c, "detector"): "pedestrian for people, haar for faces." for c in ("reid enroll", "reid query", "reid eval", "reid gallery calibrate")},
+    **{(c, "detector"): "for --detect face) or yunet" for c in ("reid verify", "reid calibrate")},
+    ("reid gallery calibrate", "frames"): "every frame.",
+    ("reid track", "link"): "with --video",
     **{(c, "train_size"): "64 per list" for c in ("reid enroll", "reid gallery reindex")},
     **{(c, "pq_m"): "dimension / 8" for c in ("reid enroll", "reid gallery reindex")},
     **{(c, "nlist"): "about sqrt(items)" for c in ("reid enroll", "reid gallery reindex")},
