@@ -5,16 +5,11 @@ from __future__ import annotations
 import typer
 
 from reid.cli.common import err_console
-from reid.detect import DEFAULT_DETECTORS, detector_names, fallback_note
+from reid.detect import DEFAULT_DETECTORS, fallback_note
 from reid.detect.pedestrian import PedestrianConfig
 from reid.detect.ssdlite import SSDLiteConfig
 from reid.detect.yolo import YoloConfig
-
-DETECTOR_HELP = (
-    f"Detector: {', '.join(detector_names('person'))} (people), {', '.join(detector_names('face'))} (faces); "
-    f"default {DEFAULT_DETECTORS['person']} for people, {DEFAULT_DETECTORS['face']} for faces."
-)
-
+from reid.pipeline.subject import DETECTOR_HELP
 
 # What a tracker counts as confident when --track-high-score is not given: a detector with a
 # weak tier gives its confident score (reid.detect.for_tracking), any other every detection.

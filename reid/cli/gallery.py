@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 from collections import deque
 from pathlib import Path
+from typing import Any
 
 import typer
 from rich.console import Group
@@ -22,9 +23,8 @@ from reid.cli.common import (
     printable,
     write_json,
 )
-from reid.cli.defaults import default_of, given, with_default
+from reid.cli.defaults import config_overrides, default_of, given, with_config_options, with_default
 from reid.cli.detector_options import TRACK_HIGH_SCORE_HELP, detector_option, print_fallback_note
-from reid.cli.threshold_options import far_option, threshold_option
 from reid.cli.index_options import (
     EF_SEARCH_OPTION,
     NLIST_OPTION,
@@ -45,7 +45,6 @@ from reid.gallery.calibration import MIN_ADMITTED, GalleryCalibration, identitie
 from reid.models import load_encoder
 from reid.paths import check_output_file
 from reid.track import TrackerConfig
-from reid.pipeline.subject import DETECT_HELP, NO_FACE_HELP
 from reid.pipeline import (
     EnrolConfig,
     FrameResult,
@@ -65,14 +64,14 @@ MODEL_HELP = "Model folder (a path such as ./m or a/m) or a bare name under mode
 GALLERY_HELP = "Gallery folder (a path such as ./g or a/g), or a bare name under galleries/."
 
 
+# The enrolment's options are EnrolConfig's fields that carry them (reid.options).
 @handle_errors
+@with_config_options(EnrolConfig)
 def enroll(
     paths: list[str] = typer.Argument(..., help="Images, folders of ROOT/<identity>/<image>, or globs."),
     model: str = typer.Option(..., "--model", "-m", help=MODEL_HELP),
     gallery: str = typer.Option(..., "--gallery", "-g", help=GALLERY_HELP),
     identity: str | None = typer.Option(None, "--id", help="Enrol every image as this identity."),
-    detect: str | None = typer.Option(None, "--detect", help=with_default(DETECT_HELP, EnrolConfig.detect)),
-    detector: str | None = detector_option(),
     index: str | None = index_kind_option(required=False),
     train_size: int | None = TRAIN_SIZE_OPTION,
     pq_m: int | None = PQ_M_OPTION,
@@ -81,11 +80,8 @@ def enroll(
     nlist: int | None = NLIST_OPTION,
     nprobe: int | None = NPROBE_OPTION,
     shard_size: int | None = SHARD_SIZE_OPTION,
-    batch_size: int | None = typer.Option(
-        None, "--batch-size", help=with_default("Images embedded and committed together.", str(EnrolConfig.batch_size))
-    ),
-    no_face: str | None = typer.Option(None, "--no-face", help=with_default(NO_FACE_HELP, EnrolConfig.no_face)),
     json_out: Path | None = typer.Option(None, "--json", help="Also write the report as JSON here."),
+    **options: Any,
 ) -> None:
     """Enrol images of known people into a gallery (created when new).
 
@@ -103,9 +99,9 @@ def enroll(
     )
     if json_out:
         check_output_file(json_out, "--json")
-    config = EnrolConfig(**given(batch_size=batch_size, no_face=no_face, detect=detect, detector=detector))
+    config = EnrolConfig(**config_overrides(EnrolConfig, options))
     entries = plan_enrolment(paths, identity)
-    print_fallback_note(detector, config.detect)
+    print_fallback_note(config.detector, config.detect)
     encoder = load_encoder(model)
     folder = resolve_gallery_path(gallery)
     with make_progress() as progress:
@@ -140,16 +136,16 @@ def enroll(
         raise DataError(f"{path}: {reason}; nothing enrolled ({failed} of {report.images} images unusable)")
 
 
+# The query's options are QueryConfig's and TrackerConfig's fields that carry them (reid.options);
+# the tracker's confident score defaults to the detector's, which its help says.
 @handle_errors
+@with_config_options(QueryConfig, more=[(TrackerConfig, None, {"high_score": TRACK_HIGH_SCORE_HELP})])
 def query(
     source: str = typer.Argument(
         ..., help="Image, folder or glob of crops, video file, camera index (0) or stream URL."
     ),
     model: str = typer.Option(..., "--model", "-m", help=MODEL_HELP),
     gallery: str = typer.Option(..., "--gallery", "-g", help=GALLERY_HELP),
-    top_k: int | None = typer.Option(
-        None, "--top-k", "-k", help=with_default("Identities listed per detection.", str(QueryConfig.top_k))
-    ),
     every: int | None = typer.Option(
         None, "--every", help=with_default("Keep one frame in N.", str(default_of(open_source, "every")))
     ),
@@ -168,84 +164,20 @@ def query(
         help="Write every tracked box here in MOTChallenge format (frame,id,x,y,w,h,score; frames from 1), "
         "for scoring against ground truth.",
     ),
-    track: bool = typer.Option(
-        True, "--track/--no-track", help="Link detections into tracks and name each track by its mean embedding."
-    ),
-    high_score: float | None = typer.Option(
-        None,
-        "--track-high-score",
-        help=TRACK_HIGH_SCORE_HELP,
-    ),
-    detect: str | None = typer.Option(
-        None,
-        "--detect",
-        help=with_default(DETECT_HELP, QueryConfig.detect),
-    ),
-    detector: str | None = detector_option(),
-    threshold: float | None = threshold_option(
-        "the gallery's own calibration (reid gallery calibrate, or once it holds enough identities), "
-        "else the model card's"
-    ),
-    far: float | None = far_option(),
-    score: str | None = typer.Option(
-        None,
-        "--score",
-        help=with_default("Identity distance: best (nearest item) or mean (over its items).", QueryConfig.score),
-    ),
-    batch_size: int | None = typer.Option(
-        None, "--batch-size", help=with_default("Crops embedded together.", str(QueryConfig.batch_size))
-    ),
-    detect_scale: float | None = typer.Option(
-        None,
-        "--detect-scale",
-        help=with_default(
-            "Detect on frames scaled by this, in (0, 1] (faster; misses small people).", f"{QueryConfig.detect_scale:g}"
-        ),
-    ),
-    embed_every: int | None = typer.Option(
-        None,
-        "--embed-every",
-        help=with_default(
-            "Embed a track's crop in one of N of its frames (videos, cameras, streams); the others are answered "
-            "by its mean so far. 2 halves the embedding work.",
-            str(QueryConfig.embed_every),
-        ),
-    ),
-    min_height: int | None = typer.Option(
-        None,
-        "--min-height",
-        help="With --detector ssdlite: also find people down to this many pixels tall (a second, larger pass; "
-        "slower). Default: one pass, people taller than about a tenth of the frame.",
-    ),
-    no_face: str | None = typer.Option(None, "--no-face", help=with_default(NO_FACE_HELP, QueryConfig.no_face)),
     json_out: Path | None = typer.Option(None, "--json", help="Also write the summary as JSON here."),
+    **options: Any,
 ) -> None:
     """Find enrolled people in images, a video, a camera or a stream."""
     check_outputs(jsonl, save_video, save_crops, tracks, mot)
     if json_out:
         check_output_file(json_out, "--json")
-    config = QueryConfig(
-        **given(
-            top_k=top_k,
-            detect=detect,
-            detector=detector,
-            threshold=threshold,
-            far=far,
-            score=score,
-            batch_size=batch_size,
-            detect_scale=detect_scale,
-            no_face=no_face,
-            min_height=min_height,
-            embed_every=embed_every,
-        ),
-        track=track,
-        tracker=TrackerConfig(high_score=high_score),
-    )
+    tracker = TrackerConfig(**config_overrides(TrackerConfig, options))
+    config = QueryConfig(**config_overrides(QueryConfig, options), tracker=tracker)
     media = open_source(source, **given(every=every, max_frames=max_frames))
     encoder = load_encoder(model)
     with Gallery.open(resolve_gallery_path(gallery)) as store:
         run = QueryRun(store, encoder, media, config)
-        print_fallback_note(detector, run.detector.kind if run.detector is not None else None)
+        print_fallback_note(config.detector, run.detector.kind if run.detector is not None else None)
         fps = (media.fps or 10.0) / (media.every if media.fps else 1)
         interrupted = False
         gap = run.tracker.max_lost if run.tracker is not None else 0

@@ -1,16 +1,12 @@
 """``--threshold`` and ``--far``, shared by ``reid verify`` and ``reid query``; their help says
-the unit and how other tools' thresholds convert to it (:data:`reid.decision.THRESHOLD_HELP`,
-which the apps' options use too)."""
+the unit and how other tools' thresholds convert to it (:data:`reid.decision.THRESHOLD_HELP` and
+:data:`reid.decision.FAR_HELP`, which the apps' options use too)."""
 
 from __future__ import annotations
 
 import typer
 
-from reid.decision import THRESHOLD_HELP
-FAR_HELP = (
-    "Instead of --threshold: a target false-accept rate such as 1e-3, read from the impostor pairs the model "
-    "card was calibrated on (cards calibrated by 'reid calibrate' carry them)."
-)
+from reid.decision import FAR_HELP, THRESHOLD_HELP
 
 
 def threshold_option(default_text: str) -> float | None:

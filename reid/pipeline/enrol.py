@@ -31,7 +31,16 @@ from reid.errors import ConfigError, ConfigValueError, DataError
 from reid.gallery import DB_FILE, Gallery, IndexSpec, ItemMeta
 from reid.models.encoder import Encoder, embed_images
 from reid.pipeline.frames import ChooseCrop, whole_box
-from reid.pipeline.subject import SubjectRule, check_detect, photo_rule
+from reid.options import option
+from reid.pipeline.subject import (
+    DETECT_HELP,
+    DETECTOR_DEFAULT_TEXT,
+    DETECTOR_NAMES_HELP,
+    NO_FACE_HELP,
+    SubjectRule,
+    check_detect,
+    photo_rule,
+)
 from reid.pipeline.sources import GLOB_CHARS
 
 
@@ -62,14 +71,15 @@ class EnrolConfig:
 
     ``no_face`` (NONE_FOUND) says what happens to a photo in which the detector finds
     nobody or which the encoder refuses: "whole" takes the whole photo, "skip" skips and
-    names it, "error" stops.
+    names it, "error" stops.  The fields that carry options (:mod:`reid.options`) are
+    ``reid enroll``'s.
     """
 
-    batch_size: int = 32
+    batch_size: int = option(32, help="Images embedded and committed together.")
     margin: float | None = None
-    no_face: str = "skip"
-    detect: str = "auto"
-    detector: str | None = None
+    no_face: str = option("skip", help=NO_FACE_HELP)
+    detect: str = option("auto", help=DETECT_HELP)
+    detector: str | None = option(None, help=DETECTOR_NAMES_HELP, default_text=DETECTOR_DEFAULT_TEXT)
 
     def __post_init__(self) -> None:
         if self.batch_size < 1:

@@ -74,7 +74,7 @@ DESCRIBED: dict[tuple[str, str], str] = {
     ("reid export", "out"): "MODEL/NAME.onnx or MODEL/NAME.torchscript.pt",
     ("reid import", "last_stride"): "torchreid 2",
     ("reid track", "high_score"): "every detection may",
-    ("reid track", "start_score"): "any confident one",
+    **{(c, "start_score"): "any confident one" for c in ("reid track", "reid query")},
     ("reid serve", "cors_origin"): "none",
     **{(c, "keys_file"): "ROOT/.serve-keys.json" for c in ("reid serve keys create", "reid serve keys list", "reid serve keys revoke")},
     ("camera_search", "threshold"): "the model card's.",
