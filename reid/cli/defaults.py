@@ -234,12 +234,13 @@ def config_overrides(config: type, values: dict[str, Any]) -> dict[str, Any]:
     Raises:
         ConfigValueError: a size, a list of numbers or a pair that does not parse, naming the key.
     """
-    fields = {f.name: f for f in option_fields(config)}
+    fields = {f.name: f for f in dataclasses.fields(config)}
     overrides = {}
     for key, value in values.items():
         if key not in fields or value is None or value == []:
             continue
-        form = option_spec(fields[key]).form  # type: ignore[union-attr]
+        spec = option_spec(fields[key])
+        form = spec.form if spec is not None else None
         if form == "size":
             value = parse_size(value, key)
         elif form == "numbers":
