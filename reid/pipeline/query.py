@@ -21,9 +21,10 @@ from collections import Counter
 from contextlib import closing
 from collections.abc import Iterator
 from dataclasses import dataclass, field, replace
-from typing import Any
+from typing import Annotated, Any, Literal
 
 import numpy as np
+from pydantic import Field
 
 from reid.decision import FAR_HELP, MODEL_CARD, THRESHOLD_HELP, Threshold, check_distance_threshold, check_far, nearest_identity
 from reid.decision import resolve_threshold as resolve_distance_threshold
@@ -37,7 +38,7 @@ from reid.pipeline.frames import ScaledDetector
 from reid.pipeline.sources import MediaSource
 from reid.pipeline.stages import EMBED_THREADS, intra_op_threads, stage_timer
 from reid.pipeline.stream import DetectionStream, StreamConfig, TrackedFrame
-from reid.options import option
+from reid.options import check_fields, option
 from reid.pipeline.subject import (
     ALIGNING_FACE_DETECTOR,
     DETECT_HELP,
@@ -83,7 +84,7 @@ class QueryConfig:
     """
 
     # The fields that carry options (reid.options) are reid query's, with the tracker's.
-    top_k: int = option(5, short="-k", help="Identities listed per detection.")
+    top_k: Annotated[int, Field(ge=1)] = option(5, short="-k", help="Identities listed per detection.")
     detect: str = option("auto", help=DETECT_HELP)
     detector: str | None = option(None, help=DETECTOR_NAMES_HELP, default_text=DETECTOR_DEFAULT_TEXT)
     threshold: float | None = option(
@@ -93,16 +94,16 @@ class QueryConfig:
         "else the model card's",
     )
     far: float | None = option(None, help=FAR_HELP)
-    score: str = option("best", help="Identity distance: best (nearest item) or mean (over its items).")
+    score: Literal[SCORES] = option("best", help="Identity distance: best (nearest item) or mean (over its items).")
     batch_size: int = option(StreamConfig.batch_size, help="Crops embedded together.")
     margin: float | None = None
     no_face: str = option(StreamConfig.no_face, help=NO_FACE_HELP)
     track: bool = option(StreamConfig.track, help="Link detections into tracks and name each track by its mean embedding.")
     tracker: TrackerConfig = field(default_factory=TrackerConfig)
-    embed_threads: int | None = EMBED_THREADS
-    detect_scale: float = option(1.0, help="Detect on frames scaled by this, in (0, 1] (faster; misses small people).")
+    embed_threads: Annotated[int, Field(ge=1)] | None = EMBED_THREADS
+    detect_scale: Annotated[float, Field(gt=0, le=1)] = option(1.0, help="Detect on frames scaled by this, in (0, 1] (faster; misses small people).")
     threaded: bool = True
-    min_height: int | None = option(
+    min_height: Annotated[int, Field(ge=1)] | None = option(
         None,
         help="With --detector ssdlite: also find people down to this many pixels tall (a second, larger pass; slower).",
         default_text="one pass, people taller than about a tenth of the frame",
@@ -114,16 +115,9 @@ class QueryConfig:
     )
 
     def __post_init__(self) -> None:
-        if self.top_k < 1:
-            raise ConfigValueError("top_k", f"must be at least 1, got {self.top_k}", sep=" ")
+        check_fields(self)
         check_detect(self.detect, self.no_face)
-        if self.score not in SCORES:
-            raise ConfigError(f"unknown identity score {self.score!r}; choose one of {', '.join(SCORES)}")
         self.stream()  # batch size, embed_every, no_face: the stream's checks
-        if self.embed_threads is not None and self.embed_threads < 1:
-            raise ConfigValueError("embed_threads", f"must be at least 1, got {self.embed_threads}", sep=" ")
-        if not 0 < self.detect_scale <= 1:
-            raise ConfigValueError("detect_scale", f"must be in (0, 1], got {self.detect_scale}", sep=" ")
         check_distance_threshold(self.threshold, "threshold")
         check_far(self.far, "far")
         if self.threshold is not None and self.far is not None:
