@@ -14,6 +14,7 @@ from rich.text import Text
 
 from reid.cli.common import (
     console,
+    detector_option,
     err_console,
     handle_errors,
     live_display,
@@ -24,23 +25,13 @@ from reid.cli.common import (
     write_json,
 )
 from reid.cli.defaults import config_overrides, default_of, given, with_config_options, with_default
-from reid.cli.detector_options import TRACK_HIGH_SCORE_HELP, detector_option, print_fallback_note
-from reid.cli.index_options import (
-    EF_SEARCH_OPTION,
-    NLIST_OPTION,
-    NPROBE_OPTION,
-    PQ_BITS_OPTION,
-    PQ_M_OPTION,
-    REFINE_OPTION,
-    SHARD_SIZE_OPTION,
-    TRAIN_SIZE_OPTION,
-    index_kind_option,
-    optional_spec_from_flags,
-    spec_from_flags,
-)
 from reid.errors import ConfigError, DataError
 from reid.decision import check_far
-from reid.gallery import Gallery, resolve_gallery_path
+from reid.detect import DEFAULT_DETECTORS, fallback_note
+from reid.detect.pedestrian import PedestrianConfig
+from reid.detect.ssdlite import SSDLiteConfig
+from reid.detect.yolo import YoloConfig
+from reid.gallery import INDEX_KINDS, Gallery, IndexSpec, resolve_gallery_path
 from reid.gallery.calibration import MIN_ADMITTED, GalleryCalibration, identities_needed
 from reid.models import load_encoder
 from reid.paths import check_output_file
@@ -62,6 +53,69 @@ from reid.pipeline import (
 
 MODEL_HELP = "Model folder (a path such as ./m or a/m) or a bare name under models/."
 GALLERY_HELP = "Gallery folder (a path such as ./g or a/g), or a bare name under galleries/."
+
+# The index of a new gallery (reid enroll) or of a reindexed one (reid gallery reindex).
+NLIST_OPTION = typer.Option(None, "--nlist", help="IVF / IVF-PQ lists (default: about sqrt(items)).")
+NPROBE_OPTION = typer.Option(None, "--nprobe", help="IVF / IVF-PQ lists searched per query (default: nlist / 32).")
+EF_SEARCH_OPTION = typer.Option(None, "--ef-search", help="HNSW search beam width (default 128).")
+TRAIN_SIZE_OPTION = typer.Option(
+    None,
+    "--train-size",
+    help="IVF / IVF-PQ: items the quantizers train on, sampled when there are more "
+    "(default: 64 per list; IVF-PQ at least 65,536).",
+)
+PQ_M_OPTION = typer.Option(
+    None, "--pq-m", help="IVF-PQ sub-quantizers: bytes per item at 8 bits (default: dimension / 8)."
+)
+PQ_BITS_OPTION = typer.Option(None, "--pq-bits", help="IVF-PQ bits per sub-quantizer (default 8; GPUs need 8).")
+REFINE_OPTION = typer.Option(
+    None,
+    "--refine",
+    help="IVF-PQ: re-rank this many times the asked-for neighbours with the stored embeddings "
+    "(default 16; 0: codes only).",
+)
+SHARD_SIZE_OPTION = typer.Option(
+    None, "--shard-size", help="Items per index file; full shards are sealed and searched together (default: one)."
+)
+
+
+def index_kind_option(required: bool) -> typer.models.OptionInfo:
+    usage = "|".join(INDEX_KINDS)
+    if required:
+        return typer.Option(..., "--index", help=usage)
+    return typer.Option(None, "--index", help=f"Index of a new gallery: {usage} (default flat).")
+
+
+def spec_from_flags(index: str, **flags: int | None) -> IndexSpec:
+    """The index flags as an IndexSpec; flags left unset keep the defaults."""
+    return IndexSpec(kind=index, **{name: value for name, value in flags.items() if value is not None})
+
+
+def optional_spec_from_flags(index: str | None, **flags: int | None) -> IndexSpec | None:
+    """As :func:`spec_from_flags`, or None when no flag was given (other flags need ``--index``)."""
+    if index is None:
+        given = [name for name, value in flags.items() if value is not None]
+        if given:
+            raise ConfigError(f"--{given[0].replace('_', '-')} needs --index")
+        return None
+    return spec_from_flags(index, **flags)
+
+
+# What a tracker counts as confident when --track-high-score is not given: a detector with a
+# weak tier gives its confident score (reid.detect.for_tracking), any other every detection.
+TRACK_HIGH_SCORE_HELP = (
+    "Detector score from which a detection may start a track; weaker ones only continue tracks (default: the "
+    f"detector's confident score for those that also give weaker boxes, pedestrian {PedestrianConfig.min_score:g}, "
+    f"ssdlite {SSDLiteConfig.min_score:g} and yolo {YoloConfig.min_score:g}; with any other every detection may)."
+)
+
+
+def print_fallback_note(detector: str | None, kind: str | None) -> None:
+    """When no ``--detector`` was given and ``kind``'s default detector cannot run here, say
+    in one line on stderr which one runs instead and how to add the default."""
+    note = fallback_note(kind) if detector is None and kind in DEFAULT_DETECTORS else None
+    if note:
+        err_console.print(note, soft_wrap=True)
 
 
 # The enrolment's options are EnrolConfig's fields that carry them (reid.options).
