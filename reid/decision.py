@@ -46,6 +46,11 @@ THRESHOLD_HELP = (
     f"{CONVERSIONS} (insightface's similarity 0.5 is 1.0, deepface's cosine distance 0.40 is 0.894); "
     "face_recognition's tolerance 0.6 is on raw dlib descriptors of norm about 1.42, so about 0.42 here."
 )
+# What every --far option says.
+FAR_HELP = (
+    "Instead of --threshold: a target false-accept rate such as 1e-3, read from the impostor pairs the model "
+    "card was calibrated on (cards calibrated by 'reid calibrate' carry them)."
+)
 # The false-accept rates at which a calibration records its impostor distance quantiles:
 # four a decade from 1 down to 1e-6, and every tenth above 0.1 (where a decade spans most
 # impostors), kept where its impostor pairs resolve them.

@@ -6,14 +6,24 @@ typed (``HxW``, comma-separated numbers, repeated ``KEY=VALUE``) in the dataclas
 metadata. The command line builds its options from there (:mod:`reid.cli.defaults`), so a
 new field needs no edit of the command line and help shows the field's own default. The
 library names a wrong value by its key; the command line names it by the option.
+
+A config's ranges and choices are its fields' types (``Annotated[int, Field(ge=1)]``,
+``Literal[...]``), checked by pydantic (:func:`check_fields`, :func:`value_error`): one
+way every config is checked, whether its values come from code, a file or an option.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import functools
+import typing
 from collections.abc import Callable, Sequence
 from dataclasses import MISSING, dataclass
 from typing import Any
+
+from pydantic import TypeAdapter, ValidationError
+
+from reid.errors import ConfigValueError
 
 # How an option's text becomes the field's value, where that is not the field's own type.
 FORMS = ("size", "numbers", "pairs")
@@ -73,3 +83,39 @@ def flag_of(field: dataclasses.Field[Any]) -> str:
 def option_fields(config: type) -> list[dataclasses.Field[Any]]:
     """The fields of dataclass ``config`` the command line sets, in declaration order."""
     return [f for f in dataclasses.fields(config) if (spec := option_spec(f)) is not None and not spec.hidden]
+
+
+def value_error(exc: ValidationError) -> ConfigValueError:
+    """The first error pydantic found, as one line naming the key of the wrong value
+    (``lr: input should be greater than 0 (got -1.0)``)."""
+    error = exc.errors()[0]
+    key = str(error["loc"][0]) if error["loc"] else exc.title
+    message = error["msg"].removeprefix("Value error, ")
+    return ConfigValueError(key, f"{message[:1].lower()}{message[1:]} (got {error['input']!r})")
+
+
+@functools.cache
+def _field_adapters(config: type) -> dict[str, TypeAdapter[Any]]:
+    hints = typing.get_type_hints(config, include_extras=True)
+    return {
+        f.name: TypeAdapter(hints[f.name], config={"title": f.name})
+        for f in dataclasses.fields(config)
+        # A nested config checks itself when it is built.
+        if not (isinstance(hints[f.name], type) and dataclasses.is_dataclass(hints[f.name]))
+    }
+
+
+def check_fields(config: Any) -> None:
+    """Check every field of the dataclass instance ``config`` against its type, strictly (an
+    int for a float field passes; a string for a number does not): ranges stated as
+    ``Annotated[..., pydantic.Field(...)]``, choices as ``Literal``.  For a plain dataclass's
+    ``__post_init__``.
+
+    Raises:
+        ConfigValueError: naming the key of the first wrong value (:func:`value_error`).
+    """
+    for name, adapter in _field_adapters(type(config)).items():
+        try:
+            adapter.validate_python(getattr(config, name), strict=True)
+        except ValidationError as exc:
+            raise value_error(exc) from None

@@ -42,7 +42,7 @@ from reid import DataError, ReidError, as_dict, printable, write_bytes_atomic
 from reid.evaluation import ThresholdChoice, read_pairs, verification_metrics
 from reid.models import READY_MADE_FACES, load_encoder, save_card
 from reid.pipeline import NO_FACE_HELP, calibrate_model, model_folder, plan_enrolment, score_pairs
-from reid.cli import OneLineCommand, in_range
+from reid.cli import OneLineCommand, default_of, in_range
 
 from apps.face_checkin.checkin import CheckinConfig
 
@@ -156,7 +156,7 @@ def calibrate_on_people(
     model: str,
     people: Path,
     out: Path,
-    target_far: float | None = 1e-3,
+    target_far: float | None = default_of(calibrate_model, "target_far"),
     detect: str = CheckinConfig.detect,
     max_impostors: int = DEFAULT_MAX_IMPOSTORS,
     detector: str | None = None,
@@ -220,7 +220,10 @@ def main(
     model: str = typer.Option(..., "--model", "-m", help=f"Face model folder, or a ready-made one: {', '.join(READY_MADE_FACES)}."),
     people: Path = typer.Option(..., "--people", help="Folder of <person>/<photos>, e.g. the ORL faces."),
     out: Path = typer.Option(..., "--out", "-o", help="Folder for the pair files and calibration.json."),
-    far: float = typer.Option(1e-3, "--far", callback=in_range("far"), help="Target false accept rate on the calibration pairs."),
+    far: float = typer.Option(
+        default_of(calibrate_on_people, "target_far"), "--far", callback=in_range("far"),
+        help="Target false accept rate on the calibration pairs.",
+    ),
     best_accuracy: bool = typer.Option(False, "--best-accuracy", help="Choose the best-accuracy threshold instead."),
     detect: str = typer.Option(
         CheckinConfig.detect, "--detect", help="auto|face|none, as for check-in (photos: auto = whole, or aligned chips)."

@@ -6,8 +6,9 @@ Library errors (:class:`reid.errors.ReidError`) become a one-line message and ex
 
 from reid.cli.app import app
 from reid.cli.common import OneLineCommand, OneLineGroup, error_line, option_flags
-from reid.cli.defaults import RANGES, in_range
+from reid.cli.defaults import RANGES, default_of, in_range
 
 # What the apps share with the reid command: one-line usage errors, the one range of each
-# numeric option, and a config key named by the option that sets it.
-__all__ = ["RANGES", "OneLineCommand", "OneLineGroup", "app", "error_line", "in_range", "option_flags"]
+# numeric option, a default read from the library's signature, and a config key named by the
+# option that sets it.
+__all__ = ["RANGES", "OneLineCommand", "OneLineGroup", "app", "default_of", "error_line", "in_range", "option_flags"]

@@ -31,6 +31,7 @@ from rich.text import Text
 from reid.cli.defaults import given
 from reid.errors import ConfigValueError, ReidError
 from reid.paths import write_bytes_atomic
+from reid.pipeline.subject import DETECTOR_HELP
 from reid.text import printable
 
 # Markup is off: paths, identity labels and sources are printed as they are, never
@@ -218,3 +219,10 @@ def write_json(path: Path, payload: Any) -> None:
     path = Path(path)
     # Atomic and never through a link planted at the name: the rename replaces the link.
     write_bytes_atomic(path, (json.dumps(payload, indent=2, default=str) + "\n").encode("utf-8"))
+
+
+def detector_option(help_text: str = DETECTOR_HELP) -> str | None:
+    """A ``--detector NAME`` option (default: the detector kind's), for the commands whose
+    detector is not a config field (``reid eval``, ``reid verify``, ``reid calibrate``,
+    ``reid gallery calibrate``)."""
+    return typer.Option(None, "--detector", help=help_text)

@@ -186,12 +186,19 @@ def option_help(field: dataclasses.Field[Any], value: Any, derived: bool = False
 
 
 def config_parameters(
-    config: type, base: Any | None = None, keys: Sequence[str] | None = None
+    config: type,
+    base: Any | None = None,
+    keys: Sequence[str] | None = None,
+    helps: dict[str, str] | None = None,
 ) -> list[inspect.Parameter]:
     """Typer options for the fields of dataclass ``config`` that the command line sets
     (:func:`reid.options.option_fields`; only ``keys`` when given), each named by its key,
-    defaulting to None (not given) and showing the default of ``base`` (``config()``)."""
+    defaulting to None (not given) and showing the default of ``base`` (``config()``).
+    ``helps`` replaces the whole help of a key, for a command where something other than the
+    field's default applies when the option is left out (``reid query``'s tracker takes the
+    detector's confident score)."""
     base = config() if base is None else base
+    helps = helps or {}
     hints = typing.get_type_hints(config)
     parameters = []
     for field in option_fields(config):
@@ -214,24 +221,26 @@ def config_parameters(
         value = getattr(base, field.name)
         # A field left unset that the config fills in from others (out from architecture and data).
         derived = field.default is None and value is not None and value == getattr(config(), field.name)
-        info = typer.Option(None, *declared, help=option_help(field, value, derived))
+        info = typer.Option(None, *declared, help=helps.get(field.name) or option_help(field, value, derived))
         parameters.append(inspect.Parameter(field.name, inspect.Parameter.KEYWORD_ONLY, default=info, annotation=annotation))
     return parameters
 
 
 def config_overrides(config: type, values: dict[str, Any]) -> dict[str, Any]:
-    """The options given (by key) as ``config``'s values: sizes, numbers and pairs parsed
-    from their text (:data:`reid.options.FORMS`), the options not given left out.
+    """The options given (by key) that are ``config``'s fields, as its values: sizes, numbers
+    and pairs parsed from their text (:data:`reid.options.FORMS`); the options not given, and
+    those of other configs (a command may take several, :func:`with_config_options`), left out.
 
     Raises:
         ConfigValueError: a size, a list of numbers or a pair that does not parse, naming the key.
     """
-    fields = {f.name: f for f in option_fields(config)}
+    fields = {f.name: f for f in dataclasses.fields(config)}
     overrides = {}
     for key, value in values.items():
-        if value is None or value == []:
+        if key not in fields or value is None or value == []:
             continue
-        form = option_spec(fields[key]).form if key in fields else None  # type: ignore[union-attr]
+        spec = option_spec(fields[key])
+        form = spec.form if spec is not None else None
         if form == "size":
             value = parse_size(value, key)
         elif form == "numbers":
@@ -260,16 +269,32 @@ def _pairs(key: str, items: list[str]) -> dict[str, str]:
 
 
 def with_config_options(
-    config: type, base: Any | None = None, keys: Sequence[str] | None = None
+    config: type,
+    base: Any | None = None,
+    keys: Sequence[str] | None = None,
+    *,
+    more: Sequence[tuple[type, Sequence[str] | None, dict[str, str] | None]] = (),
 ) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
     """Give a command whose last parameter is ``**options`` an option for each field of
-    ``config`` (:func:`config_parameters`); the command receives them by key in ``options``
-    and passes them on through :func:`config_overrides`."""
+    ``config`` (:func:`config_parameters`), then of each ``(config, keys, helps)`` of
+    ``more`` (a command whose options are the fields of several configs); the command
+    receives them by key in ``options`` and passes each config's on through
+    :func:`config_overrides`.
+
+    Raises:
+        ValueError: two configs state an option of the same key.
+    """
 
     def decorate(command: Callable[..., Any]) -> Callable[..., Any]:
         signature = inspect.signature(command, eval_str=True)
         own = [p for p in signature.parameters.values() if p.kind is not inspect.Parameter.VAR_KEYWORD]
-        command.__signature__ = signature.replace(parameters=[*own, *config_parameters(config, base, keys)])  # type: ignore[attr-defined]
+        built = config_parameters(config, base, keys)
+        for other, other_keys, helps in more:
+            built += config_parameters(other, None, other_keys, helps)
+        names = [p.name for p in [*own, *built]]
+        if len(set(names)) != len(names):
+            raise ValueError(f"options stated twice: {sorted({n for n in names if names.count(n) > 1})}")
+        command.__signature__ = signature.replace(parameters=[*own, *built])  # type: ignore[attr-defined]
         command.__annotations__ = {p.name: p.annotation for p in command.__signature__.parameters.values()}  # type: ignore[attr-defined]
         return command
 

@@ -7,11 +7,10 @@ from typing import Any
 
 import typer
 
-from reid.cli.common import console, handle_errors, make_progress, print_skipped, print_table, printable, write_json
+from reid.cli.common import console, detector_option, handle_errors, make_progress, print_skipped, print_table, printable, write_json
 from reid.cli.defaults import default_of, given, with_default
 from reid.cli.model_options import INPUT_SIZE_OPTION, MEAN_OPTION, RGB_OPTION, STD_OPTION, preprocessing_from_flags
 from reid.data import ReidDataset, load_dataset
-from reid.cli.detector_options import detector_option
 from reid.evaluation import rerank_distances
 from reid.evaluation.plots import write_ranking_plots
 from reid.models import load_encoder

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 from collections import deque
 from pathlib import Path
+from typing import Any
 
 import typer
 from rich.console import Group
@@ -13,6 +14,7 @@ from rich.text import Text
 
 from reid.cli.common import (
     console,
+    detector_option,
     err_console,
     handle_errors,
     live_display,
@@ -22,30 +24,18 @@ from reid.cli.common import (
     printable,
     write_json,
 )
-from reid.cli.defaults import default_of, given, with_default
-from reid.cli.detector_options import TRACK_HIGH_SCORE_HELP, detector_option, print_fallback_note
-from reid.cli.threshold_options import far_option, threshold_option
-from reid.cli.index_options import (
-    EF_SEARCH_OPTION,
-    NLIST_OPTION,
-    NPROBE_OPTION,
-    PQ_BITS_OPTION,
-    PQ_M_OPTION,
-    REFINE_OPTION,
-    SHARD_SIZE_OPTION,
-    TRAIN_SIZE_OPTION,
-    index_kind_option,
-    optional_spec_from_flags,
-    spec_from_flags,
-)
+from reid.cli.defaults import config_overrides, default_of, given, with_config_options, with_default
 from reid.errors import ConfigError, DataError
 from reid.decision import check_far
-from reid.gallery import Gallery, resolve_gallery_path
+from reid.detect import DEFAULT_DETECTORS, fallback_note
+from reid.detect.pedestrian import PedestrianConfig
+from reid.detect.ssdlite import SSDLiteConfig
+from reid.detect.yolo import YoloConfig
+from reid.gallery import INDEX_KINDS, Gallery, IndexSpec, resolve_gallery_path
 from reid.gallery.calibration import MIN_ADMITTED, GalleryCalibration, identities_needed
 from reid.models import load_encoder
 from reid.paths import check_output_file
 from reid.track import TrackerConfig
-from reid.pipeline.subject import DETECT_HELP, NO_FACE_HELP
 from reid.pipeline import (
     EnrolConfig,
     FrameResult,
@@ -64,15 +54,78 @@ from reid.pipeline import (
 MODEL_HELP = "Model folder (a path such as ./m or a/m) or a bare name under models/."
 GALLERY_HELP = "Gallery folder (a path such as ./g or a/g), or a bare name under galleries/."
 
+# The index of a new gallery (reid enroll) or of a reindexed one (reid gallery reindex).
+NLIST_OPTION = typer.Option(None, "--nlist", help="IVF / IVF-PQ lists (default: about sqrt(items)).")
+NPROBE_OPTION = typer.Option(None, "--nprobe", help="IVF / IVF-PQ lists searched per query (default: nlist / 32).")
+EF_SEARCH_OPTION = typer.Option(None, "--ef-search", help="HNSW search beam width (default 128).")
+TRAIN_SIZE_OPTION = typer.Option(
+    None,
+    "--train-size",
+    help="IVF / IVF-PQ: items the quantizers train on, sampled when there are more "
+    "(default: 64 per list; IVF-PQ at least 65,536).",
+)
+PQ_M_OPTION = typer.Option(
+    None, "--pq-m", help="IVF-PQ sub-quantizers: bytes per item at 8 bits (default: dimension / 8)."
+)
+PQ_BITS_OPTION = typer.Option(None, "--pq-bits", help="IVF-PQ bits per sub-quantizer (default 8; GPUs need 8).")
+REFINE_OPTION = typer.Option(
+    None,
+    "--refine",
+    help="IVF-PQ: re-rank this many times the asked-for neighbours with the stored embeddings "
+    "(default 16; 0: codes only).",
+)
+SHARD_SIZE_OPTION = typer.Option(
+    None, "--shard-size", help="Items per index file; full shards are sealed and searched together (default: one)."
+)
 
+
+def index_kind_option(required: bool) -> typer.models.OptionInfo:
+    usage = "|".join(INDEX_KINDS)
+    if required:
+        return typer.Option(..., "--index", help=usage)
+    return typer.Option(None, "--index", help=f"Index of a new gallery: {usage} (default flat).")
+
+
+def spec_from_flags(index: str, **flags: int | None) -> IndexSpec:
+    """The index flags as an IndexSpec; flags left unset keep the defaults."""
+    return IndexSpec(kind=index, **{name: value for name, value in flags.items() if value is not None})
+
+
+def optional_spec_from_flags(index: str | None, **flags: int | None) -> IndexSpec | None:
+    """As :func:`spec_from_flags`, or None when no flag was given (other flags need ``--index``)."""
+    if index is None:
+        given = [name for name, value in flags.items() if value is not None]
+        if given:
+            raise ConfigError(f"--{given[0].replace('_', '-')} needs --index")
+        return None
+    return spec_from_flags(index, **flags)
+
+
+# What a tracker counts as confident when --track-high-score is not given: a detector with a
+# weak tier gives its confident score (reid.detect.for_tracking), any other every detection.
+TRACK_HIGH_SCORE_HELP = (
+    "Detector score from which a detection may start a track; weaker ones only continue tracks (default: the "
+    f"detector's confident score for those that also give weaker boxes, pedestrian {PedestrianConfig.min_score:g}, "
+    f"ssdlite {SSDLiteConfig.min_score:g} and yolo {YoloConfig.min_score:g}; with any other every detection may)."
+)
+
+
+def print_fallback_note(detector: str | None, kind: str | None) -> None:
+    """When no ``--detector`` was given and ``kind``'s default detector cannot run here, say
+    in one line on stderr which one runs instead and how to add the default."""
+    note = fallback_note(kind) if detector is None and kind in DEFAULT_DETECTORS else None
+    if note:
+        err_console.print(note, soft_wrap=True)
+
+
+# The enrolment's options are EnrolConfig's fields that carry them (reid.options).
 @handle_errors
+@with_config_options(EnrolConfig)
 def enroll(
     paths: list[str] = typer.Argument(..., help="Images, folders of ROOT/<identity>/<image>, or globs."),
     model: str = typer.Option(..., "--model", "-m", help=MODEL_HELP),
     gallery: str = typer.Option(..., "--gallery", "-g", help=GALLERY_HELP),
     identity: str | None = typer.Option(None, "--id", help="Enrol every image as this identity."),
-    detect: str | None = typer.Option(None, "--detect", help=with_default(DETECT_HELP, EnrolConfig.detect)),
-    detector: str | None = detector_option(),
     index: str | None = index_kind_option(required=False),
     train_size: int | None = TRAIN_SIZE_OPTION,
     pq_m: int | None = PQ_M_OPTION,
@@ -81,11 +134,8 @@ def enroll(
     nlist: int | None = NLIST_OPTION,
     nprobe: int | None = NPROBE_OPTION,
     shard_size: int | None = SHARD_SIZE_OPTION,
-    batch_size: int | None = typer.Option(
-        None, "--batch-size", help=with_default("Images embedded and committed together.", str(EnrolConfig.batch_size))
-    ),
-    no_face: str | None = typer.Option(None, "--no-face", help=with_default(NO_FACE_HELP, EnrolConfig.no_face)),
     json_out: Path | None = typer.Option(None, "--json", help="Also write the report as JSON here."),
+    **options: Any,
 ) -> None:
     """Enrol images of known people into a gallery (created when new).
 
@@ -103,9 +153,9 @@ def enroll(
     )
     if json_out:
         check_output_file(json_out, "--json")
-    config = EnrolConfig(**given(batch_size=batch_size, no_face=no_face, detect=detect, detector=detector))
+    config = EnrolConfig(**config_overrides(EnrolConfig, options))
     entries = plan_enrolment(paths, identity)
-    print_fallback_note(detector, config.detect)
+    print_fallback_note(config.detector, config.detect)
     encoder = load_encoder(model)
     folder = resolve_gallery_path(gallery)
     with make_progress() as progress:
@@ -140,16 +190,16 @@ def enroll(
         raise DataError(f"{path}: {reason}; nothing enrolled ({failed} of {report.images} images unusable)")
 
 
+# The query's options are QueryConfig's and TrackerConfig's fields that carry them (reid.options);
+# the tracker's confident score defaults to the detector's, which its help says.
 @handle_errors
+@with_config_options(QueryConfig, more=[(TrackerConfig, None, {"high_score": TRACK_HIGH_SCORE_HELP})])
 def query(
     source: str = typer.Argument(
         ..., help="Image, folder or glob of crops, video file, camera index (0) or stream URL."
     ),
     model: str = typer.Option(..., "--model", "-m", help=MODEL_HELP),
     gallery: str = typer.Option(..., "--gallery", "-g", help=GALLERY_HELP),
-    top_k: int | None = typer.Option(
-        None, "--top-k", "-k", help=with_default("Identities listed per detection.", str(QueryConfig.top_k))
-    ),
     every: int | None = typer.Option(
         None, "--every", help=with_default("Keep one frame in N.", str(default_of(open_source, "every")))
     ),
@@ -168,84 +218,20 @@ def query(
         help="Write every tracked box here in MOTChallenge format (frame,id,x,y,w,h,score; frames from 1), "
         "for scoring against ground truth.",
     ),
-    track: bool = typer.Option(
-        True, "--track/--no-track", help="Link detections into tracks and name each track by its mean embedding."
-    ),
-    high_score: float | None = typer.Option(
-        None,
-        "--track-high-score",
-        help=TRACK_HIGH_SCORE_HELP,
-    ),
-    detect: str | None = typer.Option(
-        None,
-        "--detect",
-        help=with_default(DETECT_HELP, QueryConfig.detect),
-    ),
-    detector: str | None = detector_option(),
-    threshold: float | None = threshold_option(
-        "the gallery's own calibration (reid gallery calibrate, or once it holds enough identities), "
-        "else the model card's"
-    ),
-    far: float | None = far_option(),
-    score: str | None = typer.Option(
-        None,
-        "--score",
-        help=with_default("Identity distance: best (nearest item) or mean (over its items).", QueryConfig.score),
-    ),
-    batch_size: int | None = typer.Option(
-        None, "--batch-size", help=with_default("Crops embedded together.", str(QueryConfig.batch_size))
-    ),
-    detect_scale: float | None = typer.Option(
-        None,
-        "--detect-scale",
-        help=with_default(
-            "Detect on frames scaled by this, in (0, 1] (faster; misses small people).", f"{QueryConfig.detect_scale:g}"
-        ),
-    ),
-    embed_every: int | None = typer.Option(
-        None,
-        "--embed-every",
-        help=with_default(
-            "Embed a track's crop in one of N of its frames (videos, cameras, streams); the others are answered "
-            "by its mean so far. 2 halves the embedding work.",
-            str(QueryConfig.embed_every),
-        ),
-    ),
-    min_height: int | None = typer.Option(
-        None,
-        "--min-height",
-        help="With --detector ssdlite: also find people down to this many pixels tall (a second, larger pass; "
-        "slower). Default: one pass, people taller than about a tenth of the frame.",
-    ),
-    no_face: str | None = typer.Option(None, "--no-face", help=with_default(NO_FACE_HELP, QueryConfig.no_face)),
     json_out: Path | None = typer.Option(None, "--json", help="Also write the summary as JSON here."),
+    **options: Any,
 ) -> None:
     """Find enrolled people in images, a video, a camera or a stream."""
     check_outputs(jsonl, save_video, save_crops, tracks, mot)
     if json_out:
         check_output_file(json_out, "--json")
-    config = QueryConfig(
-        **given(
-            top_k=top_k,
-            detect=detect,
-            detector=detector,
-            threshold=threshold,
-            far=far,
-            score=score,
-            batch_size=batch_size,
-            detect_scale=detect_scale,
-            no_face=no_face,
-            min_height=min_height,
-            embed_every=embed_every,
-        ),
-        track=track,
-        tracker=TrackerConfig(high_score=high_score),
-    )
+    tracker = TrackerConfig(**config_overrides(TrackerConfig, options))
+    config = QueryConfig(**config_overrides(QueryConfig, options), tracker=tracker)
     media = open_source(source, **given(every=every, max_frames=max_frames))
     encoder = load_encoder(model)
     with Gallery.open(resolve_gallery_path(gallery)) as store:
         run = QueryRun(store, encoder, media, config)
-        print_fallback_note(detector, run.detector.kind if run.detector is not None else None)
+        print_fallback_note(config.detector, run.detector.kind if run.detector is not None else None)
         fps = (media.fps or 10.0) / (media.every if media.fps else 1)
         interrupted = False
         gap = run.tracker.max_lost if run.tracker is not None else 0

@@ -4,11 +4,12 @@ alone or with the appearance of each box cut from the video."""
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import typer
 
 from reid.cli.common import handle_errors, print_table
-from reid.cli.defaults import given, with_default
+from reid.cli.defaults import config_overrides, with_config_options
 from reid.errors import ConfigError
 from reid.models import load_encoder
 from reid.paths import check_output_file
@@ -18,7 +19,9 @@ from reid.track.mot import track_detection_file
 from reid.track.tracker import REFERENCE_FPS
 
 
+# The tracker's options are TrackerConfig's fields that carry them (reid.options).
 @handle_errors
+@with_config_options(TrackerConfig)
 def track_command(
     detections: Path = typer.Option(
         ..., "--detections", "-d", help="MOTChallenge detection file: frame,id,x,y,w,h,score,... (frames from 1)."
@@ -28,23 +31,6 @@ def track_command(
         None,
         "--fps",
         help=f"Frame rate of the detections (default: {REFERENCE_FPS:g}, the rate ByteTrack's settings assume).",
-    ),
-    lost_seconds: float | None = typer.Option(
-        None,
-        "--lost-seconds",
-        help=with_default("Seconds a track may go unseen before it ends.", f"{TrackerConfig.lost_seconds:g}"),
-    ),
-    high_score: float | None = typer.Option(
-        None,
-        "--track-high-score",
-        help="Detection score from which a detection may start a track; weaker ones only continue tracks "
-        "(default: every detection may). ByteTrack's, for scores that are probabilities: 0.6.",
-    ),
-    start_score: float | None = typer.Option(
-        None,
-        "--track-start-score",
-        help="Least score of a detection no track took to start a new track (default: any confident one). "
-        "ByteTrack's: 0.7.",
     ),
     video: Path | None = typer.Option(
         None,
@@ -64,6 +50,7 @@ def track_command(
         help="Join tracklets that follow one another closely and look alike, after tracking "
         "(default: with --video).",
     ),
+    **options: Any,
 ) -> None:
     """Track the people of a detection file (any detector's, e.g. a benchmark's public detections)."""
     check_output_file(out, "--out")
@@ -71,7 +58,7 @@ def track_command(
         raise ConfigError("--video and --model go together: the model embeds the boxes cut from the video")
     if link and video is None:
         raise ConfigError("--link joins tracklets that look alike: it needs --video and --model")
-    config = TrackerConfig(**given(high_score=high_score, start_score=start_score, lost_seconds=lost_seconds))
+    config = TrackerConfig(**config_overrides(TrackerConfig, options))
     appearance = None if video is None or model is None else VideoAppearance(video, load_encoder(model))
     result = track_detection_file(detections, out, config, fps, appearance, link)
     print_table(

@@ -7,12 +7,10 @@ from pathlib import Path
 import typer
 from rich.text import Text
 
-from reid.cli.common import console, handle_errors, make_progress, print_table, printable, write_json
+from reid.cli.common import console, detector_option, handle_errors, make_progress, print_table, printable, write_json
 from reid.cli.defaults import default_of, given, with_default
-from reid.cli.detector_options import detector_option
-from reid.cli.threshold_options import far_option, threshold_option
 from reid.cli.model_options import INPUT_SIZE_OPTION, MEAN_OPTION, RGB_OPTION, STD_OPTION, preprocessing_from_flags
-from reid.decision import check_far
+from reid.decision import FAR_HELP, THRESHOLD_HELP, check_far
 from reid.errors import ConfigError
 from reid.evaluation import VerificationResult, read_pairs
 from reid.evaluation.plots import write_verification_plots
@@ -27,6 +25,16 @@ PAIRS_HELP = "Pair file: LFW pairs.txt, or CSV lines 'path_a,path_b,label' (labe
 ROOT_HELP = "Folder the pair file's paths are relative to (default: the pair file's folder)."
 VERIFY_NO_FACE_HELP = NO_FACE_HELP + " With --pairs a skipped photo's pairs count as unscored; two images: skip is an error."
 SHOWN_FAILURES = 5
+
+
+def threshold_option(default_text: str) -> float | None:
+    """A ``--threshold DISTANCE`` option; ``default_text`` says what applies without it."""
+    return typer.Option(None, "--threshold", help=f"{THRESHOLD_HELP} Default: {default_text}.")
+
+
+def far_option() -> float | None:
+    """A ``--far RATE`` option (a fraction in (0, 1))."""
+    return typer.Option(None, "--far", help=FAR_HELP)
 
 
 def _report_skipped(scores: PairScores) -> None:

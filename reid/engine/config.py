@@ -23,7 +23,7 @@ from reid.errors import ConfigError, ConfigValueError, ModelError
 from reid.losses.registry import LOSS_NAMES, convert_options, loss_options
 from reid.models.backbones import BACKBONES, known_architectures
 from reid.models.network import POOLINGS
-from reid.options import flag_of, option
+from reid.options import flag_of, option, value_error
 from reid.paths import read_text_bounded, write_bytes_atomic
 
 CONFIG_FILE = "config.yaml"
@@ -247,10 +247,7 @@ def _validated(cls: type[TrainConfig], values: dict[str, Any]) -> TrainConfig:
     try:
         return _adapter(cls).validate_python(values)
     except ValidationError as exc:
-        error = exc.errors()[0]
-        key = str(error["loc"][0]) if error["loc"] else "config"
-        message = error["msg"].removeprefix("Value error, ")
-        raise ConfigValueError(key, f"{message[:1].lower()}{message[1:]} (got {error['input']!r})") from None
+        raise value_error(exc) from None
 
 
 RECIPE_KEYS = tuple(f.name for f in fields(TrainConfig) if f.name not in ACTION_KEYS)

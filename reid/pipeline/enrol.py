@@ -20,18 +20,29 @@ from collections import Counter
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any
+
+from pydantic import Field
 
 from reid.data.cameras import camera_from_name
 from reid.data.folders import identity_folders
 from reid.data.io import ImageLimits, bounded_bytes, decode_image, is_image_file, list_media, read_bytes
 from reid.detect import Detector
 from reid.detect.base import largest_detection
-from reid.errors import ConfigError, ConfigValueError, DataError
+from reid.errors import ConfigError, DataError
 from reid.gallery import DB_FILE, Gallery, IndexSpec, ItemMeta
 from reid.models.encoder import Encoder, embed_images
 from reid.pipeline.frames import ChooseCrop, whole_box
-from reid.pipeline.subject import SubjectRule, check_detect, photo_rule
+from reid.options import check_fields, option
+from reid.pipeline.subject import (
+    DETECT_HELP,
+    DETECTOR_DEFAULT_TEXT,
+    DETECTOR_NAMES_HELP,
+    NO_FACE_HELP,
+    SubjectRule,
+    check_detect,
+    photo_rule,
+)
 from reid.pipeline.sources import GLOB_CHARS
 
 
@@ -62,18 +73,18 @@ class EnrolConfig:
 
     ``no_face`` (NONE_FOUND) says what happens to a photo in which the detector finds
     nobody or which the encoder refuses: "whole" takes the whole photo, "skip" skips and
-    names it, "error" stops.
+    names it, "error" stops.  The fields that carry options (:mod:`reid.options`) are
+    ``reid enroll``'s.
     """
 
-    batch_size: int = 32
+    batch_size: Annotated[int, Field(ge=1)] = option(32, help="Images embedded and committed together.")
     margin: float | None = None
-    no_face: str = "skip"
-    detect: str = "auto"
-    detector: str | None = None
+    no_face: str = option("skip", help=NO_FACE_HELP)
+    detect: str = option("auto", help=DETECT_HELP)
+    detector: str | None = option(None, help=DETECTOR_NAMES_HELP, default_text=DETECTOR_DEFAULT_TEXT)
 
     def __post_init__(self) -> None:
-        if self.batch_size < 1:
-            raise ConfigValueError("batch_size", f"must be at least 1, got {self.batch_size}", sep=" ")
+        check_fields(self)
         check_detect(self.detect, self.no_face, self.detector)
 
 

@@ -21,11 +21,12 @@ from collections import Counter
 from contextlib import closing
 from collections.abc import Iterator
 from dataclasses import dataclass, field, replace
-from typing import Any
+from typing import Annotated, Any, Literal
 
 import numpy as np
+from pydantic import Field
 
-from reid.decision import MODEL_CARD, Threshold, check_distance_threshold, check_far, nearest_identity
+from reid.decision import FAR_HELP, MODEL_CARD, THRESHOLD_HELP, Threshold, check_distance_threshold, check_far, nearest_identity
 from reid.decision import resolve_threshold as resolve_distance_threshold
 from reid.detect import Box, Detector, SSDLiteConfig, build_detector
 from reid.errors import ConfigError, ConfigValueError
@@ -37,7 +38,15 @@ from reid.pipeline.frames import ScaledDetector
 from reid.pipeline.sources import MediaSource
 from reid.pipeline.stages import EMBED_THREADS, intra_op_threads, stage_timer
 from reid.pipeline.stream import DetectionStream, StreamConfig, TrackedFrame
-from reid.pipeline.subject import ALIGNING_FACE_DETECTOR, check_detect
+from reid.options import check_fields, option
+from reid.pipeline.subject import (
+    ALIGNING_FACE_DETECTOR,
+    DETECT_HELP,
+    DETECTOR_DEFAULT_TEXT,
+    DETECTOR_NAMES_HELP,
+    NO_FACE_HELP,
+    check_detect,
+)
 from reid.track import Track, Tracker, TrackerConfig
 
 
@@ -74,34 +83,41 @@ class QueryConfig:
     single pass).
     """
 
-    top_k: int = 5
-    detect: str = "auto"
-    detector: str | None = None
-    threshold: float | None = None
-    far: float | None = None
-    score: str = "best"
-    batch_size: int = StreamConfig.batch_size
+    # The fields that carry options (reid.options) are reid query's, with the tracker's.
+    top_k: Annotated[int, Field(ge=1)] = option(5, short="-k", help="Identities listed per detection.")
+    detect: str = option("auto", help=DETECT_HELP)
+    detector: str | None = option(None, help=DETECTOR_NAMES_HELP, default_text=DETECTOR_DEFAULT_TEXT)
+    threshold: float | None = option(
+        None,
+        help=THRESHOLD_HELP,
+        default_text="the gallery's own calibration (reid gallery calibrate, or once it holds enough identities), "
+        "else the model card's",
+    )
+    far: float | None = option(None, help=FAR_HELP)
+    score: Literal[SCORES] = option("best", help="Identity distance: best (nearest item) or mean (over its items).")
+    batch_size: int = option(StreamConfig.batch_size, help="Crops embedded together.")
     margin: float | None = None
-    no_face: str = StreamConfig.no_face
-    track: bool = StreamConfig.track
+    no_face: str = option(StreamConfig.no_face, help=NO_FACE_HELP)
+    track: bool = option(StreamConfig.track, help="Link detections into tracks and name each track by its mean embedding.")
     tracker: TrackerConfig = field(default_factory=TrackerConfig)
-    embed_threads: int | None = EMBED_THREADS
-    detect_scale: float = 1.0
+    embed_threads: Annotated[int, Field(ge=1)] | None = EMBED_THREADS
+    detect_scale: Annotated[float, Field(gt=0, le=1)] = option(1.0, help="Detect on frames scaled by this, in (0, 1] (faster; misses small people).")
     threaded: bool = True
-    min_height: int | None = None
-    embed_every: int = StreamConfig.embed_every
+    min_height: Annotated[int, Field(ge=1)] | None = option(
+        None,
+        help="With --detector ssdlite: also find people down to this many pixels tall (a second, larger pass; slower).",
+        default_text="one pass, people taller than about a tenth of the frame",
+    )
+    embed_every: int = option(
+        StreamConfig.embed_every,
+        help="Embed a track's crop in one of N of its frames (videos, cameras, streams); the others are answered "
+        "by its mean so far. 2 halves the embedding work.",
+    )
 
     def __post_init__(self) -> None:
-        if self.top_k < 1:
-            raise ConfigValueError("top_k", f"must be at least 1, got {self.top_k}", sep=" ")
+        check_fields(self)
         check_detect(self.detect, self.no_face)
-        if self.score not in SCORES:
-            raise ConfigError(f"unknown identity score {self.score!r}; choose one of {', '.join(SCORES)}")
         self.stream()  # batch size, embed_every, no_face: the stream's checks
-        if self.embed_threads is not None and self.embed_threads < 1:
-            raise ConfigValueError("embed_threads", f"must be at least 1, got {self.embed_threads}", sep=" ")
-        if not 0 < self.detect_scale <= 1:
-            raise ConfigValueError("detect_scale", f"must be in (0, 1], got {self.detect_scale}", sep=" ")
         check_distance_threshold(self.threshold, "threshold")
         check_far(self.far, "far")
         if self.threshold is not None and self.far is not None:

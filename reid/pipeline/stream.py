@@ -30,12 +30,15 @@ import time
 from collections.abc import Iterator, Sequence
 from contextlib import closing
 from dataclasses import dataclass, field, replace
+from typing import Annotated, Literal
 
 import numpy as np
+from pydantic import Field
 
 from reid.detect import Box, Detector
 from reid.errors import ConfigError, ConfigValueError, DataError
 from reid.models.encoder import NO_FACE_CHOICES, Encoder, embed_images
+from reid.options import check_fields
 from reid.pipeline.frames import FrameCrops, frame_crops, margin_for
 from reid.pipeline.live import FramePipeline
 from reid.pipeline.sources import Frame, MediaSource
@@ -64,20 +67,15 @@ class StreamConfig:
 
     track: bool = True
     tracker: TrackerConfig = field(default_factory=TrackerConfig)
-    embed_every: int = 1
-    batch_size: int = 32
-    no_face: str = "skip"
+    embed_every: Annotated[int, Field(ge=1)] = 1
+    batch_size: Annotated[int, Field(ge=1)] = 32
+    no_face: Literal[NO_FACE_CHOICES] = "skip"
     thumbnails: bool = False
 
     def __post_init__(self) -> None:
-        if self.batch_size < 1:
-            raise ConfigValueError("batch_size", f"must be at least 1, got {self.batch_size}", sep=" ")
-        if self.embed_every < 1:
-            raise ConfigValueError("embed_every", f"must be at least 1, got {self.embed_every}", sep=" ")
+        check_fields(self)
         if self.embed_every > 1 and not self.track:
             raise ConfigValueError("embed_every", "samples the crops of tracks; it does not work without tracking", sep=" ")
-        if self.no_face not in NO_FACE_CHOICES:
-            raise ConfigValueError("no_face", f"{self.no_face!r}: choose one of {', '.join(NO_FACE_CHOICES)}", sep=" ")
 
 
 @dataclass

@@ -21,7 +21,16 @@ from pathlib import Path
 
 import numpy as np
 
-from reid.detect import DEFAULT_MARGIN, Detector, build_detector, check_detector, confident_detections, crop_detection
+from reid.detect import (
+    DEFAULT_DETECTORS,
+    DEFAULT_MARGIN,
+    Detector,
+    build_detector,
+    check_detector,
+    confident_detections,
+    crop_detection,
+    detector_names,
+)
 from reid.detect.base import Box, Detection, largest_detection
 from reid.errors import ConfigError, ConfigValueError, DataError
 from reid.models.encoder import NO_FACE_CHOICES, Encoder
@@ -42,6 +51,12 @@ NO_FACE_HELP = (
     "A photo in which the detector (or a face model) finds no face or person: whole (take the "
     "whole photo), skip (leave it out, counted and named), error (stop with one line naming it)."
 )
+# --detector: the names it takes, and what runs when it is not given (each kind's default).
+DETECTOR_NAMES_HELP = (
+    f"Detector: {', '.join(detector_names('person'))} (people), {', '.join(detector_names('face'))} (faces)."
+)
+DETECTOR_DEFAULT_TEXT = f"{DEFAULT_DETECTORS['person']} for people, {DEFAULT_DETECTORS['face']} for faces"
+DETECTOR_HELP = f"{DETECTOR_NAMES_HELP[:-1]}; default {DETECTOR_DEFAULT_TEXT}."
 # The face detector that gives the five landmarks aligned chips are cut by.
 ALIGNING_FACE_DETECTOR = "yunet"
 

@@ -34,14 +34,17 @@ from __future__ import annotations
 import math
 
 from dataclasses import dataclass, field
+from typing import Annotated
 
 import numpy as np
+from pydantic import Field
 from scipy.optimize import linear_sum_assignment
 
 from reid.decision import check_distance_threshold, pair_distance
 from reid.detect import Box
-from reid.errors import ConfigError, ConfigValueError
+from reid.errors import ConfigError
 from reid.models import l2_normalize
+from reid.options import check_fields, option
 
 # Weight of the appearance term against 1 - IoU: at most 0.1 (unit embeddings are at most
 # 2 apart), so it orders candidates that overlap alike and never outvotes clear geometry.
@@ -126,6 +129,10 @@ def _measure(box: tuple[float, float, float, float]) -> np.ndarray:
     return np.array([x + w / 2, y + h / 2, w / max(h, 1e-6), h])
 
 
+# A least overlap (intersection over union) in (0, 1]: at 0 any box would continue a track.
+Overlap = Annotated[float, Field(gt=0, le=1)]
+
+
 @dataclass
 class TrackerConfig:
     """``iou``: least overlap that continues a track with a confident detection
@@ -145,30 +152,31 @@ class TrackerConfig:
     in the exponential moving average of a track's embeddings that detections are compared
     with (BoT-SORT's and StrongSORT's 0.9); None compares with the plain mean."""
 
-    iou: float = 0.2
-    low_iou: float = 0.5
-    high_score: float | None = None
-    start_score: float | None = None
-    lost_seconds: float = 1.0
+    iou: Overlap = 0.2
+    low_iou: Overlap = 0.5
+    high_score: Annotated[float, Field(allow_inf_nan=False)] | None = option(
+        None,
+        flag="--track-high-score",
+        help="Detection score from which a detection may start a track; weaker ones only continue tracks. "
+        "ByteTrack's, for scores that are probabilities: 0.6.",
+        default_text="every detection may",
+    )
+    start_score: Annotated[float, Field(allow_inf_nan=False)] | None = option(
+        None,
+        flag="--track-start-score",
+        help="Least score of a detection no track took to start a new track. ByteTrack's: 0.7.",
+        default_text="any confident one",
+    )
+    lost_seconds: Annotated[float, Field(ge=0, allow_inf_nan=False)] = option(
+        1.0, help="Seconds a track may go unseen before it ends."
+    )
     appearance: float | None = None
-    min_boxes: int = 2
-    embedding_momentum: float | None = 0.9
+    min_boxes: Annotated[int, Field(ge=1)] = 2
+    embedding_momentum: Annotated[float, Field(ge=0, lt=1)] | None = 0.9
 
     def __post_init__(self) -> None:
-        for name, value in (("iou", self.iou), ("low_iou", self.low_iou)):
-            if not 0 < value <= 1:
-                raise ConfigValueError(name, f"must be in (0, 1], got {value}", sep=" ")
-        if self.high_score is not None and not math.isfinite(self.high_score):
-            raise ConfigValueError("high_score", f"must be a number, got {self.high_score}", sep=" ")
-        if self.start_score is not None and not math.isfinite(self.start_score):
-            raise ConfigValueError("start_score", f"must be a number, got {self.start_score}", sep=" ")
-        if not (math.isfinite(self.lost_seconds) and self.lost_seconds >= 0):
-            raise ConfigValueError("lost_seconds", f"must be 0 or more, got {self.lost_seconds}", sep=" ")
+        check_fields(self)
         check_distance_threshold(self.appearance, "appearance")
-        if self.min_boxes < 1:
-            raise ConfigValueError("min_boxes", f"must be at least 1, got {self.min_boxes}", sep=" ")
-        if self.embedding_momentum is not None and not 0 <= self.embedding_momentum < 1:
-            raise ConfigValueError("embedding_momentum", f"must be in [0, 1), got {self.embedding_momentum}", sep=" ")
 
     def lost_frames(self, fps: float | None) -> int:
         """``lost_seconds`` in frames at ``fps`` (None: :data:`REFERENCE_FPS`)."""

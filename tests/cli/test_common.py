@@ -43,7 +43,7 @@ def test_a_library_error_naming_a_key_is_printed_with_the_option_that_sets_it() 
     flags = option_flags(command)
     assert flags == {"high_score": "--track-high-score", "min_height": "--min-height", "detect": "--detect"}
     for make, line in (
-        (lambda: TrackerConfig(high_score=float("nan")), "--track-high-score must be a number, got nan"),
+        (lambda: TrackerConfig(high_score=float("nan")), "--track-high-score: input should be a finite number (got nan)"),
         (lambda: QueryConfig(detector="hog", min_height=60), "--min-height works with the ssdlite detector, not hog"),
     ):
         try:

@@ -205,3 +205,60 @@ def test_folds_max_items_and_tracker_numbers_out_of_range_are_one_line(tmp_path)
         assert result.exit_code == 1 and message in result.output, (args, result.output)
         assert len(_one_line(result.output)) == 1, result.output
     assert sorted(p.name for p in tmp_path.iterdir()) == ["det.txt"]
+
+
+def _option_names(where: list[str]) -> set[str]:
+    import typer.main
+
+    command = typer.main.get_command(app)
+    for name in where:
+        command = command.commands[name]  # type: ignore[attr-defined]
+    return {p.name for p in command.params}
+
+
+def test_the_options_of_track_are_the_tracker_config_fields_that_carry_them(tmp_path) -> None:
+    from reid.options import option_fields
+    from reid.track import TrackerConfig
+
+    keys = {f.name for f in option_fields(TrackerConfig)}
+    assert {"high_score", "start_score", "lost_seconds"} <= keys
+    assert keys <= _option_names(["track"])
+    detections, out = tmp_path / "det.txt", tmp_path / "tracks.txt"
+    detections.write_text("".join(f"{f},-1,{10 + 4 * f},50,40,100,0.9,-1,-1,-1\n" for f in range(1, 9)))
+    # A track unseen for 0 s ends at its first gap; the spelling --track-high-score is kept.
+    result = CliRunner().invoke(
+        app, ["track", "-d", str(detections), "-o", str(out), "--track-high-score", "0.95", "--lost-seconds", "0"]
+    )
+    assert result.exit_code == 0, result.output
+    assert out.read_text() == ""  # no detection reaches 0.95, so none starts a track
+
+
+def test_a_command_takes_the_options_of_several_configs_and_each_gets_its_own() -> None:
+    import dataclasses
+    import inspect
+
+    import pytest
+
+    from reid.cli.defaults import config_overrides, with_config_options
+    from reid.options import option
+
+    @dataclasses.dataclass
+    class First:
+        size: str = option("64x32", help="A size.", form="size")
+
+    @dataclasses.dataclass
+    class Second:
+        count: int = option(3, help="A count.")
+        other: int = option(1, help="Not taken.")
+
+    def command(name: str = "x", **options: object) -> tuple[dict, dict]:
+        return config_overrides(First, options), config_overrides(Second, options)
+
+    decorated = with_config_options(First, more=[(Second, ["count"], {"count": "Counted otherwise."})])(command)
+    parameters = inspect.signature(decorated).parameters
+    assert list(parameters) == ["name", "size", "count"]
+    assert parameters["count"].default.help == "Counted otherwise."
+    assert decorated(size="20x30", count=None) == ({"size": (20, 30)}, {})
+    assert decorated(size=None, count=5) == ({}, {"count": 5})
+    with pytest.raises(ValueError, match="count"):
+        with_config_options(Second, more=[(Second, ["count"], None)])(command)

@@ -23,7 +23,8 @@ from reid.engine.demo import demo_config
 from reid.gallery import Gallery, IndexSpec
 from reid.models.export import export_model
 from reid.options import option_spec
-from reid.pipeline import EnrolConfig, QueryConfig, calibrate_model, evaluate_encoder, open_source, photo_rule, verify_pairs
+from reid.pipeline import EnrolConfig, QueryConfig, calibrate_model, evaluate_encoder, open_source, verify_pairs
+from reid.pipeline.subject import photo_rule
 from reid.serve.config import ServeConfig
 from reid.track import TrackerConfig
 from reid.track.tracker import REFERENCE_FPS
@@ -34,7 +35,7 @@ INDEX = (IndexSpec, {"index": IndexSpec.kind})
 SOURCES: dict[str, tuple[Any, ...]] = {
     "reid eval": (evaluate_encoder, photo_rule),
     "reid verify": (verify_pairs, photo_rule),
-    "reid calibrate": (calibrate_model, photo_rule, {"far": default_of(calibrate_model, "target_far")}),
+    "reid calibrate": (calibrate_model, {"far": default_of(calibrate_model, "target_far")}, photo_rule),
     "reid enroll": (EnrolConfig, *INDEX),
     "reid query": (QueryConfig, TrackerConfig, open_source),
     "reid export": (export_model,),
@@ -59,7 +60,9 @@ DESCRIBED: dict[tuple[str, str], str] = {
     ("reid verify", "threshold"): "the model card's calibrated one.",
     **{(c, "root"): "the pair file's folder" for c in ("reid verify", "reid calibrate")},
     **{(c, "detector"): "pedestrian for people, haar for faces." for c in ("reid enroll", "reid query", "reid eval", "reid gallery calibrate")},
-    **{(c, "detector"): "haar (default for --detect face) or yunet (default for aligned chips)." for c in ("reid verify", "reid calibrate")},
+    **{(c, "detector"): "for --detect face) or yunet" for c in ("reid verify", "reid calibrate")},
+    ("reid gallery calibrate", "frames"): "every frame.",
+    ("reid track", "link"): "with --video",
     **{(c, "train_size"): "64 per list" for c in ("reid enroll", "reid gallery reindex")},
     **{(c, "pq_m"): "dimension / 8" for c in ("reid enroll", "reid gallery reindex")},
     **{(c, "nlist"): "about sqrt(items)" for c in ("reid enroll", "reid gallery reindex")},
@@ -71,9 +74,7 @@ DESCRIBED: dict[tuple[str, str], str] = {
     ("reid export", "out"): "MODEL/NAME.onnx or MODEL/NAME.torchscript.pt",
     ("reid import", "last_stride"): "torchreid 2",
     ("reid track", "high_score"): "every detection may",
-    ("reid track", "start_score"): "any confident one",
-    ("reid track", "link"): "with --video",
-    ("reid gallery calibrate", "frames"): "every frame.",
+    **{(c, "start_score"): "any confident one" for c in ("reid track", "reid query")},
     ("reid serve", "cors_origin"): "none",
     **{(c, "keys_file"): "ROOT/.serve-keys.json" for c in ("reid serve keys create", "reid serve keys list", "reid serve keys revoke")},
     ("camera_search", "threshold"): "the model card's.",

@@ -206,5 +206,5 @@ def test_embedding_runs_on_the_configured_threads_and_restores_them(
         torch.set_num_threads(before)
     with pytest.raises(ConfigError, match="threads"):
         QueryConfig(embed_threads=0)
-    with pytest.raises(ConfigError, match="^detect_scale must be in"):
+    with pytest.raises(ConfigError, match="^detect_scale: input should be"):
         QueryConfig(detect_scale=1.5)

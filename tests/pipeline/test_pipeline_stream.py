@@ -92,13 +92,13 @@ def test_the_tracker_takes_the_detectors_confident_score_unless_told() -> None:
 
 
 def test_stream_settings_are_checked() -> None:
-    with pytest.raises(ConfigError, match="--embed-every must be at least 1"):
+    with pytest.raises(ConfigError, match="^embed_every: input should be greater than or equal to 1"):
         StreamConfig(embed_every=0)
-    with pytest.raises(ConfigError, match="--embed-every samples the crops of tracks"):
+    with pytest.raises(ConfigError, match="^embed_every samples the crops of tracks"):
         StreamConfig(embed_every=2, track=False)
-    with pytest.raises(ConfigError, match="batch size must be at least 1"):
+    with pytest.raises(ConfigError, match="^batch_size: input should be greater than or equal to 1"):
         StreamConfig(batch_size=0)
-    with pytest.raises(ConfigError, match="--no-face 'maybe'"):
+    with pytest.raises(ConfigError, match="^no_face: input should be 'whole', 'skip' or 'error'"):
         StreamConfig(no_face="maybe")
 
 

@@ -123,8 +123,12 @@ def test_track_embedding_is_the_normalized_mean_and_best_box_the_largest() -> No
 
 @pytest.mark.parametrize(
     ("options", "message"),
-    [({"iou": 0.0}, "^iou "), ({"low_iou": 1.5}, "^low_iou "), ({"lost_seconds": -1.0}, "^lost_seconds "),
-     ({"appearance": 3.0}, "^appearance "), ({"min_boxes": 0}, "^min_boxes ")],
+    [({"iou": 0.0}, r"^iou: input should be greater than 0 \(got 0.0\)$"),
+     ({"low_iou": 1.5}, "^low_iou: input should be less than or equal to 1 "),
+     ({"lost_seconds": -1.0}, "^lost_seconds: input should be greater than or equal to 0 "),
+     ({"lost_seconds": "1"}, "^lost_seconds: input should be a valid number "),
+     ({"appearance": 3.0}, "^appearance "), ({"min_boxes": 0}, "^min_boxes: input should be greater than or equal to 1 "),
+     ({"embedding_momentum": 1.0}, "^embedding_momentum: input should be less than 1 ")],
 )
 def test_bad_options_are_config_errors(options: dict[str, float], message: str) -> None:
     with pytest.raises(ConfigError, match=message):
@@ -133,7 +137,7 @@ def test_bad_options_are_config_errors(options: dict[str, float], message: str) 
 
 @pytest.mark.parametrize("score", [float("nan"), float("inf")])
 def test_a_high_score_must_be_a_number(score: float) -> None:
-    with pytest.raises(ConfigError, match="^high_score must be a number"):
+    with pytest.raises(ConfigError, match="^high_score: input should be a finite number"):
         TrackerConfig(high_score=score)
 
 
