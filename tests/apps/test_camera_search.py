@@ -274,5 +274,5 @@ def test_a_camera_embeds_one_in_n_of_each_tracks_crops_with_embed_every(
         assert all(t.embedding_sum is not None and t.thumbnail is not None for t in run.tracks)
         assert tuple(run.stage_seconds) == STAGES and run.stage_seconds["embed"] > 0
         assert run.to_dict()["embedded"] == run.embedded
-    with pytest.raises(ConfigError, match="embed_every must be at least 1"):
+    with pytest.raises(ConfigError, match="embed_every: input should be greater than or equal to 1"):
         SearchConfig(videos=[str(scene.videos[0])], out=tmp_path, gallery=tmp_path / "unused", embed_every=0)

@@ -185,7 +185,7 @@ def test_embed_every_embeds_one_in_n_of_a_tracks_crops(encoder: Encoder, street:
             features = embed_images(encoder, sampled, [str(n) for n in range(len(sampled))]).features
             (top,) = gallery.search(l2_normalize(features.mean(axis=0, keepdims=True)), 1)
             assert summary.distance == pytest.approx(top[0].distance, abs=1e-4)
-    with pytest.raises(ConfigError, match="^embed_every must be at least 1"):
+    with pytest.raises(ConfigError, match="^embed_every: input should be greater than or equal to 1"):
         QueryConfig(embed_every=0)
     with pytest.raises(ConfigError, match="^embed_every samples the crops of tracks"):
         QueryConfig(embed_every=2, track=False)
