@@ -297,9 +297,9 @@ def test_photo_rule_reads_the_options_of_every_command():
     assert photo_rule("auto", "haar").kind == "face"
     assert photo_rule("face", no_face="whole").none_found == "whole"
     for options, message in (
-        ({"detect": "eyes"}, "--detect 'eyes': choose one of auto, person, face, none"),
-        ({"no_face": "maybe"}, "--no-face 'maybe': choose one of whole, skip, error"),
-        ({"detect": "none", "detector": "haar"}, "--detector haar: --detect none"),
+        ({"detect": "eyes"}, "^detect 'eyes': choose one of auto, person, face, none"),
+        ({"no_face": "maybe"}, "^no_face 'maybe': choose one of whole, skip, error"),
+        ({"detect": "none", "detector": "haar"}, "^detector haar: detect none"),
         ({"detect": "person", "detector": "haar"}, "haar"),
     ):
         with pytest.raises(ConfigError, match=message):
