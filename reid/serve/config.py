@@ -21,13 +21,15 @@ import ipaddress
 import re
 from dataclasses import dataclass, field, fields
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any
 
 import yaml
+from pydantic import Field
 
 from reid.decision import check_distance_threshold
 from reid.engine.config import MAX_CONFIG_BYTES, check_yaml_shape
 from reid.errors import ConfigError
+from reid.options import check_fields
 from reid.paths import read_text_bounded
 from reid.pipeline.subject import check_detect
 
@@ -88,16 +90,18 @@ class ServeConfig:
     """
 
     host: str = "127.0.0.1"
-    port: int = 8000
-    workers: int = 1
-    threads: int = 4
-    queue: int = 16
+    port: Annotated[int, Field(ge=0, le=65_535)] = 8000
+    # Upper bounds too: a settings file must not start more processes, threads or waiting
+    # requests than one machine serves.
+    workers: Annotated[int, Field(ge=1, le=256)] = 1
+    threads: Annotated[int, Field(ge=1, le=4096)] = 4
+    queue: Annotated[int, Field(ge=0, le=1_000_000)] = 16
     root: Path = Path("galleries")
     models: dict[str, str] = field(default_factory=dict)
     galleries: dict[str, GallerySettings] = field(default_factory=dict)
     defaults: GallerySettings = field(default_factory=GallerySettings)
-    max_body_bytes: int = 64 * MIB
-    max_images: int = 64
+    max_body_bytes: Annotated[int, Field(ge=1, le=16 * 1024 * MIB)] = 64 * MIB
+    max_images: Annotated[int, Field(ge=1, le=100_000)] = 64
     cors_origins: list[str] = field(default_factory=list)
     no_auth: bool = False
     keys_file: Path | None = None
@@ -105,20 +109,13 @@ class ServeConfig:
     watch_files: list[str] = field(default_factory=list)
     watch_cameras: list[int] = field(default_factory=list)
     watch_urls: list[str] = field(default_factory=list)
-    max_watches: int = 4
+    max_watches: Annotated[int, Field(ge=1, le=1024)] = 4
 
     def __post_init__(self) -> None:
         self.root = Path(self.root)
         if self.keys_file is not None:
             self.keys_file = Path(self.keys_file)
-        for name in ("port", "workers", "threads", "max_body_bytes", "max_images", "max_watches"):
-            value = getattr(self, name)
-            if isinstance(value, bool) or not isinstance(value, int) or value < (0 if name == "port" else 1):
-                raise ConfigError(f"{name} must be a positive whole number, got {value!r}")
-        if self.port > 65535:
-            raise ConfigError(f"port must be at most 65535, got {self.port}")
-        if isinstance(self.queue, bool) or not isinstance(self.queue, int) or self.queue < 0:
-            raise ConfigError(f"queue must be a whole number of at least 0, got {self.queue!r}")
+        check_fields(self)
         for name in self.galleries:
             check_gallery_name(name)
             self.galleries[name].check(f"gallery {name}")
