@@ -61,6 +61,10 @@ QUANTILE_RATES = tuple(
 # the card's own share of its calibration impostors: a factor 10 is a decade on the ROC,
 # beyond any choice of operating point among thresholds of the same unit.
 FAR_NOTE_FACTOR = 10.0
+# A given threshold at most this share of the card's own is said to be far stricter: the
+# distances of one person's photos cluster near the card's threshold, not near 0, so a value
+# that low is more often another tool's unit (a cosine similarity, a cosine distance).
+STRICT_NOTE_SHARE = 0.5
 # What leaving a person unknown costs in one_identity_each beyond the threshold itself.
 UNKNOWN_MARGIN = 1e-9
 
@@ -176,10 +180,19 @@ def far_note(card: ThresholdCard, threshold: float, option: str = "--threshold")
     """One line when ``threshold`` accepts at least :data:`FAR_NOTE_FACTOR` times the share
     of the card's calibration impostors that the card's own threshold accepts, saying both
     rates and the unit (a value of another unit: a cosine similarity, a raw-descriptor
-    distance, looks like a loose threshold); "" otherwise or when the card has no quantiles."""
+    distance, looks like a loose threshold); one line too when it is at most
+    :data:`STRICT_NOTE_SHARE` of the card's own threshold (another unit looking like a strict
+    one); "" otherwise or when the card has neither threshold nor quantiles."""
     quantiles = getattr(card, "impostor_quantiles", ())
     own = card.threshold
-    if not quantiles or own is None:
+    if own is None:
+        return ""
+    if threshold <= STRICT_NOTE_SHARE * own:
+        return (
+            f"note: {option} {threshold:g} is under half of {card.name}'s own threshold {own:.4f}, so few photos of "
+            f"one person will be that close; the unit is {UNIT} ({CONVERSIONS})"
+        )
+    if not quantiles:
         return ""
     given_rate, own_rate = far_at(quantiles, threshold), far_at(quantiles, own)
     if given_rate is None or own_rate is None or given_rate < FAR_NOTE_FACTOR * own_rate:

@@ -307,3 +307,18 @@ def test_one_identity_each_is_the_least_total_distance_assignment() -> None:
         best = min(total(choice) for choice in feasible)
         got = tuple(None if c is None else names.index(c) for c in chosen)
         assert got in feasible and total(got) == pytest.approx(best, abs=1e-6)
+
+
+@pytest.mark.parametrize("share", [0.05, 0.3, 0.5])
+def test_a_given_threshold_far_stricter_than_the_cards_says_so(share: float) -> None:
+    # OpenCV's SFace cosine similarity 0.363, face_recognition's 0.6 or a deepface cosine
+    # distance given as our distance all sit far below a card's threshold of about 1.1.
+    for card in (DLIB_LIKE, ARCFACE_LIKE):
+        given = share * card.threshold
+        note = resolve_threshold(given, card, given_detail="--threshold").note
+        assert "under half" in note and "sqrt(2-2s)" in note and "\n" not in note
+
+
+def test_a_given_threshold_near_the_cards_says_nothing() -> None:
+    for card in (DLIB_LIKE, ARCFACE_LIKE):
+        assert resolve_threshold(0.9 * card.threshold, card, given_detail="--threshold").note == ""
