@@ -307,3 +307,20 @@ def test_one_identity_each_is_the_least_total_distance_assignment() -> None:
         best = min(total(choice) for choice in feasible)
         got = tuple(None if c is None else names.index(c) for c in chosen)
         assert got in feasible and total(got) == pytest.approx(best, abs=1e-6)
+
+
+def test_people_who_shared_a_frame_never_share_a_name() -> None:
+    from reid.decision import one_identity_each_together
+    from reid.gallery import IdentityMatch
+
+    rule = Threshold(0.5, "given")
+    near = [IdentityMatch("ann", 0.2, 1)]
+    nearer = [IdentityMatch("ann", 0.1, 1)]
+    both = [IdentityMatch("ann", 0.3, 1), IdentityMatch("bob", 0.4, 2)]
+    # 0 and 1 shared a frame: ann goes to the nearer, 1.  2 was seen with no one: ann too.
+    assert one_identity_each_together([near, nearer, near], [[0, 1], [1], [2]], rule) == [None, "ann", "ann"]
+    # 2 is ann beside 0 (who falls back to bob), unknown beside the nearer 1: frames disagree.
+    assert one_identity_each_together([both, nearer, near], [[0, 2], [1, 2]], rule) == ["bob", "ann", None]
+    # A person in no group is named alone; beyond the threshold is unknown.
+    assert one_identity_each_together([near, [IdentityMatch("ann", 0.7, 1)]], [], rule) == ["ann", None]
+    assert one_identity_each_together([], [], rule) == []

@@ -176,6 +176,15 @@ def query(
         "--track-high-score",
         help=TRACK_HIGH_SCORE_HELP,
     ),
+    one_per_frame: bool | None = typer.Option(
+        None,
+        "--one-per-frame/--no-one-per-frame",
+        help=with_default(
+            "Tracked sources: name each enrolled identity at most once among one frame's detections, the nearest "
+            "taking it (a person is in one place at a time); --no-one-per-frame names each detection alone.",
+            "on" if QueryConfig.one_per_frame else "off",
+        ),
+    ),
     detect: str | None = typer.Option(
         None,
         "--detect",
@@ -237,6 +246,7 @@ def query(
             no_face=no_face,
             min_height=min_height,
             embed_every=embed_every,
+            one_per_frame=one_per_frame,
         ),
         track=track,
         tracker=TrackerConfig(high_score=high_score),
