@@ -276,3 +276,39 @@ def test_a_camera_embeds_one_in_n_of_each_tracks_crops_with_embed_every(
         assert run.to_dict()["embedded"] == run.embedded
     with pytest.raises(ConfigError, match="--embed-every must be at least 1"):
         SearchConfig(videos=[str(scene.videos[0])], out=tmp_path, gallery=tmp_path / "unused", embed_every=0)
+
+
+def test_tracks_seen_together_are_never_named_the_same_identity(
+    scene: DemoScene, person_model: Path, tmp_path: Path
+) -> None:
+    """A gallery of one person and the widest threshold: every track alone is that person;
+    of tracks that share a frame only the nearest is, the others unknown; with the rule off
+    every track is named, each alone."""
+    from apps.camera_search.search import SearchConfig, match_tracks, process_camera, seen_together
+    from reid import Threshold
+    from reid.detect import PersonDetectorConfig
+    from reid.pipeline import open_source
+    from reid.track import TrackerConfig
+
+    encoder = load_encoder(person_model)
+    photo = sorted((scene.videos[0].parent / "people" / "bounding_box_train").glob("*.jpg"))[0]
+    config = SearchConfig(
+        videos=[str(scene.videos[0])], out=tmp_path, gallery=tmp_path / "known",
+        detector=PersonDetectorConfig(win_stride=4), tracker=TrackerConfig(min_boxes=1),
+    )  # fmt: skip
+    run = process_camera(encoder, 0, open_source(scene.videos[0]), config)
+    together = [group for group in seen_together(run.tracks) if len(group) > 1]
+    assert together, "the walkers share frames"
+    rule = Threshold(2.0, "given")
+    with Gallery.create(tmp_path / "known", encoder.card) as gallery:
+        gallery.add(encoder.embed([read_image(photo)]), [ItemMeta("ann", source=str(photo))])
+        once = match_tracks(gallery, run, rule, top_k=1)
+        alone = match_tracks(gallery, run, rule, top_k=1, one_per_frame=False)
+    assert [e.identity for e in alone] == ["ann"] * len(run.tracks)
+    for group in together:
+        named = [p for p in group if once[p].identity == "ann"]
+        assert len(named) <= 1
+        if named:
+            assert once[named[0]].distance == min(once[p].distance for p in group)
+    assert any(e.identity is None for e in once) and any(e.identity == "ann" for e in once)
+    assert [e.distance for e in once] == [e.distance for e in alone], "the nearest identity's distance either way"
