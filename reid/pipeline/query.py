@@ -154,7 +154,9 @@ class DetectionResult:
 class TrackSummary:
     """One ended track: its frames (first, last), times in seconds (None for images),
     latest decision (identity None: unknown; distance Euclidean between unit embeddings,
-    0..2, None when it was never searched), boxes in it and its largest box."""
+    0..2, None when it was never searched), boxes in it, its largest box and its (D,)
+    float32 unit mean embedding (None: none of its crops was embedded), which joins
+    tracklets in ``--mot`` output (:func:`reid.track.mot.link_tracklets`)."""
 
     source: str
     track: int
@@ -166,6 +168,7 @@ class TrackSummary:
     distance: float | None
     frames: int
     box: Box
+    embedding: np.ndarray | None = field(default=None, repr=False, compare=False)
 
     @classmethod
     def of(cls, source: str, track: Track, until: int | None = None) -> TrackSummary | None:
@@ -180,6 +183,7 @@ class TrackSummary:
         return cls(
             source, track.id, first.frame, last.frame, first.time, last.time,
             track.identity, track.distance, len(seen), best.box,
+            track.embedding if track.embedding_sum is not None else None,
         )  # fmt: skip
 
     def to_dict(self) -> dict[str, Any]:

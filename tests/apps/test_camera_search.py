@@ -86,8 +86,12 @@ def test_events_one_object_per_track(reference_run: Path) -> None:
             assert event["distance"] is None
         else:
             assert event["camera"] == 1 and event["nearest"] is not None
-            named = event["distance"] <= summary["threshold"]
-            assert event["identity"] == (event["nearest"] if named else None)
+            # A track is named within the threshold only; the nearest identity may have
+            # gone to a nearer track seen in the same frame (one identity per frame).
+            if event["identity"] is not None:
+                assert event["distance"] <= summary["threshold"]
+            if event["distance"] > summary["threshold"]:
+                assert event["identity"] is None
     keys = [(e["camera"], e["track"]) for e in events]
     assert len(set(keys)) == len(keys)
 
