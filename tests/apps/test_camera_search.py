@@ -153,7 +153,9 @@ def test_gallery_mode_matches_every_camera(scene: DemoScene, person_model: Path,
     assert code == 0, output
     events = read_events(out)
     assert events and all(e["role"] == "query" for e in events)
-    assert {e["identity"] for e in events} <= {f"person{p.name[:4]}" for p in people}
+    # Threshold 2 names every track alone; tracks that share a frame share no name.
+    assert {e["identity"] for e in events} - {None} <= {f"person{p.name[:4]}" for p in people}
+    assert any(e["identity"] is not None for e in events)
     assert not (out / "gallery").exists()
     assert video_frames(out / "cam0.avi") == 8
 
