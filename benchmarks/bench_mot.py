@@ -148,7 +148,7 @@ def query_row(work: Path, model: Path, gallery: Path, detector: str | None, ever
         with QueryOutputs(mot=out, min_boxes=config.tracker.min_boxes, max_gap=gap) as outputs:
             for result in run:
                 outputs.write(result)
-            run.finish_tracks()
+            outputs.write_tracks(run.finish_tracks())
     return score_tracks(truth(), read_mot(out)), run.stats.fps
 
 

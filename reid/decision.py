@@ -28,7 +28,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from typing import Any, Protocol, TypeVar
 
 import numpy as np
@@ -396,3 +396,28 @@ def one_identity_each(answers: Sequence[Sequence[Any]], threshold: Threshold) ->
         if col < len(names) and cost[row, col] <= threshold.value:
             named[row] = names[col]
     return named
+
+
+def one_identity_each_together(
+    answers: Sequence[Sequence[Any]], together: Iterable[Iterable[int]], threshold: Threshold
+) -> list[str | None]:
+    """Name people each seen in several frames (the tracks of one camera, each answered
+    once) so that no two seen together are named the same identity.
+
+    ``answers``: per person, the search answer (as :func:`one_identity_each` reads it);
+    ``together``: groups of indices into ``answers`` (each in ``range(len(answers))``),
+    the people seen in one frame (a person in no group is seen alone).  Each group is
+    named by :func:`one_identity_each`; a person is named the identity every group holding
+    them gave them, and is unknown (None) where their groups disagree: so two people who
+    shared a frame never share a name, and no one is named who would not be named alone.  Returns one identity (None:
+    unknown) per answer, in order.
+    """
+    given: list[set[str | None]] = [set() for _ in answers]
+    alone = set(range(len(answers)))
+    for group in {tuple(sorted(set(g))) for g in together}:
+        for person, name in zip(group, one_identity_each([answers[i] for i in group], threshold), strict=True):
+            given[person].add(name)
+            alone.discard(person)
+    for person in alone:
+        given[person].add(nearest_identity(list(answers[person]), threshold))
+    return [next(iter(names)) if len(names) == 1 else None for names in given]

@@ -322,3 +322,20 @@ def test_a_given_threshold_far_stricter_than_the_cards_says_so(share: float) -> 
 def test_a_given_threshold_near_the_cards_says_nothing() -> None:
     for card in (DLIB_LIKE, ARCFACE_LIKE):
         assert resolve_threshold(0.9 * card.threshold, card, given_detail="--threshold").note == ""
+
+
+def test_people_who_shared_a_frame_never_share_a_name() -> None:
+    from reid.decision import one_identity_each_together
+    from reid.gallery import IdentityMatch
+
+    rule = Threshold(0.5, "given")
+    near = [IdentityMatch("ann", 0.2, 1)]
+    nearer = [IdentityMatch("ann", 0.1, 1)]
+    both = [IdentityMatch("ann", 0.3, 1), IdentityMatch("bob", 0.4, 2)]
+    # 0 and 1 shared a frame: ann goes to the nearer, 1.  2 was seen with no one: ann too.
+    assert one_identity_each_together([near, nearer, near], [[0, 1], [1], [2]], rule) == [None, "ann", "ann"]
+    # 2 is ann beside 0 (who falls back to bob), unknown beside the nearer 1: frames disagree.
+    assert one_identity_each_together([both, nearer, near], [[0, 2], [1, 2]], rule) == ["bob", "ann", None]
+    # A person in no group is named alone; beyond the threshold is unknown.
+    assert one_identity_each_together([near, [IdentityMatch("ann", 0.7, 1)]], [], rule) == ["ann", None]
+    assert one_identity_each_together([], [], rule) == []

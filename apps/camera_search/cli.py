@@ -98,6 +98,11 @@ def main(
     min_boxes: int = typer.Option(
         TrackerConfig.min_boxes, "--min-boxes", callback=in_range("min_boxes"), help="Drop tracks with fewer boxes (detector noise)."
     ),
+    one_per_frame: bool = typer.Option(
+        SearchConfig.one_per_frame, "--one-per-frame/--no-one-per-frame",
+        help="Never name two tracks of one camera that share a frame the same identity (a person is in one place "
+        "at a time); --no-one-per-frame names each track alone.",
+    ),
     video_format: str = typer.Option("avi", "--video-format", help="Annotated videos as avi (MJPG) or mp4 (mp4v)."),
     demo: bool = typer.Option(False, "--demo", help="Generate two camera videos of synthetic people and search them."),
     demo_frames: int = typer.Option(60, "--demo-frames", callback=in_range("demo_frames"), help="Frames per generated demo video."),
@@ -162,6 +167,7 @@ def main(
             # The drawn figures of --demo are HOG's to find (SSDLite sees none of them).
             person_detector=detector or ("hog" if demo else None),
             tracker=TrackerConfig(iou=iou, lost_seconds=lost_seconds, appearance=appearance, min_boxes=min_boxes),
+            one_per_frame=one_per_frame,
         )
         with Progress(
             TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),

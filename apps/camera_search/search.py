@@ -19,7 +19,10 @@ from typing import Any
 
 import numpy as np
 
-from reid import ConfigError, ConfigValueError, GalleryError, Threshold, check_distance_threshold, nearest_identity
+from reid import (
+    ConfigError, ConfigValueError, GalleryError, Threshold, check_distance_threshold, nearest_identity,
+    one_identity_each_together,
+)  # fmt: skip
 from reid.detect import PersonDetectorConfig, build_detector
 from reid.gallery import DB_FILE, Gallery, ItemMeta
 from reid.models import Encoder
@@ -35,7 +38,10 @@ class SearchConfig:
     """What to search and how.  ``gallery`` None: enrol the tracks of ``reference_camera``
     into a fresh gallery under ``out`` and match the other cameras against it.  ``threshold``
     None: the model card's (else the gallery's).  A track is named when its nearest
-    identity's distance is at most the threshold.  ``batch_size``, ``embed_every`` and
+    identity's distance is at most the threshold; with ``one_per_frame`` (the default) no
+    two tracks of one camera that share a frame are named the same identity (a person is
+    in one place at a time: :func:`reid.decision.one_identity_each_together`), False names
+    each track alone.  ``batch_size``, ``embed_every`` and
     ``tracker``: the tracked-detection stream's (:class:`reid.pipeline.StreamConfig`, same
     defaults)."""
 
@@ -53,6 +59,7 @@ class SearchConfig:
     detector: PersonDetectorConfig = field(default_factory=PersonDetectorConfig)
     person_detector: str | None = None
     tracker: TrackerConfig = field(default_factory=TrackerConfig)
+    one_per_frame: bool = True
 
     def __post_init__(self) -> None:
         if not self.videos:
@@ -270,18 +277,34 @@ def enrol_tracks(gallery: Gallery, run: CameraRun) -> list[TrackEvent]:
     return events
 
 
-def match_tracks(gallery: Gallery, run: CameraRun, threshold: Threshold, top_k: int) -> list[TrackEvent]:
-    """Search each track of ``run`` in the gallery; name it when the nearest is close enough."""
+def seen_together(tracks: list[Track]) -> list[list[int]]:
+    """For each frame with a box of ``tracks``, the positions in ``tracks`` of those in it."""
+    frames: dict[int, list[int]] = {}
+    for position, track in enumerate(tracks):
+        for observation in track.observations:
+            frames.setdefault(observation.frame, []).append(position)
+    return list(frames.values())
+
+
+def match_tracks(
+    gallery: Gallery, run: CameraRun, threshold: Threshold, top_k: int, one_per_frame: bool = True
+) -> list[TrackEvent]:
+    """Search each track of ``run`` in the gallery by its mean embedding; name it when the
+    nearest is within ``threshold``, and with ``one_per_frame`` never name two tracks that
+    share a frame the same identity (:func:`reid.decision.one_identity_each_together`)."""
     if not run.tracks:
         return []
     matches = gallery.search(np.stack([t.embedding for t in run.tracks]), top_k)
+    if one_per_frame:
+        names = one_identity_each_together(matches, seen_together(run.tracks), threshold)
+    else:
+        names = [nearest_identity(found, threshold) for found in matches]
     events = []
-    for track, found in zip(run.tracks, matches, strict=True):
+    for track, found, name in zip(run.tracks, matches, names, strict=True):
         event = _event(track, run, "query")
         if found:
-            nearest = found[0]
-            event.nearest, event.distance = nearest.identity, nearest.distance
-            event.identity = nearest_identity(found, threshold)
+            event.nearest, event.identity = found[0].identity, name
+            event.distance = next((m.distance for m in found if m.identity == name), found[0].distance)
         events.append(event)
     return events
 
@@ -318,7 +341,7 @@ def run_search(
                 events += enrol_tracks(gallery, reference)
         for run in cameras:
             if mode == "gallery" or run.camera != config.reference_camera:
-                events += match_tracks(gallery, run, threshold, config.top_k)
+                events += match_tracks(gallery, run, threshold, config.top_k, config.one_per_frame)
     finally:
         gallery.close()
     events.sort(key=lambda e: (e.camera, e.track))

@@ -29,7 +29,7 @@ from reid.detect import Box
 from reid.errors import ConfigError, DataError
 from reid.paths import TEMP_MARK, check_output_file, check_output_folder, make_own_folder, open_new, write_bytes_atomic
 from reid.pipeline.query import FrameResult, TrackSummary
-from reid.track.mot import MotRow, interpolate, write_mot
+from reid.track.mot import MotRow, interpolate, link_tracklets, write_mot
 
 FOURCC = {".mp4": "mp4v", ".m4v": "mp4v", ".mov": "mp4v", ".avi": "MJPG", ".mkv": "XVID"}
 # BGR colours of boxes: named, unknown.
@@ -200,8 +200,11 @@ class MotWriter:
     """Every tracked detection as a MOTChallenge row (:mod:`reid.track.mot`), written at
     close, atomically: the file's frames count from 1 (decoded frame index + 1), ids are
     track numbers (-1 for untracked detections), tracks of fewer than ``min_boxes`` boxes
-    are left out, as the tracker leaves them out of its ended tracks, and gaps of up to
-    ``max_gap`` frames in a track get interpolated boxes (:func:`reid.track.mot.interpolate`)."""
+    are left out, as the tracker leaves them out of its ended tracks, tracklets that continue
+    one another within ``max_gap`` frames are joined by their ended tracks' mean embeddings
+    (:func:`reid.track.mot.link_tracklets`, as ``reid track --video`` joins them), and then
+    gaps of up to ``max_gap`` frames in a track get interpolated boxes
+    (:func:`reid.track.mot.interpolate`)."""
 
     def __init__(self, path: Path, min_boxes: int = 1, max_gap: int = 0) -> None:
         self.path = Path(path)
@@ -209,6 +212,7 @@ class MotWriter:
         self.path.parent.mkdir(parents=True, exist_ok=True)
         self.min_boxes, self.max_gap = min_boxes, max_gap
         self.rows: list[MotRow] = []
+        self.looks: dict[int, np.ndarray] = {}
         self.lines = 0
 
     def write(self, result: FrameResult) -> None:
@@ -216,11 +220,17 @@ class MotWriter:
             track = -1 if d.track is None else d.track
             score = 1.0 if d.detection_score is None else d.detection_score
             self.rows.append(MotRow(result.frame + 1, track, tuple(float(v) for v in d.box), score))  # type: ignore[arg-type]
+        self.write_tracks(result.ended_tracks)
+
+    def write_tracks(self, tracks: list[TrackSummary]) -> None:
+        """Keep the mean embedding of each ended track, for joining tracklets at close."""
+        self.looks.update((t.track, t.embedding) for t in tracks if t.embedding is not None)
 
     def close(self) -> None:
         boxes = Counter(r.id for r in self.rows)
         kept = [r for r in self.rows if r.id == -1 or boxes[r.id] >= self.min_boxes]
-        self.lines = write_mot(self.path, interpolate(kept, self.max_gap))
+        joined = link_tracklets(kept, self.looks, self.max_gap)
+        self.lines = write_mot(self.path, interpolate(joined, self.max_gap))
 
 
 class VideoOutput:
@@ -321,6 +331,8 @@ class QueryOutputs:
         """Tracks that ended with the run (end of source, or Ctrl-C)."""
         if self.tracks is not None:
             self.tracks.write_tracks(tracks)
+        if self.mot is not None:
+            self.mot.write_tracks(tracks)
 
     def close(self) -> None:
         for writer in self._writers():

@@ -9,7 +9,10 @@ keeps running totals and per-stage timings in :attr:`QueryRun.stats`.
 On videos, cameras and streams the detections are linked into tracks
 (:class:`reid.track.Tracker`) and each tracked detection is decided by its track's mean
 embedding so far, so one person walking through the scene keeps one answer that only
-grows surer; each track is summarized (:class:`TrackSummary`) once it ends.  Detection,
+grows surer; the detections of one frame name each enrolled identity at most once
+(``QueryConfig.one_per_frame``: the nearest of two tracks that look alike gets the name),
+and each track is summarized (:class:`TrackSummary`) once it ends, with the decision of
+its last frame.  Detection,
 linking and embedding are the tracked-detection stream's
 (:class:`reid.pipeline.stream.DetectionStream`); a query searches what it gives and decides.
 """
@@ -26,7 +29,10 @@ from typing import Annotated, Any, Literal
 import numpy as np
 from pydantic import Field
 
-from reid.decision import FAR_HELP, MODEL_CARD, THRESHOLD_HELP, Threshold, check_distance_threshold, check_far, nearest_identity
+from reid.decision import (
+    FAR_HELP, MODEL_CARD, THRESHOLD_HELP, Threshold, check_distance_threshold, check_far, nearest_identity,
+    one_identity_each,
+)  # fmt: skip
 from reid.decision import resolve_threshold as resolve_distance_threshold
 from reid.detect import Box, Detector, SSDLiteConfig, build_detector
 from reid.errors import ConfigError, ConfigValueError
@@ -81,6 +87,10 @@ class QueryConfig:
     ``min_height``: the height in frame pixels of the smallest person sought, for the
     ``ssdlite`` detector only (see :class:`reid.detect.SSDLiteConfig`; None: its default
     single pass).
+    ``one_per_frame``: on tracked sources, name each enrolled identity at most once among
+    the detections of one frame (:func:`reid.decision.one_identity_each`: a person is in
+    one place at a time, so two tracks seen together are not one person); False, or
+    untracked, names each detection alone (:func:`reid.decision.nearest_identity`).
     """
 
     # The fields that carry options (reid.options) are reid query's, with the tracker's.
@@ -112,6 +122,12 @@ class QueryConfig:
         StreamConfig.embed_every,
         help="Embed a track's crop in one of N of its frames (videos, cameras, streams); the others are answered "
         "by its mean so far. 2 halves the embedding work.",
+    )
+    one_per_frame: bool = option(
+        True,
+        help="Tracked sources: name each enrolled identity at most once among one frame's detections, the nearest "
+        "taking it (a person is in one place at a time); --no-one-per-frame names each detection alone.",
+        default_text="on",
     )
 
     def __post_init__(self) -> None:
@@ -160,7 +176,9 @@ class DetectionResult:
 class TrackSummary:
     """One ended track: its frames (first, last), times in seconds (None for images),
     latest decision (identity None: unknown; distance Euclidean between unit embeddings,
-    0..2, None when it was never searched), boxes in it and its largest box."""
+    0..2, None when it was never searched), boxes in it, its largest box and its (D,)
+    float32 unit mean embedding (None: none of its crops was embedded), which joins
+    tracklets in ``--mot`` output (:func:`reid.track.mot.link_tracklets`)."""
 
     source: str
     track: int
@@ -172,6 +190,7 @@ class TrackSummary:
     distance: float | None
     frames: int
     box: Box
+    embedding: np.ndarray | None = field(default=None, repr=False, compare=False)
 
     @classmethod
     def of(cls, source: str, track: Track, until: int | None = None) -> TrackSummary | None:
@@ -186,6 +205,7 @@ class TrackSummary:
         return cls(
             source, track.id, first.frame, last.frame, first.time, last.time,
             track.identity, track.distance, len(seen), best.box,
+            track.embedding if track.embedding_sum is not None else None,
         )  # fmt: skip
 
     def to_dict(self) -> dict[str, Any]:
@@ -332,6 +352,14 @@ def choose_detector(config: QueryConfig, source: MediaSource, encoder: Encoder) 
     return build_detector(name, kind, options)
 
 
+def distance_of(identity: str | None, top: list[IdentityMatch]) -> float:
+    """The distance (Euclidean between unit embeddings, 0..2) of a decision: the named
+    identity's in ``top`` (not always the nearest when a frame names each identity once),
+    else the nearest's; infinite for an empty ``top``."""
+    named = [m.distance for m in top if identity is not None and m.identity == identity]
+    return named[0] if named else top[0].distance if top else float("inf")
+
+
 class QueryRun:
     """Iterate to get :class:`FrameResult` objects, in frame order; :attr:`stats` grows as
     you go.
@@ -399,9 +427,9 @@ class QueryRun:
             # Tracks that ended before this frame carry the decisions of earlier frames.
             result.ended_tracks = [s for t in tracked.ended if (s := TrackSummary.of(frame.source, t)) is not None]
             self.stats.tracks += len(tracked.ended)
-            for sighting in tracked.sightings:
-                top = next(answers)
-                identity, distance = self._decide(top)
+            tops = [next(answers) for _ in tracked.sightings]
+            for sighting, top, identity in zip(tracked.sightings, tops, self._decide(tops), strict=True):
+                distance = distance_of(identity, top)
                 number = None
                 if sighting.track is not None:
                     sighting.track.decide(identity, distance if np.isfinite(distance) else None)
@@ -415,10 +443,13 @@ class QueryRun:
             self._answered = frame.index
             yield result
 
-    def _decide(self, top: list[IdentityMatch]) -> tuple[str | None, float]:
-        """The identity named by a top-k list (None: farther than the threshold) and its distance."""
-        distance = top[0].distance if top else float("inf")
-        return nearest_identity(top, self.chosen_threshold), distance
+    def _decide(self, tops: list[list[IdentityMatch]]) -> list[str | None]:
+        """The identity (None: unknown) named by each top-k list of one frame's detections:
+        each identity at most once among tracked detections (``one_per_frame``), else the
+        nearest within the threshold, each alone."""
+        if self.tracker is not None and self.config.one_per_frame:
+            return one_identity_each(tops, self.chosen_threshold)
+        return [nearest_identity(top, self.chosen_threshold) for top in tops]
 
     def finish_tracks(self) -> list[TrackSummary]:
         """End every track still open (at the end of the source, or when a run is stopped)

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import math
 from collections import defaultdict
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol
@@ -204,15 +204,21 @@ def track_rows(
     return [MotRow(r.frame, t.id, r.box, r.score) for r, t in linked if id(t) in kept]
 
 
+def track_looks(tracks: Iterable[Track]) -> dict[int, np.ndarray]:
+    """Each track's (D,) float32 unit mean embedding by track id, for :func:`link_tracklets`;
+    tracks without embeddings are left out."""
+    return {t.id: t.embedding for t in tracks if t.embedding_sum is not None}
+
+
 def link_tracklets(
-    rows: Iterable[MotRow], tracks: Iterable[Track], max_gap: int, cosine: float = LINK_COSINE
+    rows: Iterable[MotRow], looks: Mapping[int, np.ndarray], max_gap: int, cosine: float = LINK_COSINE
 ) -> list[MotRow]:
     """``rows`` with the ids of tracklets that continue one another made one.
 
     Tracklet B continues tracklet A when B starts after A ends, at most ``max_gap`` frames
     later, B's first box centre is at most :data:`LINK_PIXELS` from A's last, and the
-    cosine distance between their mean embeddings (``tracks``, by id; a track without
-    embeddings is never joined) is at most ``cosine``: StrongSORT's AFLink window (Du et
+    cosine distance between their mean embeddings (``looks``: (D,) unit vectors by track
+    id, :func:`track_looks`; a track without one is never joined) is at most ``cosine``: StrongSORT's AFLink window (Du et
     al. 2023: a gap of at most 30 frames, which :func:`track_detection_file` takes as the
     tracker's lost time, 1 s at 30 fps; 75 pixels) with DeepSORT's appearance threshold
     (Wojke et al. 2017: 0.2).  Each tracklet continues at most one and is continued by at
@@ -224,8 +230,7 @@ def link_tracklets(
     for row in rows:
         first, last = spans.get(row.id, (row, row))
         spans[row.id] = (row if row.frame < first.frame else first, row if row.frame > last.frame else last)
-    looks = {t.id: t.embedding for t in tracks if t.embedding_sum is not None and t.id in spans}
-    ids = sorted(looks)
+    ids = sorted(i for i in looks if i in spans)
     if len(ids) < 2:
         return rows
     means = np.stack([looks[i] for i in ids])
@@ -307,7 +312,7 @@ def track_detection_file(
     ended: list[Track] = []
     tracked = track_rows(rows, tracker, embeddings, ended)
     if link or (link is None and appearance is not None):
-        tracked = link_tracklets(tracked, ended, tracker.max_lost)
+        tracked = link_tracklets(tracked, track_looks(ended), tracker.max_lost)
     tracked = interpolate(tracked, tracker.max_lost)
     count = write_mot(out, tracked)
     return TrackedFile(

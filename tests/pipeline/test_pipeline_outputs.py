@@ -143,6 +143,45 @@ def test_mot_output_counts_frames_from_one_and_drops_short_tracks(tmp_path: Path
     assert rows[0].box == tuple(float(v) for v in results[0].detections[0].box)
 
 
+def test_mot_output_joins_tracklets_that_continue_one_another_then_fills_the_gap(tmp_path: Path) -> None:
+    """Track 1 (frames 1-4) and track 2 (frames 7-9, a step further along) look alike: one
+    track, and its gap, frames 5-6, interpolated; track 3 looks different: its own."""
+    from reid.pipeline import TrackSummary
+    from reid.track.mot import read_mot
+
+    red, blue = np.eye(4, dtype=np.float32)[0], np.eye(4, dtype=np.float32)[1]
+    crop = np.full((8, 4, 3), 128, np.uint8)
+
+    def summary(track: int, first: int, last: int, look: np.ndarray) -> TrackSummary:
+        box = (10 * last, 20, 40, 100)
+        return TrackSummary("street.mp4", track, first, last, None, None, "ann", 0.1, last - first + 1, box, look)
+
+    spans = {1: (0, 3, red), 2: (6, 8, red), 3: (6, 8, blue)}
+    results = []
+    for number in range(9):
+        result = FrameResult("street.mp4", number, None, crop)
+        for track, (first, last, _) in spans.items():
+            if first <= number <= last:
+                x = 10 * number + (300 if track == 3 else 0)
+                result.detections.append(DetectionResult((x, 20, 40, 100), "ann", 0.1, [], 0.9, crop, track))
+        if number == 5:
+            result.ended_tracks = [summary(1, 0, 3, red)]
+        results.append(result)
+    for joined in (True, False):
+        path = tmp_path / f"tracks-{joined}.txt"
+        with QueryOutputs(mot=path, max_gap=3 if joined else 1) as outputs:
+            for result in results:
+                outputs.write(result)
+            outputs.write_tracks([summary(2, 6, 8, red), summary(3, 6, 8, blue)])
+        rows = read_mot(path)
+        if joined:
+            assert sorted(r.frame for r in rows if r.id == 1) == list(range(1, 10)), "joined, then filled"
+            assert [r.box[0] for r in sorted(rows, key=lambda r: r.frame) if r.id == 1][4:6] == [40.0, 50.0]
+            assert sorted(r.frame for r in rows if r.id == 3) == [7, 8, 9] and 2 not in {r.id for r in rows}
+        else:
+            assert {r.id for r in rows} == {1, 2, 3}, "a gap beyond max_gap is never joined"
+
+
 def test_crops_are_not_written_through_links_planted_in_the_folder(tmp_path: Path) -> None:
     out = tmp_path / "crops"
     elsewhere = tmp_path / "elsewhere"

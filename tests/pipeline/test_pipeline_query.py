@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import shutil
 from pathlib import Path
 
 import cv2
@@ -208,3 +209,49 @@ def test_embedding_runs_on_the_configured_threads_and_restores_them(
         QueryConfig(embed_threads=0)
     with pytest.raises(ConfigError, match="^detect_scale: input should be"):
         QueryConfig(detect_scale=1.5)
+
+
+def test_a_frame_names_each_enrolled_identity_once(tmp_path: Path, encoder: Encoder) -> None:
+    """Both walkers of the street look like red to a gallery of red alone (threshold 2, the
+    largest distance there is): in a frame with both, only the nearer track is named red
+    and the other is unknown; with the rule off both are named, each alone."""
+    video = tmp_path / "street.mp4"
+    write_street_video(video, count=8, fps=8)
+    walker_crops(tmp_path / "people", frames=2, seed=11)
+    shutil.rmtree(tmp_path / "people" / "blue")
+    with Gallery.open_or_create(tmp_path / "g", encoder.card) as gallery:
+        enrol(gallery, encoder, plan_enrolment([tmp_path / "people"]))
+    runs = {}
+    for rule in (True, False):
+        with Gallery.open(tmp_path / "g") as gallery:
+            config = QueryConfig(threshold=2.0, one_per_frame=rule)
+            run = QueryRun(gallery, encoder, open_source(video), config)
+            runs[rule] = (list(run), run.finish_tracks())
+    together = [r for r in runs[True][0] if len(r.detections) == 2]
+    assert together, "the walkers share frames"
+    for result in together:
+        nearer, farther = sorted(result.detections, key=lambda d: d.top_k[0].distance)
+        assert nearer.top_k[0].distance < farther.top_k[0].distance
+        assert (nearer.identity, farther.identity) == ("red", None)
+        assert farther.distance == farther.top_k[0].distance
+    alone = [r for r in runs[False][0] if len(r.detections) == 2]
+    assert [d.identity for r in alone for d in r.detections] == ["red"] * 2 * len(alone)
+    # A track's summary carries the decision of its last frame, made under the same rule.
+    last = together[-1]
+    for summary in runs[True][1]:
+        seen = {d.track: d.identity for d in last.detections}
+        if summary.end_frame == last.frame and summary.track in seen:
+            assert summary.identity == seen[summary.track]
+    assert {s.identity for s in runs[False][1]} == {"red"}
+
+
+def test_untracked_detections_are_named_each_alone(tmp_path: Path, encoder: Encoder) -> None:
+    video = tmp_path / "street.mp4"
+    write_street_video(video, count=4, fps=8)
+    walker_crops(tmp_path / "people", frames=2, seed=11)
+    shutil.rmtree(tmp_path / "people" / "blue")
+    with Gallery.open_or_create(tmp_path / "g", encoder.card) as gallery:
+        enrol(gallery, encoder, plan_enrolment([tmp_path / "people"]))
+        results = list(QueryRun(gallery, encoder, open_source(video), QueryConfig(threshold=2.0, track=False)))
+    assert any(len(r.detections) == 2 for r in results)
+    assert {d.identity for r in results for d in r.detections} == {"red"}

@@ -10,7 +10,9 @@ import pytest
 
 from reid.errors import DataError
 from reid.track import Track, TrackerConfig
-from reid.track.mot import MotRow, interpolate, link_tracklets, read_mot, track_detection_file, write_mot
+from reid.track.mot import (
+    MotRow, interpolate, link_tracklets, read_mot, track_detection_file, track_looks, write_mot,
+)  # fmt: skip
 
 
 def test_rows_round_trip_sorted_by_frame_then_id(tmp_path: Path) -> None:
@@ -125,7 +127,7 @@ def test_tracklets_that_follow_one_another_and_look_alike_are_joined() -> None:
         _tracklet(6, range(12, 16), 400.0, red),
     ]
     rows = [r for part, _ in parts for r in part]
-    linked = link_tracklets(rows, [t for _, t in parts], max_gap=7)
+    linked = link_tracklets(rows, track_looks(t for _, t in parts), max_gap=7)
     assert [r.frame for r in linked] == [r.frame for r in rows], "row order is kept"
     by_old = {old.id: new.id for old, new in zip(rows, linked, strict=True)}
     assert by_old[2] == 1, "the continuation takes the first tracklet's id"
@@ -139,11 +141,11 @@ def test_a_chain_of_tracklets_takes_the_id_of_its_first() -> None:
         _tracklet(8, range(7, 10), 12.0, red),
         _tracklet(9, range(12, 15), 24.0, red),
     ]
-    linked = link_tracklets([r for part, _ in parts for r in part], [t for _, t in parts], max_gap=5)
+    linked = link_tracklets([r for part, _ in parts for r in part], track_looks(t for _, t in parts), max_gap=5)
     assert {r.id for r in linked} == {7}
 
 
 def test_tracks_without_embeddings_are_never_joined() -> None:
     rows = [MotRow(f, 1, (0.0, 0.0, 40.0, 100.0), 0.9) for f in range(1, 4)]
     rows += [MotRow(f, 2, (2.0, 0.0, 40.0, 100.0), 0.9) for f in range(5, 8)]
-    assert link_tracklets(rows, [Track(0, 1), Track(0, 2)], max_gap=5) == rows
+    assert link_tracklets(rows, track_looks([Track(0, 1), Track(0, 2)]), max_gap=5) == rows
