@@ -101,8 +101,8 @@ def optional_spec_from_flags(index: str | None, **flags: int | None) -> IndexSpe
     return spec_from_flags(index, **flags)
 
 
-# What a tracker counts as confident when --track-high-score is not given: a detector with a
-# weak tier gives its confident score (reid.detect.for_tracking), any other every detection.
+# What a tracker counts as confident when --track-high-score is not given: the detector's
+# confident_score (reid.pipeline.stream.tracker_for); None, for HOG and Haar, every detection.
 TRACK_HIGH_SCORE_HELP = (
     "Detector score from which a detection may start a track; weaker ones only continue tracks (default: the "
     f"detector's confident score for those that also give weaker boxes, pedestrian {PedestrianConfig.min_score:g}, "
