@@ -360,6 +360,17 @@ def distance_of(identity: str | None, top: list[IdentityMatch]) -> float:
     return named[0] if named else top[0].distance if top else float("inf")
 
 
+def query_detector(
+    config: QueryConfig, source: MediaSource, encoder: Encoder, detector: Detector | None = None
+) -> Detector | None:
+    """The detector a query of ``source`` runs: ``detector``, else :func:`choose_detector`'s,
+    shrinking frames by ``config.detect_scale`` first when it is below 1."""
+    chosen = detector if detector is not None else choose_detector(config, source, encoder)
+    if chosen is not None and config.detect_scale != 1:
+        return ScaledDetector(chosen, config.detect_scale)
+    return chosen
+
+
 class QueryRun:
     """Iterate to get :class:`FrameResult` objects, in frame order; :attr:`stats` grows as
     you go.
@@ -386,9 +397,7 @@ class QueryRun:
         self.chosen_threshold = resolve_threshold(self.config, gallery, encoder)
         self.threshold, self.threshold_source = self.chosen_threshold.value, self.chosen_threshold.describe()
         self.threshold_note = self.chosen_threshold.note
-        self.detector = detector if detector is not None else choose_detector(self.config, source, encoder)
-        if self.detector is not None and self.config.detect_scale != 1:
-            self.detector = ScaledDetector(self.detector, self.config.detect_scale)
+        self.detector = query_detector(self.config, source, encoder, detector)
         self.stream = DetectionStream(
             source, self.detector, encoder, self.config.stream(), self.config.margin, self.config.threaded
         )

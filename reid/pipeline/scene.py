@@ -18,8 +18,7 @@ from reid.errors import ConfigError
 from reid.gallery import Gallery
 from reid.gallery.calibration import GalleryCalibration, SceneTrack, SceneTracks
 from reid.models.encoder import Encoder
-from reid.pipeline.frames import ScaledDetector
-from reid.pipeline.query import QueryConfig, choose_detector
+from reid.pipeline.query import QueryConfig, query_detector
 from reid.pipeline.stream import DetectionStream
 from reid.pipeline.sources import open_source
 
@@ -63,9 +62,7 @@ def scene_tracks(
     if source.kind != "video":
         raise ConfigError(f"{video}: a scene is a video file of the camera, not {source.kind}")
     config = replace(config or QueryConfig(), track=True)
-    detector = choose_detector(config, source, encoder)
-    if detector is not None and config.detect_scale != 1:
-        detector = ScaledDetector(detector, config.detect_scale)
+    detector = query_detector(config, source, encoder)
     stream = DetectionStream(source, detector, encoder, config.stream(), config.margin, config.threaded)
     sums: dict[int, np.ndarray] = {}
     seen: dict[int, list[int]] = {}
