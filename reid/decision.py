@@ -71,7 +71,7 @@ UNKNOWN_MARGIN = 1e-9
 Matrix = TypeVar("Matrix")
 
 
-def check_distance_threshold(value: float | None, option: str = "--threshold") -> float | None:
+def check_distance_threshold(value: float | None, option: str = "threshold") -> float | None:
     """Return ``value`` as a float (None stays None) when it is a distance threshold in (0, 2].
 
     Raises ConfigValueError naming ``option`` (an option, or a config key the command line
@@ -84,7 +84,7 @@ def check_distance_threshold(value: float | None, option: str = "--threshold") -
     return float(value)
 
 
-def check_far(value: float | None, option: str = "--far") -> float | None:
+def check_far(value: float | None, option: str = "far") -> float | None:
     """Return ``value`` as a float (None stays None) when it is a false-accept rate in (0, 1).
 
     Raises ConfigValueError naming ``option`` (as :func:`check_distance_threshold`) for
@@ -159,15 +159,19 @@ def threshold_at_far(quantiles: Sequence[tuple[float, float]], far: float, where
     """
     check_far(far)
     if not quantiles:
-        raise ConfigError(
-            f"{where} records no impostor distances to read --far from; run 'reid calibrate' on labelled pairs "
-            "or give --threshold"
+        raise ConfigValueError(
+            "far",
+            f"{far:g}: {where} records no impostor distances to read a false-accept rate from; run 'reid calibrate' "
+            "on labelled pairs or give a threshold",
+            sep=" ",
         )
     rates = [rate for rate, _ in quantiles]
     if far < rates[-1]:
-        raise ConfigError(
-            f"--far {far:g} is below what {where}'s calibration pairs resolve (down to {rates[-1]:.2g}); "
-            "calibrate on more pairs or give a larger --far"
+        raise ConfigValueError(
+            "far",
+            f"{far:g} is below what {where}'s calibration pairs resolve (down to {rates[-1]:.2g}); "
+            "calibrate on more pairs or give a larger rate",
+            sep=" ",
         )
     for (r_hi, d_hi), (r_lo, d_lo) in zip(quantiles, quantiles[1:]):
         if r_lo <= far <= r_hi:
@@ -314,7 +318,7 @@ def resolve_threshold(
     """
     name = model_name or card.name
     if given is not None and far is not None:
-        raise ConfigError("give --threshold or --far, not both")
+        raise ConfigValueError("far", f"{far:g}: give a threshold or a false-accept rate, not both", sep=" ")
     if check_distance_threshold(given) is not None:
         note = far_note(card, float(given), given_detail or "--threshold")  # type: ignore[arg-type]
         return Threshold(float(given), GIVEN, given_detail, note)  # type: ignore[arg-type]

@@ -12,7 +12,7 @@ from reid.detect.pedestrian import PedestrianConfig, PedestrianDetector
 from reid.detect.ssdlite import SSDLiteConfig, SSDLiteDetector, model_available
 from reid.detect.yolo import YoloConfig, YoloDetector
 from reid.detect.yunet import YuNetConfig, YuNetDetector
-from reid.errors import ConfigError
+from reid.errors import ConfigError, ConfigValueError
 from reid.models.registry import SSDLITE_PERSON
 
 DETECTOR_KINDS = ("person", "face")
@@ -83,7 +83,7 @@ def parse_detector(spec: str) -> tuple[DetectorName, str]:
     if spec.startswith(YOLO_PREFIX):
         path = spec[len(YOLO_PREFIX) :]
         if not path:
-            raise ConfigError("--detector yolo: needs the ONNX file, as yolo:FILE.onnx")
+            raise ConfigValueError("detector", "yolo: needs the ONNX file, as yolo:FILE.onnx", sep=" ")
         return DETECTORS["yolo:FILE.onnx"], path
     if spec in DETECTORS and spec != "yolo:FILE.onnx":
         return DETECTORS[spec], ""
@@ -130,8 +130,10 @@ def check_detector(spec: str | None, kind: str | None = None) -> tuple[DetectorN
         spec = default_detector(kind)
     entry, argument = parse_detector(spec)
     if kind is not None and entry.kind != kind:
-        raise ConfigError(
-            f"--detector {spec} finds {entry.kind}s, not {kind}s; for {kind}s choose one of {', '.join(detector_names(kind))}"
+        raise ConfigValueError(
+            "detector",
+            f"{spec} finds {entry.kind}s, not {kind}s; for {kind}s choose one of {', '.join(detector_names(kind))}",
+            sep=" ",
         )
     return entry, argument
 

@@ -29,7 +29,7 @@ def import_yuface() -> Any:
     try:
         import yuface
     except ImportError:
-        raise ModelError(f"--detector yunet needs the yuface package, which is not installed: {FACES_EXTRA}") from None
+        raise ModelError(f"the yunet detector needs the yuface package, which is not installed: {FACES_EXTRA}") from None
     return yuface
 
 

@@ -23,8 +23,8 @@ from typing import Any, TypeVar
 import torch
 import torch.distributed as dist
 
-from reid.errors import ConfigError, DataError, ReidError
-from reid.models.folder import check_device, default_device
+from reid.errors import ConfigError, ConfigValueError, DataError, ReidError
+from reid.models.folder import check_device, default_device, parse_device
 
 T = TypeVar("T")
 
@@ -149,17 +149,14 @@ class DistributedContext:
 
 def _device(requested: str | None, launch: Launch) -> torch.device:
     name = requested or default_device()
-    try:
-        device = torch.device(name)
-    except (RuntimeError, TypeError):
-        raise ConfigError(f"--device {name!r}: not a device (cpu, cuda, cuda:1 ...)") from None
+    device = parse_device(name)
     if launch.world_size == 1 or device.type == "cpu":
         return check_device(name)
     if device.type != "cuda":
-        raise ConfigError(f"--device {name}: training in several processes runs on cpu (gloo) or cuda (nccl)")
+        raise ConfigValueError("device", f"{name}: training in several processes runs on cpu (gloo) or cuda (nccl)", sep=" ")
     if device.index is not None:
-        raise ConfigError(
-            f"--device {name}: under torchrun each process uses cuda:LOCAL_RANK; pass --device cuda or leave it out"
+        raise ConfigValueError(
+            "device", f"{name}: under torchrun each process uses cuda:LOCAL_RANK; give cuda or leave it out", sep=" "
         )
     check_device(name)
     if launch.local_rank >= torch.cuda.device_count():
@@ -183,9 +180,11 @@ def plan_context(device: str | None, sync_bn: bool = False, env: Mapping[str, st
     if not dist.is_available():
         raise ConfigError("this PyTorch build has no torch.distributed; train in one process")
     if sync_bn and chosen.type != "cuda":
-        raise ConfigError(
-            "--sync-bn needs CUDA: PyTorch's SyncBatchNorm does not run on CPU; "
-            "leave it out and each process normalizes over its own P x K batch"
+        raise ConfigValueError(
+            "sync_bn",
+            "needs CUDA: PyTorch's SyncBatchNorm does not run on CPU; "
+            "leave it out and each process normalizes over its own P x K batch",
+            sep=" ",
         )
     backend = "nccl" if chosen.type == "cuda" else "gloo"
     return DistributedContext(launch.rank, launch.world_size, launch.local_rank, chosen, backend)
@@ -204,7 +203,7 @@ def distributed_session(
         world_size = dist.get_world_size()
         chosen = _device(device, Launch(dist.get_rank(), world_size, launch.local_rank))
         if sync_bn and world_size > 1 and chosen.type != "cuda":
-            raise ConfigError("--sync-bn needs CUDA: PyTorch's SyncBatchNorm does not run on CPU")
+            raise ConfigValueError("sync_bn", "needs CUDA: PyTorch's SyncBatchNorm does not run on CPU", sep=" ")
         yield DistributedContext(dist.get_rank(), world_size, launch.local_rank, chosen, str(dist.get_backend()))
         return
     context = plan_context(device, sync_bn, env)

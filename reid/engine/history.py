@@ -18,7 +18,7 @@ from pathlib import Path
 from types import TracebackType
 from typing import Any
 
-from reid.errors import ConfigError, ModelError
+from reid.errors import ConfigError, ConfigValueError, ModelError
 from reid.evaluation.plots import plot_training_curves
 from reid.paths import MAX_NESTING, nesting_depth, read_text_bounded, write_bytes_atomic
 
@@ -132,9 +132,11 @@ def require_tensorboard(folder: Path) -> type:
     try:
         from torch.utils.tensorboard import SummaryWriter
     except ImportError:
-        raise ConfigError(
-            f"--tensorboard {folder}: writing TensorBoard files needs the tensorboard package, "
-            'which is not installed: pip install "reid-toolkit[tensorboard]"'
+        raise ConfigValueError(
+            "tensorboard",
+            f"{folder}: writing TensorBoard files needs the tensorboard package, "
+            'which is not installed: pip install "reid-toolkit[tensorboard]"',
+            sep=" ",
         ) from None
     return SummaryWriter
 
@@ -146,7 +148,9 @@ def _event_writer(folder: Path, purge_step: int | None) -> Any:
     try:
         return writer_class(log_dir=str(folder), purge_step=purge_step)
     except OSError as exc:
-        raise ConfigError(f"--tensorboard {folder}: cannot write there ({exc.strerror or exc.__class__.__name__})") from None
+        raise ConfigValueError(
+            "tensorboard", f"{folder}: cannot write there ({exc.strerror or exc.__class__.__name__})", sep=" "
+        ) from None
 
 
 @dataclass

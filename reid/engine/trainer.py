@@ -43,7 +43,7 @@ from reid.engine.objective import TrainingObjective, build_metric, metric_option
 from reid.engine.optim import build_optimizer, lr_factor, set_learning_rate
 from reid.engine.state import CHECKPOINT_FILE, ResumePoint, capture_state, read_resume_state, restore_state, save_checkpoint
 from reid.detect import build_detector
-from reid.errors import ConfigError, ReidError
+from reid.errors import ConfigValueError, ReidError
 from reid.evaluation import RankingResult
 from reid.pipeline.embed import evaluate_encoder
 from reid.models.card import ModelCard
@@ -352,21 +352,25 @@ def _check_training_data(config: TrainConfig, dataset: ReidDataset) -> None:
     if config.eval_every:
         shared_ids, shared_images = dataset.evaluation_overlap()
         if shared_ids or shared_images:
-            raise ConfigError(
-                f"--eval-every {config.eval_every}: the query and gallery of {config.data} hold {shared_ids} of its training "
+            raise ConfigValueError(
+                "eval_every",
+                f"{config.eval_every}: the query and gallery of {config.data} hold {shared_ids} of its training "
                 f"identities ({shared_images} training images), so the figures would be on the training data; "
                 "give the folder train/, query/ and gallery/ of different identities, or evaluate with `reid eval` "
-                "on held-out data (--eval-every 0)"
+                "on held-out data (eval_every 0)",
+                sep=" ",
             )
     if config.uses_metric_loss and dataset.train:
         per_identity: dict[int, int] = {}
         for record in dataset.train:
             per_identity[record.pid] = per_identity.get(record.pid, 0) + 1
         if max(per_identity.values()) < 2:
-            raise ConfigError(
-                f"--data {config.data}: every one of its {len(per_identity)} training identities has one image, so "
+            raise ConfigValueError(
+                "data",
+                f"{config.data}: every one of its {len(per_identity)} training identities has one image, so "
                 f"the metric loss ({config.metric_loss}) would only see copies of one image as positives; give "
-                "identities several images, or train with --loss none"
+                "identities several images, or train with no metric loss (loss none)",
+                sep=" ",
             )
 
 

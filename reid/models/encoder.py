@@ -15,7 +15,7 @@ import cv2
 import numpy as np
 import torch
 
-from reid.errors import ConfigError, DataError, ModelError
+from reid.errors import ConfigValueError, DataError, ModelError
 from reid.models.card import ModelCard
 
 # What to do with a photo in which a face model finds no face: embed the whole image,
@@ -90,7 +90,7 @@ def embed_images(
     value, since every distance computed from it would be meaningless.
     """
     if no_face not in NO_FACE_CHOICES:
-        raise ConfigError(f"--no-face {no_face!r}: choose one of {', '.join(NO_FACE_CHOICES)}")
+        raise ConfigValueError("no_face", f"{no_face!r}: choose one of {', '.join(NO_FACE_CHOICES)}", sep=" ")
     if len(images) != len(sources):
         raise ValueError(f"{len(images)} images for {len(sources)} source names")
     if not images:

@@ -22,7 +22,7 @@ import numpy as np
 import torch
 from torch import nn
 
-from reid.errors import ConfigError, ModelError
+from reid.errors import ConfigError, ConfigValueError, ModelError
 from reid.models.card import ModelCard, file_fingerprint, seal_card
 from reid.models.encoder import preprocess
 from reid.models.folder import load_model, resolve_model_path
@@ -164,9 +164,9 @@ def export_model(
     differ from PyTorch's by more than ``tolerance`` (max abs difference).
     """
     if fmt not in EXPORT_FORMATS:
-        raise ConfigError(f"--format {fmt!r}: choose one of {', '.join(EXPORT_FORMATS)}")
+        raise ConfigValueError("fmt", f"{fmt!r}: choose one of {', '.join(EXPORT_FORMATS)}", sep=" ")
     if tolerance <= 0:
-        raise ConfigError(f"--tolerance must be positive, got {tolerance}")
+        raise ConfigValueError("tolerance", f"must be positive, got {tolerance}", sep=" ")
     folder = resolve_model_path(model)
     network, card = load_model(folder)
     path = Path(out) if out is not None else default_export_path(folder, card, fmt)

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import torch
 
-from reid.errors import ConfigError, ModelError
+from reid.errors import ConfigError, ConfigValueError, ModelError
 from reid.models.card import (
     CARD_FILE,
     WEIGHTS_FILE,
@@ -124,27 +124,39 @@ def default_device() -> str:
     return "cuda" if torch.cuda.is_available() else "cpu"
 
 
+def parse_device(name: str) -> torch.device:
+    """The PyTorch device ``name`` names (``cpu``, ``cuda``, ``cuda:1`` ...), not yet checked
+    to exist.
+
+    Raises:
+        ConfigValueError: not a device name, naming the key ``device``.
+    """
+    try:
+        return torch.device(name)
+    except (RuntimeError, TypeError):
+        raise ConfigValueError("device", f"{name!r}: not a device (cpu, cuda, cuda:1 ...)", sep=" ") from None
+
+
 def check_device(name: str) -> torch.device:
     """The PyTorch device ``name`` (``cpu``, ``cuda``, ``cuda:1`` ...), checked to exist on
     this machine before any work runs on it.
 
     Raises:
-        ConfigError: not a device name, or a CUDA device this machine does not have; one
-            line naming it and what there is.
+        ConfigValueError: not a device name, or a CUDA device this machine does not have;
+            one line naming the key ``device``, the value and what there is.
     """
-    try:
-        device = torch.device(name)
-    except (RuntimeError, TypeError):
-        raise ConfigError(f"--device {name!r}: not a device (cpu, cuda, cuda:1 ...)") from None
+    device = parse_device(name)
     if device.type == "cpu":
         return device
     if device.type != "cuda":
-        raise ConfigError(f"--device {name}: reid runs on cpu or cuda")
+        raise ConfigValueError("device", f"{name}: reid runs on cpu or cuda", sep=" ")
     count = torch.cuda.device_count() if torch.cuda.is_available() else 0
     if count == 0:
-        raise ConfigError(f"--device {name}: this machine has no CUDA device (PyTorch sees none); use --device cpu")
+        raise ConfigValueError("device", f"{name}: this machine has no CUDA device (PyTorch sees none); use cpu", sep=" ")
     if device.index is not None and device.index >= count:
-        raise ConfigError(f"--device {name}: this machine has {count} CUDA device(s), cuda:0 to cuda:{count - 1}")
+        raise ConfigValueError(
+            "device", f"{name}: this machine has {count} CUDA device(s), cuda:0 to cuda:{count - 1}", sep=" "
+        )
     return device
 
 

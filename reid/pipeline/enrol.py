@@ -29,7 +29,7 @@ from reid.data.folders import identity_folders
 from reid.data.io import ImageLimits, bounded_bytes, decode_image, is_image_file, list_media, read_bytes
 from reid.detect import Detector
 from reid.detect.base import largest_detection
-from reid.errors import ConfigError, DataError
+from reid.errors import ConfigError, ConfigValueError, DataError
 from reid.gallery import DB_FILE, Gallery, IndexSpec, ItemMeta
 from reid.models.encoder import Encoder, embed_images
 from reid.pipeline.frames import ChooseCrop, whole_box
@@ -144,7 +144,7 @@ def plan_enrolment(paths: Sequence[str | Path], identity: str | None = None) -> 
     if not paths:
         raise ConfigError("give at least one image, folder or glob to enrol")
     if identity is not None and not identity.strip():
-        raise ConfigError("--id must not be empty")
+        raise ConfigValueError("identity", "must not be empty", sep=" ")
     entries: list[EnrolEntry] = []
     skipped: list[tuple[str, str]] = []
     for spec in paths:

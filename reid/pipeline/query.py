@@ -137,7 +137,7 @@ class QueryConfig:
         check_distance_threshold(self.threshold, "threshold")
         check_far(self.far, "far")
         if self.threshold is not None and self.far is not None:
-            raise ConfigError("give --threshold or --far, not both")
+            raise ConfigValueError("far", f"{self.far:g}: give a threshold or a false-accept rate, not both", sep=" ")
         if self.min_height is not None and self.detector != "ssdlite":
             raise ConfigValueError(
                 "min_height", f"works with the ssdlite detector, not {self.detector or 'the default detector'}", sep=" "

@@ -14,7 +14,7 @@ from typing import Any
 
 import numpy as np
 
-from reid.errors import ConfigError
+from reid.errors import ConfigError, ConfigValueError
 from reid.gallery import Gallery
 from reid.gallery.calibration import GalleryCalibration, SceneTrack, SceneTracks
 from reid.models.encoder import Encoder
@@ -36,7 +36,7 @@ def parse_frames(text: str | None) -> tuple[int, int | None]:
     except ValueError:
         first, last = -1, None
     if not colon or first < 0 or (last is not None and last <= first):
-        raise ConfigError(f"--frames {text!r}: give A:B, frames A up to but not including B (0 <= A < B)")
+        raise ConfigValueError("frames", f"{text!r}: give A:B, frames A up to but not including B (0 <= A < B)", sep=" ")
     return first, last
 
 

@@ -20,7 +20,7 @@ import cv2
 import numpy as np
 
 from reid.data.io import ImageLimits, is_image_file, list_media, read_image, sniff_kind
-from reid.errors import ConfigError, DataError
+from reid.errors import ConfigValueError, DataError
 
 GLOB_CHARS = set("*?[")
 
@@ -199,9 +199,9 @@ def _open_capture(spec: str, kind: str) -> cv2.VideoCapture:
 def open_source(spec: str | Path, every: int = 1, max_frames: int | None = None) -> MediaSource:
     """Resolve ``spec``: a camera index ("0"), a URL ("rtsp://..."), a glob, a folder, an image or a video."""
     if every < 1:
-        raise ConfigError(f"--every must be at least 1, got {every}")
+        raise ConfigValueError("every", f"must be at least 1, got {every}", sep=" ")
     if max_frames is not None and max_frames < 1:
-        raise ConfigError(f"--max-frames must be at least 1, got {max_frames}")
+        raise ConfigValueError("max_frames", f"must be at least 1, got {max_frames}", sep=" ")
     text = str(spec)
     options = {"every": every, "max_frames": max_frames}
     if text.isdigit():

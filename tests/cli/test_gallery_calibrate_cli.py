@@ -126,11 +126,11 @@ def test_query_far_reads_the_card_and_refuses_in_one_line(tmp_path: Path, model:
 
     with pytest.raises(ConfigError, match="^far is a false-accept rate"):
         QueryConfig(far=5.0)
-    with pytest.raises(ConfigError, match="^give --threshold or --far, not both"):
+    with pytest.raises(ConfigError, match="^far 0.001: give a threshold or a false-accept rate, not both"):
         QueryConfig(threshold=0.5, far=1e-3)
     gallery = gallery_of(tmp_path / "g", model, 5)
     code, out = invoke("query", "-m", model, "-g", gallery, probe(tmp_path), "--far", "1e-3")
-    assert code == 1 and "demo's card records no impostor distances to read --far from" in out
+    assert code == 1 and "--far 0.001: demo's card records no impostor distances to read" in out
     card = load_card(model)
     card.impostor_quantiles = ((1.0, 1.6), (0.1, 1.2), (0.01, 1.0), (0.001, 0.9))
     other = tmp_path / "calibrated"

@@ -227,6 +227,6 @@ def test_a_device_this_machine_lacks_is_one_line() -> None:
         with pytest.raises(ConfigError, match=problem):
             check_device(name)
     if not torch.cuda.is_available():
-        with pytest.raises(ConfigError, match="--device cuda: this machine has no CUDA device"):
+        with pytest.raises(ConfigError, match="^device cuda: this machine has no CUDA device"):
             check_device("cuda")
     assert check_device("cpu").type == "cpu"

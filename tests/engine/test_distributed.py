@@ -298,9 +298,9 @@ def test_one_process_has_no_process_group() -> None:
 
 
 @pytest.mark.parametrize("device,sync_bn,env,message", [
-    ("cpu", True, {}, "--sync-bn needs CUDA: PyTorch's SyncBatchNorm does not run on CPU"),
+    ("cpu", True, {}, "^sync_bn needs CUDA: PyTorch's SyncBatchNorm does not run on CPU"),
     ("cpu", False, {"MASTER_ADDR": ""}, "MASTER_ADDR not set; start several processes with torchrun"),
-    ("cuda:1", False, {}, "each process uses cuda:LOCAL_RANK; pass --device cuda"),
+    ("cuda:1", False, {}, "^device cuda:1: under torchrun each process uses cuda:LOCAL_RANK; give cuda"),
     ("mps", False, {}, "runs on cpu (gloo) or cuda (nccl)"),
 ])
 def test_distributed_configuration_errors(device: str, sync_bn: bool, env: dict[str, str], message: str) -> None:

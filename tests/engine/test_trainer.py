@@ -264,7 +264,7 @@ def identity_folder(source: str, root: Path, per_identity: int | None = None, sp
 def test_evaluation_on_the_training_images_is_refused(tiny_data: str, tmp_path: Path) -> None:
     plain = identity_folder(tiny_data, tmp_path / "plain")
     steps: list[object] = []
-    with pytest.raises(ConfigError, match=r"--eval-every 1: the query and gallery of folder:.* hold 32 of its training identities"):
+    with pytest.raises(ConfigError, match=r"^eval_every 1: the query and gallery of folder:.* hold 32 of its training identities"):
         train(tiny_config(f"folder:{plain}", tmp_path / "m", eval_every=1), TrainCallbacks(on_step=steps.append))
     assert steps == [] and not (tmp_path / "m").exists()
     market = load_dataset(tiny_data)

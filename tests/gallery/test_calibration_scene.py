@@ -144,7 +144,7 @@ def test_frames_are_a_half_open_range(text: str | None, expected: tuple[int, int
 
 @pytest.mark.parametrize("text", ["5", "5:5", "7:3", "-1:4", "a:b"])
 def test_bad_frames_are_refused_in_one_line(text: str) -> None:
-    with pytest.raises(ConfigError, match=r"^--frames .*: give A:B"):
+    with pytest.raises(ConfigError, match=r"^frames .*: give A:B"):
         parse_frames(text)
 
 

@@ -70,9 +70,9 @@ def test_bad_sources(tmp_path: Path) -> None:
     junk.write_bytes(b"\x00" * 100)
     with pytest.raises(DataError, match="clip.mp4"):
         open_source(junk)
-    with pytest.raises(ConfigError, match="--every"):
+    with pytest.raises(ConfigError, match="^every must be at least 1, got 0"):
         open_source(tmp_path, every=0)
-    with pytest.raises(ConfigError, match="--max-frames"):
+    with pytest.raises(ConfigError, match="^max_frames must be at least 1, got 0"):
         open_source(tmp_path, max_frames=0)
 
 
