@@ -50,6 +50,12 @@ from reid.track import Observation, Track, Tracker, TrackerConfig
 MAX_PENDING_FRAMES = 16
 
 
+# Crops embedded together: a batch beyond this would allocate without bound.
+BatchSize = Annotated[int, Field(ge=1, le=4096)]
+# One of N of a track's crops embedded.
+EmbedEvery = Annotated[int, Field(ge=1, le=1_000_000)]
+
+
 @dataclass
 class StreamConfig:
     """How detections become tracked, embedded sightings.
@@ -67,8 +73,8 @@ class StreamConfig:
 
     track: bool = True
     tracker: TrackerConfig = field(default_factory=TrackerConfig)
-    embed_every: Annotated[int, Field(ge=1)] = 1
-    batch_size: Annotated[int, Field(ge=1)] = 32
+    embed_every: EmbedEvery = 1
+    batch_size: BatchSize = 32
     no_face: Literal[NO_FACE_CHOICES] = "skip"
     thumbnails: bool = False
 
