@@ -128,10 +128,12 @@ def tracker_for(
     detector: Detector, config: TrackerConfig, fps: float | None = None, camera: int = 0
 ) -> Tracker:
     """A tracker of ``config`` for ``detector``'s boxes: when ``config`` sets no
-    ``high_score``, the detector's ``confident_score`` is it (None: every box confident).
-    ``fps``: kept frames a second (None: unknown).  Raises ConfigError for a bad fps."""
+    ``high_score``, the detector's ``confident_score`` is it (None, or 0 for a detector set
+    to keep every box as sure: every box confident).  ``fps``: kept frames a second (None:
+    unknown).  Raises ConfigError for a bad fps."""
     if config.high_score is None:
-        config = replace(config, high_score=detector.confident_score)
+        # Scores are probabilities: from 0 every box is confident, which None says.
+        config = replace(config, high_score=detector.confident_score or None)
     return Tracker(camera, config, fps)
 
 
