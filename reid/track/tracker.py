@@ -142,9 +142,10 @@ class TrackerConfig:
     (ByteTrack's first-stage match threshold, a cost 1 - IoU of at most 0.8);
     ``low_iou``: least overlap for a weak one (ByteTrack's second stage, 0.5: weak
     boxes are less sure).
-    ``high_score``: detection score (in the detector's own units) from which a detection
-    is confident; None (the default, as units differ per detector) counts every detection
-    as confident, and the second stage then has nothing to do.
+    ``high_score``: detection score (a probability, in (0, 1]) from which a detection
+    is confident; None (the default, and the only choice for a detector whose scores are
+    no probabilities, such as HOG's margins) counts every detection as confident, and the
+    second stage then has nothing to do.
     ``start_score``: least score of a detection that no track took to start a new track
     (ByteTrack: 0.1 above its confident score, 0.7); None: any confident detection does.
     ``lost_seconds``: how long a track may go unseen (a missed detection, an occlusion)
