@@ -22,6 +22,7 @@ from reid.decision import (
     similarity_to_distance,
 )
 from reid.errors import ConfigError, ConfigValueError, DataError, GalleryError, ModelError, ReidError
+from reid.options import check_fields
 from reid.paths import write_atomic, write_bytes_atomic
 from reid.serial import as_dict
 from reid.text import printable
@@ -40,6 +41,7 @@ __all__ = [
     "__version__",
     "as_dict",
     "check_distance_threshold",
+    "check_fields",
     "nearest_identity",
     "one_identity_each",
     "one_identity_each_together",

@@ -65,12 +65,13 @@ def main(
         None, "--gallery", "-g", help="Match every track against this existing gallery instead of a reference camera."
     ),
     reference_camera: int | None = typer.Option(
-        None, "--reference-camera", callback=in_range("reference_camera"), help="Camera whose tracks are enrolled as the known people (default 0)."
+        None, "--reference-camera", callback=in_range("reference_camera", SearchConfig),
+        help=f"Camera whose tracks are enrolled as the known people (default {SearchConfig.reference_camera}).",
     ),
     threshold: float | None = typer.Option(None, "--threshold", help=f"{THRESHOLD_HELP} Default: the model card's."),
-    every: int = typer.Option(SearchConfig.every, "--every", callback=in_range("every"), help="Keep one frame in N."),
-    max_frames: int | None = typer.Option(None, "--max-frames", callback=in_range("max_frames"), help="Stop each camera after N kept frames."),
-    top_k: int = typer.Option(SearchConfig.top_k, "--top-k", callback=in_range("top_k"), help="Identities fetched per track."),
+    every: int = typer.Option(SearchConfig.every, "--every", callback=in_range("every", SearchConfig), help="Keep one frame in N."),
+    max_frames: int | None = typer.Option(None, "--max-frames", callback=in_range("max_frames", SearchConfig), help="Stop each camera after N kept frames."),
+    top_k: int = typer.Option(SearchConfig.top_k, "--top-k", callback=in_range("top_k", SearchConfig), help="Identities fetched per track."),
     detector: str | None = typer.Option(
         None, "--detector", help=f"Person detector: {', '.join(detector_names('person'))} (default: reid's person default; hog with --demo)."
     ),
@@ -84,7 +85,7 @@ def main(
         "smaller finds more.",
     ),
     embed_every: int = typer.Option(
-        SearchConfig.embed_every, "--embed-every", callback=in_range("embed_every"),
+        SearchConfig.embed_every, "--embed-every", callback=in_range("embed_every", SearchConfig),
         help="Embed a track's crop in one of N of its frames (1: every crop, before linking, so tracks link by "
         "appearance too; above 1: tracks link on boxes alone).",
     ),
@@ -120,7 +121,7 @@ def main(
         if note is not None:
             console.print(note, highlight=False, markup=False)
         scene = None
-        threshold_source = "--threshold"
+        threshold_source = None
         if demo:
             if videos:
                 raise ReidError("--demo generates its own videos; give no VIDEO arguments with it")

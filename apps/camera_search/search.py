@@ -9,53 +9,68 @@ into tracks and embeds their crops (the stream ``reid query`` runs on), and
 
 from __future__ import annotations
 
+import inspect
 import shutil
 import time
 from collections.abc import Callable
 from contextlib import closing
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any
 
 import numpy as np
+from pydantic import Field
 
 from reid import (
-    ConfigError, ConfigValueError, GalleryError, Threshold, check_distance_threshold, nearest_identity,
+    ConfigError, ConfigValueError, GalleryError, Threshold, check_distance_threshold, check_fields, nearest_identity,
     one_identity_each_together,
 )  # fmt: skip
 from reid.detect import PersonDetectorConfig, build_detector
 from reid.gallery import DB_FILE, Gallery, ItemMeta
 from reid.models import Encoder
-from reid.pipeline import DetectionStream, MediaSource, StreamConfig, gallery_threshold, open_source, stage_timer
+from reid.pipeline import (
+    BatchSize, DetectionStream, EmbedEvery, Every, MaxFrames, MediaSource, QueryConfig, StreamConfig, TopK,
+    gallery_threshold, open_source, stage_timer,
+)  # fmt: skip
 from reid.track import Track, TrackerConfig
 
 # Called as (camera, frames done, frames expected or None) while a camera is processed.
 ProgressFn = Callable[[int, int, int | None], None]
 
 
+# Each camera's source is opened as reid opens one, with its defaults.
+_SOURCE_DEFAULTS = inspect.signature(open_source).parameters
+# Cameras a search takes, numbered from 0 in the order their videos are given.
+MAX_CAMERAS = 1024
+
+
 @dataclass
 class SearchConfig:
     """What to search and how.  ``gallery`` None: enrol the tracks of ``reference_camera``
     into a fresh gallery under ``out`` and match the other cameras against it.  ``threshold``
-    None: the model card's (else the gallery's).  A track is named when its nearest
+    None: the model card's (else the gallery's); ``threshold_source`` says how a given one
+    was chosen (None: given by the user).  A track is named when its nearest
     identity's distance is at most the threshold; with ``one_per_frame`` (the default) no
     two tracks of one camera that share a frame are named the same identity (a person is
     in one place at a time: :func:`reid.decision.one_identity_each_together`), False names
-    each track alone.  ``batch_size``, ``embed_every`` and
-    ``tracker``: the tracked-detection stream's (:class:`reid.pipeline.StreamConfig`, same
-    defaults)."""
+    each track alone.  ``every``, ``max_frames``: each camera's frames kept and read
+    (:func:`reid.pipeline.open_source`); ``top_k``: identities fetched per track
+    (:class:`reid.pipeline.QueryConfig`'s); ``batch_size``, ``embed_every`` and
+    ``tracker``: the tracked-detection stream's (:class:`reid.pipeline.StreamConfig`).
+    The same defaults and ranges as those.  Raises ConfigValueError naming the key of a
+    wrong value."""
 
     videos: list[str]
     out: Path
     gallery: Path | None = None
-    reference_camera: int = 0
+    reference_camera: Annotated[int, Field(ge=0, lt=MAX_CAMERAS)] = 0
     threshold: float | None = None
-    threshold_source: str = "--threshold"
-    every: int = 1
-    max_frames: int | None = None
-    top_k: int = 3
-    batch_size: int = StreamConfig.batch_size
-    embed_every: int = StreamConfig.embed_every
+    threshold_source: str | None = None
+    every: Every = _SOURCE_DEFAULTS["every"].default
+    max_frames: MaxFrames | None = _SOURCE_DEFAULTS["max_frames"].default
+    top_k: TopK = QueryConfig.top_k
+    batch_size: BatchSize = StreamConfig.batch_size
+    embed_every: EmbedEvery = StreamConfig.embed_every
     detector: PersonDetectorConfig = field(default_factory=PersonDetectorConfig)
     person_detector: str | None = None
     tracker: TrackerConfig = field(default_factory=TrackerConfig)
@@ -64,17 +79,19 @@ class SearchConfig:
     def __post_init__(self) -> None:
         if not self.videos:
             raise ConfigError("give at least one video (one per camera)")
-        if self.gallery is None and not 0 <= self.reference_camera < len(self.videos):
-            raise ConfigError(
-                f"--reference-camera {self.reference_camera}: cameras are numbered 0..{len(self.videos) - 1} "
-                "in the order the videos are given"
+        check_fields(self)
+        if self.gallery is None and self.reference_camera >= len(self.videos):
+            raise ConfigValueError(
+                "reference_camera",
+                f"{self.reference_camera}: cameras are numbered 0..{len(self.videos) - 1} in the order the videos are given",
+                sep=" ",
             )
         if self.gallery is None and len(self.videos) < 2:
-            raise ConfigError("with no --gallery, give at least two videos: a reference camera and one to search")
+            raise ConfigValueError(
+                "gallery", "none given: give at least two videos, a reference camera and one to search", sep=" "
+            )
         check_distance_threshold(self.threshold, "threshold")
-        self.stream()  # batch size, embed_every: the stream's checks
-        if self.top_k < 1:
-            raise ConfigValueError("top_k", f"must be at least 1, got {self.top_k}", sep=" ")
+        self.stream()  # the stream's own checks of its settings together
 
     def stream(self) -> StreamConfig:
         """Each camera's stream: every track keeps its largest crop (the event thumbnail),
@@ -225,14 +242,15 @@ def process_camera(
 def choose_threshold(config: SearchConfig, encoder: Encoder, gallery: Gallery) -> Threshold:
     """The decision threshold and where it came from: the option, the gallery's own
     calibration, the card, or the gallery (:func:`reid.pipeline.gallery_threshold`)."""
-    return gallery_threshold(config.threshold, encoder.card, gallery, given_detail=config.threshold_source)
+    detail = {} if config.threshold_source is None else {"given_detail": config.threshold_source}
+    return gallery_threshold(config.threshold, encoder.card, gallery, **detail)
 
 
 def fresh_reference_gallery(folder: Path, encoder: Encoder) -> Gallery:
     """A new, empty gallery at ``folder``; one left there by an earlier run is replaced."""
     if folder.exists():
         if not (folder / DB_FILE).is_file() and any(folder.iterdir()):
-            raise GalleryError(f"{folder}: exists and is not a gallery; choose another --out")
+            raise GalleryError(f"{folder}: exists and is not a gallery; choose another output folder")
         shutil.rmtree(folder)
     return Gallery.create(folder, encoder.card)
 

@@ -28,6 +28,7 @@ between L2-normalized embeddings) is at most the threshold.
 
 from __future__ import annotations
 
+import inspect
 import json
 import time
 from collections import Counter
@@ -39,19 +40,23 @@ from typing import IO, Any
 
 import numpy as np
 
-from reid import ConfigError, ConfigValueError, Threshold, check_distance_threshold, nearest_identity
+from reid import ConfigValueError, Threshold, check_distance_threshold, check_fields, nearest_identity
 from reid.detect import Box, Detector, check_detector
 from reid.gallery import Gallery, IdentityMatch
 from reid.models import Encoder, embed_images
 from reid.pipeline import (
+    BatchSize,
     ChooseCrop,
     EnrolConfig,
     EnrolReport,
+    Every,
     Frame,
     FramePipeline,
+    MaxFrames,
     MediaSource,
     QueryConfig,
     SubjectRule,
+    TopK,
     check_detect,
     enrol,
     gallery_threshold,
@@ -61,6 +66,8 @@ from reid.pipeline import (
 )
 
 MODES = ("1:N", "1:1")
+# Videos and cameras are opened as reid opens a source, with its defaults.
+_SOURCE_DEFAULTS = inspect.signature(open_source).parameters
 
 
 @dataclass
@@ -68,9 +75,12 @@ class CheckinConfig:
     """``gallery`` None: ``out/gallery``.  ``claim``: the name a 1:1 check compares every face
     with (None: 1:N).  ``threshold`` None: the model card's, else the gallery's.  ``detect``
     ("auto", "face" or "none"), ``face_detector`` and ``no_face`` say where faces come
-    from (see the module docstring).  The defaults of the face crops, of the batches and of
-    the nearest people logged are reid's (:class:`reid.pipeline.EnrolConfig`,
-    :class:`reid.pipeline.QueryConfig`)."""
+    from (see the module docstring).  ``threshold_source`` says how a given threshold was
+    chosen (None: given by the user).  The defaults and ranges of the face crops, of the
+    batches, of the nearest people logged and of the frames kept are reid's
+    (:class:`reid.pipeline.EnrolConfig`, :class:`reid.pipeline.QueryConfig`,
+    :func:`reid.pipeline.open_source`).  Raises ConfigValueError naming the key of a wrong
+    value."""
 
     people: Path | None
     out: Path
@@ -78,18 +88,19 @@ class CheckinConfig:
     gallery: Path | None = None
     claim: str | None = None
     threshold: float | None = None
-    threshold_source: str = "--threshold"
+    threshold_source: str | None = None
     detect: str = EnrolConfig.detect
     face_detector: str | None = None
     no_face: str = EnrolConfig.no_face
-    every: int = 1
-    max_frames: int | None = None
-    top_k: int = QueryConfig.top_k
+    every: Every = _SOURCE_DEFAULTS["every"].default
+    max_frames: MaxFrames | None = _SOURCE_DEFAULTS["max_frames"].default
+    top_k: TopK = QueryConfig.top_k
     margin: float | None = EnrolConfig.margin
-    batch_size: int = EnrolConfig.batch_size
+    batch_size: BatchSize = EnrolConfig.batch_size
     append: bool = False
 
     def __post_init__(self) -> None:
+        check_fields(self)
         # Check-in finds faces; --detect person is reid's word for people, not for this app.
         if self.detect == "person":
             raise ConfigValueError("detect", "person: check-in finds faces; choose auto, face or none", sep=" ")
@@ -99,9 +110,6 @@ class CheckinConfig:
         check_distance_threshold(self.threshold, "threshold")
         if self.claim is not None and not self.claim.strip():
             raise ConfigValueError("claim", "must name an enrolled person", sep=" ")
-        for key in ("top_k", "batch_size"):
-            if getattr(self, key) < 1:
-                raise ConfigValueError(key, f"must be at least 1, got {getattr(self, key)}", sep=" ")
 
     @property
     def gallery_path(self) -> Path:
@@ -249,9 +257,10 @@ class Decision:
 
 
 def resolve_threshold(config: CheckinConfig, encoder: Encoder, gallery: Gallery) -> Threshold:
-    """The threshold and where it came from: --threshold, else the gallery's own calibration,
+    """The threshold and where it came from: the one given, else the gallery's own calibration,
     else the card, else the gallery (:func:`reid.pipeline.gallery_threshold`)."""
-    return gallery_threshold(config.threshold, encoder.card, gallery, given_detail=config.threshold_source)
+    detail = {} if config.threshold_source is None else {"given_detail": config.threshold_source}
+    return gallery_threshold(config.threshold, encoder.card, gallery, **detail)
 
 
 @dataclass
@@ -304,7 +313,7 @@ class CheckinDesk:
         self.chosen_threshold = resolve_threshold(config, encoder, gallery)
         self.threshold, self.threshold_source = self.chosen_threshold.value, self.chosen_threshold.describe()
         if config.claim is not None and config.claim not in {s.identity for s in gallery.identities()}:
-            raise ConfigError(f"--claim {config.claim!r}: nobody of that name is enrolled in {gallery.folder}")
+            raise ConfigValueError("claim", f"{config.claim!r}: nobody of that name is enrolled in {gallery.folder}", sep=" ")
 
     def _decide(self, pending: _Pending, embedding: np.ndarray | None, found: list[IdentityMatch]) -> Decision:
         cfg = self.config

@@ -67,9 +67,9 @@ def main(
     ),
     detector: str | None = typer.Option(None, "--detector", help="Face detector: haar (default) or yunet."),
     no_face: str = typer.Option(CheckinConfig.no_face, "--no-face", help=f"{NO_FACE_HELP} Incoming photos skipped are logged as no_face."),
-    every: int = typer.Option(CheckinConfig.every, "--every", callback=in_range("every"), help="Videos and cameras: keep one frame in N."),
-    max_frames: int | None = typer.Option(None, "--max-frames", callback=in_range("max_frames"), help="Videos and cameras: stop after N frames."),
-    top_k: int = typer.Option(CheckinConfig.top_k, "--top-k", callback=in_range("top_k"), help="Nearest people logged with each decision."),
+    every: int = typer.Option(CheckinConfig.every, "--every", callback=in_range("every", CheckinConfig), help="Videos and cameras: keep one frame in N."),
+    max_frames: int | None = typer.Option(None, "--max-frames", callback=in_range("max_frames", CheckinConfig), help="Videos and cameras: stop after N frames."),
+    top_k: int = typer.Option(CheckinConfig.top_k, "--top-k", callback=in_range("top_k", CheckinConfig), help="Nearest people logged with each decision."),
     append: bool = typer.Option(False, "--append", help="Add to OUT/decisions.jsonl instead of starting it afresh."),
     quiet: bool = typer.Option(False, "--quiet", "-q", help="No line per decision; only the summary."),
     demo: bool = typer.Option(False, "--demo", help="Generate people, strangers and a calibration set, then check in."),
@@ -79,7 +79,6 @@ def main(
     quiet_opencv()
     try:
         scene = None
-        threshold_source = "--threshold"
         if demo:
             if sources or people is not None:
                 raise ReidError("--demo generates its own people and photos; give no SOURCE or --people with it")
@@ -109,7 +108,6 @@ def main(
             gallery=gallery,
             claim=claim,
             threshold=threshold,
-            threshold_source=threshold_source,
             detect=detect,
             face_detector=detector,
             no_face=no_face,

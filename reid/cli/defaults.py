@@ -1,12 +1,15 @@
 """Option defaults read from the library, so that the command line states none of its own.
 
 A command's options default to None and only the ones given reach the library
-(:func:`given`); help texts show the library's default (:func:`with_default`).
+(:func:`given`); help texts show the library's default (:func:`with_default`). A number
+given is checked against its one range (:func:`option_range`): the one its config field
+declares in its type, else, for an option of no config, its :data:`RANGES` entry.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import functools
 import inspect
 import math
 import typing
@@ -15,17 +18,23 @@ from dataclasses import dataclass
 from typing import Any
 
 import typer
+from pydantic.fields import FieldInfo
 
 from reid.decision import check_distance_threshold, check_far
-from reid.cli.model_options import parse_size
 from reid.errors import ConfigError, ConfigValueError
+from reid.models.card import ModelCard, Side
 from reid.options import flag_of, option_fields, option_spec
+from reid.pipeline import EnrolConfig, Every, MaxFrames, QueryConfig, StreamConfig
+from reid.serve.config import ServeConfig
+from reid.track import TrackerConfig
+
 
 @dataclass(frozen=True)
 class Range:
     """The values a numeric option takes: ``low``..``high``, either end left out when
     ``low_open``/``high_open``; or, where the library has the one check of a quantity (a
-    distance threshold, a false-accept rate: :mod:`reid.decision`), that ``check``."""
+    distance threshold, a false-accept rate: :mod:`reid.decision`, :data:`DECIDED`), that
+    ``check``."""
 
     low: float
     high: float
@@ -44,35 +53,74 @@ class Range:
         return f"must be in {'(' if self.low_open else '['}{self.low:g}, {self.high:g}{')' if self.high_open else ']'}"
 
 
-def _decided(check: Callable[[float, str], Any]) -> Range:
-    return Range(-math.inf, math.inf, check=check)
+def _bare(annotation: Any) -> Any:
+    """``X`` of ``X | None``."""
+    args = [a for a in typing.get_args(annotation) if a is not type(None)]
+    return args[0] if type(None) in typing.get_args(annotation) and len(args) == 1 else annotation
 
 
-# The one range of each numeric option, whichever command or app takes it (TrainConfig's keys
-# excepted: a recipe's values are checked by TrainConfig, from a file as from the command
-# line). A count outside would allocate without bound (a top-k of 10**9, a batch of a million
-# crops) or do nothing; a score or fraction outside its interval means nothing.
+# pydantic's bounds (``Field(ge=...)`` and so on): which end of a range each is, and whether open.
+_ENDS = {"ge": ("low", False), "gt": ("low", True), "le": ("high", False), "lt": ("high", True)}
+
+
+@functools.cache
+def declared_range(config: type, key: str) -> Range | None:
+    """The range field ``key`` of dataclass ``config`` declares in its type
+    (:func:`type_range`), or None when it declares none or ``config`` has no such field."""
+    if key not in {f.name for f in dataclasses.fields(config)}:
+        return None
+    return type_range(typing.get_type_hints(config, include_extras=True)[key])
+
+
+def type_range(hint: Any) -> Range | None:
+    """The bounds of ``Annotated[X, pydantic.Field(ge=..., le=...)]`` (``X | None`` read as
+    ``X``) as a :class:`Range`; None for a type without bounds."""
+    hint = _bare(hint)
+    if typing.get_origin(hint) is not typing.Annotated:
+        return None
+    kind, *metadata = typing.get_args(hint)
+    constraints = [c for m in metadata for c in (m.metadata if isinstance(m, FieldInfo) else [m])]
+    ends: dict[str, float] = {"low": -math.inf, "high": math.inf}
+    opened = {"low": False, "high": False}
+    for constraint in constraints:
+        for attribute, (end, is_open) in _ENDS.items():
+            if (bound := getattr(constraint, attribute, None)) is not None:
+                ends[end], opened[end] = bound, is_open
+    if ends == {"low": -math.inf, "high": math.inf}:
+        return None
+    if kind is float:  # a float's interval, written as one: [0, 86400], not 0 to 86,400
+        ends = {end: float(value) for end, value in ends.items()}
+    elif kind is int:  # whole numbers: an open end is the next one in, closed (lt=1024: at most 1,023)
+        ends = {"low": ends["low"] + opened["low"], "high": ends["high"] - opened["high"]}
+        opened = {"low": False, "high": False}
+    return Range(ends["low"], ends["high"], low_open=opened["low"], high_open=opened["high"])
+
+
+def _bounded(hint: Any) -> Range:
+    bounds = type_range(hint)
+    assert bounds is not None, hint
+    return bounds
+
+
+# The configs whose fields are the command line's options, wherever each is taken: a range
+# one of their fields declares in its type (``Annotated[int, Field(ge=1, le=4096)]``) is the
+# range of the option of that key, in every command and app.
+OPTION_CONFIGS: tuple[type, ...] = (QueryConfig, EnrolConfig, StreamConfig, TrackerConfig, ServeConfig, ModelCard)
+
+# The ranges of the numeric options no config of OPTION_CONFIGS declares (a function's
+# parameter, a field checked by hand), each stated only here. A count outside would allocate
+# without bound (ten billion frames, a million folds) or do nothing; a score or fraction
+# outside its interval means nothing.
 RANGES: dict[str, Range] = {
-    # Counts.
-    "batch_size": Range(1, 4096),
-    "top_k": Range(1, 10_000),
-    "threads": Range(1, 4096),
-    "workers": Range(1, 256),
-    "queue": Range(0, 1_000_000),
-    "port": Range(1, 65_535),
-    "every": Range(1, 1_000_000),
-    "embed_every": Range(1, 1_000_000),
-    "max_frames": Range(1, 10**12),
+    # Counts; a source's frames kept and read: the types the apps' configs declare too.
+    "every": _bounded(Every),
+    "max_frames": _bounded(MaxFrames),
     "demo_frames": Range(2, 100_000),
     "queries": Range(1, 10_000_000),
     "folds": Range(2, 1000),
     "max_items": Range(2, 10**9),
     "max_impostors": Range(1, 10**9),
-    "min_boxes": Range(1, 1_000_000),
-    "min_height": Range(1, 65_536),
     "win_stride": Range(1, 256),
-    "reference_camera": Range(0, 1023),
-    "last_stride": Range(1, 2),
     # Index options (reid.gallery.IndexSpec); 0 is the automatic choice where one exists.
     "nlist": Range(0, 10_000_000),
     "nprobe": Range(0, 10_000_000),
@@ -82,31 +130,44 @@ RANGES: dict[str, Range] = {
     "pq_bits": Range(1, 16),
     "refine": Range(0, 1024),
     "shard_size": Range(0, 10**12),
-    # Scores and fractions.
-    "high_score": Range(0.0, 1.0, low_open=True),
-    "start_score": Range(0.0, 1.0, low_open=True),
-    "iou": Range(0.0, 1.0, low_open=True),
-    "detect_scale": Range(0.0, 1.0, low_open=True),
+    # A fraction: the export's agreement tolerance.
     "tolerance": Range(0.0, 1.0, low_open=True),
-    # Time: frames per second of a source, seconds a track may go unseen.
+    # Frames per second of a source.
     "fps": Range(0.0, 1000.0, low_open=True),
-    "lost_seconds": Range(0.0, 86_400.0),
-    # Distances between unit embeddings and false-accept rates: reid.decision checks them.
-    "threshold": _decided(check_distance_threshold),
-    "appearance": _decided(check_distance_threshold),
-    "far": _decided(check_far),
+}
+
+# Distances between unit embeddings and false-accept rates: reid.decision has the one check
+# of each, which the configs call too.
+DECIDED: dict[str, Callable[[float, str], Any]] = {
+    "threshold": check_distance_threshold,
+    "appearance": check_distance_threshold,
+    "far": check_far,
 }
 
 
-def in_range(name: str) -> Callable[[Any], Any]:
+def option_range(name: str, config: type | None = None) -> Range | None:
+    """The one range of the numeric option ``name``: the :data:`DECIDED` check of a distance
+    or rate, else its field's declared range in ``config`` (an app's config), else in the
+    first of :data:`OPTION_CONFIGS` with that key, else its :data:`RANGES` entry (None: the
+    option has no range)."""
+    if name in DECIDED:
+        return Range(-math.inf, math.inf, check=DECIDED[name])
+    for source in ((config,) if config is not None else ()) + OPTION_CONFIGS:
+        if (declared := declared_range(source, name)) is not None:
+            return declared
+    return RANGES.get(name)
+
+
+def in_range(name: str, config: type | None = None) -> Callable[[Any], Any]:
     """The typer ``callback=`` of an option with a default of its own (the apps'): the value
-    checked against its :data:`RANGES` entry, a value outside refused by the command in one
-    line naming the option."""
+    checked against its range (:func:`option_range`; ``config``: the app's config, whose
+    field ``name`` declares it), a value outside refused by the command in one line naming
+    the option."""
 
     def check(value: Any) -> Any:
         if value is not None:
             try:
-                check_option(name, value)
+                check_option(name, value, config)
             except ConfigValueError as exc:
                 raise typer.BadParameter(exc.problem) from None
         return value
@@ -114,13 +175,13 @@ def in_range(name: str) -> Callable[[Any], Any]:
     return check
 
 
-def check_option(name: str, value: Any) -> None:
+def check_option(name: str, value: Any, config: type | None = None) -> None:
     """Raise :class:`ConfigValueError` naming the parameter ``name`` (the command line calls
-    it by its option when it prints, ``--batch-size 0: ...``) for a number outside its
-    :data:`RANGES` entry or one that is not finite."""
+    it by its option when it prints, ``--batch-size 0: ...``) for a number outside its range
+    (:func:`option_range`) or one that is not finite."""
     if isinstance(value, bool) or not isinstance(value, (int, float)):
         return
-    bounds = RANGES.get(name)
+    bounds = option_range(name, config)
     if bounds is not None and bounds.check is not None:
         try:
             bounds.check(value, name)
@@ -164,12 +225,6 @@ def shown(value: Any, form: str | None = None) -> str:
     if isinstance(value, dict):
         return " ".join(f"{k}={v}" for k, v in value.items()) or "none"
     return "none" if value is None else str(value)
-
-
-def _bare(annotation: Any) -> Any:
-    """``X`` of ``X | None``."""
-    args = [a for a in typing.get_args(annotation) if a is not type(None)]
-    return args[0] if type(None) in typing.get_args(annotation) and len(args) == 1 else annotation
 
 
 def option_help(field: dataclasses.Field[Any], value: Any, derived: bool = False) -> str:
@@ -249,6 +304,26 @@ def config_overrides(config: type, values: dict[str, Any]) -> dict[str, Any]:
             value = _pairs(key, value)
         overrides[key] = value
     return overrides
+
+
+# A model's input side in pixels, as its card bounds it.
+SIDE = _bounded(Side)
+
+
+def parse_size(text: str, flag: str = "--input-size") -> tuple[int, int]:
+    """``HEIGHTxWIDTH`` as two ints, each within the sides a model card allows
+    (:data:`SIDE`, :data:`reid.models.card.Side`); raises ConfigValueError naming ``flag``
+    (an option, or a config key the command line names by its option)."""
+    parts = text.lower().split("x")
+    try:
+        height, width = (int(part) for part in parts)
+    except ValueError:
+        raise ConfigValueError(flag, f"{text[:40]!r}: expected HEIGHTxWIDTH, e.g. 256x128", sep=" ") from None
+    if SIDE.problem(height) or SIDE.problem(width):
+        raise ConfigValueError(
+            flag, f"{text[:40]!r}: height and width must be between {SIDE.low} and {SIDE.high} pixels", sep=" "
+        )
+    return height, width
 
 
 def _numbers(key: str, text: str) -> tuple[int, ...]:

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import typer
 
-from reid.errors import ConfigError, ConfigValueError
+from reid.cli.defaults import parse_size
+from reid.errors import ConfigError
 from reid.models import Preprocessing
-from reid.models.card import MAX_SIDE
 
 INPUT_SIZE_OPTION = typer.Option(
     None, "--input-size", help="ONNX file: input HEIGHTxWIDTH, e.g. 256x128 (default: its card, else 256x128)."
@@ -20,25 +20,6 @@ STD_OPTION = typer.Option(
 RGB_OPTION = typer.Option(
     None, "--rgb/--bgr", help="ONNX file: channel order the model expects (default: its card, else RGB)."
 )
-
-
-MIN_SIDE = 8
-
-
-def parse_size(text: str, flag: str = "--input-size") -> tuple[int, int]:
-    """``HEIGHTxWIDTH`` as two ints, each within the sides a model card allows
-    (:data:`MIN_SIDE`..:data:`reid.models.card.MAX_SIDE` pixels); raises ConfigValueError
-    naming ``flag`` (an option, or a config key the command line names by its option)."""
-    parts = text.lower().split("x")
-    try:
-        height, width = (int(part) for part in parts)
-    except ValueError:
-        raise ConfigValueError(flag, f"{text[:40]!r}: expected HEIGHTxWIDTH, e.g. 256x128", sep=" ") from None
-    if not (MIN_SIDE <= height <= MAX_SIDE and MIN_SIDE <= width <= MAX_SIDE):
-        raise ConfigValueError(
-            flag, f"{text[:40]!r}: height and width must be between {MIN_SIDE} and {MAX_SIDE} pixels", sep=" "
-        )
-    return height, width
 
 
 def _triple(flag: str, text: str, positive: bool = False) -> tuple[float, float, float]:

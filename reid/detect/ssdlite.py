@@ -28,7 +28,7 @@ import numpy as np
 from reid.detect.base import Detection, clipped_detection, non_max_suppression
 from reid.detect.ssd import SSDAnchors, ssd_text_graph
 from reid.errors import ConfigError, ModelError
-from reid.models.registry import SSDLITE_PERSON, cached, fetch_artefact, get_artefact, installed_member
+from reid.models.registry import SSDLITE_PERSON, cached, fetch_artefact, get_artefact
 
 # Every side of the network input is a multiple of this (the feature maps halve five times).
 _STRIDE = 32
@@ -81,7 +81,7 @@ def model_file(name: str) -> Path:
     from its installed package; ModelError with the fetch command when it is neither."""
     artefact = get_artefact(name)
     path = cached(artefact)
-    if path is None and artefact.source == "wheel" and installed_member(artefact) is not None:
+    if path is None and artefact.installed_member() is not None:
         path = fetch_artefact(artefact)
     if path is None:
         raise ModelError(f"model {name} is not in the cache; run `reid models fetch {name}` (needs the package index once)")
@@ -92,7 +92,7 @@ def model_available(name: str) -> bool:
     """True when :func:`model_file` finds registry artefact ``name`` without the network:
     cached and verified, or inside its installed package."""
     artefact = get_artefact(name)
-    return cached(artefact) is not None or (artefact.source == "wheel" and installed_member(artefact) is not None)
+    return cached(artefact) is not None or artefact.installed_member() is not None
 
 
 def _stride_multiple(side: float) -> int:

@@ -26,7 +26,6 @@ from reid.models.registry import (
     cached,
     fetch,
     imagenet_artefacts,
-    installed_member,
     is_present,
     is_valid,
 )
@@ -73,7 +72,7 @@ def imagenet_offline(architecture: str, verify: bool = True) -> Artefact | None:
         return None
     check = is_valid if verify else is_present
     for artefact in imagenet_artefacts(architecture):
-        member = installed_member(artefact) if artefact.source == "wheel" else None
+        member = artefact.installed_member()
         if check(artefact, artefact_path(artefact)) or (member is not None and check(artefact, member)):
             return artefact
     return None

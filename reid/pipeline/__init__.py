@@ -74,15 +74,18 @@ from reid.pipeline.query import (
     QueryRun,
     QueryStats,
     TrackSummary,
+    TopK,
     choose_detector,
     gallery_threshold,
     resolve_threshold,
 )
-from reid.pipeline.sources import Frame, MediaSource, open_source
+from reid.pipeline.sources import Every, Frame, MaxFrames, MediaSource, open_source
 from reid.pipeline.scene import calibrate_on_scene, parse_frames, scene_tracks
 from reid.pipeline.stages import STAGES, intra_op_threads, stage_timer
 from reid.pipeline.stream import (
+    BatchSize,
     DetectionStream,
+    EmbedEvery,
     Sighting,
     StreamConfig,
     TrackedFrame,
@@ -92,6 +95,11 @@ from reid.pipeline.stream import (
 )
 
 __all__ = [
+    "BatchSize",
+    "EmbedEvery",
+    "Every",
+    "MaxFrames",
+    "TopK",
     "DETECT_CHOICES",
     "DUPLICATE",
     "FOURCC",

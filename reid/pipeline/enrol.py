@@ -20,9 +20,7 @@ from collections import Counter
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Annotated, Any
-
-from pydantic import Field
+from typing import Any
 
 from reid.data.cameras import camera_from_name
 from reid.data.folders import identity_folders
@@ -44,6 +42,7 @@ from reid.pipeline.subject import (
     photo_rule,
 )
 from reid.pipeline.sources import GLOB_CHARS
+from reid.pipeline.stream import BatchSize
 
 
 @dataclass(frozen=True)
@@ -77,7 +76,7 @@ class EnrolConfig:
     ``reid enroll``'s.
     """
 
-    batch_size: Annotated[int, Field(ge=1)] = option(32, help="Images embedded and committed together.")
+    batch_size: BatchSize = option(32, help="Images embedded and committed together.")
     margin: float | None = None
     no_face: str = option("skip", help=NO_FACE_HELP)
     detect: str = option("auto", help=DETECT_HELP)

@@ -43,7 +43,7 @@ from reid.models.encoder import Encoder
 from reid.pipeline.frames import ScaledDetector
 from reid.pipeline.sources import MediaSource
 from reid.pipeline.stages import EMBED_THREADS, intra_op_threads, stage_timer
-from reid.pipeline.stream import DetectionStream, StreamConfig, TrackedFrame
+from reid.pipeline.stream import BatchSize, DetectionStream, EmbedEvery, StreamConfig, TrackedFrame
 from reid.options import check_fields, option
 from reid.pipeline.subject import (
     ALIGNING_FACE_DETECTOR,
@@ -55,6 +55,9 @@ from reid.pipeline.subject import (
 )
 from reid.track import Track, Tracker, TrackerConfig
 
+
+# Identities listed per detection: beyond this a search would allocate without bound.
+TopK = Annotated[int, Field(ge=1, le=10_000)]
 
 
 @dataclass
@@ -94,7 +97,7 @@ class QueryConfig:
     """
 
     # The fields that carry options (reid.options) are reid query's, with the tracker's.
-    top_k: Annotated[int, Field(ge=1)] = option(5, short="-k", help="Identities listed per detection.")
+    top_k: TopK = option(5, short="-k", help="Identities listed per detection.")
     detect: str = option("auto", help=DETECT_HELP)
     detector: str | None = option(None, help=DETECTOR_NAMES_HELP, default_text=DETECTOR_DEFAULT_TEXT)
     threshold: float | None = option(
@@ -105,7 +108,7 @@ class QueryConfig:
     )
     far: float | None = option(None, help=FAR_HELP)
     score: Literal[SCORES] = option("best", help="Identity distance: best (nearest item) or mean (over its items).")
-    batch_size: int = option(StreamConfig.batch_size, help="Crops embedded together.")
+    batch_size: BatchSize = option(StreamConfig.batch_size, help="Crops embedded together.")
     margin: float | None = None
     no_face: str = option(StreamConfig.no_face, help=NO_FACE_HELP)
     track: bool = option(StreamConfig.track, help="Link detections into tracks and name each track by its mean embedding.")
@@ -113,12 +116,12 @@ class QueryConfig:
     embed_threads: Annotated[int, Field(ge=1)] | None = EMBED_THREADS
     detect_scale: Annotated[float, Field(gt=0, le=1)] = option(1.0, help="Detect on frames scaled by this, in (0, 1] (faster; misses small people).")
     threaded: bool = True
-    min_height: Annotated[int, Field(ge=1)] | None = option(
+    min_height: Annotated[int, Field(ge=1, le=65_536)] | None = option(
         None,
         help="With --detector ssdlite: also find people down to this many pixels tall (a second, larger pass; slower).",
         default_text="one pass, people taller than about a tenth of the frame",
     )
-    embed_every: int = option(
+    embed_every: EmbedEvery = option(
         StreamConfig.embed_every,
         help="Embed a track's crop in one of N of its frames (videos, cameras, streams); the others are answered "
         "by its mean so far. 2 halves the embedding work.",

@@ -15,9 +15,11 @@ import urllib.parse
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Annotated
 
 import cv2
 import numpy as np
+from pydantic import Field
 
 from reid.data.io import ImageLimits, is_image_file, list_media, read_image, sniff_kind
 from reid.errors import ConfigValueError, DataError
@@ -194,6 +196,11 @@ def _open_capture(spec: str, kind: str) -> cv2.VideoCapture:
         what = {"camera": "camera", "video": "video"}[kind]
         raise DataError(f"{spec}: cannot open {what} (OpenCV {cv2.__version__} found no decoder or device)")
     return capture
+
+
+# Keep one frame in N, and stop after N kept frames: the ranges of every config that sets them.
+Every = Annotated[int, Field(ge=1, le=1_000_000)]
+MaxFrames = Annotated[int, Field(ge=1, le=10**12)]
 
 
 def open_source(spec: str | Path, every: int = 1, max_frames: int | None = None) -> MediaSource:

@@ -50,6 +50,12 @@ from reid.track import Observation, Track, Tracker, TrackerConfig
 MAX_PENDING_FRAMES = 16
 
 
+# Crops embedded together: a batch beyond this would allocate without bound.
+BatchSize = Annotated[int, Field(ge=1, le=4096)]
+# One of N of a track's crops embedded.
+EmbedEvery = Annotated[int, Field(ge=1, le=1_000_000)]
+
+
 @dataclass
 class StreamConfig:
     """How detections become tracked, embedded sightings.
@@ -67,8 +73,8 @@ class StreamConfig:
 
     track: bool = True
     tracker: TrackerConfig = field(default_factory=TrackerConfig)
-    embed_every: Annotated[int, Field(ge=1)] = 1
-    batch_size: Annotated[int, Field(ge=1)] = 32
+    embed_every: EmbedEvery = 1
+    batch_size: BatchSize = 32
     no_face: Literal[NO_FACE_CHOICES] = "skip"
     thumbnails: bool = False
 
@@ -122,10 +128,12 @@ def tracker_for(
     detector: Detector, config: TrackerConfig, fps: float | None = None, camera: int = 0
 ) -> Tracker:
     """A tracker of ``config`` for ``detector``'s boxes: when ``config`` sets no
-    ``high_score``, the detector's ``confident_score`` is it (None: every box confident).
-    ``fps``: kept frames a second (None: unknown).  Raises ConfigError for a bad fps."""
+    ``high_score``, the detector's ``confident_score`` is it (None, or 0 for a detector set
+    to keep every box as sure: every box confident).  ``fps``: kept frames a second (None:
+    unknown).  Raises ConfigError for a bad fps."""
     if config.high_score is None:
-        config = replace(config, high_score=detector.confident_score)
+        # Scores are probabilities: from 0 every box is confident, which None says.
+        config = replace(config, high_score=detector.confident_score or None)
     return Tracker(camera, config, fps)
 
 

@@ -90,7 +90,7 @@ class ServeConfig:
     """
 
     host: str = "127.0.0.1"
-    port: Annotated[int, Field(ge=0, le=65_535)] = 8000
+    port: Annotated[int, Field(ge=1, le=65_535)] = 8000
     # Upper bounds too: a settings file must not start more processes, threads or waiting
     # requests than one machine serves.
     workers: Annotated[int, Field(ge=1, le=256)] = 1

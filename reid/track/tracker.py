@@ -131,6 +131,9 @@ def _measure(box: tuple[float, float, float, float]) -> np.ndarray:
 
 # A least overlap (intersection over union) in (0, 1]: at 0 any box would continue a track.
 Overlap = Annotated[float, Field(gt=0, le=1)]
+# A detection score a track's rules compare with: the scores of the detectors whose boxes
+# are tracked are probabilities, in (0, 1].
+Score = Annotated[float, Field(gt=0, le=1, allow_inf_nan=False)]
 
 
 @dataclass
@@ -139,9 +142,10 @@ class TrackerConfig:
     (ByteTrack's first-stage match threshold, a cost 1 - IoU of at most 0.8);
     ``low_iou``: least overlap for a weak one (ByteTrack's second stage, 0.5: weak
     boxes are less sure).
-    ``high_score``: detection score (in the detector's own units) from which a detection
-    is confident; None (the default, as units differ per detector) counts every detection
-    as confident, and the second stage then has nothing to do.
+    ``high_score``: detection score (a probability, in (0, 1]) from which a detection
+    is confident; None (the default, and the only choice for a detector whose scores are
+    no probabilities, such as HOG's margins) counts every detection as confident, and the
+    second stage then has nothing to do.
     ``start_score``: least score of a detection that no track took to start a new track
     (ByteTrack: 0.1 above its confident score, 0.7); None: any confident detection does.
     ``lost_seconds``: how long a track may go unseen (a missed detection, an occlusion)
@@ -154,24 +158,24 @@ class TrackerConfig:
 
     iou: Overlap = 0.2
     low_iou: Overlap = 0.5
-    high_score: Annotated[float, Field(allow_inf_nan=False)] | None = option(
+    high_score: Score | None = option(
         None,
         flag="--track-high-score",
         help="Detection score from which a detection may start a track; weaker ones only continue tracks. "
         "ByteTrack's, for scores that are probabilities: 0.6.",
         default_text="every detection may",
     )
-    start_score: Annotated[float, Field(allow_inf_nan=False)] | None = option(
+    start_score: Score | None = option(
         None,
         flag="--track-start-score",
         help="Least score of a detection no track took to start a new track. ByteTrack's: 0.7.",
         default_text="any confident one",
     )
-    lost_seconds: Annotated[float, Field(ge=0, allow_inf_nan=False)] = option(
+    lost_seconds: Annotated[float, Field(ge=0, le=86_400, allow_inf_nan=False)] = option(
         1.0, help="Seconds a track may go unseen before it ends."
     )
     appearance: float | None = None
-    min_boxes: Annotated[int, Field(ge=1)] = 2
+    min_boxes: Annotated[int, Field(ge=1, le=1_000_000)] = 2
     embedding_momentum: Annotated[float, Field(ge=0, lt=1)] | None = 0.9
 
     def __post_init__(self) -> None:

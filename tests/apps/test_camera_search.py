@@ -318,3 +318,29 @@ def test_tracks_seen_together_are_never_named_the_same_identity(
             assert once[named[0]].distance == min(once[p].distance for p in group)
     assert any(e.identity is None for e in once) and any(e.identity == "ann" for e in once)
     assert [e.distance for e in once] == [e.distance for e in alone], "the nearest identity's distance either way"
+
+
+def test_the_config_takes_reids_defaults_and_ranges(tmp_path: Path) -> None:
+    """top_k is a query's, batch_size and embed_every the stream's, every and max_frames a
+    source's: the same defaults, and the same bounds read from the same field types."""
+    from apps.camera_search.search import SearchConfig
+    from reid.cli.defaults import RANGES, declared_range, default_of
+    from reid.errors import ConfigValueError
+    from reid.pipeline import QueryConfig, StreamConfig, open_source
+
+    assert (SearchConfig.top_k, SearchConfig.batch_size, SearchConfig.embed_every) == (
+        QueryConfig.top_k, StreamConfig.batch_size, StreamConfig.embed_every
+    )
+    assert (SearchConfig.every, SearchConfig.max_frames) == (default_of(open_source, "every"), default_of(open_source, "max_frames"))
+    for key, library in (("top_k", QueryConfig), ("batch_size", StreamConfig), ("embed_every", StreamConfig)):
+        assert declared_range(SearchConfig, key) == declared_range(library, key) is not None
+    for key in ("every", "max_frames"):
+        assert declared_range(SearchConfig, key) == RANGES[key]
+    for key, value in (("top_k", 0), ("top_k", 10_001), ("batch_size", 4097), ("every", 0), ("max_frames", 0),
+                       ("reference_camera", -1), ("embed_every", 0)):  # fmt: skip
+        with pytest.raises(ConfigValueError) as caught:
+            SearchConfig(videos=["a.avi", "b.avi"], out=tmp_path, **{key: value})
+        assert caught.value.key == key and str(caught.value).startswith(f"{key}: ")
+    with pytest.raises(ConfigValueError) as caught:
+        SearchConfig(videos=["a.avi", "b.avi"], out=tmp_path, reference_camera=2)
+    assert caught.value.key == "reference_camera" and "numbered 0..1" in str(caught.value)

@@ -395,3 +395,21 @@ def test_faces_reach_an_aligning_encoder_as_aligned_chips(orl_faces: Path) -> No
     ((_, plain),) = list(source_faces(open_source(photo), config, CardOnly(card)))  # type: ignore[arg-type]
     assert aligned.how == plain.how == "detected"
     assert aligned.image.shape == (112, 96, 3) and plain.image.shape != (112, 96, 3)
+
+
+def test_the_config_takes_reids_defaults_and_ranges() -> None:
+    """top_k is a query's, batch_size an enrolment's, every and max_frames a source's: the
+    same defaults, the same bounds read from the same field types, errors naming the key."""
+    from reid.cli.defaults import declared_range, default_of
+    from reid.errors import ConfigValueError
+    from reid.pipeline import EnrolConfig, QueryConfig
+
+    assert (CheckinConfig.top_k, CheckinConfig.batch_size) == (QueryConfig.top_k, EnrolConfig.batch_size)
+    assert CheckinConfig.every == default_of(open_source, "every")
+    for key, library in (("top_k", QueryConfig), ("batch_size", EnrolConfig)):
+        assert declared_range(CheckinConfig, key) == declared_range(library, key) is not None
+    for key, value in (("top_k", 0), ("top_k", 10_001), ("batch_size", 0), ("batch_size", 4097), ("every", 0),
+                       ("max_frames", 0)):  # fmt: skip
+        with pytest.raises(ConfigValueError) as caught:
+            CheckinConfig(None, Path("out"), ["x.jpg"], **{key: value})
+        assert caught.value.key == key and str(caught.value).startswith(f"{key}: ")

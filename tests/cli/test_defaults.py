@@ -52,6 +52,14 @@ def _all_commands() -> list[tuple[str, object]]:
     return found
 
 
+def _app_configs() -> dict[str, type]:
+    """Each app's config, whose fields declare the ranges of the app's own options."""
+    from apps.camera_search.search import SearchConfig
+    from apps.face_checkin.checkin import CheckinConfig
+
+    return {"camera_search": SearchConfig, "face_checkin": CheckinConfig}
+
+
 def _numeric(param: object) -> bool:
     return getattr(param, "bare_type", lambda: None)() in ("int", "float")
 
@@ -118,8 +126,8 @@ def test_given_refuses_numbers_out_of_range_naming_the_parameter() -> None:
         assert caught.value.key == name
 
 
-def test_every_numeric_option_of_every_command_has_its_range_in_the_one_table() -> None:
-    from reid.cli.defaults import RANGES
+def test_every_numeric_option_of_every_command_has_one_range() -> None:
+    from reid.cli.defaults import option_range
     from reid.engine import TrainConfig
 
     trained = {f for f in TrainConfig.__dataclass_fields__}
@@ -127,10 +135,46 @@ def test_every_numeric_option_of_every_command_has_its_range_in_the_one_table() 
         (where, param.name)
         for where, command in _all_commands()
         for param in command.params
-        if _numeric(param) and param.name not in RANGES
+        if _numeric(param) and option_range(param.name, _app_configs().get(where)) is None
         and not (where.split()[-1] in ("train", "demo") and param.name in trained)
     ]
     assert missing == []
+
+
+def test_a_range_is_stated_once_in_the_field_or_in_the_table() -> None:
+    """RANGES holds only options no option config declares a range for; configs sharing a
+    key declare one range; an option that is a field takes its field's range."""
+    import dataclasses
+
+    from reid.cli.defaults import DECIDED, OPTION_CONFIGS, RANGES, declared_range, option_range
+
+    declared: dict[str, set] = {}
+    for config in OPTION_CONFIGS:
+        for field in dataclasses.fields(config):
+            if (bounds := declared_range(config, field.name)) is not None:
+                declared.setdefault(field.name, set()).add(bounds)
+    assert not set(RANGES) & set(declared), "a range in RANGES that a config field declares"
+    assert not set(RANGES) & set(DECIDED)
+    assert {key for key, ranges in declared.items() if len(ranges) > 1} == set()
+    for key in ("batch_size", "top_k", "embed_every", "min_boxes", "high_score", "iou", "lost_seconds", "port", "threads"):
+        assert key in declared and option_range(key) in declared[key], key
+
+
+def test_a_range_is_read_from_the_fields_type() -> None:
+    import math
+    from typing import Annotated
+
+    from pydantic import Field
+
+    from reid.cli.defaults import Range, type_range
+
+    assert type_range(Annotated[int, Field(ge=1, le=4096)] | None) == Range(1, 4096)
+    assert type_range(Annotated[float, Field(gt=0, le=1, allow_inf_nan=False)]) == Range(0.0, 1.0, low_open=True)
+    assert type_range(Annotated[float, Field(ge=0, lt=1)]).problem(1.0) == "must be in [0, 1)"
+    assert type_range(Annotated[int, Field(ge=2)]) == Range(2, math.inf)
+    assert type_range(Annotated[float, Field(allow_inf_nan=False)]) is None
+    assert type_range(int) is None
+    assert type_range(Annotated[int, Field(ge=0, lt=1024)]) == Range(0, 1023)
 
 
 def test_an_option_with_its_own_default_is_checked_against_the_table_when_parsed() -> None:
@@ -179,6 +223,13 @@ def test_options_out_of_range_are_one_line_in_the_apps(tmp_path) -> None:
         (camera_search.app, ["--out", out, "--detect-scale", "inf"], "'--detect-scale': inf: must be a finite number"),
         (face_checkin.app, ["--out", out, "--top-k", "0"], "'--top-k': 0: must be between 1 and 10,000"),
         (face_checkin.app, ["--out", out, "--max-frames", "-5"], "'--max-frames': -5: must be between 1"),
+        (face_checkin.app, ["--out", out, "--every", "0"], "'--every': 0: must be between 1 and 1,000,000"),
+        (face_checkin.app, ["--out", out, "--top-k", "10001"], "'--top-k': 10001: must be between 1 and 10,000"),
+        (camera_search.app, ["--out", out, "--top-k", "0"], "'--top-k': 0: must be between 1 and 10,000"),
+        (camera_search.app, ["--out", out, "--embed-every", "0"], "'--embed-every': 0: must be between 1 and 1,000,000"),
+        (camera_search.app, ["--out", out, "--min-boxes", "0"], "'--min-boxes': 0: must be between 1 and 1,000,000"),
+        (camera_search.app, ["--out", out, "--reference-camera", "1024"], "'--reference-camera': 1024: must be between 0 and 1,023"),
+        (camera_search.app, ["--out", out, "--reference-camera", "-1"], "'--reference-camera': -1: must be between 0 and 1,023"),
         (calibrate.app, ["-m", "m", "--people", out, "--out", out, "--far", "1.5"], "'--far': is a false-accept rate"),
         (calibrate.app, ["-m", "m", "--people", out, "--out", out, "--max-impostors", "0"], "'--max-impostors': 0: must be"),
     ):

@@ -15,6 +15,7 @@ import apps.camera_search.cli as camera_search
 import apps.face_checkin.calibrate as face_calibrate
 import apps.face_checkin.cli as face_checkin
 from apps.camera_search.search import SearchConfig
+from apps.face_checkin.checkin import CheckinConfig
 from reid.cli import app
 from reid.cli.defaults import default_of, shown
 from reid.detect import PersonDetectorConfig
@@ -47,7 +48,8 @@ SOURCES: dict[str, tuple[Any, ...]] = {
     "reid serve keys create": (ServeConfig,),
     "reid serve keys list": (ServeConfig,),
     "reid serve keys revoke": (ServeConfig,),
-    "camera_search": (SearchConfig, PersonDetectorConfig),
+    "camera_search": (SearchConfig, PersonDetectorConfig, TrackerConfig),
+    "face_checkin": (CheckinConfig,),
 }
 
 # Defaults that help describes rather than states as a value (what applies is worked out

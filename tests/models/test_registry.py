@@ -30,6 +30,7 @@ from reid.models.registry import (
     ARTEFACTS,
     KINDS,
     STALE_PARTIAL_SECONDS,
+    SOURCES,
     Artefact,
     artefact_path,
     cache_state,
@@ -64,6 +65,20 @@ def test_every_entry_is_described() -> None:
     assert {a.kind for a in osnets} == {"imagenet-backbone", "person-reid"}
     assert all(a.location.startswith("https://drive.google.com/") for a in osnets)
     assert ARTEFACTS["osnet_x1_0.market1501"].classes == 751
+
+
+def test_each_source_is_known_in_one_table() -> None:
+    fields = dataclasses.asdict(ARTEFACTS["resnet18.imagenet"])
+    with pytest.raises(ValueError, match="source 'ftp' is not one of torchvision, url, wheel"):
+        Artefact(**{**fields, "source": "ftp"})
+    assert set(SOURCES) == {a.source for a in ARTEFACTS.values()}
+    for artefact in ARTEFACTS.values():
+        assert artefact.in_torch_hub == (artefact.source == "torchvision")
+        member = artefact.installed_member()
+        if artefact.source != "wheel":
+            assert member is None  # no installed package supplies a torchvision or URL file
+        elif member is not None:
+            assert member.is_file() and member.as_posix().endswith(artefact.member)
 
 
 def test_cache_location_follows_the_environment(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

@@ -85,6 +85,8 @@ class Scored:
 
 def test_the_tracker_takes_the_detectors_confident_score_unless_told() -> None:
     assert tracker_for(Scored(None), TrackerConfig()).config.high_score is None
+    # A detector whose every box is sure (min_score 0): the tracker counts every box confident.
+    assert tracker_for(Scored(0.0), TrackerConfig()).config.high_score is None
     tracker = tracker_for(Scored(0.6), TrackerConfig(), camera=3)
     assert tracker.config.high_score == 0.6 and tracker.camera == 3
     told = tracker_for(Scored(0.6), TrackerConfig(high_score=0.8, lost_seconds=2.0), fps=5)
