@@ -31,6 +31,8 @@ from reid.engine.config import MAX_CONFIG_BYTES, check_yaml_shape
 from reid.errors import ConfigError
 from reid.options import check_fields
 from reid.paths import read_text_bounded
+from reid.pipeline.enrol import EnrolConfig
+from reid.pipeline.query import QueryConfig, TopK
 from reid.pipeline.subject import check_detect
 
 # A gallery's name is its folder under the root: one path part, no hidden or odd names.
@@ -61,20 +63,19 @@ class GallerySettings:
     card's, else the gallery's); ``top_k``: identities returned per subject by default."""
 
     model: str | None = None
-    detect: str = "auto"
+    detect: str = EnrolConfig.detect
     detector: str | None = None
-    no_face: str = "skip"
+    no_face: str = EnrolConfig.no_face
     threshold: float | None = None
-    top_k: int = 5
+    top_k: TopK = QueryConfig.top_k
 
     def check(self, where: str) -> None:
         try:
+            check_fields(self)
             check_detect(self.detect, self.no_face, self.detector)
         except ConfigError as exc:
             raise ConfigError(f"{where}: {exc}") from None
         check_distance_threshold(self.threshold, f"{where}: threshold")
-        if not isinstance(self.top_k, int) or self.top_k < 1:
-            raise ConfigError(f"{where}: top_k must be a whole number of at least 1, got {self.top_k!r}")
 
 
 @dataclass

@@ -51,6 +51,10 @@ def test_settings_speak_the_photo_commands_vocabulary(tmp_path: Path) -> None:
         ("galleries: {staff: {no_face: ignore}}\n", "gallery staff: no_face 'ignore': choose one of whole, skip, error"),
         ("defaults: {detect: none, detector: hog}\n", "defaults: detector hog: detect none takes everything whole"),
         ("galleries: {staff: {detect: face, detector: hog}}\n", "hog finds persons, not faces"),
+        ("galleries: {staff: {top_k: 0}}\n", "gallery staff: top_k: input should be greater than or equal to 1"),
+        # A search's top-k has one range, the query's, from a file as from an option.
+        ("defaults: {top_k: 1000000000}\n", "defaults: top_k: input should be less than or equal to 10000"),
+        ("defaults: {top_k: 2.5}\n", "defaults: top_k: input should be a valid integer"),
         ("threads: 0\n", "threads: input should be greater than or equal to 1"),
         ("workers: 1000000\n", "workers: input should be less than or equal to 256"),
         ("threads: 100000000\n", "threads: input should be less than or equal to 4096"),
