@@ -30,7 +30,7 @@ import numpy as np
 
 from reid.detect.base import Detection, clipped_detection, non_max_suppression
 from reid.errors import ConfigError, ModelError
-from reid.models.onnx import first_line, import_onnxruntime
+from reid.models.runtime import first_line, import_onnxruntime
 
 LAYOUTS = ("auto", "yolov5", "yolov8", "yolox")
 YOLOX_STRIDES = (8, 16, 32)

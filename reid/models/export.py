@@ -26,7 +26,8 @@ from reid.errors import ConfigError, ConfigValueError, ModelError
 from reid.models.card import ModelCard, file_fingerprint, seal_card
 from reid.models.encoder import preprocess
 from reid.models.folder import load_model, resolve_model_path
-from reid.models.onnx import ONNX_EXTRA, first_line, card_path_for, import_onnxruntime, write_card_file
+from reid.models.onnx import card_path_for, write_card_file
+from reid.models.runtime import first_line, import_onnx, import_onnxruntime
 from reid.paths import check_output_file, replaced_atomically
 
 EXPORT_FORMATS = ("onnx", "torchscript")
@@ -79,10 +80,7 @@ def check_images(card: ModelCard, batch: int, seed: int) -> torch.Tensor:
 
 def _require_onnx(path: Path) -> Any:
     """The onnx module, after checking that onnxruntime is there too for the check."""
-    try:
-        import onnx
-    except ImportError:
-        raise ModelError(f"{path}: exporting to ONNX needs onnx, which is not installed: {ONNX_EXTRA}") from None
+    onnx = import_onnx(f"{path}: exporting to ONNX")
     import_onnxruntime(f"{path}: checking an exported ONNX model")
     return onnx
 

@@ -28,7 +28,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import Protocol
 
 import torch
 from torch import nn
@@ -37,8 +37,22 @@ from reid.errors import ModelError
 from reid.models.backbones import backbone_spec, build_backbone, source_key_mapper, timm_model, torchvision_model
 from reid.models.checkpoints import read_state
 
-if TYPE_CHECKING:
-    from reid.models.registry import Artefact
+
+class Artefact(Protocol):
+    """What a checkpoint format needs of a registry artefact (:class:`reid.models.registry.
+    Artefact`): its name for errors, its ``layout`` (a key of :data:`FORMATS`, or the kind of
+    a file that is no PyTorch checkpoint) and the architecture its tensors make.  Stated here
+    so that the formats stand below the registry that fetches the files."""
+
+    @property
+    def name(self) -> str: ...
+
+    @property
+    def layout(self) -> str: ...
+
+    @property
+    def architecture(self) -> str: ...
+
 
 # Where a source tensor goes: a ReidNet name, or one of these.
 CLASSIFIER = "<classifier>"  # the source's identity or ImageNet classifier: dropped

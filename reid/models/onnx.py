@@ -26,10 +26,10 @@ import numpy as np
 from reid.errors import ConfigError, ModelError
 from reid.models.card import ModelCard, file_fingerprint, read_card_json, seal_card, validate_card, verify_card
 from reid.models.encoder import Encoder, check_embeddings, l2_normalize, preprocess
+from reid.models.runtime import first_line, import_onnxruntime
 from reid.paths import write_bytes_atomic
 
 CARD_SUFFIX = ".card.json"
-ONNX_EXTRA = 'pip install "reid-toolkit[onnx]"'
 CHANNEL_ORDERS = ("rgb", "bgr")
 INPUT_DTYPES = {"tensor(float)": np.float32, "tensor(float16)": np.float16}
 
@@ -78,20 +78,6 @@ def write_card_file(card: ModelCard, path: Path) -> Path:
     validate_card(card, str(path))
     write_bytes_atomic(path, (json.dumps(card.to_dict(), indent=2) + "\n").encode())
     return Path(path)
-
-
-def import_onnxruntime(purpose: str) -> Any:
-    """onnxruntime, or a one-line error naming the extra that brings it."""
-    try:
-        import onnxruntime
-    except ImportError:
-        raise ModelError(f"{purpose} needs onnxruntime, which is not installed: {ONNX_EXTRA}") from None
-    return onnxruntime
-
-
-def first_line(exc: BaseException) -> str:
-    text = str(exc).strip()
-    return text.splitlines()[0] if text else exc.__class__.__name__
 
 
 def _static(dim: Any) -> int | None:

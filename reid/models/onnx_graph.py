@@ -18,17 +18,9 @@ from typing import Any
 import numpy as np
 
 from reid.errors import ModelError
-from reid.models.onnx import ONNX_EXTRA, import_onnxruntime
+from reid.models.runtime import import_onnx, import_onnxruntime
 
 BATCH = "N"
-
-
-def _import_onnx(purpose: str) -> Any:
-    try:
-        import onnx
-    except ImportError:
-        raise ModelError(f"{purpose} needs the onnx package, which is not installed: {ONNX_EXTRA}") from None
-    return onnx
 
 
 def _dequantized(node: Any, stored: dict[str, np.ndarray], onnx: Any) -> np.ndarray:
@@ -58,7 +50,7 @@ def float_weights(payload: bytes, source: str) -> bytes:
     Raises ModelError when ``payload`` is not an ONNX model, or the rewritten graph fails
     onnx's checker or does not load in onnxruntime.
     """
-    onnx = _import_onnx(f"{source}: rewriting the graph")
+    onnx = import_onnx(f"{source}: rewriting the graph")
     from onnx import numpy_helper
 
     try:

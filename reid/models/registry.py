@@ -44,6 +44,7 @@ import torch
 import torchvision
 
 from reid.errors import ModelError
+from reid.models.formats import artefact_state, fit_artefact
 from reid.paths import file_sha256, remove_stale_temporaries, write_bytes_atomic
 
 CACHE_ENV = "REID_CACHE_DIR"
@@ -412,8 +413,6 @@ def _check_as_checkpoint(artefact: Artefact, path: Path) -> None:
     """Read ``path`` as the artefact's checkpoint (bounded, weights only) and check its
     tensors fit the artefact's architecture; the check a file without a published hash
     passes before its hash is recorded.  Raises ModelError naming the file."""
-    from reid.models.formats import artefact_state, fit_artefact
-
     fit_artefact(artefact, artefact_state(artefact, path), path)
 
 

@@ -37,7 +37,7 @@ from reid.detect.yunet import YuNetConfig, YuNetDetector
 from reid.errors import DataError, ModelError
 from reid.models.card import ModelCard, file_fingerprint, ready_made_card, seal_card
 from reid.models.encoder import EmbedResult, Encoder, l2_normalize
-from reid.models.onnx import first_line, import_onnxruntime
+from reid.models.runtime import first_line, import_onnxruntime
 from reid.models.registry import SFACE as SFACE_ARTEFACT
 from reid.models.registry import fetch, get_artefact
 

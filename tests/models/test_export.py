@@ -122,7 +122,7 @@ def test_export_input_errors(tmp_path: Path, model: Path, monkeypatch: pytest.Mo
     with pytest.raises(ModelError, match="model folder not found"):
         export_model(tmp_path / "missing", "onnx")
     monkeypatch.setitem(sys.modules, "onnx", None)
-    with pytest.raises(ModelError, match=r'needs onnx, which is not installed: pip install "reid-toolkit\[onnx\]"'):
+    with pytest.raises(ModelError, match=r'exporting to ONNX needs the onnx package, which is not installed: pip install "reid-toolkit\[onnx\]"'):
         export_model(model, "onnx", tmp_path / "x.onnx")
 
 

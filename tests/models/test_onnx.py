@@ -167,7 +167,7 @@ def test_wrong_input_size(fixed_batch_file: Path, dynamic_file: Path) -> None:
 
 def test_missing_onnxruntime_names_the_extra(monkeypatch: pytest.MonkeyPatch, fixed_batch_file: Path) -> None:
     monkeypatch.setitem(sys.modules, "onnxruntime", None)
-    with pytest.raises(ModelError, match=r'needs onnxruntime, which is not installed: pip install "reid-toolkit\[onnx\]"'):
+    with pytest.raises(ModelError, match=r'needs the onnxruntime package, which is not installed: pip install "reid-toolkit\[onnx\]"'):
         load_encoder(fixed_batch_file)
 
 
