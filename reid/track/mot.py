@@ -39,10 +39,13 @@ MAX_LINE_CHARS = 1000
 FIELDS = ("frame", "id", "x", "y", "w", "h", "score")
 # Joining tracklets offline (:func:`link_tracklets`): the next tracklet's first box inside
 # the 95% chi-square gate (4 degrees of freedom) of the earlier one's Kalman prediction,
-# the gate the tracker re-finds lost tracks in; DeepSORT's largest cosine distance between
-# the same person's embeddings (0.2) as a further gate where both have embeddings.
+# the gate the tracker re-finds lost tracks in; where both have embeddings, DeepSORT's
+# largest cosine distance between the same person's embeddings (0.2) as a further gate.
 LINK_GATE = REFIND_GATE
 LINK_COSINE = 0.2
+# Where both have embeddings, StrongSORT's AFLink window (Du et al. 2023, ``thrS``: 75
+# pixels between one's last box centre and the next one's first) admits a join as well.
+LINK_PIXELS = 75.0
 # StrongSORT's Gaussian-smoothed interpolation (Du et al. 2023): its tau of 10 (frames, at
 # the 30 fps its settings are stated at) and the noise its regressor adds to the kernel.
 GSI_TAU = 10.0
@@ -289,20 +292,26 @@ def link_tracklets(
 ) -> list[MotRow]:
     """``rows`` with the ids of tracklets that continue one another made one.
 
-    Tracklet B continues tracklet A when B starts after A ends, at most ``max_gap`` frames
-    later, and B's first box lies inside the 95% chi-square gate (:data:`LINK_GATE`, 4
-    degrees of freedom) of A's constant-velocity Kalman filter (the tracker's
-    :class:`reid.track.tracker.KalmanBox`, fitted to A's boxes as the tracker fits it,
-    then predicted across the gap): the motion gate DeepSORT (Wojke et al. 2017) matches
-    within.  Where both have a mean embedding (``looks``: (D,) unit vectors by track id,
-    :func:`track_looks`), their cosine distance must also be at most ``cosine``
-    (DeepSORT's 0.2); tracklets without one are joined on motion alone.
-    :func:`track_detection_file` takes the tracker's lost time as ``max_gap``
-    (StrongSORT's AFLink window, Du et al. 2023: at most 30 frames, 1 s at 30 fps).  Each
-    tracklet continues at most one and is continued by at most one, chosen by one optimal
-    assignment on the squared Mahalanobis distance, pairs outside the gate costing just
-    over it (DeepSORT's matching cascade does the same); chains of joined tracklets take the
-    id of their first.  Rows of id -1 are never joined.  Row order is kept.
+    Tracklet B may continue tracklet A when B starts after A ends, at most ``max_gap``
+    frames later (:func:`track_detection_file` takes the tracker's lost time, StrongSORT's
+    AFLink window, Du et al. 2023: at most 30 frames, 1 s at 30 fps), and:
+
+    - without embeddings for both (``looks``: (D,) unit mean embeddings by track id,
+      :func:`track_looks`): B's first box lies inside the 95% chi-square gate
+      (:data:`LINK_GATE`, 4 degrees of freedom) of A's constant-velocity Kalman filter
+      (the tracker's :class:`reid.track.tracker.KalmanBox`, fitted to A's boxes as the
+      tracker fits it, then predicted across the gap), the motion gate DeepSORT (Wojke et
+      al. 2017) matches within; the cost is that squared Mahalanobis distance over the gate;
+    - with embeddings for both: their cosine distance is at most ``cosine`` (DeepSORT's
+      0.2) and B's first box lies inside that gate or within :data:`LINK_PIXELS` of A's
+      last box centre (AFLink's ``thrS``: appearance vouches for a person who turned while
+      unseen); the cost is the cosine distance over ``cosine``.
+
+    Each tracklet continues at most one and is continued by at most one, chosen by one
+    optimal assignment on those costs (each 0..1 against its own threshold), a pair
+    outside the gates costing just over 1 (DeepSORT's matching does the same); chains of
+    joined tracklets take the id of their first.  Rows of id -1 are never joined.  Row
+    order is kept.
     """
     rows = list(rows)
     tracklets: dict[int, list[MotRow]] = defaultdict(list)
@@ -321,23 +330,28 @@ def link_tracklets(
             gap = start - end
             if not 0 < gap <= max_gap:
                 continue
-            if before in looks and after in looks and 1.0 - float(looks[before] @ looks[after]) > cosine:
-                continue
+            first = tracklets[after][0]
             while len(predicted) < gap:
                 # After the first frame unseen the height stays, as the tracker keeps it.
                 ahead.predict(still_height=bool(predicted))
                 predicted.append(ahead.copy())
-            distance = predicted[gap - 1].gating_distance(tracklets[after][0].box)
-            if distance <= LINK_GATE:
-                pairs[before, after] = distance
+            moved = predicted[gap - 1].gating_distance(first.box)
+            if before in looks and after in looks:
+                look = 1.0 - float(looks[before] @ looks[after])
+                near = _centre_distance(seen[-1].box, first.box) <= LINK_PIXELS
+                if look <= cosine and (near or moved <= LINK_GATE):
+                    pairs[before, after] = look / max(cosine, 1e-12)
+            elif moved <= LINK_GATE:
+                pairs[before, after] = moved / LINK_GATE
     if not pairs:
         return rows
     heads = sorted({a for a, _ in pairs})
     tails = sorted({b for _, b in pairs})
-    blocked = LINK_GATE + 1e-5
+    blocked = 1.0 + 1e-5
+    row_of, column_of = {i: n for n, i in enumerate(heads)}, {i: n for n, i in enumerate(tails)}
     cost = np.full((len(heads), len(tails)), blocked)
     for (before, after), distance in pairs.items():
-        cost[heads.index(before), tails.index(after)] = distance
+        cost[row_of[before], column_of[after]] = distance
     chosen, taken = linear_sum_assignment(cost)
     successor = {heads[a]: tails[b] for a, b in zip(chosen, taken, strict=True) if cost[a, b] < blocked}
     renamed: dict[int, int] = {}
@@ -347,6 +361,10 @@ def link_tracklets(
             renamed[follower] = head
             follower = successor.get(follower)
     return [MotRow(r.frame, renamed.get(r.id, r.id), r.box, r.score) for r in rows]
+
+
+def _centre_distance(a: tuple[float, float, float, float], b: tuple[float, float, float, float]) -> float:
+    return math.hypot(a[0] + a[2] / 2 - b[0] - b[2] / 2, a[1] + a[3] / 2 - b[1] - b[3] / 2)
 
 
 def _fitted(seen: list[MotRow]) -> KalmanBox:

@@ -223,6 +223,16 @@ def test_a_tracklet_that_looks_different_is_not_joined_however_well_it_moves() -
     assert {r.id for r in link_tracklets(rows, {}, max_gap=7)} == {1}, "on motion alone they would be joined"
 
 
+def test_a_person_who_turned_while_unseen_is_joined_on_appearance_only() -> None:
+    """Walking right at 5 px a frame to x 55 at frame 10, back at frame 15 at x 0 walking
+    left: 78 px behind the rightward prediction, outside its gate, and 55 px from the last
+    box.  With the same look, AFLink's 75 px window joins them; on motion alone, not."""
+    red = np.eye(3, dtype=np.float32)[0]
+    rows = _walk(1, range(1, 11), 10.0, 5.0) + _walk(2, range(15, 25), 0.0, -5.0)
+    assert {r.id for r in link_tracklets(rows, {}, max_gap=7)} == {1, 2}
+    assert {r.id for r in link_tracklets(rows, {1: red, 2: red}, max_gap=7)} == {1}
+
+
 def test_gsi_length_scale_is_strongsorts_at_its_frame_rate() -> None:
     """Hand computation: tau 10, n boxes at 30 fps: 10 * ln(1000 / n) frames, no less than
     0.1; at 7 fps the n boxes are n * 30 / 7 frames of 30 fps, and the length scale
