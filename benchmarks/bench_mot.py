@@ -4,17 +4,22 @@ Rows, all scored under MOTChallenge's rules (ground-truth rows with flag 0 dropp
 at IoU >= 0.5; :mod:`reid.evaluation.mot`: py-motmetrics for CLEAR MOT and IDF1, HOTA from
 its paper's definition):
 
-- ``frcnn``: the public Faster R-CNN detections of the sequence
+- ``frcnn, reid track``: the public Faster R-CNN detections of the sequence
   (``../shared/data/video/pets09-s2l1/det-frcnn.txt``) through ``reid track``'s library
-  function (:func:`reid.track.mot.track_detection_file`), no images, with every box
-  confident (``reid track``'s default) and with ByteTrack's score thresholds for
-  probabilities (``--track-high-score 0.6 --track-start-score 0.7``); frames/s is the
-  tracker's alone.  ``--fps`` is the frame rate MOT15 lists for the sequence (7), from
-  which the tracker's time-based settings become frames.
-- ``frcnn ... appearance``: the same detections with ByteTrack's scores and each box cut
-  from ``vtest.avi`` and embedded by ``--model`` (``reid track --video --model``), with
-  and without joining tracklets afterwards; the boxes are embedded once for both rows,
-  and frames/s counts decoding, cutting and embedding as well as tracking.
+  function (:func:`reid.track.mot.track_detection_file`: tracked, joined, gaps filled,
+  smoothed), no images, with every box confident (``all confident``, ``reid track``'s
+  default) and with ByteTrack's score thresholds for probabilities (``0.6/0.7``:
+  ``--track-high-score 0.6 --track-start-score 0.7``); frames/s is the tracker's alone.
+  ``--fps`` is the frame rate MOT15 lists for the sequence (7), from which the tracker's
+  time-based settings become frames.
+- ``frcnn, ...`` without ``reid track``: the same tracker output finished step by step
+  (:func:`stepwise_row`): ``before`` with its bridged gaps filled only, then joined, and
+  the published settings measured and left out (docs/tracking.md says why).
+- ``looks``: the same detections with ByteTrack's scores and each box cut from
+  ``vtest.avi`` and embedded by ``--model`` (``reid track --video --model``): before,
+  joined, and through ``reid track`` with and without joining; the boxes are embedded
+  once for all four rows, and frames/s counts decoding, cutting and embedding as well
+  as tracking.
 - ``query DETECTOR``: ``reid query`` end to end on ``../shared/data/video/vtest.avi`` (the
   same 795 frames) with ``--model`` (the demo model) and a gallery of 5 Market-1501 people
   (none of whom is in the video), once per detector of ``--detectors`` (``default``: the
