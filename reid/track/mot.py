@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import Protocol
 
 import numpy as np
-from scipy.linalg import cho_factor, cho_solve
+from scipy.linalg import solveh_banded
 from scipy.optimize import linear_sum_assignment
 
 from reid.detect import Box
@@ -50,6 +50,9 @@ LINK_PIXELS = 75.0
 # the 30 fps its settings are stated at) and the noise its regressor adds to the kernel.
 GSI_TAU = 10.0
 GSI_NOISE = 1e-10
+# Kernel entries of frames more than this many length scales apart (exp(-reach**2 / 2) <
+# 1e-30) are dropped: far below the noise, they change no box by a measurable amount.
+GSI_REACH = 11.8
 
 
 @dataclass(frozen=True)
@@ -223,12 +226,36 @@ def gaussian_smooth(rows: Iterable[MotRow], tau: float = GSI_TAU, fps: float | N
             # 1 / tau): the regression gives the boxes back, so the kernel is not built.
             continue
         boxes = np.array([rows[p].box for p in positions], dtype=np.float64)
-        kernel = np.exp(-0.5 * np.square((frames[:, None] - frames[None, :]) / length))
-        factor = cho_factor(kernel + GSI_NOISE * np.eye(len(frames)), lower=True)
-        fitted = kernel @ cho_solve(factor, boxes)
-        for p, (x, y, w, h) in zip(positions, fitted.tolist(), strict=True):
+        for p, (x, y, w, h) in zip(positions, _regression_mean(frames, boxes, length).tolist(), strict=True):
             smoothed[p] = MotRow(rows[p].frame, rows[p].id, (x, y, w, h), rows[p].score)
     return smoothed
+
+
+def _regression_mean(frames: np.ndarray, values: np.ndarray, length: float) -> np.ndarray:
+    """The Gaussian process regression's mean at ``frames`` ((n,) increasing) of ``values``
+    ((n, k)): K (K + noise I)^-1 values for the radial basis kernel K of ``length``.
+
+    K is kept as a band: entries of frames more than :data:`GSI_REACH` length scales apart
+    are below 1e-30 and left out, so a long track costs memory in its length, not its
+    square, and the system is solved by a banded Cholesky factorization."""
+    n = len(frames)
+    reach = GSI_REACH * length
+    band = 0
+    while band + 1 < n and float(np.min(frames[band + 1 :] - frames[: -(band + 1)])) <= reach:
+        band += 1
+    # Upper banded form: row band - k holds the k-th superdiagonal, right-aligned.
+    stored = np.zeros((band + 1, n))
+    for k in range(band + 1):
+        stored[band - k, k:] = np.exp(-0.5 * np.square((frames[k:] - frames[: n - k]) / length))
+    system = stored.copy()
+    system[band] += GSI_NOISE
+    weights = solveh_banded(system, values)
+    fitted = stored[band][:, None] * weights
+    for k in range(1, band + 1):
+        diagonal = stored[band - k, k:][:, None]
+        fitted[:-k] += diagonal * weights[k:]
+        fitted[k:] += diagonal * weights[:-k]
+    return fitted
 
 
 def finish_tracks(

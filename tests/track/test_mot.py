@@ -269,6 +269,33 @@ def test_gaussian_smoothing_takes_out_frame_to_frame_jitter_and_keeps_the_path()
     assert [r.box[0] for r in gaussian_smooth(straight, fps=30.0)] == pytest.approx(line, abs=0.05)
 
 
+def test_gaussian_smoothing_is_the_regression_mean_of_the_whole_kernel() -> None:
+    """The banded solution against K (K + 1e-10 I)^-1 y with the full kernel: 40 jittered
+    boxes at 30 fps with a 3-frame gap (length scale 10 * ln(1000 / 40) = 32.2 frames)."""
+    rng = np.random.default_rng(3)
+    frames = np.array([f for f in range(1, 44) if not 20 <= f <= 22], dtype=np.float64)
+    boxes = np.stack([100 + 2 * frames, 50 + 0 * frames, 40 + 0 * frames, 100 + 0 * frames], axis=1)
+    boxes += rng.normal(0.0, 1.5, boxes.shape)
+    rows = [MotRow(int(f), 4, tuple(b), 0.9) for f, b in zip(frames, boxes.tolist(), strict=True)]
+    length = 10 * np.log(1000 / 40)
+    kernel = np.exp(-0.5 * np.square((frames[:, None] - frames[None, :]) / length))
+    expected = kernel @ np.linalg.solve(kernel + 1e-10 * np.eye(len(frames)), boxes)
+    smoothed = np.array([r.box for r in gaussian_smooth(rows, fps=30.0)])
+    assert np.abs(smoothed - expected).max() < 1e-3
+    assert np.abs(smoothed - boxes).max() > 0.1, "the boxes did move"
+
+
+def test_a_long_track_at_a_high_frame_rate_is_smoothed_in_memory_of_its_length() -> None:
+    """20,000 boxes at 60 fps (5.6 minutes): a full kernel would be 3.2 GB of floats; the
+    band of its length scale (0.2 frame: 1 / tau at 30 fps, in frames of 60) is a few
+    diagonals.  Neighbours correlate at exp(-12.5), so the boxes move by under 1e-3 px."""
+    rows = [MotRow(f, 1, (100.0 + (2.0 if f % 2 else -2.0), 50.0, 40.0, 100.0), 0.9) for f in range(1, 20001)]
+    assert gsi_length_scale(len(rows), fps=60.0) == pytest.approx(0.2)
+    smoothed = gaussian_smooth(rows, fps=60.0)
+    assert [r.frame for r in smoothed] == [r.frame for r in rows]
+    assert max(abs(a.box[0] - b.box[0]) for a, b in zip(smoothed, rows, strict=True)) < 1e-3
+
+
 def test_gaussian_smoothing_leaves_a_long_track_and_a_single_box_as_they_are() -> None:
     """A track of 2,000 boxes at 30 fps has the length scale 1 / tau = 0.1 frame: neighbours
     are uncorrelated and the regression gives each box back; so does a one-box track."""
