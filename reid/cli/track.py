@@ -9,7 +9,7 @@ from typing import Any
 import typer
 
 from reid.cli.common import handle_errors, print_table
-from reid.cli.defaults import config_overrides, with_config_options
+from reid.cli.defaults import config_overrides, given, with_config_options
 from reid.errors import ConfigError
 from reid.models import load_encoder
 from reid.paths import check_output_file
@@ -47,8 +47,8 @@ def track_command(
     link: bool | None = typer.Option(
         None,
         "--link/--no-link",
-        help="Join tracklets that follow one another closely and look alike, after tracking "
-        "(default: with --video).",
+        help="Join tracklets that continue one another after tracking: by motion, and with --video by "
+        "appearance too (default: join).",
     ),
     **options: Any,
 ) -> None:
@@ -56,11 +56,9 @@ def track_command(
     check_output_file(out, "--out")
     if (video is None) != (model is None):
         raise ConfigError("--video and --model go together: the model embeds the boxes cut from the video")
-    if link and video is None:
-        raise ConfigError("--link joins tracklets that look alike: it needs --video and --model")
     config = TrackerConfig(**config_overrides(TrackerConfig, options))
     appearance = None if video is None or model is None else VideoAppearance(video, load_encoder(model))
-    result = track_detection_file(detections, out, config, fps, appearance, link)
+    result = track_detection_file(detections, out, config, fps, appearance, **given(link=link))
     print_table(
         f"tracked {detections}",
         ["item", "value"],

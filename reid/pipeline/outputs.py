@@ -29,7 +29,7 @@ from reid.detect import Box
 from reid.errors import ConfigError, DataError
 from reid.paths import TEMP_MARK, check_output_file, check_output_folder, make_own_folder, open_new, write_bytes_atomic
 from reid.pipeline.query import FrameResult, TrackSummary
-from reid.track.mot import MotRow, interpolate, link_tracklets, write_mot
+from reid.track.mot import MotRow, finish_tracks, write_mot
 
 FOURCC = {".mp4": "mp4v", ".m4v": "mp4v", ".mov": "mp4v", ".avi": "MJPG", ".mkv": "XVID"}
 # BGR colours of boxes: named, unknown.
@@ -200,17 +200,17 @@ class MotWriter:
     """Every tracked detection as a MOTChallenge row (:mod:`reid.track.mot`), written at
     close, atomically: the file's frames count from 1 (decoded frame index + 1), ids are
     track numbers (-1 for untracked detections), tracks of fewer than ``min_boxes`` boxes
-    are left out, as the tracker leaves them out of its ended tracks, tracklets that continue
-    one another within ``max_gap`` frames are joined by their ended tracks' mean embeddings
-    (:func:`reid.track.mot.link_tracklets`, as ``reid track --video`` joins them), and then
-    gaps of up to ``max_gap`` frames in a track get interpolated boxes
-    (:func:`reid.track.mot.interpolate`)."""
+    are left out, as the tracker leaves them out of its ended tracks, and the rest are
+    finished as ``reid track`` finishes them (:func:`reid.track.mot.finish_tracks`):
+    tracklets that continue one another within ``max_gap`` frames joined by motion and
+    their ended tracks' mean embeddings, gaps of up to ``max_gap`` frames interpolated, and
+    each track's boxes smoothed at ``fps`` frames a second."""
 
-    def __init__(self, path: Path, min_boxes: int = 1, max_gap: int = 0) -> None:
+    def __init__(self, path: Path, min_boxes: int = 1, max_gap: int = 0, fps: float | None = None) -> None:
         self.path = Path(path)
         check_outputs(mot=self.path)
         self.path.parent.mkdir(parents=True, exist_ok=True)
-        self.min_boxes, self.max_gap = min_boxes, max_gap
+        self.min_boxes, self.max_gap, self.fps = min_boxes, max_gap, fps
         self.rows: list[MotRow] = []
         self.looks: dict[int, np.ndarray] = {}
         self.lines = 0
@@ -229,8 +229,7 @@ class MotWriter:
     def close(self) -> None:
         boxes = Counter(r.id for r in self.rows)
         kept = [r for r in self.rows if r.id == -1 or boxes[r.id] >= self.min_boxes]
-        joined = link_tracklets(kept, self.looks, self.max_gap)
-        self.lines = write_mot(self.path, interpolate(joined, self.max_gap))
+        self.lines = write_mot(self.path, finish_tracks(kept, self.looks, self.max_gap, self.fps))
 
 
 class VideoOutput:
@@ -315,7 +314,7 @@ class QueryOutputs:
             self.crops = CropWriter(crops) if crops else None
             self.jsonl = JsonlWriter(jsonl) if jsonl else None
             self.tracks = TracksWriter(tracks) if tracks else None
-            self.mot = MotWriter(mot, min_boxes, max_gap) if mot else None
+            self.mot = MotWriter(mot, min_boxes, max_gap, fps) if mot else None
         except BaseException:
             self.close()
             raise

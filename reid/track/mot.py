@@ -23,12 +23,13 @@ from pathlib import Path
 from typing import Protocol
 
 import numpy as np
+from scipy.linalg import solveh_banded
 from scipy.optimize import linear_sum_assignment
 
 from reid.detect import Box
 from reid.errors import ConfigError, DataError
 from reid.paths import write_bytes_atomic
-from reid.track.tracker import Observation, Track, Tracker, TrackerConfig
+from reid.track.tracker import REFERENCE_FPS, REFIND_GATE, KalmanBox, Observation, Track, Tracker, TrackerConfig
 
 # A 30 fps hour with 100 boxes a frame is about 700 MB of text; this is room for hours of
 # a busy scene while never reading an arbitrary file whole into memory.
@@ -36,11 +37,22 @@ MAX_MOT_BYTES = 1024 * 1024 * 1024
 # A line of ten numbers is under 100 characters; anything far longer is not a MOT file.
 MAX_LINE_CHARS = 1000
 FIELDS = ("frame", "id", "x", "y", "w", "h", "score")
-# Joining tracklets offline (:func:`link_tracklets`): StrongSORT's AFLink window (Du et
-# al. 2023, ``thrS``: 75 pixels between one's last box and the next one's first) and
-# DeepSORT's largest cosine distance between the same person's embeddings (0.2).
-LINK_PIXELS = 75.0
+# Joining tracklets offline (:func:`link_tracklets`): the next tracklet's first box inside
+# the 95% chi-square gate (4 degrees of freedom) of the earlier one's Kalman prediction,
+# the gate the tracker re-finds lost tracks in; where both have embeddings, DeepSORT's
+# largest cosine distance between the same person's embeddings (0.2) as a further gate.
+LINK_GATE = REFIND_GATE
 LINK_COSINE = 0.2
+# Where both have embeddings, StrongSORT's AFLink window (Du et al. 2023, ``thrS``: 75
+# pixels between one's last box centre and the next one's first) admits a join as well.
+LINK_PIXELS = 75.0
+# StrongSORT's Gaussian-smoothed interpolation (Du et al. 2023): its tau of 10 (frames, at
+# the 30 fps its settings are stated at) and the noise its regressor adds to the kernel.
+GSI_TAU = 10.0
+GSI_NOISE = 1e-10
+# Kernel entries of frames more than this many length scales apart (exp(-reach**2 / 2) <
+# 1e-30) are dropped: far below the noise, they change no box by a measurable amount.
+GSI_REACH = 11.8
 
 
 @dataclass(frozen=True)
@@ -166,6 +178,98 @@ def interpolate(rows: Iterable[MotRow], max_gap: int) -> list[MotRow]:
     return filled
 
 
+def gsi_length_scale(boxes: int, tau: float = GSI_TAU, fps: float | None = None) -> float:
+    """The length scale, in frames at ``fps`` (None: :data:`reid.track.tracker.REFERENCE_FPS`),
+    that :func:`gaussian_smooth` smooths a track of ``boxes`` boxes over: StrongSORT's
+    ``clip(tau * log(tau**3 / n), 1 / tau, tau**2)`` with ``n`` and the result in frames at
+    the reference rate, ``n = boxes * REFERENCE_FPS / fps``.  Raises ConfigError for a
+    ``tau`` or ``fps`` that is not above 0 or fewer than 1 box."""
+    if not (math.isfinite(tau) and tau > 0):
+        raise ConfigError(f"the smoothing scale tau must be above 0, got {tau}")
+    if fps is not None and not (math.isfinite(fps) and fps > 0):
+        raise ConfigError(f"--fps must be above 0, got {fps}")
+    if boxes < 1:
+        raise ConfigError(f"a track to smooth needs at least 1 box, got {boxes}")
+    scale = (fps or REFERENCE_FPS) / REFERENCE_FPS
+    return float(np.clip(tau * math.log(tau**3 * scale / boxes), 1 / tau, tau**2)) * scale
+
+
+def gaussian_smooth(rows: Iterable[MotRow], tau: float = GSI_TAU, fps: float | None = None) -> list[MotRow]:
+    """``rows`` with each track's boxes smoothed over time: StrongSORT's Gaussian-smoothed
+    interpolation (GSI; Du et al., "StrongSORT: Make DeepSORT Great Again", IEEE TMM 2023,
+    §3.4), applied after the gaps are filled.
+
+    Each of a track's x, y, width and height (pixels) is regressed on its frame numbers by
+    a Gaussian process with a radial basis kernel of length scale ``clip(tau * log(tau**3 /
+    n), 1 / tau, tau**2)`` frames for a track of ``n`` boxes, and each box is replaced by the
+    regression's mean at its frame (a zero-mean prior and a noise of 1e-10 on the kernel's
+    diagonal, as its code runs scikit-learn's regressor).  ``tau`` is the authors' 10 in
+    frames at :data:`reid.track.tracker.REFERENCE_FPS`; at ``fps`` (None: that rate) the
+    track's length and the length scale are taken in those frames and converted back, so
+    a track is smoothed over the same seconds at any rate.  Scores, frames and ids are
+    kept; rows of id -1 come back as they are.  Raises ConfigError for a ``tau`` or ``fps``
+    that is not above 0.
+    """
+    gsi_length_scale(1, tau, fps)
+    rows = list(rows)
+    tracks: dict[int, list[int]] = defaultdict(list)
+    for position, row in enumerate(rows):
+        if row.id != -1:
+            tracks[row.id].append(position)
+    smoothed = list(rows)
+    for positions in tracks.values():
+        positions.sort(key=lambda p: rows[p].frame)
+        length = gsi_length_scale(len(positions), tau, fps)
+        frames = np.array([rows[p].frame for p in positions], dtype=np.float64)
+        if np.exp(-0.5 / length**2) < GSI_NOISE:
+            # Neighbouring frames are all but uncorrelated (a long track's length scale of
+            # 1 / tau): the regression gives the boxes back, so the kernel is not built.
+            continue
+        boxes = np.array([rows[p].box for p in positions], dtype=np.float64)
+        for p, (x, y, w, h) in zip(positions, _regression_mean(frames, boxes, length).tolist(), strict=True):
+            smoothed[p] = MotRow(rows[p].frame, rows[p].id, (x, y, w, h), rows[p].score)
+    return smoothed
+
+
+def _regression_mean(frames: np.ndarray, values: np.ndarray, length: float) -> np.ndarray:
+    """The Gaussian process regression's mean at ``frames`` ((n,) increasing) of ``values``
+    ((n, k)): K (K + noise I)^-1 values for the radial basis kernel K of ``length``.
+
+    K is kept as a band: entries of frames more than :data:`GSI_REACH` length scales apart
+    are below 1e-30 and left out, so a long track costs memory in its length, not its
+    square, and the system is solved by a banded Cholesky factorization."""
+    n = len(frames)
+    reach = GSI_REACH * length
+    band = 0
+    while band + 1 < n and float(np.min(frames[band + 1 :] - frames[: -(band + 1)])) <= reach:
+        band += 1
+    # Upper banded form: row band - k holds the k-th superdiagonal, right-aligned.
+    stored = np.zeros((band + 1, n))
+    for k in range(band + 1):
+        stored[band - k, k:] = np.exp(-0.5 * np.square((frames[k:] - frames[: n - k]) / length))
+    system = stored.copy()
+    system[band] += GSI_NOISE
+    weights = solveh_banded(system, values)
+    fitted = stored[band][:, None] * weights
+    for k in range(1, band + 1):
+        diagonal = stored[band - k, k:][:, None]
+        fitted[:-k] += diagonal * weights[k:]
+        fitted[k:] += diagonal * weights[:-k]
+    return fitted
+
+
+def finish_tracks(
+    rows: Iterable[MotRow], looks: Mapping[int, np.ndarray], max_gap: int, fps: float | None, link: bool = True
+) -> list[MotRow]:
+    """A tracker's rows made final for MOT output: tracklets that continue one another
+    joined (:func:`link_tracklets` within ``max_gap`` frames, when ``link``), the gaps of up
+    to ``max_gap`` frames each track bridged filled (:func:`interpolate`), then each track
+    smoothed (:func:`gaussian_smooth` at ``fps``).  ``reid track`` and ``reid query --mot``
+    both end with it."""
+    rows = link_tracklets(rows, looks, max_gap) if link else list(rows)
+    return gaussian_smooth(interpolate(rows, max_gap), fps=fps)
+
+
 def track_rows(
     rows: Iterable[MotRow],
     tracker: Tracker,
@@ -215,40 +319,70 @@ def link_tracklets(
 ) -> list[MotRow]:
     """``rows`` with the ids of tracklets that continue one another made one.
 
-    Tracklet B continues tracklet A when B starts after A ends, at most ``max_gap`` frames
-    later, B's first box centre is at most :data:`LINK_PIXELS` from A's last, and the
-    cosine distance between their mean embeddings (``looks``: (D,) unit vectors by track
-    id, :func:`track_looks`; a track without one is never joined) is at most ``cosine``: StrongSORT's AFLink window (Du et
-    al. 2023: a gap of at most 30 frames, which :func:`track_detection_file` takes as the
-    tracker's lost time, 1 s at 30 fps; 75 pixels) with DeepSORT's appearance threshold
-    (Wojke et al. 2017: 0.2).  Each tracklet continues at most one and is continued by at
-    most one, chosen by one optimal assignment on the cosine distance; chains of joined
-    tracklets take the id of their first.  Row order is kept.
+    Tracklet B may continue tracklet A when B starts after A ends, at most ``max_gap``
+    frames later (:func:`track_detection_file` takes the tracker's lost time, StrongSORT's
+    AFLink window, Du et al. 2023: at most 30 frames, 1 s at 30 fps), and:
+
+    - without embeddings for both (``looks``: (D,) unit mean embeddings by track id,
+      :func:`track_looks`): B's first box lies inside the 95% chi-square gate
+      (:data:`LINK_GATE`, 4 degrees of freedom) of A's constant-velocity Kalman filter
+      (the tracker's :class:`reid.track.tracker.KalmanBox`, fitted to A's boxes as the
+      tracker fits it, then predicted across the gap), the motion gate DeepSORT (Wojke et
+      al. 2017) matches within; the cost is that squared Mahalanobis distance over the gate;
+    - with embeddings for both: their cosine distance is at most ``cosine`` (DeepSORT's
+      0.2) and B's first box lies inside that gate or within :data:`LINK_PIXELS` of A's
+      last box centre (AFLink's ``thrS``: appearance vouches for a person who turned while
+      unseen); the cost is the cosine distance over ``cosine``.
+
+    Each tracklet continues at most one and is continued by at most one, chosen by one
+    optimal assignment on those costs (each 0..1 against its own threshold), a pair
+    outside the gates costing just over 1 (DeepSORT's matching does the same); chains of
+    joined tracklets take the id of their first.  Rows of id -1 are never joined.  Row
+    order is kept.
     """
     rows = list(rows)
-    spans: dict[int, tuple[MotRow, MotRow]] = {}
+    tracklets: dict[int, list[MotRow]] = defaultdict(list)
     for row in rows:
-        first, last = spans.get(row.id, (row, row))
-        spans[row.id] = (row if row.frame < first.frame else first, row if row.frame > last.frame else last)
-    ids = sorted(i for i in looks if i in spans)
-    if len(ids) < 2:
+        if row.id != -1:
+            tracklets[row.id].append(row)
+    for seen in tracklets.values():
+        seen.sort(key=lambda r: r.frame)
+    starts = sorted((seen[0].frame, i) for i, seen in tracklets.items())
+    pairs: dict[tuple[int, int], float] = {}
+    for before, seen in tracklets.items():
+        end = seen[-1].frame
+        ahead = _fitted(seen)
+        predicted: list[KalmanBox] = []
+        for start, after in starts:
+            gap = start - end
+            if not 0 < gap <= max_gap:
+                continue
+            first = tracklets[after][0]
+            while len(predicted) < gap:
+                # After the first frame unseen the height stays, as the tracker keeps it.
+                ahead.predict(still_height=bool(predicted))
+                predicted.append(ahead.copy())
+            moved = predicted[gap - 1].gating_distance(first.box)
+            if before in looks and after in looks:
+                look = 1.0 - float(looks[before] @ looks[after])
+                near = _centre_distance(seen[-1].box, first.box) <= LINK_PIXELS
+                if look <= cosine and (near or moved <= LINK_GATE):
+                    pairs[before, after] = look / max(cosine, 1e-12)
+            elif moved <= LINK_GATE:
+                pairs[before, after] = moved / LINK_GATE
+    if not pairs:
         return rows
-    means = np.stack([looks[i] for i in ids])
-    distance = 1.0 - means @ means.T
-    blocked = 10.0
-    cost = np.full((len(ids), len(ids)), blocked)
-    for a, before in enumerate(ids):
-        end = spans[before][1]
-        for b, after in enumerate(ids):
-            start = spans[after][0]
-            gap = start.frame - end.frame
-            if 0 < gap <= max_gap and distance[a, b] <= cosine and _centre_distance(end.box, start.box) <= LINK_PIXELS:
-                cost[a, b] = distance[a, b]
+    heads = sorted({a for a, _ in pairs})
+    tails = sorted({b for _, b in pairs})
+    blocked = 1.0 + 1e-5
+    row_of, column_of = {i: n for n, i in enumerate(heads)}, {i: n for n, i in enumerate(tails)}
+    cost = np.full((len(heads), len(tails)), blocked)
+    for (before, after), distance in pairs.items():
+        cost[row_of[before], column_of[after]] = distance
     chosen, taken = linear_sum_assignment(cost)
-    successor = {ids[a]: ids[b] for a, b in zip(chosen, taken, strict=True) if cost[a, b] < blocked}
-    heads = set(successor) - set(successor.values())
+    successor = {heads[a]: tails[b] for a, b in zip(chosen, taken, strict=True) if cost[a, b] < blocked}
     renamed: dict[int, int] = {}
-    for head in heads:
+    for head in set(successor) - set(successor.values()):
         follower = successor.get(head)
         while follower is not None:
             renamed[follower] = head
@@ -258,6 +392,22 @@ def link_tracklets(
 
 def _centre_distance(a: tuple[float, float, float, float], b: tuple[float, float, float, float]) -> float:
     return math.hypot(a[0] + a[2] / 2 - b[0] - b[2] / 2, a[1] + a[3] / 2 - b[1] - b[3] / 2)
+
+
+def _fitted(seen: list[MotRow]) -> KalmanBox:
+    """The Kalman filter of a tracklet's boxes (frame order) right after its last one, fed
+    as the tracker feeds it: a frame unseen inside the tracklet gets the box interpolated
+    between its neighbours (OC-SORT's re-update)."""
+    kalman = KalmanBox(seen[0].box)
+    for before, after in zip(seen, seen[1:], strict=False):
+        gap = after.frame - before.frame
+        start, end = np.asarray(before.box, float), np.asarray(after.box, float)
+        for k in range(1, gap):
+            kalman.predict()
+            kalman.update(tuple(start + (end - start) * k / gap))  # type: ignore[arg-type]
+        kalman.predict()
+        kalman.update(after.box)
+    return kalman
 
 
 def pixel_box(box: tuple[float, float, float, float]) -> Box:
@@ -294,26 +444,25 @@ def track_detection_file(
     config: TrackerConfig | None = None,
     fps: float | None = None,
     appearance: Appearance | None = None,
-    link: bool | None = None,
+    link: bool = True,
 ) -> TrackedFile:
     """Track the MOT detection file ``detections`` and write the tracks to ``out`` in MOT
-    format, with the gaps each track bridged filled by :func:`interpolate`.
+    format, finished by :func:`finish_tracks` (joined, gaps filled, smoothed).
 
     ``fps``: the detections' frame rate (None: :data:`reid.track.tracker.REFERENCE_FPS`),
-    which turns the tracker's ``lost_seconds`` into frames.  ``appearance`` (None: boxes
-    alone) embeds each detection for the tracker's appearance terms.  ``link`` joins
-    tracklets that continue one another (:func:`link_tracklets`, within the tracker's
-    lost time) before gaps are filled; None: when there is appearance.  Raises DataError
-    for a malformed file or video (nothing is written).
+    which turns the tracker's ``lost_seconds`` into frames and sets the smoothing's time
+    scale.  ``appearance`` (None: boxes alone) embeds each detection for the tracker's
+    appearance terms.  ``link`` joins tracklets that continue one another
+    (:func:`link_tracklets`, within the tracker's lost time, by motion and, with
+    appearance, by their embeddings too) before gaps are filled.  Raises DataError for a
+    malformed file or video (nothing is written).
     """
     rows = read_mot(detections)
     embeddings = None if appearance is None else appearance.embed(rows)
     tracker = Tracker(0, config, fps)
     ended: list[Track] = []
     tracked = track_rows(rows, tracker, embeddings, ended)
-    if link or (link is None and appearance is not None):
-        tracked = link_tracklets(tracked, track_looks(ended), tracker.max_lost)
-    tracked = interpolate(tracked, tracker.max_lost)
+    tracked = finish_tracks(tracked, track_looks(ended), tracker.max_lost, fps, link)
     count = write_mot(out, tracked)
     return TrackedFile(
         len(rows),

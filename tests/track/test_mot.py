@@ -8,10 +8,11 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from reid.errors import DataError
+from reid.errors import ConfigError, DataError
 from reid.track import Track, TrackerConfig
 from reid.track.mot import (
-    MotRow, interpolate, link_tracklets, read_mot, track_detection_file, track_looks, write_mot,
+    MotRow, gaussian_smooth, gsi_length_scale, interpolate, link_tracklets, read_mot, track_detection_file,
+    track_looks, write_mot,
 )  # fmt: skip
 
 
@@ -145,7 +146,160 @@ def test_a_chain_of_tracklets_takes_the_id_of_its_first() -> None:
     assert {r.id for r in linked} == {7}
 
 
-def test_tracks_without_embeddings_are_never_joined() -> None:
-    rows = [MotRow(f, 1, (0.0, 0.0, 40.0, 100.0), 0.9) for f in range(1, 4)]
-    rows += [MotRow(f, 2, (2.0, 0.0, 40.0, 100.0), 0.9) for f in range(5, 8)]
-    assert link_tracklets(rows, track_looks([Track(0, 1), Track(0, 2)]), max_gap=5) == rows
+def test_tracklets_without_embeddings_are_joined_on_motion_alone() -> None:
+    rows = [MotRow(f, 1, (2.0 * f, 0.0, 40.0, 100.0), 0.9) for f in range(1, 6)]
+    rows += [MotRow(f, 2, (2.0 * f, 0.0, 40.0, 100.0), 0.9) for f in range(8, 12)]
+    linked = link_tracklets(rows, track_looks([Track(0, 1), Track(0, 2)]), max_gap=5)
+    assert {r.id for r in linked} == {1}
+    assert link_tracklets(rows, {}, max_gap=2) == rows, "a gap of 3 frames is over a window of 2"
+
+
+def _walk(track_id: int, frames: range, x0: float, speed: float, y: float = 50.0) -> list[MotRow]:
+    """A person walking along x at ``speed`` pixels a frame, at x0 in the range's first frame."""
+    return [MotRow(f, track_id, (x0 + speed * (f - frames.start), y, 40.0, 100.0), 0.9) for f in frames]
+
+
+def test_a_person_hidden_for_20_frames_keeps_their_track_id(tmp_path: Path) -> None:
+    """Walking right at 3 px a frame, hidden in frames 31-50, back 40 px behind where the
+    constant velocity puts them (they slowed behind the occluder): the tracker alone, whose
+    prediction no longer overlaps the box, starts a second track; joining by motion makes it
+    one, and the hidden frames get boxes.  Another person stands far off throughout."""
+    walker = _walk(-1, range(1, 31), 10.0, 3.0) + _walk(-1, range(51, 81), 10.0 + 3.0 * 50 - 40.0, 3.0)
+    bystander = _walk(-1, range(1, 81), 600.0, 0.0, y=300.0)
+    detections = tmp_path / "det.txt"
+    detections.write_text("".join(r.line() + "\n" for r in walker + bystander))
+    apart, joined = tmp_path / "apart.txt", tmp_path / "joined.txt"
+    track_detection_file(detections, apart, link=False)
+    track_detection_file(detections, joined)
+    walking = [r for r in read_mot(apart) if r.box[1] < 200]
+    assert len({r.id for r in walking}) == 2, "without joining, the person comes back as a new track"
+    walking = [r for r in read_mot(joined) if r.box[1] < 200]
+    assert len({r.id for r in walking}) == 1
+    assert sorted(r.frame for r in walking) == list(range(1, 81)), "the 20 hidden frames are filled"
+    standing = {r.id for r in read_mot(joined) if r.box[1] > 200}
+    assert len(standing) == 1 and standing.isdisjoint({r.id for r in walking})
+
+
+def test_the_joined_gap_is_interpolated_linearly() -> None:
+    """Frame 10 at x 18, frame 15 at x 30 (hand computation: 12 px over 5 frames, 2.4 a frame)."""
+    rows = _walk(1, range(1, 11), 0.0, 2.0) + _walk(2, range(15, 25), 30.0, 2.0)
+    filled = sorted(interpolate(link_tracklets(rows, {}, max_gap=7), max_gap=7), key=lambda r: r.frame)
+    assert {r.id for r in filled} == {1}
+    gap = [r for r in filled if 10 < r.frame < 15]
+    assert [r.frame for r in gap] == [11, 12, 13, 14]
+    assert [r.box[0] for r in gap] == pytest.approx([20.4, 22.8, 25.2, 27.6])
+    assert all(r.box[1:] == (50.0, 40.0, 100.0) for r in gap)
+
+
+def test_two_people_crossing_unseen_are_joined_by_where_they_were_going() -> None:
+    """One walks right and one left at 5 px a frame on the same line; both are unseen in
+    frames 11-19 as they cross.  Each comes back where the other was last seen, so joining
+    by nearest last box would swap them; the Kalman predictions do not."""
+    rightward, leftward = _walk(1, range(1, 11), 10.0, 5.0), _walk(2, range(1, 11), 150.0, -5.0)
+    right_again, left_again = _walk(3, range(20, 30), 105.0, 5.0), _walk(4, range(20, 30), 55.0, -5.0)
+    assert right_again[0].box[0] == leftward[-1].box[0] and left_again[0].box[0] == rightward[-1].box[0]
+    rows = rightward + leftward + right_again + left_again
+    renamed = {old.id: new.id for old, new in zip(rows, link_tracklets(rows, {}, max_gap=30), strict=True)}
+    assert renamed == {1: 1, 2: 2, 3: 1, 4: 2}
+
+
+def test_a_tracklet_in_two_gates_joins_only_the_nearer_prediction() -> None:
+    """Tracklets 1 and 2 walk right side by side, 20 px apart in y, and end at frame 10;
+    tracklet 3 starts at frame 14 where 2's prediction puts it, also inside 1's gate.  Two
+    joins cannot both happen: 3 continues 2, and 1 is continued by nothing."""
+    first, second = _walk(1, range(1, 11), 10.0, 3.0, y=50.0), _walk(2, range(1, 11), 10.0, 3.0, y=70.0)
+    third = _walk(3, range(14, 20), 10.0 + 3.0 * 13, 3.0, y=70.0)
+    rows = first + second + third
+    assert link_tracklets(first + third, {}, max_gap=7) != first + third, "3 lies inside 1's gate too"
+    renamed = {old.id: new.id for old, new in zip(rows, link_tracklets(rows, {}, max_gap=7), strict=True)}
+    assert renamed == {1: 1, 2: 2, 3: 2}
+
+
+def test_a_tracklet_that_looks_different_is_not_joined_however_well_it_moves() -> None:
+    red, blue = np.eye(3, dtype=np.float32)[0], np.eye(3, dtype=np.float32)[1]
+    parts = [_tracklet(1, range(1, 11), 0.0, red), _tracklet(2, range(12, 20), 22.0, blue)]
+    rows = [r for part, _ in parts for r in part]
+    assert link_tracklets(rows, track_looks(t for _, t in parts), max_gap=7) == rows
+    assert {r.id for r in link_tracklets(rows, {}, max_gap=7)} == {1}, "on motion alone they would be joined"
+
+
+def test_a_person_who_turned_while_unseen_is_joined_on_appearance_only() -> None:
+    """Walking right at 5 px a frame to x 55 at frame 10, back at frame 15 at x 0 walking
+    left: 78 px behind the rightward prediction, outside its gate, and 55 px from the last
+    box.  With the same look, AFLink's 75 px window joins them; on motion alone, not."""
+    red = np.eye(3, dtype=np.float32)[0]
+    rows = _walk(1, range(1, 11), 10.0, 5.0) + _walk(2, range(15, 25), 0.0, -5.0)
+    assert {r.id for r in link_tracklets(rows, {}, max_gap=7)} == {1, 2}
+    assert {r.id for r in link_tracklets(rows, {1: red, 2: red}, max_gap=7)} == {1}
+
+
+def test_gsi_length_scale_is_strongsorts_at_its_frame_rate() -> None:
+    """Hand computation: tau 10, n boxes at 30 fps: 10 * ln(1000 / n) frames, no less than
+    0.1; at 7 fps the n boxes are n * 30 / 7 frames of 30 fps, and the length scale
+    comes back in frames of 7 fps."""
+    assert gsi_length_scale(100) == pytest.approx(10 * np.log(10.0))
+    assert gsi_length_scale(100, fps=30.0) == pytest.approx(23.02585)
+    assert gsi_length_scale(100, fps=7.0) == pytest.approx(10 * np.log(1000 / (100 * 30 / 7)) * 7 / 30)
+    assert gsi_length_scale(100, fps=7.0) == pytest.approx(1.97703, abs=1e-5)
+    assert gsi_length_scale(5000) == pytest.approx(0.1), "a long track: 1 / tau"
+    assert gsi_length_scale(1) == pytest.approx(69.07755), "one box: 10 * ln(1000)"
+    with pytest.raises(ConfigError, match="tau must be above 0"):
+        gsi_length_scale(10, tau=0.0)
+    with pytest.raises(ConfigError, match="--fps must be above 0"):
+        gsi_length_scale(10, fps=-1.0)
+
+
+def test_gaussian_smoothing_takes_out_frame_to_frame_jitter_and_keeps_the_path() -> None:
+    """60 boxes at 30 fps along x = 100 + 2f, each 2 px off to alternate sides."""
+    line = [100.0 + 2.0 * f for f in range(1, 61)]
+    jittered = [
+        MotRow(f, 1, (x + (2.0 if f % 2 else -2.0), 50.0, 40.0, 100.0), 0.5 + f / 100)
+        for f, x in zip(range(1, 61), line, strict=True)
+    ]
+    others = [MotRow(3, -1, (0.0, 0.0, 9.0, 9.0), 0.4)]
+    smoothed = gaussian_smooth(jittered + others, fps=30.0)
+    assert smoothed[-1] == others[0], "rows of no track come back as they are"
+    track = smoothed[:-1]
+    assert [(r.frame, r.id, r.score) for r in track] == [(r.frame, r.id, r.score) for r in jittered]
+    before = np.sqrt(np.mean(np.square([r.box[0] - x for r, x in zip(jittered, line)])))
+    after = np.sqrt(np.mean(np.square([r.box[0] - x for r, x in zip(track, line)])))
+    assert before == pytest.approx(2.0) and after < 0.5 * before
+    assert all(r.box[1:] == pytest.approx((50.0, 40.0, 100.0), abs=1e-3) for r in track)
+    straight = [MotRow(f, 1, (x, 50.0, 40.0, 100.0), 0.9) for f, x in zip(range(1, 61), line)]
+    assert [r.box[0] for r in gaussian_smooth(straight, fps=30.0)] == pytest.approx(line, abs=0.05)
+
+
+def test_gaussian_smoothing_is_the_regression_mean_of_the_whole_kernel() -> None:
+    """The banded solution against K (K + 1e-10 I)^-1 y with the full kernel: 40 jittered
+    boxes at 30 fps with a 3-frame gap (length scale 10 * ln(1000 / 40) = 32.2 frames)."""
+    rng = np.random.default_rng(3)
+    frames = np.array([f for f in range(1, 44) if not 20 <= f <= 22], dtype=np.float64)
+    boxes = np.stack([100 + 2 * frames, 50 + 0 * frames, 40 + 0 * frames, 100 + 0 * frames], axis=1)
+    boxes += rng.normal(0.0, 1.5, boxes.shape)
+    rows = [MotRow(int(f), 4, tuple(b), 0.9) for f, b in zip(frames, boxes.tolist(), strict=True)]
+    length = 10 * np.log(1000 / 40)
+    kernel = np.exp(-0.5 * np.square((frames[:, None] - frames[None, :]) / length))
+    expected = kernel @ np.linalg.solve(kernel + 1e-10 * np.eye(len(frames)), boxes)
+    smoothed = np.array([r.box for r in gaussian_smooth(rows, fps=30.0)])
+    assert np.abs(smoothed - expected).max() < 1e-3
+    assert np.abs(smoothed - boxes).max() > 0.1, "the boxes did move"
+
+
+def test_a_long_track_at_a_high_frame_rate_is_smoothed_in_memory_of_its_length() -> None:
+    """20,000 boxes at 60 fps (5.6 minutes): a full kernel would be 3.2 GB of floats; the
+    band of its length scale (0.2 frame: 1 / tau at 30 fps, in frames of 60) is a few
+    diagonals.  Neighbours correlate at exp(-12.5), so the boxes move by under 1e-3 px."""
+    rows = [MotRow(f, 1, (100.0 + (2.0 if f % 2 else -2.0), 50.0, 40.0, 100.0), 0.9) for f in range(1, 20001)]
+    assert gsi_length_scale(len(rows), fps=60.0) == pytest.approx(0.2)
+    smoothed = gaussian_smooth(rows, fps=60.0)
+    assert [r.frame for r in smoothed] == [r.frame for r in rows]
+    assert max(abs(a.box[0] - b.box[0]) for a, b in zip(smoothed, rows, strict=True)) < 1e-3
+
+
+def test_gaussian_smoothing_leaves_a_long_track_and_a_single_box_as_they_are() -> None:
+    """A track of 2,000 boxes at 30 fps has the length scale 1 / tau = 0.1 frame: neighbours
+    are uncorrelated and the regression gives each box back; so does a one-box track."""
+    long = [MotRow(f, 1, (float(f % 7), 0.0, 40.0, 100.0), 0.9) for f in range(1, 2001)]
+    assert [r.box for r in gaussian_smooth(long)] == [r.box for r in long]
+    single = [MotRow(5, 2, (10.0, 20.0, 30.0, 60.0), 0.9)]
+    assert gaussian_smooth(single)[0].box == pytest.approx(single[0].box)
