@@ -235,7 +235,9 @@ def query(
         fps = (media.fps or 10.0) / (media.every if media.fps else 1)
         interrupted = False
         gap = run.tracker.max_lost if run.tracker is not None else 0
-        with QueryOutputs(jsonl, save_video, save_crops, fps, tracks, mot, config.tracker.min_boxes, gap) as outputs:
+        with QueryOutputs(
+            jsonl, save_video, save_crops, fps, tracks, mot, config.tracker.min_boxes, gap, frame_step=media.every
+        ) as outputs:
             recent: deque[FrameResult] = deque(maxlen=8)
             with live_display(_live_view(recent, run.stats, media.expected_frames)) as live:
                 try:

@@ -291,7 +291,14 @@ class CropWriter:
 
 
 class QueryOutputs:
-    """The outputs a query asked for; use as a context manager so they are always closed."""
+    """The outputs a query asked for; use as a context manager so they are always closed.
+
+    ``fps``: kept frames a second (the annotated video's rate); ``max_gap``: the frames a
+    track may bridge, in kept frames (the tracker's steps); ``frame_step``: decoded frames
+    a kept frame stands for (a source read with ``every``).  The MOT file counts decoded
+    frames, so its tracks are joined, filled and smoothed in decoded frames: a bridge of
+    ``max_gap`` kept frames spans ``(max_gap + 1) * frame_step - 1`` decoded ones.
+    """
 
     def __init__(
         self,
@@ -303,6 +310,7 @@ class QueryOutputs:
         mot: Path | None = None,
         min_boxes: int = 1,
         max_gap: int = 0,
+        frame_step: int = 1,
     ) -> None:
         self.jsonl: JsonlWriter | None = None
         self.video: VideoOutput | None = None
@@ -314,7 +322,8 @@ class QueryOutputs:
             self.crops = CropWriter(crops) if crops else None
             self.jsonl = JsonlWriter(jsonl) if jsonl else None
             self.tracks = TracksWriter(tracks) if tracks else None
-            self.mot = MotWriter(mot, min_boxes, max_gap, fps) if mot else None
+            decoded_gap = (max_gap + 1) * frame_step - 1
+            self.mot = MotWriter(mot, min_boxes, decoded_gap, fps * frame_step) if mot else None
         except BaseException:
             self.close()
             raise

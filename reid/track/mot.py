@@ -27,7 +27,7 @@ from scipy.linalg import solveh_banded
 from scipy.optimize import linear_sum_assignment
 
 from reid.detect import Box
-from reid.errors import ConfigError, DataError
+from reid.errors import ConfigError, ConfigValueError, DataError
 from reid.paths import write_bytes_atomic
 from reid.track.tracker import REFERENCE_FPS, REFIND_GATE, KalmanBox, Observation, Track, Tracker, TrackerConfig
 
@@ -187,7 +187,7 @@ def gsi_length_scale(boxes: int, tau: float = GSI_TAU, fps: float | None = None)
     if not (math.isfinite(tau) and tau > 0):
         raise ConfigError(f"the smoothing scale tau must be above 0, got {tau}")
     if fps is not None and not (math.isfinite(fps) and fps > 0):
-        raise ConfigError(f"--fps must be above 0, got {fps}")
+        raise ConfigValueError("fps", f"must be above 0, got {fps}", sep=" ")
     if boxes < 1:
         raise ConfigError(f"a track to smooth needs at least 1 box, got {boxes}")
     scale = (fps or REFERENCE_FPS) / REFERENCE_FPS

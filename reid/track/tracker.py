@@ -42,7 +42,7 @@ from scipy.optimize import linear_sum_assignment
 
 from reid.decision import check_distance_threshold, pair_distance
 from reid.detect import Box
-from reid.errors import ConfigError
+from reid.errors import ConfigError, ConfigValueError
 from reid.models import l2_normalize
 from reid.options import check_fields, option
 
@@ -356,7 +356,7 @@ class Tracker:
 
     def __init__(self, camera: int = 0, config: TrackerConfig | None = None, fps: float | None = None) -> None:
         if fps is not None and not (math.isfinite(fps) and fps > 0):
-            raise ConfigError(f"--fps must be above 0, got {fps}")
+            raise ConfigValueError("fps", f"must be above 0, got {fps}", sep=" ")
         self.camera = camera
         self.config = config or TrackerConfig()
         self.fps = fps

@@ -182,6 +182,24 @@ def test_mot_output_joins_tracklets_that_continue_one_another_then_fills_the_gap
             assert {r.id for r in rows} == {1, 2, 3}, "a gap beyond max_gap is never joined"
 
 
+def test_mot_counts_decoded_frames_when_a_source_is_read_one_frame_in_n(tmp_path: Path) -> None:
+    """With every 2 a track seen in kept frames 0, 1, 2, 4, 5 (one kept frame missed, as far
+    as the tracker bridges) is in decoded frames 0, 2, 4, 8, 10: the MOT file fills them all,
+    the skipped frames too, as the kept frames' gap is within what the tracker bridged."""
+    from reid.track.mot import read_mot
+
+    crop = np.full((8, 4, 3), 128, np.uint8)
+    for step, frames in ((2, set(range(1, 12))), (1, {1, 2, 3, 4, 5, 9, 10, 11})):
+        path = tmp_path / f"every-{step}.txt"
+        with QueryOutputs(mot=path, max_gap=1, frame_step=step) as outputs:
+            for decoded in (0, 2, 4, 8, 10):
+                result = FrameResult("street.mp4", decoded, None, crop)
+                result.detections.append(DetectionResult((5 * decoded, 20, 40, 100), "ann", 0.1, [], 0.9, crop, 1))
+                outputs.write(result)
+        # Unaware of the step, a 1-frame bridge leaves the decoded gap 4..8 open.
+        assert {r.frame for r in read_mot(path) if r.id == 1} == frames, step
+
+
 def test_crops_are_not_written_through_links_planted_in_the_folder(tmp_path: Path) -> None:
     out = tmp_path / "crops"
     elsewhere = tmp_path / "elsewhere"

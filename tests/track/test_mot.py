@@ -245,7 +245,7 @@ def test_gsi_length_scale_is_strongsorts_at_its_frame_rate() -> None:
     assert gsi_length_scale(1) == pytest.approx(69.07755), "one box: 10 * ln(1000)"
     with pytest.raises(ConfigError, match="tau must be above 0"):
         gsi_length_scale(10, tau=0.0)
-    with pytest.raises(ConfigError, match="--fps must be above 0"):
+    with pytest.raises(ConfigError, match="^fps must be above 0"):
         gsi_length_scale(10, fps=-1.0)
 
 

@@ -196,7 +196,7 @@ def test_a_new_track_not_seen_again_next_frame_ends_at_once() -> None:
 def test_lost_seconds_become_frames_at_the_source_rate() -> None:
     assert Tracker(0, TrackerConfig(lost_seconds=1.0), fps=7).max_lost == 7
     assert Tracker(0, TrackerConfig(lost_seconds=1.0)).max_lost == 30
-    with pytest.raises(ConfigError, match="--fps"):
+    with pytest.raises(ConfigError, match="^fps must be above 0"):
         Tracker(0, TrackerConfig(), fps=0)
 
 
