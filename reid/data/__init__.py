@@ -13,7 +13,7 @@ from reid.data.io import quiet_opencv, read_image
 from reid.data.market import read_market_style, read_msmt17
 from reid.data.records import ImageRecord, ReidDataset, relabel
 from reid.data.synthetic import SyntheticConfig, generate_synthetic
-from reid.errors import DataError
+from reid.errors import ConfigValueError
 
 KINDS = ("synthetic", "market1501", "dukemtmc", "msmt17", "folder")
 
@@ -33,20 +33,24 @@ def load_dataset(spec: str, synthetic: SyntheticConfig | None = None) -> ReidDat
     taken are in ``skipped`` with the reason. Images are not read here.
 
     Raises:
-        DataError: an unknown kind, a missing folder, or a folder without the expected
-            layout; one line naming it.
+        ConfigValueError: an unknown kind, or a kind without its folder (naming the key
+            ``data``).
+        DataError: a missing folder, or a folder without the expected layout; one line
+            naming it.
     """
     kind, _, path = spec.partition(":")
     kind = kind.strip().lower()
     if kind not in KINDS:
-        raise DataError(f"--data {spec!r}: unknown dataset kind {kind!r}; use one of {', '.join(KINDS)} as KIND:PATH")
+        raise ConfigValueError(
+            "data", f"{spec!r}: unknown dataset kind {kind!r}; use one of {', '.join(KINDS)} as KIND:PATH", sep=" "
+        )
     if kind == "synthetic":
         config = synthetic or SyntheticConfig()
         root = generate_synthetic(Path(path) if path else synthetic_home(config), config)
         dataset = read_market_style(root, "synthetic")
         return dataset
     if not path:
-        raise DataError(f"--data {spec!r}: {kind} needs a folder, as {kind}:PATH")
+        raise ConfigValueError("data", f"{spec!r}: {kind} needs a folder, as {kind}:PATH", sep=" ")
     if kind in ("market1501", "dukemtmc"):
         return read_market_style(Path(path), kind)
     if kind == "msmt17":

@@ -12,7 +12,7 @@ import pytest
 from reid.data import load_dataset, relabel
 from reid.data.cameras import camera_from_name
 from reid.data.records import ReidDataset
-from reid.errors import DataError
+from reid.errors import ConfigError, DataError
 from reid.evaluation import RankingResult, evaluate_features
 
 
@@ -65,9 +65,9 @@ def test_bad_file_name_is_named(tmp_path: Path) -> None:
 
 
 def test_unknown_kind_and_missing_path() -> None:
-    with pytest.raises(DataError, match="unknown dataset kind 'cuhk03'"):
+    with pytest.raises(ConfigError, match="^data 'cuhk03:/x': unknown dataset kind 'cuhk03'"):
         load_dataset("cuhk03:/x")
-    with pytest.raises(DataError, match="market1501 needs a folder"):
+    with pytest.raises(ConfigError, match="^data 'market1501': market1501 needs a folder"):
         load_dataset("market1501")
 
 
