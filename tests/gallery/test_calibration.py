@@ -97,7 +97,7 @@ def test_too_few_pairs_or_identities_are_refused_in_one_line() -> None:
     with pytest.raises(ConfigError, match="holds no impostor pair"):
         calibrate(np.arange(1, 4), np.zeros(3, int), lambda ids: np.eye(3, DIM, dtype=np.float32))
     for bad in (0.0, 1.0, 5.0, -1e-3, math.nan):
-        with pytest.raises(ConfigError, match=r"^--far is a false-accept rate"):
+        with pytest.raises(ConfigError, match=r"^far is a false-accept rate"):
             threshold_for_far(np.linspace(0, 1, 100), bad)
 
 
