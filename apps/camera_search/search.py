@@ -25,7 +25,7 @@ from reid import (
     ConfigError, ConfigValueError, GalleryError, Threshold, check_distance_threshold, check_fields, nearest_identity,
     one_identity_each_together,
 )  # fmt: skip
-from reid.detect import PersonDetectorConfig, build_detector
+from reid.detect import PersonDetectorConfig, build_detector, check_detector
 from reid.gallery import DB_FILE, Gallery, ItemMeta
 from reid.models import Encoder
 from reid.pipeline import (
@@ -91,6 +91,9 @@ class SearchConfig:
                 "gallery", "none given: give at least two videos, a reference camera and one to search", sep=" "
             )
         check_distance_threshold(self.threshold, "threshold")
+        if self.person_detector is not None:
+            # A misspelt detector is refused before any gallery is made under ``out``.
+            check_detector(self.person_detector, "person")
         self.stream()  # the stream's own checks of its settings together
 
     def stream(self) -> StreamConfig:

@@ -48,6 +48,7 @@ from reid.pipeline import (
     BatchSize,
     ChooseCrop,
     EnrolConfig,
+    EnrolPlan,
     EnrolReport,
     Every,
     Frame,
@@ -62,7 +63,6 @@ from reid.pipeline import (
     gallery_threshold,
     open_source,
     photo_rule,
-    plan_enrolment,
 )
 
 MODES = ("1:N", "1:1")
@@ -203,9 +203,10 @@ def embed_each(
     return rows, problems
 
 
-def enrol_people(gallery: Gallery, encoder: Encoder, people: Path, config: CheckinConfig) -> EnrolReport:
-    """Add ``people/<person>/<photo>`` to the gallery, one atomic batch at a time, each photo
-    cut to its largest face by :meth:`CheckinConfig.photo_rule`.
+def enrol_people(gallery: Gallery, encoder: Encoder, people: EnrolPlan, config: CheckinConfig) -> EnrolReport:
+    """Add the photos ``people`` plans (:func:`reid.pipeline.plan_enrolment` of
+    ``people/<person>/<photo>``, made before anything is written) to the gallery, one atomic
+    batch at a time, each photo cut to its largest face by :meth:`CheckinConfig.photo_rule`.
 
     Photos already enrolled (same SHA-256 of the file) are skipped, so enrolling the same
     folder again adds only what is new; unreadable photos are skipped and listed, and so
@@ -215,7 +216,7 @@ def enrol_people(gallery: Gallery, encoder: Encoder, people: Path, config: Check
     rule = config.photo_rule(encoder, "largest")
     # The rule's detector is given to enrol; without one every photo is taken whole.
     enrolment = EnrolConfig(batch_size=config.batch_size, margin=config.margin, no_face=config.no_face, detect="none")
-    return enrol(gallery, encoder, plan_enrolment([people]), enrolment, rule.detector)
+    return enrol(gallery, encoder, people, enrolment, rule.detector)
 
 
 @dataclass

@@ -14,7 +14,7 @@ from reid import THRESHOLD_HELP, ReidError, printable, write_bytes_atomic
 from reid.data import quiet_opencv
 from reid.gallery import Gallery
 from reid.models import SFACE, load_encoder, stand_in_model
-from reid.pipeline import DUPLICATE, NO_FACE_HELP
+from reid.pipeline import DUPLICATE, NO_FACE_HELP, plan_enrolment
 from reid.cli import OneLineCommand, error_line, in_range, option_flags
 
 from apps.face_checkin.calibrate import calibrate_on_people
@@ -117,18 +117,21 @@ def main(
             append=append,
         )
         encoder = load_encoder(model)
-        out.mkdir(parents=True, exist_ok=True)
+        # What is read comes first: a missing people folder or gallery leaves nothing under --out.
+        plan = plan_enrolment([people]) if people is not None else None
         if people is not None:
+            out.mkdir(parents=True, exist_ok=True)
             store = Gallery.open_or_create(config.gallery_path, encoder.card)
         else:
             store = Gallery.open(config.gallery_path)
+            out.mkdir(parents=True, exist_ok=True)
         decisions: list[Decision] = []
         with store:
             # Fail on a missing threshold before spending time on enrolment.
             resolve_threshold(config, encoder, store)
             enrolled = None
             if people is not None:
-                enrolled = enrol_people(store, encoder, people, config)
+                enrolled = enrol_people(store, encoder, plan, config)
                 console.print(
                     f"enrolled {enrolled.added} new photos of {len(enrolled.per_identity)} people "
                     f"({enrolled.duplicates} already enrolled, {len(enrolled.skipped) - enrolled.duplicates} skipped); "

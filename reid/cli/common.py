@@ -79,7 +79,9 @@ def handle_errors(func: F) -> F:
             given(**kwargs)
             return func(*args, **kwargs)
         except ReidError as exc:
-            print_error(error_line(exc, flags))
+            # A key is named by its option only when the option was given: a wrong value from
+            # a recipe file or a default is the library's key, not something the user typed.
+            print_error(error_line(exc, {k: f for k, f in flags.items() if kwargs.get(k) is not None}))
             raise typer.Exit(1) from None
         except OSError as exc:
             print_error(os_error_line(exc))

@@ -87,7 +87,7 @@ def parse_detector(spec: str) -> tuple[DetectorName, str]:
         return DETECTORS["yolo:FILE.onnx"], path
     if spec in DETECTORS and spec != "yolo:FILE.onnx":
         return DETECTORS[spec], ""
-    raise ConfigError(f"unknown detector {spec!r}; choose one of {', '.join(detector_names())}")
+    raise ConfigValueError("detector", f"{spec!r}: not a detector; choose one of {', '.join(detector_names())}", sep=" ")
 
 
 def detector_kind(spec: str) -> str:

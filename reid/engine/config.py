@@ -22,6 +22,7 @@ from pydantic import AfterValidator, Field, TypeAdapter, ValidationError
 from reid.errors import ConfigError, ConfigValueError, ModelError
 from reid.losses.registry import LOSS_NAMES, convert_options, loss_options
 from reid.models.backbones import BACKBONES, known_architectures
+from reid.models.folder import parse_device
 from reid.models.network import POOLINGS
 from reid.options import flag_of, option, value_error
 from reid.paths import read_text_bounded, write_bytes_atomic
@@ -91,7 +92,7 @@ RESUME_FIXED_KEYS = (
 
 
 def default_out(architecture: str, data: str) -> Path:
-    """Where a model goes when no ``out`` is given: ``models/ARCH-KIND``."""
+    """Where a model goes when no ``out`` is given: ``models/ARCH-DATA``, DATA the kind of ``data``."""
     return Path("models") / f"{architecture}-{data.partition(':')[0]}"
 
 
@@ -104,7 +105,7 @@ class TrainConfig:
     triplet loss. These field defaults are the one home of the training defaults; the
     command line passes only the options given.
 
-    ``out`` left empty means ``models/ARCH-KIND`` (``models/resnet50-market1501``);
+    ``out`` left empty means ``models/ARCH-DATA`` (``models/resnet50-market1501``);
     ``pretrained`` ``"none"`` means random initialisation, like None. ``input_size`` is
     (height, width) in pixels; ``epochs``, ``warmup_epochs`` and ``milestones`` count
     epochs; ``max_steps`` counts optimizer steps over the whole run; ``metric_options``
@@ -116,7 +117,7 @@ class TrainConfig:
     """
 
     data: str = option("synthetic", help="Dataset: synthetic, market1501:PATH, dukemtmc:PATH, msmt17:PATH or folder:PATH.")
-    out: Path | None = option(None, help="Model folder to write.", default_text="models/ARCH-KIND")
+    out: Path | None = option(None, help="Model folder to write.", default_text="models/ARCH-DATA: the architecture and the kind of --data, as models/resnet50-market1501")
     name: str = option("", help="Name written on the model card.", default_text="the folder's name")
     architecture: Literal[tuple(BACKBONES)] = option("resnet50", flag="--arch", help="Backbone.", choices=known_architectures)
     pretrained: str | None = option(
@@ -201,6 +202,9 @@ class TrainConfig:
         and that something is trained; raise :class:`ConfigValueError` naming the first key
         whose value is wrong."""
         _validated(type(self), {f.name: getattr(self, f.name) for f in fields(self)})
+        if self.device is not None:
+            # The name only: whether this machine has that device is checked where training starts.
+            parse_device(self.device)
         if not (self.ce_weight > 0 or self.uses_metric_loss):
             raise ConfigValueError("ce_weight", "is 0 and no metric loss is used: nothing would be trained")
         if self.uses_metric_loss:

@@ -24,7 +24,7 @@ from typing import Any
 import faiss
 import numpy as np
 
-from reid.errors import ConfigError
+from reid.errors import ConfigError, ConfigValueError
 from reid.serial import as_dict
 
 INDEX_KINDS = ("flat", "hnsw", "ivf", "ivfpq")
@@ -69,7 +69,7 @@ class IndexSpec:
 
     def __post_init__(self) -> None:
         if self.kind not in INDEX_KINDS:
-            raise ConfigError(f"unknown index {self.kind!r}; choose one of {', '.join(INDEX_KINDS)}")
+            raise ConfigValueError("index", f"{self.kind!r}: not an index kind; choose one of {', '.join(INDEX_KINDS)}", sep=" ")
         for name in ("hnsw_m", "ef_construction", "ef_search", "train_min"):
             if getattr(self, name) < 1:
                 raise ConfigError(f"index option {name} must be at least 1, got {getattr(self, name)}")

@@ -344,3 +344,14 @@ def test_the_config_takes_reids_defaults_and_ranges(tmp_path: Path) -> None:
     with pytest.raises(ConfigValueError) as caught:
         SearchConfig(videos=["a.avi", "b.avi"], out=tmp_path, reference_camera=2)
     assert caught.value.key == "reference_camera" and "numbered 0..1" in str(caught.value)
+
+
+def test_a_misspelt_detector_is_refused_before_anything_is_written(
+    scene: DemoScene, person_model: Path, tmp_path: Path
+) -> None:
+    out = tmp_path / "out"
+    code, output = invoke(
+        "--model", str(person_model), "--out", str(out), "--detector", "bogus", *(str(v) for v in scene.videos)
+    )
+    assert code != 0 and output.strip().startswith("error: --detector 'bogus': not a detector; choose one of")
+    assert len(output.strip().splitlines()) == 1 and not out.exists()

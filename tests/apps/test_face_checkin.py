@@ -413,3 +413,15 @@ def test_the_config_takes_reids_defaults_and_ranges() -> None:
         with pytest.raises(ConfigValueError) as caught:
             CheckinConfig(None, Path("out"), ["x.jpg"], **{key: value})
         assert caught.value.key == key and str(caught.value).startswith(f"{key}: ")
+
+
+def test_a_missing_people_folder_or_gallery_leaves_nothing_under_out(
+    faces: dict[str, Path], face_model: Path, tmp_path: Path
+) -> None:
+    photo = next(faces["incoming"].iterdir())
+    out = tmp_path / "out"
+    code, output = invoke(str(photo), "--model", str(face_model), "--out", str(out), "--people", str(tmp_path / "nobody"))
+    assert code == 1 and output.strip() == f"error: {tmp_path / 'nobody'}: no such file or folder"
+    code, output = invoke(str(photo), "--model", str(face_model), "--out", str(out))
+    assert code == 1 and "no gallery here" in output
+    assert not out.exists()

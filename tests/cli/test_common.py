@@ -55,3 +55,39 @@ def test_a_library_error_naming_a_key_is_printed_with_the_option_that_sets_it() 
             raise AssertionError("no error")
     # An error that names no single key is printed as it is.
     assert error_line(ConfigError("give --threshold or --far, not both"), flags) == "give --threshold or --far, not both"
+
+
+def test_a_key_is_named_by_its_option_only_when_the_option_was_given(tmp_path: Path) -> None:
+    """A recipe's wrong device is the recipe's key, never an option the user did not type."""
+    from typer.testing import CliRunner
+
+    from reid.cli import app
+
+    recipe = tmp_path / "recipe.yaml"
+    recipe.write_text("device: tpu\n")
+    runner = CliRunner()
+    given = runner.invoke(app, ["train", "--device", "tpu", "--print-config"])
+    assert given.exit_code == 1 and given.output.strip() == "error: --device 'tpu': not a device (cpu, cuda, cuda:1 ...)"
+    from_file = runner.invoke(app, ["train", "--config", str(recipe), "--print-config"])
+    assert from_file.exit_code == 1
+    assert from_file.output.strip() == f"error: {recipe}: device: 'tpu': not a device (cpu, cuda, cuda:1 ...)"
+
+
+def test_handle_errors_names_an_option_only_when_it_was_given() -> None:
+    import typer
+    from typer.testing import CliRunner
+
+    from reid.cli.common import handle_errors
+    from reid.errors import ConfigValueError
+
+    cli = typer.Typer()
+
+    @cli.command()
+    @handle_errors
+    def run(device: str | None = typer.Option(None, "--device")) -> None:
+        raise ConfigValueError("device", f"{device or 'cuda:7'}: this machine has no such device", sep=" ")
+
+    runner = CliRunner()
+    assert runner.invoke(cli, ["--device", "cuda:9"]).output.strip() == "error: --device cuda:9: this machine has no such device"
+    # The default came from the library, not from the user: it is named by its key.
+    assert runner.invoke(cli, []).output.strip() == "error: device cuda:7: this machine has no such device"

@@ -82,7 +82,7 @@ def test_query_refuses_unknown_missing_and_mismatched_detectors(tmp_path: Path, 
     video = tmp_path / "street.avi"
     write_street_video(video, count=4)
     for detector, expected in (
-        ("car", "unknown detector 'car'; choose one of pedestrian, hog, ssdlite, yolo:FILE.onnx, haar, yunet"),
+        ("car", "--detector 'car': not a detector; choose one of pedestrian, hog, ssdlite, yolo:FILE.onnx, haar, yunet"),
         (f"yolo:{tmp_path / 'missing.onnx'}", "missing.onnx: YOLO ONNX file not found"),
         ("yunet", "yunet finds faces, not persons"),
     ):

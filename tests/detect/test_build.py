@@ -39,11 +39,11 @@ def test_a_detector_of_the_other_kind_is_refused() -> None:
 
 
 def test_unknown_names_list_the_choices() -> None:
-    with pytest.raises(ConfigError, match="unknown detector 'yolo'; choose one of pedestrian, hog, ssdlite, yolo:FILE.onnx, haar, yunet"):
+    with pytest.raises(ConfigError, match="^detector 'yolo': not a detector; choose one of pedestrian, hog, ssdlite, yolo:FILE.onnx, haar, yunet"):
         build_detector("yolo")
     with pytest.raises(ConfigError, match="needs the ONNX file"):
         build_detector("yolo:")
-    with pytest.raises(ConfigError, match="unknown detector 'YOLO:FILE.ONNX'"):
+    with pytest.raises(ConfigError, match="^detector 'YOLO:FILE.ONNX': not a detector"):
         build_detector("YOLO:FILE.ONNX")
 
 
