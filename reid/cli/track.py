@@ -8,7 +8,8 @@ from typing import Any
 
 import typer
 
-from reid.cli.common import handle_errors, print_table
+from reid.cli.common import err_console, handle_errors, print_table
+from reid.text import printable
 from reid.cli.defaults import config_overrides, given, with_config_options
 from reid.errors import ConfigError
 from reid.models import load_encoder
@@ -71,6 +72,16 @@ def track_command(
             ["out", str(out)],
         ],
     )
+    if result.detections == 0:
+        err_console.print(
+            f"note: {printable(detections)} holds no detections, so {printable(out)} holds no tracks", soft_wrap=True
+        )
+    elif result.tracks == 0:
+        err_console.print(
+            f"note: no track reached the {config.min_boxes} boxes a track needs to be reported; "
+            "a box starts a track only at a confident score (--track-start-score)",
+            soft_wrap=True,
+        )
 
 
 def register(app: typer.Typer) -> None:

@@ -206,7 +206,7 @@ class TrainConfig:
             # The name only: whether this machine has that device is checked where training starts.
             parse_device(self.device)
         if not (self.ce_weight > 0 or self.uses_metric_loss):
-            raise ConfigValueError("ce_weight", "is 0 and no metric loss is used: nothing would be trained")
+            raise ConfigValueError("ce_weight", "is 0 and no metric loss is used: nothing would be trained", sep=" ")
         if self.uses_metric_loss:
             try:
                 convert_options(self.metric_loss, **self.metric_options)

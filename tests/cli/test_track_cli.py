@@ -39,3 +39,22 @@ def test_track_video_without_model_is_one_line_and_link_without_video_joins_by_m
     result = CliRunner().invoke(app, ["track", "--detections", str(detections), "--out", str(out), "--link"])
     assert result.exit_code == 0, result.output
     assert out.exists()
+
+
+def test_a_file_that_gives_no_track_says_why(tmp_path: Path) -> None:
+    out = tmp_path / "tracks.txt"
+    runner = CliRunner()
+    for text, note in (
+        ("", "holds no detections"),
+        # Two boxes 49 frames apart: each track ends after one box, under the two a track needs.
+        ("1,-1,10,10,20,40,0.9,-1,-1,-1\n50,-1,10,10,20,40,0.9,-1,-1,-1\n", "no track reached the 2 boxes"),
+    ):
+        detections = tmp_path / "det.txt"
+        detections.write_text(text)
+        result = runner.invoke(app, ["track", "--detections", str(detections), "--out", str(out)])
+        assert result.exit_code == 0 and note in result.output, result.output
+        assert read_mot(out) == []
+    # One box a frame: a track, and no note.
+    detections.write_text("".join(f"{f},-1,{10 + 4 * f},50,40,100,0.9,-1,-1,-1\n" for f in range(1, 9)))
+    result = runner.invoke(app, ["track", "--detections", str(detections), "--out", str(out)])
+    assert "note:" not in result.output and {r.id for r in read_mot(out)} == {1}, result.output
