@@ -20,7 +20,7 @@ import yaml
 from pydantic import AfterValidator, Field, TypeAdapter, ValidationError
 
 from reid.errors import ConfigError, ConfigValueError, ModelError
-from reid.losses.registry import LOSS_NAMES, convert_options, loss_options
+from reid.losses.registry import LOSS_NAMES, convert_options, loss_options, needs_positives
 from reid.models.backbones import BACKBONES, known_architectures
 from reid.models.folder import parse_device
 from reid.models.network import POOLINGS
@@ -197,6 +197,12 @@ class TrainConfig:
     def uses_metric_loss(self) -> bool:
         return self.metric_loss not in NO_METRIC_LOSS and self.metric_weight > 0
 
+    @property
+    def needs_positives(self) -> bool:
+        """Whether the metric loss in use learns only from two images of an identity in a
+        batch (a pair or triplet loss)."""
+        return self.uses_metric_loss and self.metric_loss in LOSS_NAMES and needs_positives(self.metric_loss)
+
     def validate(self) -> None:
         """Check every value, by the field types (pydantic) and the loss's own option types,
         and that something is trained; raise :class:`ConfigValueError` naming the first key
@@ -207,6 +213,13 @@ class TrainConfig:
             parse_device(self.device)
         if not (self.ce_weight > 0 or self.uses_metric_loss):
             raise ConfigValueError("ce_weight", "is 0 and no metric loss is used: nothing would be trained", sep=" ")
+        if self.needs_positives and self.k < 2:
+            raise ConfigValueError(
+                "k",
+                f"{self.k}: the {self.metric_loss} loss learns from two images of an identity in a batch; "
+                "give 2 or more, or a loss over class proxies (softtriple, cross_entropy)",
+                sep=" ",
+            )
         if self.uses_metric_loss:
             try:
                 convert_options(self.metric_loss, **self.metric_options)

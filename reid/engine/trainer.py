@@ -347,7 +347,7 @@ def _subject_rule(config: TrainConfig) -> SubjectRule | None:
 def _check_training_data(config: TrainConfig, dataset: ReidDataset) -> None:
     """Refuse, before any image is decoded, an evaluation during training on the training
     identities themselves (a plain identity folder's query and gallery are its training
-    images), and a metric loss on identities of one image each (its positives would be
+    images), and a pair or triplet loss on identities of one image each (its positives would be
     copies of that image)."""
     if config.eval_every:
         shared_ids, shared_images = dataset.evaluation_overlap()
@@ -360,7 +360,7 @@ def _check_training_data(config: TrainConfig, dataset: ReidDataset) -> None:
                 "on held-out data (eval_every 0)",
                 sep=" ",
             )
-    if config.uses_metric_loss and dataset.train:
+    if config.needs_positives and dataset.train:
         per_identity: dict[int, int] = {}
         for record in dataset.train:
             per_identity[record.pid] = per_identity.get(record.pid, 0) + 1

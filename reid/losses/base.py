@@ -95,6 +95,9 @@ class MetricLoss(nn.Module, ABC):
     """
 
     check_finite: bool = True
+    # Whether the loss learns only from two images of one identity in a batch (pair and
+    # triplet losses); a loss over learnt class proxies learns from one image alone.
+    needs_positives: bool = True
 
     def forward(self, embeddings: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
         check_batch(embeddings, labels)

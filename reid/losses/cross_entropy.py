@@ -32,6 +32,8 @@ class CrossEntropyLoss(MetricLoss):
             NaN/infinite embeddings.
     """
 
+    needs_positives = False  # its classifier rows are what an image is pulled to
+
     def __init__(self, num_classes: int, embedding_dim: int, label_smoothing: float = 0.1) -> None:
         super().__init__()
         if int(num_classes) != num_classes or num_classes < 1:

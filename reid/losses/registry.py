@@ -72,6 +72,17 @@ def loss_options(name: str) -> dict[str, Any]:
     return {key: parameter.default for key, parameter in parameters.items()}
 
 
+def needs_positives(name: str) -> bool:
+    """Whether loss ``name`` learns only from two images of one identity in a batch
+    (:attr:`reid.losses.base.MetricLoss.needs_positives`).
+
+    Raises:
+        ConfigError: ``name`` is not a registered loss.
+    """
+    loss_options(name)
+    return _LOSSES[name].needs_positives
+
+
 def convert_options(name: str, **options: Any) -> dict[str, Any]:
     """Check that loss ``name`` has every option in ``options`` and convert command-line
     strings to their types; options it requires but that are not given are not asked for

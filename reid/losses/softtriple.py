@@ -55,6 +55,8 @@ class SoftTripleLoss(MetricLoss):
             labels outside [0, C), or NaN/infinite embeddings.
     """
 
+    needs_positives = False  # its proxies, the class centres, are what an image is pulled to
+
     def __init__(
         self,
         num_classes: int,

@@ -20,7 +20,7 @@ from reid.engine.config import (
 )
 from reid.engine.demo import demo_config
 from reid.errors import ConfigError, ConfigValueError, ModelError
-from reid.losses import TripletLoss
+from reid.losses import LOSS_NAMES, TripletLoss
 from reid.models.folder import check_device
 
 CONFIGS = Path(__file__).resolve().parents[2] / "configs"
@@ -123,6 +123,10 @@ def test_out_follows_the_final_architecture_and_data(tmp_path: Path) -> None:
         ("metric_options: {margin: wide}\n", "metric_options: triplet: option margin='wide': input should be a valid number"),
         ("metric_options: {soft: maybe}\n", "metric_options: triplet: option soft='maybe': input should be a valid boolean"),
         ("ce_weight: 0\nmetric_loss: none\n", "ce_weight: is 0 and no metric loss is used"),
+        # A batch of one image an identity holds no positive pair for a triplet loss.
+        ("k: 1\n", "k: 1: the triplet loss learns from two images of an identity in a batch"),
+        ("k: 1\nmetric_loss: contrastive\n", "k: 1: the contrastive loss learns from two images"),
+        ("device: tpu\n", "device: 'tpu': not a device (cpu, cuda, cuda:1 ...)"),
         ("epochs: 3\nepochs: 4\n", "not valid YAML (key 'epochs' appears twice (lines 1 and 2))"),
         ("epochs: [3\n", "not valid YAML (line"),
         ("- epochs\n- 3\n", "expected a mapping of config keys to values, found a list"),
@@ -230,3 +234,14 @@ def test_a_device_this_machine_lacks_is_one_line() -> None:
         with pytest.raises(ConfigError, match="^device cuda: this machine has no CUDA device"):
             check_device("cuda")
     assert check_device("cpu").type == "cpu"
+
+
+def test_a_loss_over_class_proxies_trains_on_one_image_an_identity(tmp_path: Path) -> None:
+    from reid.losses.registry import needs_positives
+
+    assert [name for name in LOSS_NAMES if not needs_positives(name)] == ["softtriple", "cross_entropy"]
+    recipe = tmp_path / "one.yaml"
+    recipe.write_text("k: 1\nmetric_loss: softtriple\n")
+    config = resolve_config(TrainConfig(), recipe, {})
+    assert config.k == 1 and not config.needs_positives
+    assert TrainConfig(metric_loss="none", k=1).needs_positives is False
