@@ -9,11 +9,11 @@ from typing import Any
 import typer
 
 from reid.cli.common import err_console, handle_errors, print_table
-from reid.text import printable
 from reid.cli.defaults import config_overrides, given, with_config_options
 from reid.errors import ConfigError
 from reid.models import load_encoder
 from reid.paths import check_output_file
+from reid.text import printable
 from reid.track import TrackerConfig
 from reid.track.appearance import VideoAppearance
 from reid.track.mot import track_detection_file

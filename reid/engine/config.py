@@ -117,7 +117,11 @@ class TrainConfig:
     """
 
     data: str = option("synthetic", help="Dataset: synthetic, market1501:PATH, dukemtmc:PATH, msmt17:PATH or folder:PATH.")
-    out: Path | None = option(None, help="Model folder to write.", default_text="models/ARCH-DATA: the architecture and the kind of --data, as models/resnet50-market1501")
+    out: Path | None = option(
+        None,
+        help="Model folder to write.",
+        default_text="models/ARCH-DATA: the architecture and the kind of --data, as models/resnet50-market1501",
+    )
     name: str = option("", help="Name written on the model card.", default_text="the folder's name")
     architecture: Literal[tuple(BACKBONES)] = option("resnet50", flag="--arch", help="Backbone.", choices=known_architectures)
     pretrained: str | None = option(
