@@ -97,6 +97,13 @@ def check_far(value: float | None, option: str = "far") -> float | None:
     return float(value)
 
 
+def check_threshold_or_far(threshold: float | None, far: float | None) -> None:
+    """Raise ConfigValueError (naming ``far``) when both a threshold and a false-accept rate
+    are given: each decides the threshold, so only one may."""
+    if threshold is not None and far is not None:
+        raise ConfigValueError("far", f"{far:g}: give a threshold or a false-accept rate, not both", sep=" ")
+
+
 def impostor_quantiles(impostor_distances: Any) -> tuple[tuple[float, float], ...]:
     """The ``(rate, distance)`` pairs a calibration records: for each rate of
     :data:`QUANTILE_RATES` that its impostor pairs resolve (at least one pair), the
@@ -317,8 +324,7 @@ def resolve_threshold(
     and when no source has a threshold (naming the model, and the gallery when one was consulted).
     """
     name = model_name or card.name
-    if given is not None and far is not None:
-        raise ConfigValueError("far", f"{far:g}: give a threshold or a false-accept rate, not both", sep=" ")
+    check_threshold_or_far(given, far)
     if check_distance_threshold(given) is not None:
         note = far_note(card, float(given), given_detail or "--threshold")  # type: ignore[arg-type]
         return Threshold(float(given), GIVEN, given_detail, note)  # type: ignore[arg-type]

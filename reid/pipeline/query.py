@@ -30,7 +30,8 @@ import numpy as np
 from pydantic import Field
 
 from reid.decision import (
-    FAR_HELP, MODEL_CARD, THRESHOLD_HELP, Threshold, check_distance_threshold, check_far, nearest_identity,
+    FAR_HELP, MODEL_CARD, THRESHOLD_HELP, Threshold, check_distance_threshold, check_far,
+    check_threshold_or_far, nearest_identity,
     one_identity_each,
 )  # fmt: skip
 from reid.decision import resolve_threshold as resolve_distance_threshold
@@ -139,8 +140,7 @@ class QueryConfig:
         self.stream()  # batch size, embed_every, no_face: the stream's checks
         check_distance_threshold(self.threshold, "threshold")
         check_far(self.far, "far")
-        if self.threshold is not None and self.far is not None:
-            raise ConfigValueError("far", f"{self.far:g}: give a threshold or a false-accept rate, not both", sep=" ")
+        check_threshold_or_far(self.threshold, self.far)
         if self.min_height is not None and self.detector != "ssdlite":
             raise ConfigValueError(
                 "min_height", f"works with the ssdlite detector, not {self.detector or 'the default detector'}", sep=" "
