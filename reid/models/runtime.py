@@ -1,5 +1,6 @@
-"""The ONNX packages, imported where an ONNX file is written, rewritten or run: one error
-naming the extra that brings them, and the first line of the errors onnxruntime raises."""
+"""The model runtimes, imported where a model file is written, rewritten or run: the ONNX
+packages and OpenVINO, each with one error naming the extra that brings it, and the first
+line of the errors the runtimes raise."""
 
 from __future__ import annotations
 
@@ -9,13 +10,14 @@ from typing import Any
 from reid.errors import ModelError
 
 ONNX_EXTRA = 'pip install "reid-toolkit[onnx]"'
+OPENVINO_EXTRA = 'pip install "reid-toolkit[openvino]"'
 
 
-def _imported(module: str, purpose: str) -> Any:
+def _imported(module: str, purpose: str, extra: str = ONNX_EXTRA) -> Any:
     try:
         return importlib.import_module(module)
     except ImportError:
-        raise ModelError(f"{purpose} needs the {module} package, which is not installed: {ONNX_EXTRA}") from None
+        raise ModelError(f"{purpose} needs the {module} package, which is not installed: {extra}") from None
 
 
 def import_onnxruntime(purpose: str) -> Any:
@@ -26,6 +28,12 @@ def import_onnxruntime(purpose: str) -> Any:
 def import_onnx(purpose: str) -> Any:
     """The onnx package (reading and editing graphs), or ModelError as :func:`import_onnxruntime`."""
     return _imported("onnx", purpose)
+
+
+def import_openvino(purpose: str) -> Any:
+    """OpenVINO's runtime (Open Model Zoo IR files: an .xml graph beside its .bin weights),
+    or ModelError as :func:`import_onnxruntime`."""
+    return _imported("openvino", purpose, OPENVINO_EXTRA)
 
 
 def first_line(exc: BaseException) -> str:
