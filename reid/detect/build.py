@@ -7,20 +7,29 @@ from dataclasses import dataclass
 from typing import Any
 
 from reid.detect.base import Detector
+from reid.detect.omz import AdasPedestrianConfig, OmzDetector, RetailPersonConfig
 from reid.detect.opencv import FaceDetector, FaceDetectorConfig, PersonDetector, PersonDetectorConfig
 from reid.detect.pedestrian import PedestrianConfig, PedestrianDetector
+from reid.detect.published import has_model_file, how_to_get, model_file
 from reid.detect.ssdlite import SSDLiteConfig, SSDLiteDetector, model_available
-from reid.detect.yolo import YoloConfig, YoloDetector
+from reid.detect.yolo import ByteTrackConfig, YoloConfig, YoloDetector, YoloxConfig
 from reid.detect.yunet import YuNetConfig, YuNetDetector
 from reid.errors import ConfigError, ConfigValueError
 from reid.models.registry import SSDLITE_PERSON
 
 DETECTOR_KINDS = ("person", "face")
-# What each kind runs when no detector is named.
-DEFAULT_DETECTORS = {"person": "pedestrian", "face": "haar"}
-# What runs instead when the default's model file is not on this machine: a detector that
-# needs nothing installed or fetched, with a note saying so (fallback_note).
+# What each kind runs when no detector is named: the first of these whose model is on this
+# machine, best first as measured on PETS09-S2L1 (docs/detectors.md, Measured).
+DEFAULT_DETECTORS = {
+    "person": ("bytetrack-nano", "yolox-nano", "pedestrian-detection-adas-0002", "person-detection-retail-0013", "pedestrian"),
+    "face": ("haar",),
+}
+# What runs when none of them is: a detector that needs nothing installed or fetched.
 FALLBACK_DETECTORS = {"person": "hog"}
+# Detectors that run by default only for want of a published one, with a note that says so
+# (fallback_note) and names the published detector to fetch.
+STAND_INS = ("pedestrian", "hog")
+SUGGESTED_DETECTOR = {"person": "yolox-nano"}
 YOLO_PREFIX = "yolo:"
 
 
@@ -28,7 +37,7 @@ YOLO_PREFIX = "yolo:"
 class DetectorName:
     """One ``--detector`` name: what it finds, its options' type, what it needs, and how
     it is built from its options (None: the defaults) and the name's argument (the ONNX
-    file of ``yolo:``; empty for the others)."""
+    file of ``yolo:``, the file given as ``NAME:FILE``; empty for the others)."""
 
     name: str
     kind: str
@@ -37,12 +46,61 @@ class DetectorName:
     build: Callable[[Any, str], Detector]
     model: str = ""
     """The pretrained-artefact registry name of the file it runs, if any."""
+    suffix: str = ""
+    """The suffix of the published file it reads (".onnx", ".xml"), found among the
+    cached files of ``model`` (:func:`reid.detect.published.model_file`) unless given as
+    ``NAME:FILE``; empty for a detector of one registry file (ssdlite) or none."""
+    published: bool = True
+    """False for a model with no published file, which the user brings (``reid models add``)."""
+
+    def present(self) -> bool:
+        """True when what it runs is on this machine (a named file can be given anyway)."""
+        if self.suffix:
+            return has_model_file(self.model, self.suffix)
+        return not self.model or model_available(self.model)
+
+
+def _published(
+    name: str, config: type, model: str, suffix: str, needs: str, build: Callable[[str, Any], Detector], published: bool = True
+) -> DetectorName:
+    """The entry of a person detector by name that runs a file of registry artefact
+    ``model``: the file given as ``NAME:FILE``, else the cached one (ModelError naming the
+    command that puts it there), with ``config``'s defaults unless settings are given."""
+
+    def built(options: Any, given: str) -> Detector:
+        return build(given or str(model_file(model, suffix, published)), options or config())
+
+    return DetectorName(name, "person", config, needs, built, model, suffix, published)
 
 
 # Adding a detector is one entry here.
 DETECTORS = {
     entry.name: entry
     for entry in (
+        _published(
+            "bytetrack-nano", ByteTrackConfig, "bytetrack_nano.mot17", ".onnx",
+            "ByteTrack's YOLOX-Nano person detector, MOT17 + CrowdHuman, 1088x608 (`reid models add` its ONNX export; "
+            "reid-toolkit[onnx])",
+            YoloDetector, published=False,
+        ),
+        *(
+            _published(
+                f"yolox-{size}", YoloxConfig, f"yolox_{size}.coco", ".onnx",
+                f"YOLOX-{size.capitalize() if size != 's' else 'S'} COCO, person class (`reid models fetch` once; reid-toolkit[onnx])",
+                YoloDetector,
+            )
+            for size in ("nano", "tiny", "s")
+        ),
+        *(
+            _published(
+                name, config, name, ".xml", f"Open Model Zoo {what}, OpenVINO IR (`reid models fetch` once; reid-toolkit[openvino])",
+                OmzDetector,
+            )
+            for name, config, what in (
+                ("person-detection-retail-0013", RetailPersonConfig, "person detector, 544x320"),
+                ("pedestrian-detection-adas-0002", AdasPedestrianConfig, "pedestrian detector, 672x384"),
+            )
+        ),
         DetectorName(
             "pedestrian", "person", PedestrianConfig,
             "SSDLite-MobileNetV2 boxes in the pedestrian aspect ratio (`reid models fetch` once)",
@@ -79,7 +137,8 @@ def detector_names(kind: str | None = None) -> list[str]:
 
 
 def parse_detector(spec: str) -> tuple[DetectorName, str]:
-    """The entry of a ``--detector`` value and its argument (the ONNX file of ``yolo:``)."""
+    """The entry of a ``--detector`` value and its argument (the ONNX file of ``yolo:``, the
+    file of a published detector named as ``NAME:FILE``)."""
     if spec.startswith(YOLO_PREFIX):
         path = spec[len(YOLO_PREFIX) :]
         if not path:
@@ -87,6 +146,11 @@ def parse_detector(spec: str) -> tuple[DetectorName, str]:
         return DETECTORS["yolo:FILE.onnx"], path
     if spec in DETECTORS and spec != "yolo:FILE.onnx":
         return DETECTORS[spec], ""
+    name, colon, path = spec.partition(":")
+    if colon and name in DETECTORS and DETECTORS[name].suffix:
+        if not path:
+            raise ConfigValueError("detector", f"{name}: needs its file, as {name}:FILE{DETECTORS[name].suffix}", sep=" ")
+        return DETECTORS[name], path
     raise ConfigValueError("detector", f"{spec!r}: not a detector; choose one of {', '.join(detector_names())}", sep=" ")
 
 
@@ -96,26 +160,25 @@ def detector_kind(spec: str) -> str:
 
 
 def default_detector(kind: str) -> str:
-    """The detector that runs for ``kind`` when none is named: :data:`DEFAULT_DETECTORS`'s,
-    or :data:`FALLBACK_DETECTORS`'s when the default's model file is neither cached nor
-    installed (see :func:`fallback_note`)."""
-    name = DEFAULT_DETECTORS[kind]
-    model = DETECTORS[name].model
-    if model and kind in FALLBACK_DETECTORS and not model_available(model):
-        return FALLBACK_DETECTORS[kind]
-    return name
+    """The detector that runs for ``kind`` when none is named: the first of
+    :data:`DEFAULT_DETECTORS`'s whose model is on this machine (cached, or installed), else
+    :data:`FALLBACK_DETECTORS`'s (see :func:`fallback_note`)."""
+    for name in DEFAULT_DETECTORS[kind]:
+        if DETECTORS[name].present():
+            return name
+    return FALLBACK_DETECTORS.get(kind, DEFAULT_DETECTORS[kind][0])
 
 
 def fallback_note(kind: str) -> str | None:
-    """One line saying that ``kind``'s default detector is not available here, what runs
-    instead and how to add the default; None when the default runs."""
+    """One line saying that ``kind``'s boxes come from a stand-in (:data:`STAND_INS`)
+    because no published detector's model is here, and how to fetch one; None otherwise."""
     chosen = default_detector(kind)
-    default = DEFAULT_DETECTORS[kind]
-    if chosen == default:
+    if chosen not in STAND_INS or kind not in SUGGESTED_DETECTOR:
         return None
+    suggested = DETECTORS[SUGGESTED_DETECTOR[kind]]
     return (
-        f"note: {kind} boxes come from {chosen}, whose boxes fit people loosely: the default detector {default} "
-        f"needs model {DETECTORS[default].model}; run `reid models fetch {DETECTORS[default].model}` once to use it"
+        f"note: {kind} boxes come from {chosen}, a stand-in that misses many people: no published {kind} detector "
+        f"is on this machine; {how_to_get(suggested.model)} once to use {suggested.name}"
     )
 
 
@@ -139,15 +202,20 @@ def check_detector(spec: str | None, kind: str | None = None) -> tuple[DetectorN
 
 
 def build_detector(spec: str | None, kind: str | None = None, options: Sequence[Any] = ()) -> Detector:
-    """The detector a ``--detector`` value names: ``pedestrian``, ``hog``, ``ssdlite``,
-    ``yolo:FILE.onnx`` (people), ``haar``, ``yunet`` (faces); None picks the default of
-    ``kind`` (:func:`default_detector`: ``pedestrian`` for people when its model is on this
-    machine, else ``hog``, which :func:`fallback_note` tells the user).
+    """The detector a ``--detector`` value names: ``bytetrack-nano``, ``yolox-nano``,
+    ``yolox-tiny``, ``yolox-s``, ``person-detection-retail-0013``,
+    ``pedestrian-detection-adas-0002`` (each also as ``NAME:FILE``, its file given),
+    ``pedestrian``, ``hog``, ``ssdlite``, ``yolo:FILE.onnx`` (people), ``haar``, ``yunet``
+    (faces); None picks the default of ``kind`` (:func:`default_detector`: the best person
+    detector whose model is on this machine, else ``hog``, which :func:`fallback_note`
+    tells the user).
 
     ``kind`` ("person" or "face"), when given, must be what the detector finds.
     ``options``: settings for any of the detectors (PersonDetectorConfig for hog,
-    FaceDetectorConfig for haar, SSDLiteConfig, PedestrianConfig, YoloConfig, YuNetConfig); the one for the
-    chosen detector is used, the others are ignored.  Raises ConfigError for an unknown
+    FaceDetectorConfig for haar, SSDLiteConfig, PedestrianConfig, YoloConfig, YuNetConfig,
+    ByteTrackConfig, YoloxConfig, RetailPersonConfig, AdasPedestrianConfig: the entry's
+    ``config``, matched by exact type); the one for the chosen detector is used, the others
+    are ignored.  Raises ConfigError for an unknown
     name, a kind mismatch or two settings of one type, and ModelError (one line naming the
     extra to install or the ``reid models fetch`` command) when the detector's package or
     model is missing.

@@ -14,9 +14,15 @@ Three output layouts are read, told apart by the output's shape (or named by
   decoded centres spread over the input, raw offsets stay within a few cells' units.
 
 Frames are letterboxed into the model's input (aspect kept, grey 114 padding): centred,
-RGB scaled to 0..1 for YOLOv5/v8 (Ultralytics); top-left, BGR 0..255 for YOLOX (its own
-preprocessing).  Boxes are mapped back to the frame, and overlapping ones merged by
+RGB scaled to 0..1 for YOLOv5/v8 (Ultralytics); top-left, resized bilinearly, BGR 0..255
+for YOLOX (its own preprocessing since 0.1.1) or RGB scaled to 0..1 then normalised by
+ImageNet's mean and deviation (ByteTrack's, and YOLOX's before 0.1.1): :attr:`YoloConfig.pixels`.
+Boxes are mapped back to the frame, and overlapping ones merged by
 :func:`reid.detect.non_max_suppression`.
+
+The published YOLOX files run by name (``--detector yolox-nano``, ``bytetrack-nano``, ...)
+are this detector with their publisher's settings: :class:`YoloxConfig` (COCO, person =
+class 0) and :class:`ByteTrackConfig` (ByteTrack's one-class person detector).
 """
 
 from __future__ import annotations
@@ -32,7 +38,14 @@ from reid.detect.base import Detection, clipped_detection, non_max_suppression
 from reid.errors import ConfigError, ModelError
 from reid.models.runtime import first_line, import_onnxruntime
 
-LAYOUTS = ("auto", "yolov5", "yolov8", "yolox")
+# yolox-raw: a YOLOX head known to be raw (a publisher's file), which skips the check of
+# its centres: on a blank frame a raw head's weakest rows may reach past that check's bound.
+LAYOUTS = ("auto", "yolov5", "yolov8", "yolox", "yolox-raw")
+# What the network is given: auto (by layout: bgr for YOLOX, rgb for the others), BGR 0..255,
+# RGB 0..1, or RGB 0..1 normalised by ImageNet's mean and standard deviation.
+PIXELS = ("auto", "bgr", "rgb", "rgb-imagenet")
+IMAGENET_MEAN = (0.485, 0.456, 0.406)
+IMAGENET_STD = (0.229, 0.224, 0.225)
 YOLOX_STRIDES = (8, 16, 32)
 # A letterbox's padding grey, as both Ultralytics and YOLOX use it.
 PAD_VALUE = 114
@@ -45,7 +58,8 @@ PERSON = 0
 class YoloConfig:
     """Options of the YOLO ONNX person detector.
 
-    ``layout``: auto, yolov5, yolov8 or yolox (see the module notes).  ``min_score``:
+    ``layout``: auto, yolov5, yolov8, yolox or yolox-raw (see the module notes and
+    :data:`LAYOUTS`).  ``min_score``:
     score (0..1) from which a person box is a confident detection (the detector's
     ``confident_score``); ``weak_score``: the floor, the score from which the boxes below
     ``min_score`` are returned as weak detections, which only continue tracks (see
@@ -53,7 +67,9 @@ class YoloConfig:
     both in [0, 1), else ConfigError;
     ``nms_iou``: overlap above which the
     weaker of two boxes is dropped.  ``input_size`` (height, width) is only needed when the
-    file's input size is dynamic (default 640x640).
+    file's input size is dynamic (default 640x640).  ``pixels``: what the network is given
+    (:data:`PIXELS`; auto: BGR 0..255 for YOLOX, RGB 0..1 for the others).  ``threads``:
+    onnxruntime's threads for one frame (None: its default, every core).
     """
 
     layout: str = "auto"
@@ -61,10 +77,16 @@ class YoloConfig:
     weak_score: float | None = 0.1
     nms_iou: float = 0.45
     input_size: tuple[int, int] | None = None
+    pixels: str = "auto"
+    threads: int | None = None
 
     def __post_init__(self) -> None:
         if self.layout not in LAYOUTS:
             raise ConfigError(f"unknown YOLO layout {self.layout!r}; choose one of {', '.join(LAYOUTS)}")
+        if self.pixels not in PIXELS:
+            raise ConfigError(f"unknown YOLO pixels {self.pixels!r}; choose one of {', '.join(PIXELS)}")
+        if self.threads is not None and self.threads < 1:
+            raise ConfigError(f"YOLO threads must be at least 1, got {self.threads}")
         for name, value in (("min_score", self.min_score), ("weak_score", self.weak_score)):
             if value is not None and not 0 <= value < 1:
                 raise ConfigError(f"YOLO {name} must be in [0, 1), got {value}")
@@ -74,6 +96,32 @@ class YoloConfig:
         """The lowest score a box is returned with: ``weak_score``, or ``min_score`` when
         there is no weak tier."""
         return self.min_score if self.weak_score is None else min(self.weak_score, self.min_score)
+
+
+@dataclass
+class YoloxConfig(YoloConfig):
+    """Settings of the YOLOX COCO files by name (``yolox-nano``, ``yolox-tiny``,
+    ``yolox-s``): YOLOX's raw head, BGR 0..255 in, person = COCO class 0, NMS at 0.45 (its
+    demo's).  ``min_score`` 0.6 was chosen on the first half of PETS09-S2L1's frames
+    with yolox-nano (docs/detectors.md); at YOLOX's demo's 0.5 a static object at the frame's
+    left edge passes for a person in hundreds of frames."""
+
+    layout: str = "yolox-raw"
+    pixels: str = "bgr"
+    min_score: float = 0.6
+
+
+@dataclass
+class ByteTrackConfig(YoloConfig):
+    """Settings of ByteTrack's YOLOX-Nano person detector (MOT17 + CrowdHuman, one class) by
+    name (``bytetrack-nano``): raw head, RGB 0..1 normalised by ImageNet's mean and standard
+    deviation, NMS at 0.7 (ByteTrack's own for it).  ``min_score`` 0.6 was chosen on the
+    first half of PETS09-S2L1's frames (docs/detectors.md)."""
+
+    layout: str = "yolox-raw"
+    pixels: str = "rgb-imagenet"
+    min_score: float = 0.6
+    nms_iou: float = 0.7
 
 
 @dataclass(frozen=True)
@@ -94,9 +142,12 @@ class Letterbox:
         return out
 
 
-def letterbox(image: np.ndarray, size: tuple[int, int], centred: bool = True) -> tuple[np.ndarray, Letterbox]:
+def letterbox(
+    image: np.ndarray, size: tuple[int, int], centred: bool = True, interpolation: int | None = None
+) -> tuple[np.ndarray, Letterbox]:
     """``image`` (H, W, 3) resized into ``size`` (height, width) with its aspect kept and the
-    rest filled with grey 114: centred, or at the top-left corner."""
+    rest filled with grey 114: centred, or at the top-left corner.  ``interpolation``: an
+    OpenCV flag (None: area when shrinking, bilinear when enlarging)."""
     height, width = image.shape[:2]
     target_h, target_w = size
     scale = min(target_h / height, target_w / width)
@@ -105,7 +156,9 @@ def letterbox(image: np.ndarray, size: tuple[int, int], centred: bool = True) ->
     pad_y = (target_h - new_h) / 2 if centred else 0.0
     canvas = np.full((target_h, target_w, 3), PAD_VALUE, dtype=np.uint8)
     left, top = int(round(pad_x - 0.1)), int(round(pad_y - 0.1))
-    resized = cv2.resize(image, (new_w, new_h), interpolation=cv2.INTER_LINEAR if scale > 1 else cv2.INTER_AREA)
+    if interpolation is None:
+        interpolation = cv2.INTER_LINEAR if scale > 1 else cv2.INTER_AREA
+    resized = cv2.resize(image, (new_w, new_h), interpolation=interpolation)
     canvas[top : top + new_h, left : left + new_w] = resized
     return canvas, Letterbox(scale, float(left), float(top))
 
@@ -120,6 +173,19 @@ def yolox_grid(size: tuple[int, int]) -> tuple[np.ndarray, np.ndarray]:
         cells.append(np.stack([xs.ravel(), ys.ravel()], axis=1))
         strides.append(np.full(rows * cols, stride))
     return np.concatenate(cells).astype(np.float64), np.concatenate(strides).astype(np.float64)
+
+
+def network_input(canvas: np.ndarray, pixels: str) -> np.ndarray:
+    """The (1, 3, H, W) float32 network input of an RGB uint8 (H, W, 3) letterboxed
+    ``canvas``, as ``pixels`` (bgr, rgb or rgb-imagenet: see :data:`PIXELS`) says."""
+    chw = canvas.transpose(2, 0, 1).astype(np.float32)
+    if pixels == "bgr":
+        return np.ascontiguousarray(chw[None, ::-1])
+    chw *= np.float32(1 / 255)
+    if pixels == "rgb-imagenet":
+        chw -= np.asarray(IMAGENET_MEAN, np.float32)[:, None, None]
+        chw /= np.asarray(IMAGENET_STD, np.float32)[:, None, None]
+    return np.ascontiguousarray(chw[None])
 
 
 def decode_outputs(output: np.ndarray, layout: str, size: tuple[int, int]) -> tuple[np.ndarray, np.ndarray]:
@@ -138,7 +204,12 @@ def decode_outputs(output: np.ndarray, layout: str, size: tuple[int, int]) -> tu
 
 
 class YoloDetector:
-    """People from a YOLOv5 / YOLOv8 / YOLO11 / YOLOX ONNX export, best score first."""
+    """People from a YOLOv5 / YOLOv8 / YOLO11 / YOLOX ONNX export, best score first.
+
+    ``path``: the ONNX file; ``config``: its settings (:class:`YoloConfig`, or a subclass
+    naming a publisher's: :class:`YoloxConfig`, :class:`ByteTrackConfig`).  Raises
+    ModelError naming the file when it is missing, unreadable or of no YOLO layout, and
+    ConfigError when ``input_size`` contradicts the file's."""
 
     kind = "person"
 
@@ -149,7 +220,11 @@ class YoloDetector:
             raise ModelError(f"{self.path}: YOLO ONNX file not found")
         ort = import_onnxruntime(f"{self.path}: a YOLO detector")
         try:
-            self.session = ort.InferenceSession(str(self.path), providers=["CPUExecutionProvider"])
+            options = ort.SessionOptions()
+            if self.config.threads is not None:
+                options.intra_op_num_threads = self.config.threads
+                options.inter_op_num_threads = 1
+            self.session = ort.InferenceSession(str(self.path), options, providers=["CPUExecutionProvider"])
         except Exception as exc:
             raise ModelError(f"{self.path}: not a readable ONNX model ({first_line(exc)})") from exc
         inputs = self.session.get_inputs()
@@ -159,7 +234,9 @@ class YoloDetector:
         self.input_name = inputs[0].name
         self.size = self._input_size(inputs[0].shape)
         # One run on a grey frame tells the layout and checks the output's shape.
-        self.layout = self._layout(self._forward(np.full((*self.size, 3), PAD_VALUE, np.uint8), 1 / 255, bgr=False))
+        grey = np.full((*self.size, 3), PAD_VALUE, np.uint8)
+        self.layout = self._layout(self._forward(network_input(grey, self._pixels(self.config.layout))))
+        self.pixels = self._pixels(self.layout)
 
     def _input_size(self, shape: list[Any]) -> tuple[int, int]:
         fixed = [d if isinstance(d, int) and d > 0 else None for d in shape[2:]]
@@ -169,9 +246,12 @@ class YoloDetector:
             return int(fixed[0]), int(fixed[1])  # type: ignore[arg-type]
         return tuple(self.config.input_size or (DEFAULT_INPUT_SIDE, DEFAULT_INPUT_SIDE))  # type: ignore[return-value]
 
-    def _forward(self, canvas: np.ndarray, scale: float, bgr: bool) -> np.ndarray:
-        pixels = canvas[:, :, ::-1] if bgr else canvas
-        batch = np.ascontiguousarray(pixels.transpose(2, 0, 1)[None], dtype=np.float32) * np.float32(scale)
+    def _pixels(self, layout: str) -> str:
+        if self.config.pixels != "auto":
+            return self.config.pixels
+        return "bgr" if layout.startswith("yolox") else "rgb"
+
+    def _forward(self, batch: np.ndarray) -> np.ndarray:
         try:
             output = self.session.run(None, {self.input_name: batch})[0]
         except Exception as exc:
@@ -192,17 +272,18 @@ class YoloDetector:
             cells = len(yolox_grid(self.size)[1])
             if not transposed and shape[1] == cells:
                 layout = "yolox"
-        if layout == "yolov8" and not transposed or layout in ("yolov5", "yolox") and transposed:
+        if layout == "yolov8" and not transposed or layout in ("yolov5", "yolox", "yolox-raw") and transposed:
             raise ModelError(f"{self.path}: output shape {shape} does not fit the {layout} layout")
-        if layout == "yolox":
+        if layout.startswith("yolox"):
             rows = output[0]
             if rows.shape[0] != len(yolox_grid(self.size)[1]):
                 raise ModelError(
                     f"{self.path}: output shape {shape} has not one row per stride 8/16/32 cell of a "
                     f"{self.size[0]}x{self.size[1]} input, as YOLOX has"
                 )
-            # Raw offsets stay near their cell; decoded centres reach across the input.
-            layout = "yolox" if np.abs(rows[:, :2]).max() > max(YOLOX_STRIDES) else "yolox-raw"
+            if layout == "yolox":
+                # Raw offsets stay near their cell; decoded centres reach across the input.
+                layout = "yolox" if np.abs(rows[:, :2]).max() > max(YOLOX_STRIDES) else "yolox-raw"
         return layout
 
     @property
@@ -219,8 +300,9 @@ class YoloDetector:
             return []
         rgb = image if image.ndim == 3 else cv2.cvtColor(image, cv2.COLOR_GRAY2RGB)
         yolox = self.layout.startswith("yolox")
-        canvas, placement = letterbox(rgb, self.size, centred=not yolox)
-        output = self._forward(canvas, scale=1.0 if yolox else 1 / 255, bgr=yolox)
+        # YOLOX and ByteTrack letterbox at the top-left with a bilinear resize.
+        canvas, placement = letterbox(rgb, self.size, centred=not yolox, interpolation=cv2.INTER_LINEAR if yolox else None)
+        output = self._forward(network_input(canvas, self.pixels))
         if output.ndim != 3 or output.shape[0] != 1:
             raise ModelError(f"{self.path}: output shape {list(output.shape)} changed between runs")
         boxes, scores = decode_outputs(output[0], self.layout, self.size)
