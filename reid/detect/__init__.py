@@ -4,8 +4,11 @@
 >>> for d in confident_detections(det, image_rgb):     # a photo's boxes; detect() adds weak ones
 ...     face = crop(image_rgb, d.box, margin=0.1)
 
-``--detector`` names: ``pedestrian``, ``hog``, ``ssdlite``, ``yolo:FILE.onnx`` (people), ``haar``,
-``yunet`` (faces); :func:`build_detector` is the one place they are read.
+``--detector`` names: ``bytetrack-nano``, ``yolox-nano``, ``yolox-tiny``, ``yolox-s``,
+``person-detection-retail-0013``, ``pedestrian-detection-adas-0002`` (published files, found in
+the registry's cache or named as ``NAME:FILE``), ``pedestrian``, ``hog``, ``ssdlite``,
+``yolo:FILE.onnx`` (people), ``haar``, ``yunet`` (faces); :func:`build_detector` is the one
+place they are read, and :func:`default_detector` says which runs when none is named.
 """
 
 from __future__ import annotations
@@ -29,6 +32,7 @@ from reid.detect.build import (
     DETECTOR_KINDS,
     DETECTORS,
     FALLBACK_DETECTORS,
+    STAND_INS,
     build_detector,
     check_detector,
     default_detector,
@@ -43,9 +47,10 @@ from reid.detect.opencv import (
     PersonDetectorConfig,
     cascade_path,
 )
+from reid.detect.omz import AdasPedestrianConfig, OmzDetector, OmzDetectorConfig, RetailPersonConfig
 from reid.detect.pedestrian import PedestrianConfig, PedestrianDetector
 from reid.detect.ssdlite import SSDLiteConfig, SSDLiteDetector
-from reid.detect.yolo import YoloConfig, YoloDetector
+from reid.detect.yolo import ByteTrackConfig, YoloConfig, YoloDetector, YoloxConfig
 from reid.detect.yunet import YuNetConfig, YuNetDetector
 
 # Crops a little larger than the box: detectors cut off hair, shoulders and feet.
@@ -58,12 +63,16 @@ def crop_detections(image: np.ndarray, detections: list[Detection], margin: floa
 
 
 __all__ = [
+    "AdasPedestrianConfig",
+    "ByteTrackConfig",
     "DEFAULT_DETECTORS",
     "DEFAULT_MARGIN",
     "DETECTORS",
     "DETECTOR_KINDS",
     "FALLBACK_DETECTORS",
     "FACE_TEMPLATE_112",
+    "OmzDetector",
+    "OmzDetectorConfig",
     "Box",
     "Detection",
     "Detector",
@@ -74,10 +83,13 @@ __all__ = [
     "PersonDetector",
     "PersonDetectorConfig",
     "Point",
+    "RetailPersonConfig",
+    "STAND_INS",
     "SSDLiteConfig",
     "SSDLiteDetector",
     "YoloConfig",
     "YoloDetector",
+    "YoloxConfig",
     "YuNetConfig",
     "YuNetDetector",
     "align_face",

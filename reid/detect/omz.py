@@ -58,18 +58,18 @@ class OmzDetectorConfig:
 
 @dataclass
 class RetailPersonConfig(OmzDetectorConfig):
-    """``person-detection-retail-0013``'s settings: ``min_score`` 0.45, chosen on the
+    """``person-detection-retail-0013``'s settings: ``min_score`` 0.35, the best F1 on the
     first half of PETS09-S2L1's frames (docs/detectors.md)."""
 
-    min_score: float = 0.45
+    min_score: float = 0.35
 
 
 @dataclass
 class AdasPedestrianConfig(OmzDetectorConfig):
-    """``pedestrian-detection-adas-0002``'s settings: ``min_score`` 0.25, chosen on the
+    """``pedestrian-detection-adas-0002``'s settings: ``min_score`` 0.2, the best F1 on the
     first half of PETS09-S2L1's frames (docs/detectors.md)."""
 
-    min_score: float = 0.25
+    min_score: float = 0.2
 
 
 def detection_output_boxes(

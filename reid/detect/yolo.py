@@ -115,12 +115,12 @@ class YoloxConfig(YoloConfig):
 class ByteTrackConfig(YoloConfig):
     """Settings of ByteTrack's YOLOX-Nano person detector (MOT17 + CrowdHuman, one class) by
     name (``bytetrack-nano``): raw head, RGB 0..1 normalised by ImageNet's mean and standard
-    deviation, NMS at 0.7 (ByteTrack's own for it).  ``min_score`` 0.6 was chosen on the
-    first half of PETS09-S2L1's frames (docs/detectors.md)."""
+    deviation, NMS at 0.7 (ByteTrack's own for it).  ``min_score`` 0.55: the best F1 on
+    the first half of PETS09-S2L1's frames (docs/detectors.md)."""
 
     layout: str = "yolox-raw"
     pixels: str = "rgb-imagenet"
-    min_score: float = 0.6
+    min_score: float = 0.55
     nms_iou: float = 0.7
 
 

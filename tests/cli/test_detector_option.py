@@ -61,12 +61,12 @@ def test_enroll_with_a_named_detector_and_a_wrong_one(tmp_path: Path, model: Pat
 
 
 def test_the_person_default_falling_back_to_hog_is_said_in_one_line(tmp_path: Path, model: Path, scenes: Path) -> None:
-    # This session's model cache holds no SSDLite graph, so the pedestrian default cannot run.
+    # This session's model cache holds no person detector's model, so hog runs by default.
     gallery = tmp_path / "g"
     code, out = invoke("enroll", scenes, "--id", "walker", "--detect", "person", "--model", model, "--gallery", gallery)
     assert code == 0, out
     notes = [line for line in out.splitlines() if line.startswith("note: person boxes come from hog")]
-    assert len(notes) == 1 and "`reid models fetch ssdlite_mobilenet_v2.voc-person`" in notes[0], out
+    assert len(notes) == 1 and "`reid models fetch yolox_nano.coco`" in notes[0], out
     video = tmp_path / "street.avi"
     write_street_video(video, count=3)
     code, out = invoke("query", video, "--model", model, "--gallery", gallery)
@@ -82,7 +82,7 @@ def test_query_refuses_unknown_missing_and_mismatched_detectors(tmp_path: Path, 
     video = tmp_path / "street.avi"
     write_street_video(video, count=4)
     for detector, expected in (
-        ("car", "--detector 'car': not a detector; choose one of pedestrian, hog, ssdlite, yolo:FILE.onnx, haar, yunet"),
+        ("car", "--detector 'car': not a detector; choose one of bytetrack-nano, yolox-nano, yolox-tiny, yolox-s, person-dete"),
         (f"yolo:{tmp_path / 'missing.onnx'}", "missing.onnx: YOLO ONNX file not found"),
         ("yunet", "yunet finds faces, not persons"),
     ):

@@ -55,3 +55,23 @@ def video_frames(path: Path, indices: tuple[int, ...]) -> list[np.ndarray]:
     finally:
         capture.release()
     return frames
+
+
+SHARED_WEIGHTS = Path(__file__).resolve().parents[2].parent / "shared" / "weights"
+# Each published detector's file among the shared weights.
+PUBLISHED_FILES = {
+    "bytetrack-nano": "bytetrack_nano_mot17.onnx",
+    "yolox-nano": "yolox_nano_coco_reexport.onnx",
+    "person-detection-retail-0013": "omz/person-detection-retail-0013/FP32/person-detection-retail-0013.xml",
+    "pedestrian-detection-adas-0002": "omz/pedestrian-detection-adas-0002/FP16/pedestrian-detection-adas-0002.xml",
+}
+
+
+def published_file(name: str) -> Path:
+    """The shared copy of detector ``name``'s published file (an IR's .bin beside its .xml);
+    the test is skipped, with the reason, when it is absent."""
+    path = SHARED_WEIGHTS / PUBLISHED_FILES[name]
+    for part in (path, path.with_suffix(".bin")) if path.suffix == ".xml" else (path,):
+        if not part.is_file():
+            pytest.skip(f"published weights {part.relative_to(SHARED_WEIGHTS)} not present beside the project (../shared/weights)")
+    return path

@@ -19,18 +19,22 @@ from reid.errors import ConfigError
 
 
 def test_names_and_kinds() -> None:
-    assert detector_names("person") == ["pedestrian", "hog", "ssdlite", "yolo:FILE.onnx"]
+    assert detector_names("person") == [
+        "bytetrack-nano", "yolox-nano", "yolox-tiny", "yolox-s", "person-detection-retail-0013",
+        "pedestrian-detection-adas-0002", "pedestrian", "hog", "ssdlite", "yolo:FILE.onnx",
+    ]
     assert detector_names("face") == ["haar", "yunet"]
-    assert DEFAULT_DETECTORS == {"person": "pedestrian", "face": "haar"}
+    assert DEFAULT_DETECTORS["face"] == ("haar",) and DEFAULT_DETECTORS["person"][-1] == "pedestrian"
     assert detector_kind("yunet") == "face" and detector_kind("yolo:any.onnx") == "person"
-    # This session's cache holds no SSDLite graph: the person default falls back to hog.
+    assert detector_kind("bytetrack-nano") == detector_kind("yolox-s:any.onnx") == "person"
+    # This session's cache holds no person detector's model: the person default falls back to hog.
     assert isinstance(build_detector(None, "person"), PersonDetector)
     assert isinstance(build_detector(None, "face"), FaceDetector)
     assert isinstance(build_detector("yunet"), YuNetDetector)
 
 
 def test_a_detector_of_the_other_kind_is_refused() -> None:
-    with pytest.raises(ConfigError, match="haar finds faces, not persons; for persons choose one of pedestrian, hog, ssdlite"):
+    with pytest.raises(ConfigError, match="haar finds faces, not persons; for persons choose one of bytetrack-nano, yolox-nano"):
         build_detector("haar", "person")
     with pytest.raises(ConfigError, match="unknown detector kind 'car'"):
         build_detector(None, "car")
@@ -39,7 +43,7 @@ def test_a_detector_of_the_other_kind_is_refused() -> None:
 
 
 def test_unknown_names_list_the_choices() -> None:
-    with pytest.raises(ConfigError, match="^detector 'yolo': not a detector; choose one of pedestrian, hog, ssdlite, yolo:FILE.onnx, haar, yunet"):
+    with pytest.raises(ConfigError, match="^detector 'yolo': not a detector; choose one of bytetrack-nano, yolox-nano, yolox-tiny, yolox-s, person-detection-retail-0013, pedestrian-detection-adas-0002, pedestrian, hog, ssdlite, yolo:FILE.onnx, haar, yunet"):
         build_detector("yolo")
     with pytest.raises(ConfigError, match="needs the ONNX file"):
         build_detector("yolo:")

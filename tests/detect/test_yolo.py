@@ -6,13 +6,23 @@ from __future__ import annotations
 import math
 from pathlib import Path
 
+import cv2
 import numpy as np
 import onnx
 import pytest
 from onnx import TensorProto, helper, numpy_helper
 
 from reid.detect import YoloConfig, YoloDetector, build_detector, confident_detections
-from reid.detect.yolo import letterbox, yolox_grid
+from reid.detect.yolo import (
+    PAD_VALUE,
+    ByteTrackConfig,
+    Letterbox,
+    YoloxConfig,
+    decode_outputs,
+    letterbox,
+    network_input,
+    yolox_grid,
+)
 from reid.errors import ModelError
 
 SIDE = 320
@@ -150,3 +160,79 @@ def test_a_box_under_the_score_threshold_is_a_weak_detection(tmp_path: Path) -> 
     assert len(YoloDetector(path, YoloConfig(weak_score=None)).detect(FRAME)) == 1
     assert len(YoloDetector(path, YoloConfig(weak_score=0.2)).detect(FRAME)) == 1
     assert detector.detect(np.zeros((0, 0, 3), np.uint8)) == detector.detect(np.zeros((4, 0, 3), np.uint8)) == []
+
+
+def test_network_input_by_hand() -> None:
+    """One pixel RGB (255, 0, 51) as each publisher's network takes it."""
+    canvas = np.array([[[255, 0, 51]]], np.uint8)
+    np.testing.assert_allclose(network_input(canvas, "bgr")[0, :, 0, 0], [51, 0, 255])
+    np.testing.assert_allclose(network_input(canvas, "rgb")[0, :, 0, 0], [1.0, 0.0, 0.2], atol=1e-6)
+    # ByteTrack: (x / 255 - mean) / std, channel by channel, in RGB order.
+    expected = [(1.0 - 0.485) / 0.229, (0.0 - 0.456) / 0.224, (0.2 - 0.406) / 0.225]
+    np.testing.assert_allclose(network_input(canvas, "rgb-imagenet")[0, :, 0, 0], expected, atol=1e-5)
+    assert network_input(np.zeros((2, 3, 3), np.uint8), "bgr").shape == (1, 3, 2, 3)
+
+
+def test_yolox_grid_and_stride_decode_by_hand() -> None:
+    """A 32x32 input has 4x4 stride-8 cells, 2x2 stride-16 cells and one stride-32 cell, in
+    that order, row by row; a raw row decodes to ((offset + cell) x stride, exp(log size) x
+    stride) and scores objectness x class 0."""
+    cells, strides = yolox_grid((32, 32))
+    assert len(cells) == 21 and list(strides[[0, 15, 16, 19, 20]]) == [8, 8, 16, 16, 32]
+    assert tuple(cells[17]) == (1, 0) and tuple(cells[18]) == (0, 1) and tuple(cells[5]) == (1, 1)
+    rows = np.zeros((21, 7))
+    rows[17] = [0.5, 0.25, math.log(2), 0.0, 0.8, 0.5, 0.9]  # stride 16, cell (1, 0)
+    rows[20] = [-0.25, 0.5, 0.0, math.log(0.5), 0.5, 0.2, 0.0]  # stride 32, cell (0, 0)
+    boxes, scores = decode_outputs(rows, "yolox-raw", (32, 32))
+    np.testing.assert_allclose(boxes[17], [24, 4, 32, 16])
+    np.testing.assert_allclose(boxes[20], [-8, 16, 32, 16])
+    np.testing.assert_allclose(scores[[17, 20]], [0.4, 0.1])
+    # A one-class head (ByteTrack's) has one class column.
+    _, one_class = decode_outputs(rows[:, :6], "yolox-raw", (32, 32))
+    assert one_class[17] == 0.4
+
+
+def test_top_left_letterbox_maps_boxes_back_by_hand() -> None:
+    """A 100x200 frame in a 64x64 input: scale 0.32, 32 rows of frame then grey below."""
+    frame = np.full((100, 200, 3), 10, np.uint8)
+    canvas, placement = letterbox(frame, (64, 64), centred=False, interpolation=cv2.INTER_LINEAR)
+    assert placement == Letterbox(0.32, 0.0, 0.0)
+    assert (canvas[:32] == 10).all() and (canvas[32:] == PAD_VALUE).all()
+    # (cx, cy, w, h) = (16, 8, 6.4, 9.6) in the input is (x, y, w, h) = (40, 10, 20, 30) in the frame.
+    np.testing.assert_allclose(placement.to_frame(np.array([[16.0, 8.0, 6.4, 9.6]])), [[40, 10, 20, 30]])
+
+
+def bytetrack_rows(second_box_shift: float) -> np.ndarray:
+    """Raw one-class YOLOX rows for a 320x320 input: the person of :data:`PERSON`, and a
+    second box as large, ``second_box_shift`` cells of 16 px to its right, scoring less."""
+    rows = yolox_rows(decoded=False)[:, :, :6].copy()
+    index = int(np.flatnonzero(rows[0, :, 4])[0])
+    rows[0, index, 5] = 1.0
+    rows[0, index + 1] = rows[0, index]
+    rows[0, index + 1, 0] += second_box_shift - 1
+    rows[0, index + 1, 4] = 0.7
+    return rows
+
+
+def test_bytetrack_settings_keep_what_its_own_nms_keeps(tmp_path: Path) -> None:
+    """Two boxes 30x60 input pixels, 8 px apart: IoU (22 x 60) / (2 x 1800 - 22 x 60) = 0.579,
+    kept by ByteTrack's NMS (0.7), merged by YOLOX's (0.45)."""
+    path = constant_model(tmp_path / "bt.onnx", bytetrack_rows(0.5))
+    detector = YoloDetector(path, ByteTrackConfig())
+    assert detector.layout == "yolox-raw" and detector.pixels == "rgb-imagenet"
+    found = detector.detect(FRAME)
+    assert [round(d.score, 2) for d in found] == [0.9, 0.7]
+    assert np.allclose(found[0].box, PERSON, atol=1) and np.allclose(found[1].box, (116, 50, 60, 120), atol=1)
+    merged = YoloDetector(path, ByteTrackConfig(nms_iou=YoloxConfig.nms_iou)).detect(FRAME)
+    assert [round(d.score, 2) for d in merged] == [0.9]
+
+
+def test_a_yolox_file_named_raw_is_not_second_guessed(tmp_path: Path) -> None:
+    """A raw head's weak rows may reach beyond the centres' check (ByteTrack's file on a grey
+    frame: 34.8 cells); a publisher's settings name the layout raw."""
+    rows = yolox_rows(decoded=False)
+    rows[0, -1, :2] = [40.0, 40.0]
+    path = constant_model(tmp_path / "x.onnx", rows)
+    assert YoloDetector(path).layout == "yolox"
+    assert YoloDetector(path, YoloxConfig(min_score=0.25)).layout == "yolox-raw"
+    assert_person_found(YoloDetector(path, YoloxConfig(min_score=0.25)))
