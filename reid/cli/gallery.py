@@ -27,10 +27,7 @@ from reid.cli.common import (
 from reid.cli.defaults import config_overrides, default_of, given, with_config_options, with_default
 from reid.errors import ConfigError, DataError
 from reid.decision import check_far
-from reid.detect import DEFAULT_DETECTORS, fallback_note
-from reid.detect.pedestrian import PedestrianConfig
-from reid.detect.ssdlite import SSDLiteConfig
-from reid.detect.yolo import YoloConfig
+from reid.detect import DEFAULT_DETECTORS, DETECTORS, fallback_note
 from reid.gallery import INDEX_KINDS, Gallery, IndexSpec, resolve_gallery_path
 from reid.gallery.calibration import MIN_ADMITTED, GalleryCalibration, identities_needed
 from reid.models import load_encoder
@@ -105,8 +102,9 @@ def optional_spec_from_flags(index: str | None, **flags: int | None) -> IndexSpe
 # confident_score (reid.pipeline.stream.tracker_for); None, for HOG and Haar, every detection.
 TRACK_HIGH_SCORE_HELP = (
     "Detector score from which a detection may start a track; weaker ones only continue tracks (default: the "
-    f"detector's confident score for those that also give weaker boxes, pedestrian {PedestrianConfig.min_score:g}, "
-    f"ssdlite {SSDLiteConfig.min_score:g} and yolo {YoloConfig.min_score:g}; with any other every detection may)."
+    "detector's confident score for those that also give weaker boxes: "
+    + ", ".join(f"{entry.name} {entry.config.min_score:g}" for entry in DETECTORS.values() if hasattr(entry.config, "weak_score"))
+    + "; with any other every detection may)."
 )
 
 

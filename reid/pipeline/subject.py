@@ -24,6 +24,7 @@ import numpy as np
 from reid.detect import (
     DEFAULT_DETECTORS,
     DEFAULT_MARGIN,
+    FALLBACK_DETECTORS,
     Detector,
     build_detector,
     check_detector,
@@ -55,7 +56,10 @@ NO_FACE_HELP = (
 DETECTOR_NAMES_HELP = (
     f"Detector: {', '.join(detector_names('person'))} (people), {', '.join(detector_names('face'))} (faces)."
 )
-DETECTOR_DEFAULT_TEXT = f"{DEFAULT_DETECTORS['person']} for people, {DEFAULT_DETECTORS['face']} for faces"
+DETECTOR_DEFAULT_TEXT = (
+    f"for people the first present of {', '.join(DEFAULT_DETECTORS['person'])}, else {FALLBACK_DETECTORS['person']}; "
+    f"{DEFAULT_DETECTORS['face'][0]} for faces"
+)
 DETECTOR_HELP = f"{DETECTOR_NAMES_HELP[:-1]}; default {DETECTOR_DEFAULT_TEXT}."
 # The face detector that gives the five landmarks aligned chips are cut by.
 ALIGNING_FACE_DETECTOR = "yunet"
