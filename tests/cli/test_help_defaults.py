@@ -61,7 +61,7 @@ DESCRIBED: dict[tuple[str, str], str] = {
     **{(c, "rgb"): "its card, else RGB" for c in ("reid eval", "reid verify")},
     ("reid verify", "threshold"): "the model card's calibrated one.",
     **{(c, "root"): "the pair file's folder" for c in ("reid verify", "reid calibrate")},
-    **{(c, "detector"): "pedestrian for people, haar for faces." for c in ("reid enroll", "reid query", "reid eval", "reid gallery calibrate")},
+    **{(c, "detector"): "pedestrian, else hog; haar for faces" for c in ("reid enroll", "reid query", "reid eval", "reid gallery calibrate")},
     **{(c, "detector"): "for --detect face) or yunet" for c in ("reid verify", "reid calibrate")},
     ("reid gallery calibrate", "frames"): "every frame.",
     ("reid track", "link"): "with --video",
@@ -173,8 +173,11 @@ def test_described_defaults_all_belong_to_an_option() -> None:
 def test_the_track_high_score_help_states_the_detectors_own_scores() -> None:
     from reid.detect.pedestrian import PedestrianConfig
     from reid.detect.ssdlite import SSDLiteConfig
-    from reid.detect.yolo import YoloConfig
+    from reid.detect.yolo import ByteTrackConfig, YoloConfig
 
     param = next(p for where, p in ALL if where == "reid query" and p.name == "high_score")
-    for name, config in (("pedestrian", PedestrianConfig), ("ssdlite", SSDLiteConfig), ("yolo", YoloConfig)):
+    for name, config in (
+        ("pedestrian", PedestrianConfig), ("ssdlite", SSDLiteConfig), ("yolo:FILE.onnx", YoloConfig),
+        ("bytetrack-nano", ByteTrackConfig),
+    ):
         assert f"{name} {config.min_score:g}" in param.help
