@@ -111,3 +111,27 @@ def test_verify_crops_faces_with_yunet(tmp_path: Path, orl_faces: Path) -> None:
     code, out = invoke("verify", orl_faces / "s1" / "1.pgm", orl_faces / "s1" / "2.pgm", "--model", folder,
                        "--detector", "hog", "--threshold", "1.0")
     assert code == 1 and "hog finds persons, not faces" in only_error_line(out)
+
+
+def test_query_runs_the_best_published_detector_present_and_one_named_with_its_file(
+    tmp_path: Path, model: Path, scenes: Path, pedestrian_video: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from tests.detect.conftest import published_file
+
+    xml, onnx = published_file("person-detection-retail-0013"), published_file("yolox-nano")
+    gallery = tmp_path / "g"
+    assert invoke("enroll", scenes, "--id", "walker", "--model", model, "--gallery", gallery, "--detector", "hog")[0] == 0
+    # The Open Model Zoo detector's files in the cache, as `reid models fetch` leaves them.
+    folder = tmp_path / "cache" / "person-detection-retail-0013"
+    folder.mkdir(parents=True)
+    for part in (xml, xml.with_suffix(".bin")):
+        (folder / part.name).symlink_to(part)
+    monkeypatch.setenv("REID_CACHE_DIR", str(tmp_path / "cache"))
+    for extra in ([], ["--detector", f"yolox-nano:{onnx}"]):
+        mot = tmp_path / f"mot{len(extra)}.txt"
+        code, out = invoke("query", pedestrian_video, "--model", model, "--gallery", gallery, "--max-frames", "5",
+                           "--mot", mot, *extra)
+        assert code == 0 and "note:" not in out, out
+        # The street's first frames hold 3 to 4 people; HOG finds none of them.
+        rows = [line.split(",") for line in mot.read_text().splitlines()]
+        assert len(rows) >= 12 and {row[0] for row in rows} == {"1", "2", "3", "4", "5"}, rows
