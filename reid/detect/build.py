@@ -86,14 +86,16 @@ DETECTORS = {
         *(
             _published(
                 f"yolox-{size}", YoloxConfig, f"yolox_{size}.coco", ".onnx",
-                f"YOLOX-{size.capitalize() if size != 's' else 'S'} COCO, person class (`reid models fetch` once; reid-toolkit[onnx])",
+                f"YOLOX-{size.capitalize() if size != 's' else 'S'} COCO, person class "
+                "(`reid models fetch` once; reid-toolkit[onnx])",
                 YoloDetector,
             )
             for size in ("nano", "tiny", "s")
         ),
         *(
             _published(
-                name, config, name, ".xml", f"Open Model Zoo {what}, OpenVINO IR (`reid models fetch` once; reid-toolkit[openvino])",
+                name, config, name, ".xml",
+                f"Open Model Zoo {what}, OpenVINO IR (`reid models fetch` once; reid-toolkit[openvino])",
                 OmzDetector,
             )
             for name, config, what in (

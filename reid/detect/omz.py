@@ -111,7 +111,9 @@ class OmzDetector:
         except Exception as exc:
             raise ModelError(f"{self.path}: not a readable OpenVINO IR ({first_line(exc)})") from exc
         if len(model.inputs) != 1 or len(model.outputs) != 1:
-            raise ModelError(f"{self.path}: an SSD detector has one input and one output, not {len(model.inputs)} and {len(model.outputs)}")
+            raise ModelError(
+                f"{self.path}: an SSD detector has one input and one output, not {len(model.inputs)} and {len(model.outputs)}"
+            )
         in_shape, out_shape = list(model.inputs[0].get_shape()), list(model.outputs[0].get_shape())
         if len(in_shape) != 4 or in_shape[:2] != [1, 3] or len(out_shape) != 4 or out_shape[-1] != 7:
             raise ModelError(
@@ -141,7 +143,8 @@ class OmzDetector:
         try:
             rows = self._request.infer([self.network_input(rgb)])[0]
         except Exception as exc:
-            raise ModelError(f"{self.path}: the network failed on a {self.size[0]}x{self.size[1]} input ({first_line(exc)})") from exc
+            size = f"{self.size[0]}x{self.size[1]}"
+            raise ModelError(f"{self.path}: the network failed on a {size} input ({first_line(exc)})") from exc
         rects, scores = detection_output_boxes(np.asarray(rows), image.shape, self.config.floor)
         found = [clipped_detection(rect, float(score), image.shape, self.kind) for rect, score in zip(rects, scores)]
         return [d for d in found if d.box[2] > 0 and d.box[3] > 0]

@@ -66,7 +66,7 @@ def test_files_are_found_in_the_artefacts_cache_folder(cache: Path) -> None:
     with pytest.raises(ModelError, match=r"^model yolox_nano.coco is not in the cache; run `reid models fetch yolox_nano.coco`$"):
         build_detector("yolox-nano", "person")
     # ByteTrack publishes no ONNX file: the user brings an export.
-    with pytest.raises(ModelError, match=r"^model bytetrack_nano.mot17 is not in the cache; run `reid models add bytetrack_nano.mot17 FILE`$"):
+    with pytest.raises(ModelError, match=r"^model bytetrack_nano.mot17 is not in the cache; run `reid models add bytetrack_nano.mot17 FILE`"):
         build_detector("bytetrack-nano")
 
 
