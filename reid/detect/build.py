@@ -86,7 +86,7 @@ DETECTORS = {
         *(
             _published(
                 f"yolox-{size}", YoloxConfig, f"yolox_{size}.coco", ".onnx",
-                f"YOLOX-{size.capitalize() if size != 's' else 'S'} COCO, person class "
+                f"YOLOX-{size.capitalize()} COCO, person class "
                 "(`reid models fetch` once; reid-toolkit[onnx])",
                 YoloDetector,
             )
