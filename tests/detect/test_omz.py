@@ -62,6 +62,8 @@ def test_real_detector_finds_the_people_of_a_street_frame(name: str, pedestrian_
         pytest.skip("real data video/pets09-s2l1/gt.txt not present beside the project (../shared/data)")
     detector = build_detector(f"{name}:{xml}", "person")
     assert isinstance(detector, OmzDetector) and detector.size == ((320, 544) if "retail" in name else (384, 672))
+    held = build_detector(f"{name}:{xml}", "person", [(RetailPersonConfig if "retail" in name else AdasPedestrianConfig)(threads=1)])
+    assert held._request.get_compiled_model().get_property("INFERENCE_NUM_THREADS") == 1
     frame_index = 200
     (frame,) = video_frames(pedestrian_video, (frame_index,))
     truth = read_mot_boxes(truth_file, min_confidence=1)[frame_index]

@@ -83,6 +83,7 @@ def test_a_file_can_be_named_with_the_detector(tmp_path: Path) -> None:
     # Settings of the entry's own type are used, with every default of its publisher's kept.
     held = build_detector(f"yolox-nano:{onnx}", "person", [YoloxConfig(threads=1, min_score=0.7)])
     assert held.config.min_score == 0.7 and held.pixels == "bgr" and held.layout == "yolox-raw"
+    assert held.session.get_session_options().intra_op_num_threads == 1
 
 
 def test_the_person_default_is_the_best_detector_present(cache: Path, monkeypatch: pytest.MonkeyPatch) -> None:

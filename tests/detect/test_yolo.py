@@ -23,7 +23,7 @@ from reid.detect.yolo import (
     network_input,
     yolox_grid,
 )
-from reid.errors import ModelError
+from reid.errors import ConfigError, ModelError
 
 SIDE = 320
 # The person in a 640x480 frame, as (x, y, w, h); letterboxed into 320x320 at scale 0.5.
@@ -236,3 +236,11 @@ def test_a_yolox_file_named_raw_is_not_second_guessed(tmp_path: Path) -> None:
     assert YoloDetector(path).layout == "yolox"
     assert YoloDetector(path, YoloxConfig(min_score=0.25)).layout == "yolox-raw"
     assert_person_found(YoloDetector(path, YoloxConfig(min_score=0.25)))
+
+
+def test_pixels_and_threads_are_checked() -> None:
+    with pytest.raises(ConfigError, match="unknown YOLO pixels 'rgb255'; choose one of auto, bgr, rgb, rgb-imagenet"):
+        YoloConfig(pixels="rgb255")
+    with pytest.raises(ConfigError, match="YOLO threads must be at least 1"):
+        ByteTrackConfig(threads=0)
+    assert ByteTrackConfig().nms_iou == 0.7 and YoloxConfig().nms_iou == YoloConfig().nms_iou == 0.45
