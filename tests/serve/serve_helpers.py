@@ -72,7 +72,7 @@ def serve_root(
     root.mkdir(parents=True, exist_ok=True)
     models = {"m": encoder}
     service = Service(config, models, crop_rules(config, models), KeyStore(config.keys_path), AdminKey(ADMIN, "tests"))
-    return service, TestClient(create_app(service, pool))
+    return service, TestClient(create_app(service, pool), base_url="http://127.0.0.1:8000")
 
 
 def shared_encoder(folder: Path) -> Encoder:
