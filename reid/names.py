@@ -63,6 +63,9 @@ def identity_name(name: object, what: str = "identity") -> str:
     decoded = _percent_decoded(text)
     for form in (text, decoded):
         bad = next((c for c in form if unicodedata.category(c) in FORBIDDEN_CATEGORIES), None)
+        if bad is not None and unicodedata.category(bad) == "Cs":
+            # A file name's bytes that are not UTF-8, as Python holds them.
+            raise ConfigError(f"{what} {shown!r} holds bytes that are not UTF-8 text")
         if bad is not None:
             raise ConfigError(f"{what} {shown!r} holds the invisible or control character U+{ord(bad):04X}")
         if form.strip() in PATH_NAMES or any(sep in form for sep in PATH_SEPARATORS):

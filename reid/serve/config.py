@@ -18,6 +18,7 @@ Every gallery folder under ``root`` is served with the model whose fingerprint i
 from __future__ import annotations
 
 import ipaddress
+import re
 import unicodedata
 from dataclasses import dataclass, field, fields
 from pathlib import Path
@@ -68,6 +69,8 @@ class StreamUrl:
             raise ConfigError(f"{what} has a malformed port") from None
         if not parts.scheme or not parts.hostname:
             raise ConfigError(f"{what} names no scheme and host (scheme://host[:port]/path)")
+        if not _is_host(parts.hostname):
+            raise ConfigError(f"{what} names no whole host (an IP address or a DNS name such as cam1.example.org)")
         if ".." in unquote(parts.path).split("/"):
             raise ConfigError(f"{what} has a '..' segment")
         netloc = parts.netloc.rsplit("@", 1)[-1]
@@ -177,6 +180,20 @@ class ServeConfig:
     def settings(self, gallery: str) -> GallerySettings:
         """The settings of ``gallery``: its own entry, else the defaults."""
         return self.galleries.get(gallery, self.defaults)
+
+
+DNS_LABEL = re.compile(r"(?!-)[a-z0-9-]{1,63}(?<!-)")
+
+
+def _is_host(host: str) -> bool:
+    """True for an IP address or a DNS name of whole labels (not ``10.0.0.``, not ``10.0.0``)."""
+    try:
+        ipaddress.ip_address(host)
+        return True
+    except ValueError:
+        pass
+    labels = host.split(".")
+    return all(DNS_LABEL.fullmatch(label) for label in labels) and not labels[-1].isdigit()
 
 
 def is_loopback(host: str) -> bool:
