@@ -556,8 +556,16 @@ def create_app(service: Service, pool: WorkerPool | None = None) -> FastAPI:
         return await run(service.info, gallery)
 
     @app.delete("/v1/galleries/{gallery}", response_model=schemas.Deleted, responses=ERRORS, tags=["galleries"])
-    async def delete_gallery(gallery: str, _: Principal = needs("admin")) -> dict[str, Any]:
-        """Delete a gallery, every item in it and its keys (admin)."""
+    async def delete_gallery(
+        gallery: str,
+        confirm: str = Query(..., max_length=64, description="The gallery's name again: what a client's URL normalisation cannot add."),
+        _: Principal = needs("admin"),
+    ) -> dict[str, Any]:
+        """Delete a gallery, every item in it and its keys (admin); ``confirm`` repeats its name."""
+        # A client normalises DELETE .../identities/.. to DELETE /v1/galleries/{gallery}:
+        # only a request that names the gallery twice deletes it.
+        if confirm != gallery:
+            raise ApiError(422, f"confirm: deleting gallery {gallery!r} needs confirm={gallery} (its name again)")
         return {"deleted": gallery, "items": await run(service.delete_gallery, gallery)}
 
     # -------------------------------------------------------------- identities

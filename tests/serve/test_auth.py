@@ -14,6 +14,7 @@ import pytest
 from serve_helpers import ADMIN, Served, bearer, serve_root
 
 from reid.models import Encoder
+from reid.names import identity_id
 
 _count = itertools.count()
 
@@ -57,6 +58,20 @@ def _item(s: Served) -> tuple[str, dict[str, Any]]:
     return f"/v1/galleries/staff/identities/alice/items/{enrolled(s, 'alice')}", {}
 
 
+def _by_id(s: Served) -> tuple[str, dict[str, Any]]:
+    enrolled(s, "alice")
+    return f"/v1/galleries/staff/ids/{identity_id('alice')}", {}
+
+
+def _rename_id(s: Served) -> tuple[str, dict[str, Any]]:
+    enrolled(s, "alice")
+    return f"/v1/galleries/staff/ids/{identity_id('alice')}", {"json": {"name": f"renamed-{next(_count)}"}}
+
+
+def _item_id(s: Served) -> tuple[str, dict[str, Any]]:
+    return f"/v1/galleries/staff/ids/{identity_id('alice')}/items/{enrolled(s, 'alice')}", {}
+
+
 def _revoke(s: Served) -> tuple[str, dict[str, Any]]:
     return f"/v1/keys/{s.client.post('/v1/keys', json={'gallery': 'staff', 'scopes': ['read']}, headers=s.admin()).json()['id']}", {}
 
@@ -69,12 +84,16 @@ ROUTES: list[tuple[str, str, str, int, Build]] = [
     ("list galleries", "GET", "any", 200, _fixed("/v1/galleries")),
     ("create gallery", "POST", "admin", 201, _new_gallery),
     ("gallery info", "GET", "read", 200, _fixed("/v1/galleries/staff")),
-    ("delete gallery", "DELETE", "admin", 200, _fixed("/v1/galleries/staff")),
+    ("delete gallery", "DELETE", "admin", 200, _fixed("/v1/galleries/staff?confirm=staff")),
     ("list identities", "GET", "read", 200, _fixed("/v1/galleries/staff/identities")),
     ("one identity", "GET", "read", 200, _identity),
     ("rename", "PATCH", "write", 200, _rename),
     ("delete identity", "DELETE", "write", 200, _identity),
     ("delete item", "DELETE", "write", 200, _item),
+    ("one identity by id", "GET", "read", 200, _by_id),
+    ("rename by id", "PATCH", "write", 200, _rename_id),
+    ("delete identity by id", "DELETE", "write", 200, _by_id),
+    ("delete item by id", "DELETE", "write", 200, _item_id),
     ("enrol", "POST", "write", 200, lambda s: ("/v1/galleries/staff/identities/bob/images", {"files": [("images", photo())]})),
     ("search", "POST", "read", 200, lambda s: ("/v1/galleries/staff/search", {"files": [("image", photo())]})),
     ("verify", "POST", "read", 200, lambda s: ("/v1/galleries/staff/verify", {"files": [("image", photo()), ("other", photo())]})),

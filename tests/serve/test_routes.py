@@ -46,13 +46,13 @@ def test_galleries_list_info_create_delete(served: Served, crops: dict[str, list
     again = served.client.post("/v1/galleries", json={"name": "staff"}, headers=served.admin())
     assert again.status_code == 409 and again.json()["error"]["code"] == "conflict"
     _enrol(served, "p1", crops[next(iter(crops))][:2], gallery="other")
-    gone = served.client.delete("/v1/galleries/other", headers=served.admin())
+    gone = served.client.delete("/v1/galleries/other?confirm=other", headers=served.admin())
     assert gone.status_code == 200 and gone.json() == {"deleted": "other", "items": 2}
     assert not (served.root / "other").exists()
     # Its keys went with it.
     assert served.client.get("/v1/galleries/other", headers=served.key("other")).status_code == 401
     assert served.client.get("/v1/galleries/other", headers=served.admin()).status_code == 404
-    assert served.client.delete("/v1/galleries/other", headers=served.admin()).status_code == 404
+    assert served.client.delete("/v1/galleries/other?confirm=other", headers=served.admin()).status_code == 404
 
 
 def test_enrol_multipart_and_json_with_per_file_outcomes(served: Served, crops: dict[str, list[Path]]) -> None:
