@@ -39,7 +39,7 @@ from typing import Any
 import faiss
 import numpy as np
 
-from reid.errors import ConfigError, GalleryError
+from reid.errors import ConfigError, GalleryError, NameTakenError
 from reid.names import identity_name, name_key
 from reid.gallery.calibration import (
     DEFAULT_FAR,
@@ -658,7 +658,7 @@ class Gallery:
         for label in new:
             other = keys.setdefault(name_key(label), label)
             if other != label:
-                raise ConfigError(
+                raise NameTakenError(
                     f"{self.folder}: identity {label!r} differs from the identity {other!r} only in case; "
                     f"names compare case-insensitively: use {other!r}, or rename it"
                 )

@@ -35,7 +35,7 @@ from starlette.exceptions import HTTPException
 from starlette.formparsers import MultiPartException
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from reid.errors import ConfigError, GalleryError, ReidError
+from reid.errors import ConfigError, GalleryError, NameTakenError, ReidError
 from reid.names import IDENTITY_ID
 from reid.serve import schemas
 from reid.serve.config import ServeConfig, is_loopback
@@ -93,6 +93,8 @@ def status_of(exc: ReidError) -> tuple[int, str]:
     """The HTTP status and code of a library error."""
     if isinstance(exc, ServeError):
         return exc.status, exc.code
+    if isinstance(exc, NameTakenError):
+        return 409, "conflict"
     if isinstance(exc, GalleryError):
         return (503, "busy") if "is locked by another process" in str(exc) else (409, "gallery_error")
     # DataError, ConfigError, ModelError and the rest: the request asked for what cannot be.
