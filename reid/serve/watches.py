@@ -180,7 +180,7 @@ class Watches:
                         gallery.refresh()
                         refreshed = time.monotonic()
                     for summary in result.ended_tracks:
-                        watch.add("ended", _track(summary))
+                        watch.add("ended", _track(summary, watch))
                         decided.pop(summary.track, None)
                     for detection in result.detections:
                         track = detection.track
@@ -194,7 +194,7 @@ class Watches:
                     if watch._stop.is_set():
                         break
                 for summary in run.finish_tracks():
-                    watch.add("ended", _track(summary))
+                    watch.add("ended", _track(summary, watch))
             watch.state = "stopped" if watch._stop.is_set() else "done"
         except ReidError as exc:
             watch.state, watch.error = "failed", _said(watch, str(exc))
@@ -211,8 +211,10 @@ def _said(watch: Watch, line: str) -> str:
     return hide_paths(line, {watch.opened: watch.source} if watch.opened else {})
 
 
-def _track(summary: TrackSummary) -> dict[str, Any]:
+def _track(summary: TrackSummary, watch: Watch) -> dict[str, Any]:
     data = summary.to_dict()
+    if "source" in data:
+        data["source"] = watch.source
     data["decision"] = "unknown" if summary.identity is None else "known"
     return data
 
