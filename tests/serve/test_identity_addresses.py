@@ -8,27 +8,14 @@ from __future__ import annotations
 from pathlib import Path
 
 import httpx
-import numpy as np
 import pytest
-from serve_helpers import Served, files, uvicorn_in_thread
+from serve_helpers import Served, files, store_legacy, uvicorn_in_thread
 
-from reid.gallery import Gallery, ItemMeta
+from reid.gallery import Gallery
 from reid.names import identity_id
 
 # Labels an older server took: each is a path, or invisible, or differs only by its spaces.
 LEGACY = ["..", ".", "a/b", "\u200b", "alice ", "%2e%2e"]
-
-
-def _store_legacy(served: Served, monkeypatch: pytest.MonkeyPatch, labels: list[str]) -> None:
-    """Items under ``labels`` in gallery staff, written as a gallery written before the rule."""
-    rng = np.random.default_rng(3)
-    vectors = rng.normal(size=(len(labels), 64)).astype(np.float32)
-    vectors /= np.linalg.norm(vectors, axis=1, keepdims=True)
-    items = [ItemMeta(label, source=f"old-{n}.jpg", image_hash=f"old-{n}") for n, label in enumerate(labels)]
-    with monkeypatch.context() as old:
-        old.setattr("reid.gallery.store.identity_name", lambda name, what="identity": name)
-        with Gallery.open(served.root / "staff") as gallery:
-            gallery.add(vectors, items)
 
 
 def _labels(served: Served) -> dict[str, int]:
@@ -37,7 +24,7 @@ def _labels(served: Served) -> dict[str, int]:
 
 
 def test_deleting_a_person_named_dot_dot_never_deletes_the_gallery(served: Served, monkeypatch: pytest.MonkeyPatch) -> None:
-    _store_legacy(served, monkeypatch, LEGACY)
+    store_legacy(served.root / "staff", monkeypatch, LEGACY)
     with uvicorn_in_thread(served.service) as url, httpx.Client(base_url=url, follow_redirects=True) as client:
         for name in ("..", "."):
             # httpx sends DELETE /v1/galleries/staff (and /v1/galleries/staff/identities) for these.
@@ -66,7 +53,7 @@ def test_a_gallery_is_deleted_only_when_the_request_names_it_twice(served: Serve
 
 
 def test_every_stored_label_is_reachable_by_its_id_and_only_it(served: Served, monkeypatch: pytest.MonkeyPatch) -> None:
-    _store_legacy(served, monkeypatch, LEGACY)
+    store_legacy(served.root / "staff", monkeypatch, LEGACY)
     listed = served.client.get("/v1/galleries/staff/identities", headers=served.key("read")).json()["identities"]
     ids = {i["identity"]: i["id"] for i in listed}
     assert ids == {label: identity_id(label) for label in LEGACY}

@@ -39,8 +39,15 @@ function element(tag, text, className) {
   return node;
 }
 
+// One path segment: a browser turns "." and ".." (also written %2e) into a move up the
+// path, so such a name is refused here rather than sent somewhere else.
+function segment(text) {
+  if (/^(\.|%2e){1,2}$/i.test(text)) throw new Error(JSON.stringify(text) + " is not a name (see the naming rule)");
+  return encodeURIComponent(text);
+}
+
 function galleryPath(rest) {
-  return "/v1/galleries/" + encodeURIComponent(state.gallery) + rest;
+  return "/v1/galleries/" + segment(state.gallery) + rest;
 }
 
 const thumbnails = new Map();
@@ -135,7 +142,7 @@ async function enrol(event) {
   const body = $("enrol-outcome").querySelector("tbody");
   body.replaceChildren();
   try {
-    const answer = await api("POST", galleryPath("/identities/" + encodeURIComponent(identity) + "/images"), form);
+    const answer = await api("POST", galleryPath("/identities/" + segment(identity) + "/images"), form);
     answer.files.forEach((file) => {
       const row = element("tr");
       row.append(element("td", file.name), element("td", file.outcome, "outcome " + file.outcome), element("td", file.reason || ""));
@@ -170,7 +177,8 @@ async function person(summary) {
   entry.dataset.identity = summary.identity;
   const name = element("div", summary.identity, "name");
   entry.append(name, element("div", summary.items + " photos", "note"));
-  const path = galleryPath("/identities/" + encodeURIComponent(summary.identity));
+  // By id: a name such as ".." would be a path once the browser normalises the URL.
+  const path = galleryPath("/ids/" + summary.id);
   api("GET", path).then(async (detail) => {
     if (detail.items.length) entry.prepend(await thumbnail(detail.items[0].id));
   }, () => {});
