@@ -32,6 +32,7 @@ from reid.pipeline import DUPLICATE, EnrolConfig, EnrolEntry, SubjectRule, Subje
 from reid.names import FORBIDDEN_CATEGORIES, MAX_IDENTITY, check_gallery_name, check_identity_id, identity_id, identity_name, name_key
 from reid.serve.config import GallerySettings, ServeConfig
 from reid.serve.keys import AdminKey, ApiKey, KeyStore
+from reid.serve.redact import hide_paths
 from reid.serve.watches import Watch, Watches
 
 MAX_UPLOAD_NAME = 200
@@ -551,7 +552,8 @@ def _item(item: Any) -> dict[str, Any]:
     return {
         "id": item.id,
         "identity": item.identity,
-        "source": item.source,
+        # Enrolled on the host (reid enroll), a source may be the server's own path: its name only.
+        "source": hide_paths(item.source),
         "box": None if item.box is None else list(item.box),
         "enrolled": item.enrolled,
     }

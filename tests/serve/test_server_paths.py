@@ -9,10 +9,12 @@ import re
 import time
 from pathlib import Path
 
+import numpy as np
 import pytest
 from fastapi.routing import APIRoute
 from serve_helpers import ADMIN, Served, bearer, serve_root
 
+from reid.gallery import Gallery, ItemMeta
 from reid.models import Encoder
 
 # A path of this machine anywhere in an answer (not a URL's, not "read/write").
@@ -117,3 +119,12 @@ def test_a_stream_url_is_shown_without_its_password(tmp_path: Path, model_folder
         assert time.monotonic() < deadline
         time.sleep(0.1)
     assert "s3cret" not in json.dumps(state) and "viewer" not in json.dumps(state)
+
+
+def test_an_item_enrolled_on_the_host_is_shown_by_its_file_name(hidden: Served, tmp_path: Path) -> None:
+    vector = np.ones((1, 64), np.float32) / 8.0
+    with Gallery.open(hidden.root / "staff") as gallery:
+        gallery.add(vector, [ItemMeta("carol", source=str(tmp_path / "people" / "carol" / "1.jpg"), image_hash="c1")])
+    one = hidden.client.get("/v1/galleries/staff/identities/carol", headers=hidden.key("read"))
+    assert one.json()["items"][0]["source"] == "1.jpg"
+    _clean(one.text, tmp_path)
