@@ -187,7 +187,7 @@ class SameSite:
             if (seen is not None and seen not in mine and seen not in self.origins) or (
                 site == "cross-site" and seen not in self.origins
             ):
-                message = "cross-site request refused: its Origin is not this server (a server without keys takes writes from itself only)"
+                message = "cross-site request refused: its Origin is not this server (without keys, writes come from it only)"
                 await error_response(403, message)(scope, receive, send)
                 return
         await self.app(scope, receive, send)
@@ -560,7 +560,7 @@ def create_app(service: Service, pool: WorkerPool | None = None) -> FastAPI:
     @app.delete("/v1/galleries/{gallery}", response_model=schemas.Deleted, responses=ERRORS, tags=["galleries"])
     async def delete_gallery(
         gallery: str,
-        confirm: str = Query(..., max_length=64, description="The gallery's name again: what a client's URL normalisation cannot add."),
+        confirm: str = Query(..., max_length=64, description="The gallery's name again (no normalised URL adds it)."),
         _: Principal = needs("admin"),
     ) -> dict[str, Any]:
         """Delete a gallery, every item in it and its keys (admin); ``confirm`` repeats its name."""

@@ -29,7 +29,15 @@ from reid.gallery.catalogue import gallery_uid
 from reid.models import Encoder, load_encoder
 from reid.models.encoder import embed_images
 from reid.pipeline import DUPLICATE, EnrolConfig, EnrolEntry, SubjectRule, Subjects, enrol, gallery_threshold, photo_rule
-from reid.names import FORBIDDEN_CATEGORIES, MAX_IDENTITY, check_gallery_name, check_identity_id, identity_id, identity_name, name_key
+from reid.names import (
+    FORBIDDEN_CATEGORIES,
+    MAX_IDENTITY,
+    check_gallery_name,
+    check_identity_id,
+    identity_id,
+    identity_name,
+    name_key,
+)
 from reid.serve.config import GallerySettings, ServeConfig
 from reid.serve.keys import AdminKey, ApiKey, KeyStore
 from reid.serve.redact import hide_paths
@@ -307,7 +315,9 @@ class Service:
             raise Conflict(f"gallery {name!r} already exists")
         same = [other for other in self.gallery_names() if name_key(other) == name_key(name)]
         if same:
-            raise Conflict(f"gallery {name!r} differs from the gallery {same[0]!r} only in case; gallery names compare case-insensitively")
+            raise Conflict(
+                f"gallery {name!r} differs from the gallery {same[0]!r} only in case; gallery names compare case-insensitively"
+            )
         spec = IndexSpec(kind=index) if index is not None else None
         try:
             Gallery.create(folder, self.models[model].card, spec, self.config.lock_timeout, thumbnails=keep_thumbnails).close()
