@@ -154,7 +154,7 @@ class BodyLimit:
         await error_response(413, f"request body over the limit of {self.limit} bytes")(scope, receive, send)
 
 
-class SameSite:
+class HostAndOrigin:
     """What a server without keys (``--no-auth``, loopback only) needs so that a web page the
     operator visits cannot use it: a request whose ``Host`` is not a loopback name or
     address (or one of ``allowed_hosts``) is refused (DNS rebinding: an attacker's name
@@ -846,7 +846,7 @@ def create_app(service: Service, pool: WorkerPool | None = None) -> FastAPI:
             # The store's line names its file: a client is told which key only.
             raise ApiError(404, f"no key {key_id[:40]!r}") from None
 
-    app.add_middleware(SameSite, config=config)
+    app.add_middleware(HostAndOrigin, config=config)
     app.add_middleware(RequestLog, metrics=metrics)
     if config.cors_origins:
         app.add_middleware(

@@ -495,9 +495,7 @@ class Service:
         if other is not None:
             distance = float(pair_distance(probe, self._subject(name, model, other, encoder))[0])
         else:
-            items = gallery.items(identity)
-            if not items:
-                raise NotFound(f"no identity {str(identity)[:MAX_IDENTITY]!r} in gallery {name!r}")
+            items = gallery.items(self.label(name, str(identity)))
             enrolled = gallery.embeddings([i.id for i in items])
             distance = float(pair_distance(np.repeat(probe, len(enrolled), axis=0), enrolled).min())
         return {

@@ -105,6 +105,10 @@ def test_case_and_unicode_forms_are_one_name(served: Served, crops: dict[str, li
     # Looked up by its NFD spelling, it is the NFC identity, never another.
     assert served.client.get(f"/v1/galleries/staff/identities/{nfd}", headers=served.key("read")).json()["identity"] == nfc
     assert served.client.get("/v1/galleries/staff/identities/ALICE", headers=served.key("read")).status_code == 404
+    verified = served.client.post(
+        "/v1/galleries/staff/verify", files=files(photos[2:3], "image"), data={"identity": nfd}, headers=served.key("read")
+    )
+    assert verified.status_code == 200 and verified.json()["distance"] < 0.01
     gallery = served.client.post("/v1/galleries", json={"name": "STAFF"}, headers=served.admin())
     assert gallery.status_code == 409 and "only in case" in gallery.json()["error"]["message"]
 
