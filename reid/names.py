@@ -13,8 +13,10 @@ URLs and becomes a folder name; so it must read as what it is, and never as a pa
   trailing or doubled, no other kind of space;
 * no path syntax: not ``.`` or ``..``, no ``/`` or ``\\``, and no percent-escapes that
   decode to any of that (``%2e%2e``, ``a%2Fb``) or to a forbidden character;
-* **case**: names compare by their case-folded form (:func:`name_key`), so ``alice`` and
-  ``Alice`` are one name: a gallery refuses a second identity whose key equals one it has.
+* **case**: names compare by their NFKC case-folded form (:func:`name_key`), so ``alice``,
+  ``Alice`` and the full-width ``ＡＬＩＣＥ`` are one name: a gallery refuses a second
+  identity whose key equals one it has.  (Letters of other scripts that merely look alike,
+  a Cyrillic ``а`` for a Latin ``a``, are other names.)
 
 Labels stored before this rule keep working: galleries open, and such an identity can be
 found by its exact label (or by :func:`identity_id`), renamed and deleted; only new labels
@@ -81,9 +83,10 @@ def identity_name(name: object, what: str = "identity") -> str:
 
 
 def name_key(name: str) -> str:
-    """The form two names are compared by: NFC, case-folded, NFC again (``Alice`` and
-    ``alice``, ``STRASSE`` and ``straße`` have one key)."""
-    return unicodedata.normalize("NFC", unicodedata.normalize("NFC", name).casefold())
+    """The form two names are compared by, Unicode's caseless match of identifiers: NFKC,
+    case-folded, NFKC again (``Alice`` and ``alice``, ``STRASSE`` and ``straße``, the
+    full-width ``ＡＬＩＣＥ`` and ``alice``, the ligature ``ﬁ`` and ``fi`` have one key)."""
+    return unicodedata.normalize("NFKC", unicodedata.normalize("NFKC", name).casefold())
 
 
 def identity_id(label: str) -> str:

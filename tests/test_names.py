@@ -63,6 +63,7 @@ def test_a_name_is_kept_in_nfc_and_compared_case_insensitively() -> None:
     assert identity_name(nfd) == nfc and len(identity_name(nfd)) == 5
     assert name_key("alice") == name_key("Alice") == name_key("ALICE")
     assert name_key("straße") == name_key("STRASSE") and name_key(nfd) == name_key("RENÉE")
+    assert name_key("ＡＬＩＣＥ") == name_key("alice") and name_key("ﬁona") == name_key("Fiona")
     assert name_key("alice") != name_key("alicia")
 
 

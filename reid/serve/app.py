@@ -14,6 +14,7 @@ import binascii
 import json
 import logging
 import os
+import re
 import time
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
@@ -70,6 +71,8 @@ ITEM_ID = PathParam(ge=1, le=2**63 - 1)
 IDENT = PathParam(pattern=f"^{IDENTITY_ID.pattern}$", description="The identity's id (its 'id' in a listing).")
 # Methods that change nothing: a cross-site page may send them without asking (no CORS preflight).
 SAFE_METHODS = frozenset({"GET", "HEAD", "OPTIONS"})
+# A Host header: a name or address ([...] for IPv6) and an optional port, nothing else.
+HOST_HEADER = re.compile(r"(\[[0-9a-f:.]+\]|[^:\[\]@/\s]+)(?::\d{1,5})?")
 # Text fields of a multipart form are small; the images are files.
 MAX_FORM_FIELD = 64 * 1024
 
@@ -194,7 +197,8 @@ class HostAndOrigin:
 
     def host_allowed(self, host: str) -> bool:
         """A Host header naming a loopback name or address, or one of ``allowed_hosts`` (any port)."""
-        name = host[1:].split("]", 1)[0] if host.startswith("[") else host.rsplit(":", 1)[0] if host.count(":") == 1 else host
+        parsed = HOST_HEADER.fullmatch(host)
+        name = parsed.group(1).strip("[]") if parsed else ""
         return bool(name) and (name in self.hosts or is_loopback(name))
 
 

@@ -175,7 +175,9 @@ def test_without_keys_a_rebound_host_and_a_cross_site_write_are_refused(
     assert client.post("/v1/galleries", json={"name": "open"}).status_code == 201
     form = {"files": [("images", photo())]}
     enrol = "/v1/galleries/open/identities/mallory/images"
-    for host in ("rebind.evil.example", "rebind.evil.example:8000", "127.0.0.1.evil.example", "localhost.evil.example", ""):
+    hosts = ("rebind.evil.example", "rebind.evil.example:8000", "127.0.0.1.evil.example", "localhost.evil.example", "",
+             "localhost:8000@evil.example", "localhost.", "127.0.0.1:x", "[::1]evil")  # fmt: skip
+    for host in hosts:
         answer = client.get("/v1/galleries", headers={"Host": host})
         assert answer.status_code == 400 and "Host" in answer.json()["error"]["message"], host
         assert client.post(enrol, headers={"Host": host}, **form).status_code == 400
