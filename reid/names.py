@@ -8,7 +8,8 @@ URLs and becomes a folder name; so it must read as what it is, and never as a pa
 * 1 to :data:`MAX_IDENTITY` characters, with at least one letter, digit, punctuation mark
   or symbol (a name of spaces or of combining marks alone is invisible);
 * no control, format, private-use, unassigned or surrogate characters: no zero-width
-  space or joiner, no bidirectional override, no line break;
+  space or joiner, no bidirectional override, no line break (the zero-width joiners some
+  scripts write between letters are refused too: what a name looks like must be all it is);
 * spaces are single ordinary spaces (U+0020) between visible characters: none leading,
   trailing or doubled, no other kind of space;
 * no path syntax: not ``.`` or ``..``, no ``/`` or ``\\``, and no percent-escapes that
