@@ -862,21 +862,26 @@ def create_app(service: Service, pool: WorkerPool | None = None) -> FastAPI:
 
 
 def server_paths(config: ServeConfig) -> dict[str, str]:
-    """The server's own paths a library line may hold, and what a client reads instead:
-    the root (files relative to it), the keys file, the model folders, the watched videos'
-    folders (as :func:`reid.serve.watches.check_source` shows them)."""
+    """The server's own absolute paths a library line may hold, and what a client reads
+    instead: the root (files relative to it), the keys file, the model folders, the watched
+    videos' folders (as :func:`reid.serve.watches.check_source` shows them).  Relative
+    forms are left alone: they are no server path, and "galleries" is also a word."""
+
+    def absolute(path: str | Path) -> set[str]:
+        return {str(p) for p in (Path(path), Path(path).resolve()) if p.is_absolute()}
+
     known: dict[str, str] = {}
-    for root in {config.root, config.root.resolve()}:
+    for root in absolute(config.root):
         known[f"{root}{os.sep}"] = ""
-        known[str(root)] = "the galleries' root"
-    for keys in {config.keys_path, config.keys_path.resolve()}:
-        known[str(keys)] = "the keys file"
+        known[root] = "the galleries' root"
+    for keys in absolute(config.keys_path):
+        known[keys] = "the keys file"
     for name, folder in config.models.items():
-        for path in {Path(folder), Path(folder).resolve()}:
-            known[str(path)] = f"model {name}"
+        for path in absolute(folder):
+            known[path] = f"model {name}"
     for allowed in config.watch_files:
-        for path in {Path(allowed), Path(allowed).resolve()}:
-            known[str(path)] = Path(allowed).name or "watch_files"
+        for path in absolute(allowed):
+            known[path] = Path(allowed).name or "watch_files"
     return known
 
 
