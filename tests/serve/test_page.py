@@ -93,7 +93,7 @@ def test_the_page_refuses_a_wrong_key(browser, served: Served) -> None:  # type:
 def test_the_page_deletes_a_person_named_dot_dot_and_only_them(browser, served: Served, monkeypatch) -> None:  # type: ignore[no-untyped-def]
     """A label stored before the naming rule: the page addresses people by id, so deleting
     ".." deletes that person, never the gallery (a browser normalises .../identities/..)."""
-    store_legacy(served.root / "staff", monkeypatch, ["..", ".", "bob"])
+    store_legacy(served.root / "staff", monkeypatch, ["..", ".", "\u200b", "bob"])
     wait = WebDriverWait(browser, 60)
     with uvicorn_in_thread(served.service) as url:
         browser.get(url + "/")
@@ -101,8 +101,9 @@ def test_the_page_deletes_a_person_named_dot_dot_and_only_them(browser, served: 
         browser.find_element(By.CSS_SELECTOR, "#connect button").click()
         wait.until(ready.text_to_be_present_in_element((By.ID, "status"), "connected"))
         browser.find_element(By.CSS_SELECTOR, "nav button[data-tab=people]").click()
-        wait.until(lambda d: len(d.find_elements(By.CSS_SELECTOR, "#people-list li")) == 3)
-        for label in ("..", "."):
+        wait.until(lambda d: len(d.find_elements(By.CSS_SELECTOR, "#people-list li")) == 4)
+        # An invisible name is shown as its escape.
+        for label in ("..", ".", "\\u200b"):
             entry = next(
                 li for li in browser.find_elements(By.CSS_SELECTOR, "#people-list li")
                 if li.find_element(By.CSS_SELECTOR, ".name").text == label

@@ -46,6 +46,12 @@ function segment(text) {
   return encodeURIComponent(text);
 }
 
+// A name stored before the naming rule may hold invisible or control characters: they are
+// shown as escapes, so that what is shown is all the name is.
+function visible(text) {
+  return text.replace(/[\p{Cc}\p{Cf}\p{Zl}\p{Zp}]/gu, (c) => "\\u" + c.codePointAt(0).toString(16).padStart(4, "0"));
+}
+
 function galleryPath(rest) {
   return "/v1/galleries/" + segment(state.gallery) + rest;
 }
@@ -175,7 +181,8 @@ async function people(more) {
 async function person(summary) {
   const entry = element("li");
   entry.dataset.identity = summary.identity;
-  const name = element("div", summary.identity, "name");
+  const label = visible(summary.identity);
+  const name = element("div", label, "name");
   entry.append(name, element("div", summary.items + " photos", "note"));
   // By id: a name such as ".." would be a path once the browser normalises the URL.
   const path = galleryPath("/ids/" + summary.id);
@@ -184,11 +191,11 @@ async function person(summary) {
   }, () => {});
   const rename = element("button", "Rename");
   rename.onclick = async () => {
-    const next = prompt("New name for " + summary.identity, summary.identity);
+    const next = prompt("New name for " + label, summary.identity);
     if (!next || next === summary.identity) return;
     try {
       await api("PATCH", path, { name: next });
-      say("renamed " + summary.identity + " to " + next, false);
+      say("renamed " + label + " to " + visible(next), false);
       people(false);
     } catch (error) {
       say(error.message, true);
@@ -197,10 +204,10 @@ async function person(summary) {
   const remove = element("button", "Delete");
   remove.className = "delete";
   remove.onclick = async () => {
-    if (!confirm("Delete " + summary.identity + " and all " + summary.items + " photos?")) return;
+    if (!confirm("Delete " + label + " and all " + summary.items + " photos?")) return;
     try {
       const done = await api("DELETE", path);
-      say("deleted " + done.deleted + " (" + done.items + " photos)", false);
+      say("deleted " + visible(done.deleted) + " (" + done.items + " photos)", false);
       entry.remove();
     } catch (error) {
       say(error.message, true);
