@@ -32,6 +32,11 @@ class ConfigError(ReidError):
     """An option or combination of options is invalid."""
 
 
+class NameTakenError(ConfigError):
+    """A new name equals one already taken, as names compare (:func:`reid.names.name_key`:
+    case-folded): ``Alice`` where ``alice`` is."""
+
+
 class ConfigValueError(ConfigError):
     """The value of one config key is wrong. The message names the key (``lr: must be
     positive``); ``key`` and ``problem`` let a caller name it the way the user gave it

@@ -9,6 +9,7 @@ import typer
 from reid.cli.common import console, handle_errors, print_table, printable
 from reid.cli.defaults import given, with_default
 from reid.errors import ConfigError
+from reid.gallery.catalogue import gallery_uid
 from reid.serve.config import ServeConfig, load_serve_config
 from reid.serve.keys import SCOPES, KeyStore, new_admin_key
 
@@ -75,11 +76,14 @@ def serve(
     run_server(settings, admin_key_file)
 
 
-def _store(config: Path | None, root: Path | None, keys_file: Path | None) -> KeyStore:
-    settings = load_serve_config(
+def _settings(config: Path | None, root: Path | None, keys_file: Path | None) -> ServeConfig:
+    return load_serve_config(
         config, **given(root=None if root is None else str(root), keys_file=None if keys_file is None else str(keys_file))
     )
-    return KeyStore(settings.keys_path)
+
+
+def _store(config: Path | None, root: Path | None, keys_file: Path | None) -> KeyStore:
+    return KeyStore(_settings(config, root, keys_file).keys_path)
 
 
 CONFIG_OPTION = typer.Option(None, "--config", "-c", help="serve.yaml (for its root and keys file).")
@@ -97,7 +101,15 @@ def create_key(
     keys_file: Path | None = KEYS_OPTION,
 ) -> None:
     """Create a key for one gallery; the key is printed once and stored only hashed."""
-    key, token = _store(config, root, keys_file).create(gallery, scope)
+    settings = _settings(config, root, keys_file)
+
+    def uid_of(name: str) -> str:
+        uid = gallery_uid(settings.root / name)
+        if uid is None:
+            raise ConfigError(f"{settings.root / name}: no gallery here; a key opens an existing gallery")
+        return uid
+
+    key, token = KeyStore(settings.keys_path).create(gallery, scope, uid_of)
     console.print(f"key {key.id} for gallery {printable(key.gallery)} ({', '.join(key.scopes)}):", soft_wrap=True)
     console.print(token, soft_wrap=True)
 

@@ -22,12 +22,14 @@ from __future__ import annotations
 
 import hashlib
 import json
+import secrets
 import sqlite3
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
+from urllib.parse import quote
 
 from reid.data.io import storable_text
 from reid.errors import ConfigError, GalleryError
@@ -79,6 +81,10 @@ INSERT_SHARD = (
 )
 # The meta values a gallery keeps for life (or until a reindex): their checksum is meta's facts_sha256.
 FACT_KEYS = ("model_fingerprint", "model_name", "model_kind", "dim", "threshold", "created", "index_spec")
+# A random id made with the gallery: a gallery deleted and made again under its name is
+# another gallery (what is bound to the first, an API key, does not open the second).
+# Galleries made before it have none; their creation time stands in (gallery_uid).
+UID_KEY = "uid"
 # The gallery's own calibrated threshold (reid.gallery.calibration), a JSON object, and its
 # checksum; absent until one is stored, so galleries of every format open without it.
 CALIBRATION_KEY = "calibration"
@@ -443,6 +449,7 @@ class Catalogue:
             "dim": str(card.embedding_dim),
             "threshold": "" if card.threshold is None else repr(float(card.threshold)),
             "created": now(),
+            UID_KEY: secrets.token_hex(16),
             "index_spec": json.dumps(spec.to_dict()),
             "generation": "0",
             **layout_meta(active, None),
@@ -560,6 +567,34 @@ def row_hash(item_id: int, row: Sequence[Any]) -> str:
 def text_hash(text: str) -> str:
     """Checksum of one stored text value (the calibration)."""
     return hashlib.sha256(text.encode()).hexdigest()[:16]
+
+
+def gallery_uid(folder: Path) -> str | None:
+    """The id of the gallery in ``folder`` (made with it; ``created TIME`` for a gallery made
+    before ids), read without opening the gallery and without creating anything; None when
+    there is no gallery there (or its database cannot be read)."""
+    path = Path(folder) / DB_FILE
+    if path.is_symlink() or not path.is_file():
+        return None
+    try:
+        db = sqlite3.connect(f"file:{quote(str(path.absolute()))}?mode=ro", uri=True, timeout=10.0)
+    except sqlite3.Error:
+        return None
+    try:
+        db.execute("PRAGMA trusted_schema=OFF")
+        raw = dict(db.execute("SELECT key, value FROM meta WHERE key IN (?, 'created')", [UID_KEY]).fetchall())
+    except sqlite3.Error:
+        return None
+    finally:
+        db.close()
+    return uid_of(raw)
+
+
+def uid_of(meta: dict[str, str]) -> str | None:
+    """The gallery id recorded in ``meta`` (see :data:`UID_KEY`)."""
+    if meta.get(UID_KEY):
+        return str(meta[UID_KEY])
+    return f"created {meta['created']}" if meta.get("created") else None
 
 
 def facts_hash(meta: dict[str, str]) -> str:

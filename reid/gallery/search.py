@@ -98,6 +98,10 @@ class IdentityLabels:
     def ids_of(self, identity: str) -> np.ndarray:
         return self.ids[self.codes == self.code_of[identity]]
 
+    def present(self) -> set[str]:
+        """The identities that have items (a removed identity's name keeps its code)."""
+        return {self.names[int(code)] for code in np.unique(self.codes)}
+
 
 def check_search(k: int, score: str = "best") -> None:
     """Raise ConfigError unless ``k`` >= 1 and ``score`` is one of :data:`SCORES`."""

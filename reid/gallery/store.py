@@ -39,7 +39,8 @@ from typing import Any
 import faiss
 import numpy as np
 
-from reid.errors import ConfigError, GalleryError
+from reid.errors import ConfigError, GalleryError, NameTakenError
+from reid.names import identity_name, name_key
 from reid.gallery.calibration import (
     DEFAULT_FAR,
     MAX_ITEMS,
@@ -538,10 +539,9 @@ class Gallery:
         vectors = self._check_vectors(embeddings)
         if len(vectors) != len(items):
             raise ConfigError(f"{len(vectors)} embeddings for {len(items)} items")
-        for item in items:
-            if not item.identity or not item.identity.strip():
-                raise ConfigError(f"{item.source or 'item'}: identity label is empty")
+        items = _named(items)
         with self._writing() as generation:
+            self._check_case({item.identity for item in items})
             keep, duplicates = self._split_duplicates(items) if skip_duplicates else (list(range(len(items))), [])
             if crops is not None and len(crops) != len(items):
                 raise ConfigError(f"{len(crops)} crops for {len(items)} items")
@@ -626,14 +626,14 @@ class Gallery:
         GalleryError when ``identity`` has no items and ConfigError when ``new_name`` is
         empty or already an identity of the gallery (renaming never merges two people).
         """
-        if not new_name or not new_name.strip():
-            raise ConfigError(f"{self.folder}: the new identity label is empty")
+        new_name = identity_name(new_name, "the new identity name")
         with self._writing() as generation:
             ids = self._catalogue.identity_ids(identity)
             if not ids:
                 raise GalleryError(f"{self.folder}: no identity {identity!r} in the gallery")
             if new_name != identity and self._catalogue.identity_ids(new_name):
                 raise ConfigError(f"{self.folder}: identity {new_name!r} already exists; choose another name")
+            self._check_case({new_name}, leaving=identity)
             written: list[Written] = []
             try:
                 with _removed_on_error(written):
@@ -645,6 +645,23 @@ class Gallery:
                 self._stale = True
                 raise
         return len(ids)
+
+    def _check_case(self, labels: set[str], leaving: str | None = None) -> None:
+        """ConfigError when a label of ``labels`` that is not an identity of the gallery
+        compares equal (:func:`reid.names.name_key`: case-folded) to one that is (other than
+        ``leaving``, the one being renamed) or to another of ``labels``."""
+        present = self._labels.present()
+        new = sorted(labels - present)
+        if not new:
+            return
+        keys = {name_key(name): name for name in present if name != leaving}
+        for label in new:
+            other = keys.setdefault(name_key(label), label)
+            if other != label:
+                raise NameTakenError(
+                    f"{self.folder}: identity {label!r} differs from the identity {other!r} only in case; "
+                    f"names compare case-insensitively: use {other!r}, or rename it"
+                )
 
     def _remove_ids(self, ids: np.ndarray, generation: int) -> None:
         """Rewrite the shards holding ``ids`` without them and commit that with the rows'
@@ -1044,6 +1061,22 @@ class Gallery:
             raise ConfigError(f"{self.folder}: embeddings contain NaN or infinity")
         norms = np.linalg.norm(vectors, axis=1, keepdims=True)
         return np.ascontiguousarray(vectors / np.maximum(norms, 1e-12), dtype=np.float32)
+
+
+def _named(items: Sequence[ItemMeta]) -> list[ItemMeta]:
+    """``items`` with their identities in the one naming rule's form (:func:`reid.names.identity_name`,
+    NFC); ConfigError naming the item's source for a label the rule refuses."""
+    canonical: dict[str, str] = {}
+    named = []
+    for item in items:
+        label = canonical.get(item.identity) if isinstance(item.identity, str) else None
+        if label is None:
+            try:
+                label = canonical[item.identity] = identity_name(item.identity)
+            except ConfigError as exc:
+                raise ConfigError(f"{item.source or 'item'}: {exc}") from None
+        named.append(item if label == item.identity else replace(item, identity=label))
+    return named
 
 
 @contextmanager

@@ -18,7 +18,7 @@ import hashlib
 import time
 from collections import Counter
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -29,6 +29,7 @@ from reid.detect import Detector
 from reid.detect.base import largest_detection
 from reid.errors import ConfigError, ConfigValueError, DataError
 from reid.gallery import DB_FILE, Gallery, IndexSpec, ItemMeta
+from reid.names import identity_name
 from reid.models.encoder import Encoder, embed_images
 from reid.pipeline.frames import ChooseCrop, whole_box
 from reid.options import check_fields, option
@@ -142,8 +143,11 @@ def plan_enrolment(paths: Sequence[str | Path], identity: str | None = None) -> 
     """Resolve files, folders and globs into images with identities; raise DataError on bad layout."""
     if not paths:
         raise ConfigError("give at least one image, folder or glob to enrol")
-    if identity is not None and not identity.strip():
-        raise ConfigValueError("identity", "must not be empty", sep=" ")
+    if identity is not None:
+        try:
+            identity = identity_name(identity)
+        except ConfigError as exc:
+            raise ConfigValueError("identity", str(exc).removeprefix("identity "), sep=" ") from None
     entries: list[EnrolEntry] = []
     skipped: list[tuple[str, str]] = []
     for spec in paths:
@@ -165,6 +169,12 @@ def plan_enrolment(paths: Sequence[str | Path], identity: str | None = None) -> 
     seen: set[Path] = set()
     unique = []
     for entry in entries:
+        try:
+            # A folder's name is an identity only when it follows the naming rule (reid.names).
+            entry = replace(entry, identity=identity_name(entry.identity))
+        except ConfigError as exc:
+            skipped.append((str(entry.path), f"its folder's name is no identity name ({exc})"))
+            continue
         key = entry.path.resolve()
         if key not in seen:
             seen.add(key)

@@ -14,6 +14,7 @@ import binascii
 import json
 import logging
 import os
+import re
 import time
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
@@ -35,10 +36,13 @@ from starlette.exceptions import HTTPException
 from starlette.formparsers import MultiPartException
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from reid.errors import ConfigError, GalleryError, ReidError
+from reid.errors import ConfigError, GalleryError, NameTakenError, ReidError
+from reid.names import IDENTITY_ID
 from reid.serve import schemas
+from reid.serve.config import ServeConfig, is_loopback
 from reid.serve.keys import ApiKey
 from reid.serve.pool import PoolFull, WorkerPool
+from reid.serve.redact import hide_paths
 from reid.serve.service import ServeError, Service, Upload
 from reid.serve.watches import Watch
 
@@ -63,6 +67,12 @@ PAGE_HEADERS = {
 SSE_POLL, SSE_KEEPALIVE = 0.2, 15.0
 # Item ids are SQLite row ids: positive 64-bit integers.
 ITEM_ID = PathParam(ge=1, le=2**63 - 1)
+# An identity's id (reid.names.identity_id): hexadecimal digits, never a path.
+IDENT = PathParam(pattern=f"^{IDENTITY_ID.pattern}$", description="The identity's id (its 'id' in a listing).")
+# Methods that change nothing: a cross-site page may send them without asking (no CORS preflight).
+SAFE_METHODS = frozenset({"GET", "HEAD", "OPTIONS"})
+# A Host header: a name or address ([...] for IPv6) and an optional port, nothing else.
+HOST_HEADER = re.compile(r"(\[[0-9a-f:.]+\]|[^:\[\]@/\s]+)(?::\d{1,5})?")
 # Text fields of a multipart form are small; the images are files.
 MAX_FORM_FIELD = 64 * 1024
 
@@ -76,7 +86,8 @@ class ApiError(Exception):
 
 
 def error_response(status: int, message: str, code: str | None = None, headers: dict[str, str] | None = None) -> JSONResponse:
-    line = " ".join(str(message).split())[:500]
+    # Every error a client reads passes here: no server path leaves (reid.serve.redact).
+    line = hide_paths(" ".join(str(message).split()))[:500]
     body = {"error": {"code": code or CODES.get(status, "error"), "message": line}}
     return JSONResponse(body, status_code=status, headers=headers)
 
@@ -85,6 +96,8 @@ def status_of(exc: ReidError) -> tuple[int, str]:
     """The HTTP status and code of a library error."""
     if isinstance(exc, ServeError):
         return exc.status, exc.code
+    if isinstance(exc, NameTakenError):
+        return 409, "conflict"
     if isinstance(exc, GalleryError):
         return (503, "busy") if "is locked by another process" in str(exc) else (409, "gallery_error")
     # DataError, ConfigError, ModelError and the rest: the request asked for what cannot be.
@@ -142,6 +155,51 @@ class BodyLimit:
 
     async def _refuse(self, scope: Scope, receive: Receive, send: Send) -> None:
         await error_response(413, f"request body over the limit of {self.limit} bytes")(scope, receive, send)
+
+
+class HostAndOrigin:
+    """What a server without keys (``--no-auth``, loopback only) needs so that a web page the
+    operator visits cannot use it: a request whose ``Host`` is not a loopback name or
+    address (or one of ``allowed_hosts``) is refused (DNS rebinding: an attacker's name
+    resolved to 127.0.0.1), and so is a request that may change something (not GET, HEAD or
+    OPTIONS) whose ``Origin`` is not this server's own or one of ``cors_origins`` (a
+    cross-site form post, which browsers send without a CORS preflight).  With keys, only
+    the Host check runs, and only when ``allowed_hosts`` names hosts."""
+
+    def __init__(self, app: ASGIApp, config: ServeConfig) -> None:
+        self.app = app
+        self.hosts = frozenset(h.lower() for h in config.allowed_hosts)
+        self.check_host = config.no_auth or bool(self.hosts)
+        self.check_origin = config.no_auth
+        self.origins = frozenset(o.rstrip("/").lower() for o in config.cors_origins)
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        headers = dict(scope.get("headers") or [])
+        host = headers.get(b"host", b"").decode("latin-1").strip().lower()
+        if self.check_host and not self.host_allowed(host):
+            await error_response(400, "this server does not answer to that Host (allowed_hosts)")(scope, receive, send)
+            return
+        if self.check_origin and scope.get("method", "GET") not in SAFE_METHODS:
+            origin = headers.get(b"origin")
+            site = headers.get(b"sec-fetch-site", b"").decode("latin-1").lower()
+            mine = {f"http://{host}", f"https://{host}"}
+            seen = None if origin is None else origin.decode("latin-1").strip().rstrip("/").lower()
+            if (seen is not None and seen not in mine and seen not in self.origins) or (
+                site == "cross-site" and seen not in self.origins
+            ):
+                message = "cross-site request refused: its Origin is not this server (without keys, writes come from it only)"
+                await error_response(403, message)(scope, receive, send)
+                return
+        await self.app(scope, receive, send)
+
+    def host_allowed(self, host: str) -> bool:
+        """A Host header naming a loopback name or address, or one of ``allowed_hosts`` (any port)."""
+        parsed = HOST_HEADER.fullmatch(host)
+        name = parsed.group(1).strip("[]") if parsed else ""
+        return bool(name) and (name in self.hosts or is_loopback(name))
 
 
 class RequestLog:
@@ -356,9 +414,13 @@ def create_app(service: Service, pool: WorkerPool | None = None) -> FastAPI:
         version="1",
         summary="Person re-identification and face verification over enrolled galleries.",
         description="Distances are Euclidean between unit embeddings (0..2). Send keys as 'Authorization: Bearer KEY'.",
+        # A redirect would carry a write method elsewhere: DELETE .../identities/.., which a
+        # client normalises to .../staff/, must never be sent on to DELETE .../staff.
+        redirect_slashes=False,
     )
     app.state.service, app.state.pool, app.state.metrics = service, pool, metrics
     bearer = HTTPBearer(auto_error=False, description="An admin key or a gallery key.")
+    known_paths = server_paths(config)
 
     # -------------------------------------------------------------- errors
 
@@ -378,7 +440,7 @@ def create_app(service: Service, pool: WorkerPool | None = None) -> FastAPI:
     async def library_error(_: Request, exc: ReidError) -> JSONResponse:
         status, code = status_of(exc)
         # The library names files by their full path; a client learns the gallery's name only.
-        message = str(exc).replace(f"{service.config.root.resolve()}{os.sep}", "").replace(f"{service.config.root}{os.sep}", "")
+        message = hide_paths(str(exc), known_paths)
         return error_response(status, message, code, {"Retry-After": RETRY_AFTER} if status == 503 else None)
 
     @app.exception_handler(PoolFull)
@@ -421,6 +483,9 @@ def create_app(service: Service, pool: WorkerPool | None = None) -> FastAPI:
 
         async def check(request: Request, credentials: HTTPAuthorizationCredentials | None = Depends(bearer)) -> Principal:
             who = principal(request, credentials)
+            if who.key is not None and not await run(service.key_opens, who.key):
+                # The key's gallery was deleted (and maybe made again: another gallery).
+                raise ApiError(401, "unknown or revoked key", headers={"WWW-Authenticate": "Bearer"})
             if who.admin:
                 return who
             if scope == "admin":
@@ -497,8 +562,16 @@ def create_app(service: Service, pool: WorkerPool | None = None) -> FastAPI:
         return await run(service.info, gallery)
 
     @app.delete("/v1/galleries/{gallery}", response_model=schemas.Deleted, responses=ERRORS, tags=["galleries"])
-    async def delete_gallery(gallery: str, _: Principal = needs("admin")) -> dict[str, Any]:
-        """Delete a gallery, every item in it and its keys (admin)."""
+    async def delete_gallery(
+        gallery: str,
+        confirm: str = Query(..., max_length=64, description="The gallery's name again (no normalised URL adds it)."),
+        _: Principal = needs("admin"),
+    ) -> dict[str, Any]:
+        """Delete a gallery, every item in it and its keys (admin); ``confirm`` repeats its name."""
+        # A client normalises DELETE .../identities/.. to DELETE /v1/galleries/{gallery}:
+        # only a request that names the gallery twice deletes it.
+        if confirm != gallery:
+            raise ApiError(422, f"confirm: deleting gallery {gallery!r} needs confirm={gallery} (its name again)")
         return {"deleted": gallery, "items": await run(service.delete_gallery, gallery)}
 
     # -------------------------------------------------------------- identities
@@ -513,20 +586,53 @@ def create_app(service: Service, pool: WorkerPool | None = None) -> FastAPI:
         """Identities sorted by name, a page at a time."""
         return await run(service.identities, gallery, offset, limit)
 
+    # Each identity route has two forms: by name (readable, for people and scripts) and by
+    # id under /ids/ (hexadecimal, never a path: the page uses it, and it reaches a label
+    # stored before the naming rule, such as "..").  Both act on exactly the label named.
+
+    def by_id(method: Callable[..., Any]) -> Callable[..., Any]:
+        def call(gallery: str, ident: str, *args: Any) -> Any:
+            return method(gallery, service.label_of_id(gallery, ident), *args)
+
+        return call
+
     @app.get("/v1/galleries/{gallery}/identities/{identity}", response_model=schemas.IdentityOut, responses=ERRORS, tags=["identities"])
     async def identity(gallery: str, identity: str, _: Principal = needs("read")) -> dict[str, Any]:
         """One identity and its enrolled items."""
         return await run(service.identity, gallery, identity)
+
+    @app.get("/v1/galleries/{gallery}/ids/{identity_id}", response_model=schemas.IdentityOut, responses=ERRORS, tags=["identities"])
+    async def identity_of_id(gallery: str, identity_id: str = IDENT, _: Principal = needs("read")) -> dict[str, Any]:
+        """One identity, by id, and its enrolled items."""
+        return await run(by_id(service.identity), gallery, identity_id)
 
     @app.patch("/v1/galleries/{gallery}/identities/{identity}", response_model=schemas.Renamed, responses=ERRORS, tags=["identities"])
     async def rename(gallery: str, identity: str, body: schemas.Rename, _: Principal = needs("write")) -> dict[str, Any]:
         """Rename an identity (never onto another one)."""
         return await run(service.rename, gallery, identity, body.name)
 
-    @app.delete("/v1/galleries/{gallery}/identities/{identity}", response_model=schemas.Deleted, responses=ERRORS, tags=["identities"])
+    @app.patch("/v1/galleries/{gallery}/ids/{identity_id}", response_model=schemas.Renamed, responses=ERRORS, tags=["identities"])
+    async def rename_id(
+        gallery: str, body: schemas.Rename, identity_id: str = IDENT, _: Principal = needs("write")
+    ) -> dict[str, Any]:
+        """Rename an identity, by id (never onto another one)."""
+        return await run(by_id(service.rename), gallery, identity_id, body.name)
+
+    @app.delete(
+        "/v1/galleries/{gallery}/identities/{identity}", response_model=schemas.IdentityDeleted, responses=ERRORS,
+        tags=["identities"],
+    )  # fmt: skip
     async def delete_identity(gallery: str, identity: str, _: Principal = needs("write")) -> dict[str, Any]:
         """Delete an identity: its rows and embeddings, verified gone."""
-        return {"deleted": identity, "items": await run(service.delete_identity, gallery, identity)}
+        return await run(service.delete_identity, gallery, identity)
+
+    @app.delete(
+        "/v1/galleries/{gallery}/ids/{identity_id}", response_model=schemas.IdentityDeleted, responses=ERRORS,
+        tags=["identities"],
+    )  # fmt: skip
+    async def delete_identity_id(gallery: str, identity_id: str = IDENT, _: Principal = needs("write")) -> dict[str, Any]:
+        """Delete an identity, by id: its rows and embeddings, verified gone."""
+        return await run(by_id(service.delete_identity), gallery, identity_id)
 
     @app.delete(
         "/v1/galleries/{gallery}/identities/{identity}/items/{item}", response_model=schemas.ItemOut,
@@ -535,6 +641,16 @@ def create_app(service: Service, pool: WorkerPool | None = None) -> FastAPI:
     async def delete_item(gallery: str, identity: str, item: int = ITEM_ID, _: Principal = needs("write")) -> dict[str, Any]:
         """Delete one enrolled item of an identity."""
         return await run(service.delete_item, gallery, identity, item)
+
+    @app.delete(
+        "/v1/galleries/{gallery}/ids/{identity_id}/items/{item}", response_model=schemas.ItemOut,
+        responses=ERRORS, tags=["identities"],
+    )  # fmt: skip
+    async def delete_item_id(
+        gallery: str, identity_id: str = IDENT, item: int = ITEM_ID, _: Principal = needs("write")
+    ) -> dict[str, Any]:
+        """Delete one enrolled item of an identity, by the identity's id."""
+        return await run(by_id(service.delete_item), gallery, identity_id, item)
 
     @app.get(
         "/v1/galleries/{gallery}/items/{item}/thumbnail", response_class=Response, tags=["identities"],
@@ -630,11 +746,15 @@ def create_app(service: Service, pool: WorkerPool | None = None) -> FastAPI:
 
     # -------------------------------------------------------------- watches
 
+    def reads(key: ApiKey, watch: Watch) -> bool:
+        """A gallery key sees the watches of its own gallery: its name and its id."""
+        return key.gallery == watch.gallery and key.gallery_uid == watch.gallery_uid
+
     def watch_for(who: Principal, watch_id: str) -> Watch:
         """The watch ``watch_id`` when ``who`` may read its gallery: 404 when there is none
         (or none this key may know of), 403 for a key without the read scope."""
         watch = service.watches.get(watch_id)
-        if watch is None or (not who.admin and who.key is not None and who.key.gallery != watch.gallery):
+        if watch is None or (not who.admin and who.key is not None and not reads(who.key, watch)):
             raise ApiError(404, f"no watch {watch_id[:40]!r}")
         if not who.admin and who.key is not None and not who.key.allows("read"):
             raise ApiError(403, "this key lacks the 'read' scope")
@@ -652,7 +772,7 @@ def create_app(service: Service, pool: WorkerPool | None = None) -> FastAPI:
             return {"watches": [w.summary() for w in service.watches.list()]}
         if who.key is None or not who.key.allows("read"):
             raise ApiError(403, "this key lacks the 'read' scope")
-        return {"watches": [w.summary() for w in service.watches.list(who.key.gallery)]}
+        return {"watches": [w.summary() for w in service.watches.list(who.key.gallery) if reads(who.key, w)]}
 
     @app.get("/v1/watches/{watch_id}", response_model=schemas.WatchOut, responses=ERRORS, tags=["watches"])
     async def watch_state(watch_id: str, who: Principal = needs("any")) -> dict[str, Any]:
@@ -718,9 +838,7 @@ def create_app(service: Service, pool: WorkerPool | None = None) -> FastAPI:
     @app.post("/v1/keys", response_model=schemas.KeyCreated, status_code=201, responses=ERRORS, tags=["keys"])
     async def create_key(body: schemas.KeyCreate, _: Principal = needs("admin")) -> dict[str, Any]:
         """A new key for a gallery with scopes read and/or write (admin); the key is shown once."""
-        if not service.exists(body.gallery):
-            raise ApiError(404, f"no gallery {body.gallery!r}")
-        key, token = await run(service.keys.create, body.gallery, body.scopes)
+        key, token = await run(service.create_key, body.gallery, body.scopes)
         return {**_key(key), "key": token}
 
     @app.delete("/v1/keys/{key_id}", response_model=schemas.KeyOut, responses=ERRORS, tags=["keys"])
@@ -728,9 +846,11 @@ def create_app(service: Service, pool: WorkerPool | None = None) -> FastAPI:
         """Revoke a gallery key (admin)."""
         try:
             return _key(await run(service.keys.revoke, key_id))
-        except ConfigError as exc:
-            raise ApiError(404, str(exc)) from None
+        except ConfigError:
+            # The store's line names its file: a client is told which key only.
+            raise ApiError(404, f"no key {key_id[:40]!r}") from None
 
+    app.add_middleware(HostAndOrigin, config=config)
     app.add_middleware(RequestLog, metrics=metrics)
     if config.cors_origins:
         app.add_middleware(
@@ -739,6 +859,30 @@ def create_app(service: Service, pool: WorkerPool | None = None) -> FastAPI:
         )  # fmt: skip
     app.add_middleware(BodyLimit, limit=config.max_body_bytes)
     return app
+
+
+def server_paths(config: ServeConfig) -> dict[str, str]:
+    """The server's own absolute paths a library line may hold, and what a client reads
+    instead: the root (files relative to it), the keys file, the model folders, the watched
+    videos' folders (as :func:`reid.serve.watches.check_source` shows them).  Relative
+    forms are left alone: they are no server path, and "galleries" is also a word."""
+
+    def absolute(path: str | Path) -> set[str]:
+        return {str(p) for p in (Path(path), Path(path).resolve()) if p.is_absolute()}
+
+    known: dict[str, str] = {}
+    for root in absolute(config.root):
+        known[f"{root}{os.sep}"] = ""
+        known[root] = "the galleries' root"
+    for keys in absolute(config.keys_path):
+        known[keys] = "the keys file"
+    for name, folder in config.models.items():
+        for path in absolute(folder):
+            known[path] = f"model {name}"
+    for allowed in config.watch_files:
+        for path in absolute(allowed):
+            known[path] = Path(allowed).name or "watch_files"
+    return known
 
 
 def _key(key: ApiKey) -> dict[str, Any]:

@@ -19,9 +19,11 @@ from __future__ import annotations
 
 import ipaddress
 import re
+import unicodedata
 from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Annotated, Any
+from urllib.parse import unquote, urlsplit, urlunsplit
 
 import yaml
 from pydantic import Field
@@ -29,25 +31,59 @@ from pydantic import Field
 from reid.decision import check_distance_threshold
 from reid.engine.config import MAX_CONFIG_BYTES, check_yaml_shape
 from reid.errors import ConfigError
+from reid.names import check_gallery_name
 from reid.options import check_fields
 from reid.paths import read_text_bounded
 from reid.pipeline.enrol import EnrolConfig
 from reid.pipeline.query import QueryConfig, TopK
 from reid.pipeline.subject import check_detect
 
-# A gallery's name is its folder under the root: one path part, no hidden or odd names.
-GALLERY_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,63}")
 MIB = 1024 * 1024
 
 
-def check_gallery_name(name: str) -> str:
-    """``name`` when it can name a gallery folder under the root; ConfigError otherwise."""
-    if not isinstance(name, str) or not GALLERY_NAME.fullmatch(name):
-        shown = name[:80] if isinstance(name, str) else name
-        raise ConfigError(
-            f"gallery name {shown!r}: use 1 to 64 letters, digits, '.', '_' or '-', starting with a letter or digit"
-        )
-    return name
+@dataclass(frozen=True)
+class StreamUrl:
+    """A stream URL as the allow-list compares it: ``scheme`` and ``host`` lowercased, the
+    ``port`` (None when the URL names none), the ``path``; ``shown`` is the URL without
+    its user and password (what a client reads)."""
+
+    scheme: str
+    host: str
+    port: int | None
+    path: str
+    shown: str
+
+    @classmethod
+    def parse(cls, text: str, what: str = "the stream URL") -> StreamUrl:
+        """``text`` parsed; ConfigError for a URL without scheme or host, with a bad port,
+        with spaces, controls or backslashes, with more than one ``@`` (parsers disagree on
+        which host such a URL names), or with a ``..`` segment."""
+        if any(c.isspace() or c == "\\" or unicodedata.category(c)[0] == "C" for c in text):
+            raise ConfigError(f"{what} holds spaces, controls or backslashes")
+        parts = urlsplit(text)
+        if parts.netloc.count("@") > 1:
+            raise ConfigError(f"{what} names more than one '@' before its host")
+        try:
+            port = parts.port
+        except ValueError:
+            raise ConfigError(f"{what} has a malformed port") from None
+        if not parts.scheme or not parts.hostname:
+            raise ConfigError(f"{what} names no scheme and host (scheme://host[:port]/path)")
+        if not _is_host(parts.hostname):
+            raise ConfigError(f"{what} names no whole host (an IP address or a DNS name such as cam1.example.org)")
+        if ".." in unquote(parts.path).split("/"):
+            raise ConfigError(f"{what} has a '..' segment")
+        netloc = parts.netloc.rsplit("@", 1)[-1]
+        shown = urlunsplit((parts.scheme, netloc, parts.path, parts.query, ""))
+        return cls(parts.scheme.lower(), parts.hostname.lower(), port, parts.path, shown)
+
+    def admits(self, other: StreamUrl) -> bool:
+        """True when ``other`` is under this allow-list entry: the same scheme, host and port,
+        and a path that is this path or below it (``/live`` admits ``/live/1``, not ``/lively``)."""
+        if (self.scheme, self.host, self.port) != (other.scheme, other.host, other.port):
+            return False
+        base = self.path.rstrip("/")
+        return not base or other.path == base or other.path.startswith(base + "/")
 
 
 @dataclass
@@ -87,7 +123,10 @@ class ServeConfig:
     processes sharing the port (each loads the models).  ``max_body_bytes`` bounds a
     request (413 above); ``max_images`` the images in one request.  ``no_auth`` serves
     without keys, only on a loopback host.  ``keys_file`` (default ``ROOT/.serve-keys.json``)
-    holds the per-gallery keys, hashed.
+    holds the per-gallery keys, hashed.  ``allowed_hosts``: the names (``Host`` headers)
+    the server answers to besides loopback ones; checked when named, and always with
+    ``no_auth`` (which then also refuses cross-site writes).  ``watch_urls`` are URL
+    prefixes, each with a host, compared by scheme, host, port and path (:class:`StreamUrl`).
     """
 
     host: str = "127.0.0.1"
@@ -104,6 +143,7 @@ class ServeConfig:
     max_body_bytes: Annotated[int, Field(ge=1, le=16 * 1024 * MIB)] = 64 * MIB
     max_images: Annotated[int, Field(ge=1, le=100_000)] = 64
     cors_origins: list[str] = field(default_factory=list)
+    allowed_hosts: list[str] = field(default_factory=list)
     no_auth: bool = False
     keys_file: Path | None = None
     lock_timeout: float = 30.0
@@ -124,6 +164,10 @@ class ServeConfig:
             if model is not None and model not in self.models:
                 raise ConfigError(f"gallery {name}: model {model!r} is not one of the models served ({', '.join(self.models) or 'none'})")
         self.defaults.check("defaults")
+        for entry in self.watch_urls:
+            StreamUrl.parse(entry, f"watch_urls entry {entry[:80]!r}:")
+            if "@" in urlsplit(entry).netloc:
+                raise ConfigError("watch_urls: an entry names no user or password (a watch's source gives them)")
         if self.no_auth and not is_loopback(self.host):
             raise ConfigError(
                 f"--no-auth serves every gallery to anyone who can reach {self.host}; it is allowed on a loopback host only"
@@ -136,6 +180,20 @@ class ServeConfig:
     def settings(self, gallery: str) -> GallerySettings:
         """The settings of ``gallery``: its own entry, else the defaults."""
         return self.galleries.get(gallery, self.defaults)
+
+
+DNS_LABEL = re.compile(r"(?!-)[a-z0-9-]{1,63}(?<!-)")
+
+
+def _is_host(host: str) -> bool:
+    """True for an IP address or a DNS name of whole labels (not ``10.0.0.``, not ``10.0.0``)."""
+    try:
+        ipaddress.ip_address(host)
+        return True
+    except ValueError:
+        pass
+    labels = host.split(".")
+    return all(DNS_LABEL.fullmatch(label) for label in labels) and not labels[-1].isdigit()
 
 
 def is_loopback(host: str) -> bool:
@@ -182,7 +240,7 @@ def load_serve_config(path: str | Path | None = None, **options: Any) -> ServeCo
         if not isinstance(models, dict):
             raise ConfigError(f"{where}: models must map names to model folders")
         values["models"] = {str(k): str(v) for k, v in models.items()}
-        for name in ("cors_origins", "watch_files", "watch_urls", "watch_cameras"):
+        for name in ("cors_origins", "allowed_hosts", "watch_files", "watch_urls", "watch_cameras"):
             listed = values.get(name) or []
             if not isinstance(listed, list):
                 raise ConfigError(f"{where}: {name} must be a list")

@@ -6,6 +6,11 @@ guessable passwords; a key of 256 random bits cannot be guessed, so one SHA-256 
 and costs nothing per request.  Keys are compared by their digests with
 :func:`hmac.compare_digest`, in time that does not depend on where they differ.
 
+A gallery key belongs to one gallery: its name and the id the gallery was made with
+(:func:`reid.gallery.catalogue.gallery_uid`), so it never opens a gallery made later under
+the same name.  Keys are made, and a gallery's keys revoked as it is deleted, under the keys
+file's lock (:meth:`KeyStore.create`, :meth:`KeyStore.revoke_gallery`).
+
 The keys file (JSON) is shared by every process serving the root: writes take a file lock
 and replace the file atomically; readers reload it when it changes.
 """
@@ -19,15 +24,16 @@ import json
 import os
 import re
 import secrets
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TypeVar
 
 from reid.errors import ConfigError
 from reid.gallery.catalogue import now
 from reid.paths import parse_json_bounded, read_text_bounded, write_bytes_atomic
-from reid.serve.config import check_gallery_name
+from reid.names import check_gallery_name
 
 SCOPES = ("read", "write")
 ADMIN_KEY_ENV = "REID_SERVE_ADMIN_KEY"
@@ -39,6 +45,7 @@ MIN_ADMIN_KEY = 24
 MAX_ADMIN_KEY_FILE = 4096
 MAX_KEYS_FILE = 16 * 1024 * 1024
 KEY_PATTERN = re.compile(r"rk_([0-9a-f]{12})_[A-Za-z0-9_-]{43}")
+T = TypeVar("T")
 
 
 def digest(token: str) -> str:
@@ -47,14 +54,17 @@ def digest(token: str) -> str:
 
 @dataclass(frozen=True)
 class ApiKey:
-    """A gallery key as stored: ``id`` (public), the ``gallery`` it opens, its ``scopes``
-    (of :data:`SCOPES`), when it was created, and the SHA-256 of the key."""
+    """A gallery key as stored: ``id`` (public), the ``gallery`` it opens and that gallery's
+    id (``gallery_uid``; empty for a key made before keys were bound, which opens nothing
+    until :meth:`KeyStore.bind`), its ``scopes`` (of :data:`SCOPES`), when it was created,
+    and the SHA-256 of the key."""
 
     id: str
     gallery: str
     scopes: tuple[str, ...]
     created: str
     sha256: str
+    gallery_uid: str = ""
 
     def allows(self, scope: str) -> bool:
         return scope in self.scopes
@@ -103,21 +113,40 @@ class KeyStore:
         self._seen: tuple[int, int, int] | None = None
         self._keys: dict[str, ApiKey] = {}
 
-    def create(self, gallery: str, scopes: tuple[str, ...] | list[str]) -> tuple[ApiKey, str]:
-        """A new key for ``gallery`` with ``scopes``; returns it and the key itself, which is
-        shown once and never stored."""
+    def create(
+        self, gallery: str, scopes: tuple[str, ...] | list[str], uid_of: Callable[[str], str]
+    ) -> tuple[ApiKey, str]:
+        """A new key for ``gallery`` with ``scopes``, bound to the gallery's id, which
+        ``uid_of(gallery)`` gives (or raises for a gallery that is not there) under the keys
+        file's lock; returns it and the key itself, which is shown once and never stored."""
         check_gallery_name(gallery)
         scopes = tuple(dict.fromkeys(scopes))
         if not scopes or any(s not in SCOPES for s in scopes):
             raise ConfigError(f"scopes {list(scopes)}: choose one or more of {', '.join(SCOPES)}")
         with self._locked() as keys:
+            uid = uid_of(gallery)
             key_id = secrets.token_hex(6)
             while key_id in keys:
                 key_id = secrets.token_hex(6)
             token = f"rk_{key_id}_{secrets.token_urlsafe(32)}"
-            key = ApiKey(key_id, gallery, tuple(s for s in SCOPES if s in scopes), now(), digest(token))
+            key = ApiKey(key_id, gallery, tuple(s for s in SCOPES if s in scopes), now(), digest(token), uid)
             keys[key_id] = key
         return key, token
+
+    def bind(self, uid_of: Callable[[str], str | None]) -> int:
+        """Bind each key without a gallery id to the id of its gallery as it is now
+        (``uid_of``: None for a gallery not there, whose keys stay unbound and open
+        nothing); how many were bound.  Writes the file only when one was."""
+        if all(key.gallery_uid for key in self._current().values()):
+            return 0
+        bound = 0
+        with self._locked() as keys:
+            for key_id, key in list(keys.items()):
+                uid = None if key.gallery_uid else uid_of(key.gallery)
+                if uid is not None:
+                    keys[key_id] = ApiKey(key.id, key.gallery, key.scopes, key.created, key.sha256, uid)
+                    bound += 1
+        return bound
 
     def revoke(self, key_id: str) -> ApiKey:
         """Delete the key ``key_id``; ConfigError when there is none."""
@@ -127,13 +156,15 @@ class KeyStore:
                 raise ConfigError(f"{self.path}: no key {key_id[:40]!r}")
         return key
 
-    def revoke_gallery(self, gallery: str) -> int:
-        """Delete every key of ``gallery`` (deleted with it); how many."""
+    def revoke_gallery(self, gallery: str, delete: Callable[[], T]) -> T:
+        """Run ``delete`` (which deletes ``gallery``) and revoke every key of ``gallery``, both
+        under the keys file's lock, so no key is made for it meanwhile; ``delete``'s answer.
+        When ``delete`` raises, nothing is revoked."""
         with self._locked() as keys:
-            gone = [k for k, key in keys.items() if key.gallery == gallery]
-            for key_id in gone:
+            answer = delete()
+            for key_id in [k for k, key in keys.items() if key.gallery == gallery]:
                 del keys[key_id]
-        return len(gone)
+        return answer
 
     def list(self, gallery: str | None = None) -> list[ApiKey]:
         keys = self._current()
@@ -169,7 +200,7 @@ class KeyStore:
             for entry in raw["keys"]:
                 key = ApiKey(
                     str(entry["id"]), str(entry["gallery"]), tuple(str(s) for s in entry["scopes"]),
-                    str(entry["created"]), str(entry["sha256"]),
+                    str(entry["created"]), str(entry["sha256"]), str(entry.get("gallery_uid") or ""),
                 )  # fmt: skip
                 keys[key.id] = key
             return keys
@@ -177,7 +208,7 @@ class KeyStore:
             return {}
         except OSError as exc:
             raise ConfigError(f"{self.path}: cannot read the keys file ({exc.strerror or exc})") from None
-        except (ValueError, KeyError, TypeError) as exc:
+        except (ValueError, KeyError, TypeError, AttributeError) as exc:
             raise ConfigError(f"{self.path}: the keys file is malformed ({type(exc).__name__}: {exc})") from None
 
     @contextmanager
@@ -194,7 +225,8 @@ class KeyStore:
             keys = self._read()
             yield keys
             payload = {"keys": [
-                {"id": k.id, "gallery": k.gallery, "scopes": list(k.scopes), "created": k.created, "sha256": k.sha256}
+                {"id": k.id, "gallery": k.gallery, "gallery_uid": k.gallery_uid, "scopes": list(k.scopes),
+                 "created": k.created, "sha256": k.sha256}
                 for k in keys.values()
             ]}  # fmt: skip
             write_bytes_atomic(self.path, (json.dumps(payload, indent=1) + "\n").encode())

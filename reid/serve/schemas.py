@@ -8,7 +8,9 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, StrictBool
 
-from reid.serve.service import MAX_IDENTITY
+from reid.names import MAX_IDENTITY
+
+IDENTITY_ID = Field(description="The identity's id: 32 hexadecimal digits (routes under /ids/ take it; never a path).")
 
 Scope = Literal["read", "write"]
 
@@ -86,8 +88,14 @@ class Deleted(Strict):
     items: int
 
 
+class IdentityDeleted(Deleted):
+    deleted: str = Field(description="Exactly the identity label deleted.")
+    id: str = IDENTITY_ID
+
+
 class IdentitySummaryOut(Strict):
     identity: str
+    id: str = IDENTITY_ID
     items: int
     first_enrolled: str
     last_enrolled: str
@@ -110,15 +118,18 @@ class ItemOut(Strict):
 
 class IdentityOut(Strict):
     identity: str
+    id: str = IDENTITY_ID
     items: list[ItemOut]
 
 
 class Rename(Strict):
-    name: str = Field(min_length=1, max_length=MAX_IDENTITY, description="The new identity label.")
+    name: str = Field(min_length=1, max_length=MAX_IDENTITY, description="The new identity name (docs/serve.md: names).")
 
 
 class Renamed(Strict):
-    identity: str
+    identity: str = Field(description="The new name, as stored (NFC).")
+    id: str = IDENTITY_ID
+    renamed: str = Field(description="Exactly the label renamed.")
     items: int
 
 
@@ -142,7 +153,8 @@ class FileOutcome(Strict):
 
 
 class EnrolOut(Strict):
-    identity: str
+    identity: str = Field(description="The name enrolled, as stored (NFC).")
+    id: str = IDENTITY_ID
     added: int
     duplicates: int
     skipped: int

@@ -25,15 +25,24 @@ from reid.decision import Threshold, nearest_identity, pair_distance
 from reid.detect import Detection, Detector
 from reid.errors import ConfigError, GalleryError, ReidError
 from reid.gallery import DB_FILE, Gallery, IndexSpec, thumbnails
+from reid.gallery.catalogue import gallery_uid
 from reid.models import Encoder, load_encoder
 from reid.models.encoder import embed_images
 from reid.pipeline import DUPLICATE, EnrolConfig, EnrolEntry, SubjectRule, Subjects, enrol, gallery_threshold, photo_rule
-from reid.serve.config import GallerySettings, ServeConfig, check_gallery_name
-from reid.serve.keys import AdminKey, KeyStore
+from reid.names import (
+    FORBIDDEN_CATEGORIES,
+    MAX_IDENTITY,
+    check_gallery_name,
+    check_identity_id,
+    identity_id,
+    identity_name,
+    name_key,
+)
+from reid.serve.config import GallerySettings, ServeConfig
+from reid.serve.keys import AdminKey, ApiKey, KeyStore
+from reid.serve.redact import hide_paths
 from reid.serve.watches import Watch, Watches
 
-# An identity label is text a person reads: bounded, one line, no control characters.
-MAX_IDENTITY = 200
 MAX_UPLOAD_NAME = 200
 
 
@@ -60,26 +69,14 @@ class Upload:
     data: bytes
 
 
-def check_identity(identity: str, what: str = "identity") -> str:
-    """``identity`` when it can label a person: 1 to 200 characters, not only spaces, no
-    control characters; ConfigError otherwise."""
-    if not isinstance(identity, str) or not identity.strip():
-        raise ConfigError(f"{what} is empty")
-    if len(identity) > MAX_IDENTITY:
-        raise ConfigError(f"{what} is {len(identity)} characters long; at most {MAX_IDENTITY}")
-    if any(unicodedata.category(c) in ("Cc", "Cs") for c in identity):
-        raise ConfigError(f"{what} {identity[:40]!r} holds control characters")
-    return identity
-
-
 def upload_names(uploads: Sequence[Upload]) -> list[str]:
     """A name per upload, as enrolment records and reports it: the file's own name (no
-    folders, no control characters, at most 200 characters), made unique within the request."""
+    folders, no control or invisible characters, at most 200 characters), made unique within the request."""
     names: list[str] = []
     taken: set[str] = set()
     for number, upload in enumerate(uploads, 1):
         base = upload.name.replace("\\", "/").rsplit("/", 1)[-1]
-        base = "".join(c for c in base if unicodedata.category(c) not in ("Cc", "Cs")).strip()[:MAX_UPLOAD_NAME]
+        base = "".join(c for c in base if unicodedata.category(c) not in FORBIDDEN_CATEGORIES).strip()[:MAX_UPLOAD_NAME]
         name = base or f"upload-{number}"
         candidate, n = name, 2
         while candidate in taken:
@@ -176,7 +173,10 @@ class Service:
             config.root.mkdir(parents=True, exist_ok=True)
         except FileExistsError:
             raise ConfigError(f"{config.root}: the root of the galleries must be a folder, and is a file") from None
-        return cls(config, models, rules, KeyStore(config.keys_path), admin)
+        keys = KeyStore(config.keys_path)
+        # Keys made before keys were bound to a gallery's id: bound to the gallery there now.
+        keys.bind(lambda gallery: gallery_uid(config.root / gallery))
+        return cls(config, models, rules, keys, admin)
 
     # ----------------------------------------------------------------- galleries
 
@@ -197,6 +197,27 @@ class Service:
 
     def exists(self, name: str) -> bool:
         return (self.folder(name) / DB_FILE).is_file()
+
+    def gallery_uid(self, name: str) -> str:
+        """The id gallery ``name`` was made with (:func:`reid.gallery.catalogue.gallery_uid`);
+        NotFound when there is none."""
+        uid = gallery_uid(self.folder(name))
+        if uid is None:
+            raise NotFound(f"no gallery {name!r}")
+        return uid
+
+    def key_opens(self, key: ApiKey) -> bool:
+        """True when the gallery ``key`` was made for is still there: the same name *and*
+        the same gallery id (a gallery deleted and made again under its name is another)."""
+        try:
+            return bool(key.gallery_uid) and gallery_uid(self.folder(key.gallery)) == key.gallery_uid
+        except ConfigError:
+            return False
+
+    def create_key(self, gallery: str, scopes: Sequence[str]) -> tuple[ApiKey, str]:
+        """A new key of ``gallery`` (bound to its id), made under the keys file's lock, which
+        deleting a gallery holds too: a key is never made for a gallery being deleted."""
+        return self.keys.create(gallery, tuple(scopes), self.gallery_uid)
 
     def _handle(self, name: str) -> Gallery:
         """This thread's handle of gallery ``name``, caught up with every commit; NotFound
@@ -292,6 +313,11 @@ class Service:
             raise ConfigError(f"model {model[:80]!r} is not served; choose one of {', '.join(self.models)}")
         if (folder / DB_FILE).is_file():
             raise Conflict(f"gallery {name!r} already exists")
+        same = [other for other in self.gallery_names() if name_key(other) == name_key(name)]
+        if same:
+            raise Conflict(
+                f"gallery {name!r} differs from the gallery {same[0]!r} only in case; gallery names compare case-insensitively"
+            )
         spec = IndexSpec(kind=index) if index is not None else None
         try:
             Gallery.create(folder, self.models[model].card, spec, self.config.lock_timeout, thumbnails=keep_thumbnails).close()
@@ -300,15 +326,18 @@ class Service:
         return self.info(name)
 
     def delete_gallery(self, name: str) -> int:
-        """Delete gallery ``name`` with its items and its keys; how many items it held."""
-        if not self.exists(name):
-            raise NotFound(f"no gallery {name!r}")
-        held = self._local.__dict__.get("handles", {}).pop(name, None)
-        if held is not None:
-            held[1].close()
-        count = Gallery.destroy(self.folder(name), self.config.lock_timeout)
-        self.keys.revoke_gallery(name)
-        return count
+        """Delete gallery ``name`` with its items and its keys; how many items it held.  The
+        gallery is deleted and its keys revoked under the keys file's lock (see :meth:`create_key`)."""
+
+        def destroy() -> int:
+            if not self.exists(name):
+                raise NotFound(f"no gallery {name!r}")
+            held = self._local.__dict__.get("handles", {}).pop(name, None)
+            if held is not None:
+                held[1].close()
+            return Gallery.destroy(self.folder(name), self.config.lock_timeout)
+
+        return self.keys.revoke_gallery(name, destroy)
 
     # ----------------------------------------------------------------- identities
 
@@ -317,38 +346,58 @@ class Service:
         page = summaries[offset : offset + limit]
         return {
             "identities": [
-                {"identity": s.identity, "items": s.items, "first_enrolled": s.first_enrolled, "last_enrolled": s.last_enrolled}
+                {"identity": s.identity, "id": identity_id(s.identity), "items": s.items,
+                 "first_enrolled": s.first_enrolled, "last_enrolled": s.last_enrolled}
                 for s in page
-            ],
+            ],  # fmt: skip
             "total": len(summaries),
             "offset": offset,
             "limit": limit,
         }
 
+    def label(self, name: str, identity: str) -> str:
+        """The stored label of the identity ``identity`` names in gallery ``name``: the exact
+        label, else its NFC form (the one rule's form, :func:`reid.names.identity_name`);
+        never another identity (case is not folded here).  NotFound when neither has items."""
+        gallery = self._handle(name)
+        for label in dict.fromkeys((identity, unicodedata.normalize("NFC", identity))):
+            if gallery.items(label, limit=1):
+                return label
+        raise NotFound(f"no identity {identity[:MAX_IDENTITY]!r} in gallery {name!r}")
+
+    def label_of_id(self, name: str, ident: str) -> str:
+        """The stored label whose :func:`reid.names.identity_id` is ``ident``; NotFound when
+        no identity of gallery ``name`` has it (Conflict, never a guess, if two had)."""
+        check_identity_id(ident)
+        labels = [s.identity for s in self._handle(name).identities() if identity_id(s.identity) == ident]
+        if not labels:
+            raise NotFound(f"no identity with id {ident} in gallery {name!r}")
+        if len(labels) > 1:
+            raise Conflict(f"{len(labels)} identities of gallery {name!r} have the id {ident}; address them by name")
+        return labels[0]
+
     def identity(self, name: str, identity: str) -> dict[str, Any]:
-        items = self._handle(name).items(identity)
-        if not items:
-            raise NotFound(f"no identity {identity[:MAX_IDENTITY]!r} in gallery {name!r}")
-        return {"identity": identity, "items": [_item(i) for i in items]}
+        label = self.label(name, identity)
+        items = self._handle(name).items(label)
+        return {"identity": label, "id": identity_id(label), "items": [_item(i) for i in items]}
 
     def rename(self, name: str, identity: str, new_name: str) -> dict[str, Any]:
-        check_identity(new_name, "the new name")
-        gallery = self._handle(name)
-        if not gallery.items(identity, limit=1):
-            raise NotFound(f"no identity {identity[:MAX_IDENTITY]!r} in gallery {name!r}")
+        new_name = identity_name(new_name, "the new name")
+        label = self.label(name, identity)
         try:
-            count = gallery.rename_identity(identity, new_name)
+            count = self._handle(name).rename_identity(label, new_name)
         except ConfigError as exc:
             raise Conflict(str(exc)) from None
-        return {"identity": new_name, "items": count}
+        return {"identity": new_name, "id": identity_id(new_name), "renamed": label, "items": count}
 
-    def delete_identity(self, name: str, identity: str) -> int:
-        gallery = self._handle(name)
-        if not gallery.items(identity, limit=1):
-            raise NotFound(f"no identity {identity[:MAX_IDENTITY]!r} in gallery {name!r}")
-        return gallery.remove_identity(identity)
+    def delete_identity(self, name: str, identity: str) -> dict[str, Any]:
+        """Delete every item of the identity ``identity`` names (:meth:`label`); the answer
+        names exactly the label deleted."""
+        label = self.label(name, identity)
+        return {"deleted": label, "id": identity_id(label), "items": self._handle(name).remove_identity(label)}
 
     def delete_item(self, name: str, identity: str, item_id: int) -> dict[str, Any]:
+        identity = self.label(name, identity)
         gallery = self._handle(name)
         item = gallery.get_items([item_id]).get(item_id)
         if item is None or item.identity != identity:
@@ -378,7 +427,7 @@ class Service:
         usable, or none), through :func:`reid.pipeline.enrol`; per file: added, duplicate or
         skipped with the reason, and for a photo in which several were found, a note of how
         many and the box of the one enrolled (the largest)."""
-        check_identity(identity)
+        identity = identity_name(identity)
         gallery = self._handle(name)
         model, encoder = self._model(name, gallery)
         rule = self._rule(name, model)
@@ -396,6 +445,7 @@ class Service:
             files.append({"name": n, "outcome": outcome, "reason": reason, "note": notes.get(n) if reason is None else None})
         return {
             "identity": identity,
+            "id": identity_id(identity),
             "added": report.added,
             "duplicates": report.duplicates,
             "skipped": report.unreadable + report.no_detection,
@@ -445,9 +495,7 @@ class Service:
         if other is not None:
             distance = float(pair_distance(probe, self._subject(name, model, other, encoder))[0])
         else:
-            items = gallery.items(identity)
-            if not items:
-                raise NotFound(f"no identity {str(identity)[:MAX_IDENTITY]!r} in gallery {name!r}")
+            items = gallery.items(self.label(name, str(identity)))
             enrolled = gallery.embeddings([i.id for i in items])
             distance = float(pair_distance(np.repeat(probe, len(enrolled), axis=0), enrolled).min())
         return {
@@ -512,7 +560,8 @@ def _item(item: Any) -> dict[str, Any]:
     return {
         "id": item.id,
         "identity": item.identity,
-        "source": item.source,
+        # Enrolled on the host (reid enroll), a source may be the server's own path: its name only.
+        "source": hide_paths(item.source),
         "box": None if item.box is None else list(item.box),
         "enrolled": item.enrolled,
     }

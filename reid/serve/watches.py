@@ -8,8 +8,11 @@ with the run's totals.  Events are kept in memory (the last :data:`KEPT_EVENTS`)
 sequence numbers, so a client that reconnects with ``Last-Event-ID`` misses nothing kept.
 
 Only sources the settings allow are opened: files under :attr:`ServeConfig.watch_files`,
-camera indexes in :attr:`ServeConfig.watch_cameras`, stream URLs starting with one of
-:attr:`ServeConfig.watch_urls`.  A watch lives in the process that started it.
+camera indexes in :attr:`ServeConfig.watch_cameras`, stream URLs that one of
+:attr:`ServeConfig.watch_urls` admits, parsed and compared by scheme, host, port and path
+(:class:`reid.serve.config.StreamUrl`; never as strings).  A watch shows its source as a
+client may read it: a file relative to its allowed folder, a URL without its password;
+never the server's own path.  A watch lives in the process that started it.
 """
 
 from __future__ import annotations
@@ -26,8 +29,10 @@ from typing import Any
 
 from reid.errors import ConfigError, ReidError
 from reid.gallery import Gallery
+from reid.gallery.catalogue import gallery_uid
 from reid.pipeline import QueryConfig, QueryRun, TrackSummary, open_source
-from reid.serve.config import ServeConfig
+from reid.serve.config import ServeConfig, StreamUrl
+from reid.serve.redact import hide_paths
 
 KEPT_EVENTS = 10_000
 # How often a running watch catches up with what was enrolled or deleted since it started.
@@ -36,17 +41,20 @@ REFRESH_SECONDS = 2.0
 PAUSE_POLL = 0.1
 
 
-def check_source(config: ServeConfig, source: str) -> str:
-    """``source`` when the settings allow watching it; ConfigError naming the rule otherwise."""
+def check_source(config: ServeConfig, source: str) -> tuple[str, str]:
+    """What to open for ``source`` when the settings allow watching it, and how a client is
+    shown it (a file relative to its allowed folder, a URL without user and password);
+    ConfigError naming the rule otherwise."""
     text = str(source).strip()
-    if text.isdigit():
+    if text.isascii() and text.isdigit() and len(text) <= 6:
         if int(text) in config.watch_cameras:
-            return text
+            return text, text
         raise ConfigError(f"camera {text[:20]} is not among the cameras the server may watch (watch_cameras)")
     if "://" in text:
-        if any(text.startswith(prefix) for prefix in config.watch_urls):
-            return text
-        raise ConfigError("that stream URL does not start with one the server may watch (watch_urls)")
+        url = StreamUrl.parse(text)
+        if any(StreamUrl.parse(entry).admits(url) for entry in config.watch_urls):
+            return text, url.shown
+        raise ConfigError("that stream URL is not one the server may watch (watch_urls: scheme, host, port and path)")
     path = Path(text)
     try:
         real = path.resolve(strict=True)
@@ -57,17 +65,22 @@ def check_source(config: ServeConfig, source: str) -> str:
         if real == root or (root.is_dir() and root in real.parents):
             if not real.is_file():
                 raise ConfigError("a watch source must be a video file, a camera or a stream")
-            return str(real)
+            shown = Path(Path(allowed).name or root.name) / real.relative_to(root) if real != root else Path(real.name)
+            return str(real), shown.as_posix()
     raise ConfigError("no such file among the videos the server may watch (watch_files)")
 
 
 @dataclass
 class Watch:
-    """One running (or ended) watch and its events."""
+    """One running (or ended) watch and its events: ``source`` as a client is shown it,
+    ``opened`` what the server opens (never shown), ``gallery_uid`` the id of the gallery
+    it runs against (:func:`reid.gallery.catalogue.gallery_uid`)."""
 
     id: str
     gallery: str
     source: str
+    opened: str = ""
+    gallery_uid: str | None = None
     state: str = "starting"
     error: str | None = None
     frames: int = 0
@@ -112,12 +125,12 @@ class Watches:
     def start(self, gallery: str, folder: Path, encoder: Any, source: str, settings: Any, max_frames: int | None) -> Watch:
         """Start watching ``source`` (checked against the settings) against the gallery at
         ``folder``; raises ConfigError for a source not allowed, or one past the watch limit."""
-        source = check_source(self.config, source)
+        opened, shown = check_source(self.config, source)
         with self._lock:
             running = [w for w in self._watches.values() if not w.over]
             if len(running) >= self.config.max_watches:
                 raise ConfigError(f"{len(running)} watches are running; at most {self.config.max_watches}")
-            watch = Watch(secrets.token_hex(6), gallery, source)
+            watch = Watch(secrets.token_hex(6), gallery, shown, opened, gallery_uid(folder))
             self._watches[watch.id] = watch
         config = QueryConfig(
             detect=settings.detect, detector=settings.detector, no_face=settings.no_face, threshold=settings.threshold,
@@ -158,7 +171,7 @@ class Watches:
         run: QueryRun | None = None
         try:
             with Gallery.open(folder, self.config.lock_timeout) as gallery:
-                run = QueryRun(gallery, encoder, open_source(watch.source, max_frames=max_frames), config)
+                run = QueryRun(gallery, encoder, open_source(watch.opened, max_frames=max_frames), config)
                 watch.state = "paused" if watch._pause.is_set() else "running"
                 refreshed = time.monotonic()
                 for result in run:
@@ -167,7 +180,7 @@ class Watches:
                         gallery.refresh()
                         refreshed = time.monotonic()
                     for summary in result.ended_tracks:
-                        watch.add("ended", _track(summary))
+                        watch.add("ended", _track(summary, watch))
                         decided.pop(summary.track, None)
                     for detection in result.detections:
                         track = detection.track
@@ -181,20 +194,27 @@ class Watches:
                     if watch._stop.is_set():
                         break
                 for summary in run.finish_tracks():
-                    watch.add("ended", _track(summary))
+                    watch.add("ended", _track(summary, watch))
             watch.state = "stopped" if watch._stop.is_set() else "done"
         except ReidError as exc:
-            watch.state, watch.error = "failed", str(exc)
+            watch.state, watch.error = "failed", _said(watch, str(exc))
         except Exception as exc:  # noqa: BLE001 - a watch's thread must end with its state said, whatever ended it
-            watch.state, watch.error = "failed", f"{type(exc).__name__}: {' '.join(str(exc).split())[:300]}"
+            watch.state, watch.error = "failed", _said(watch, f"{type(exc).__name__}: {' '.join(str(exc).split())[:300]}")
         finally:
             if run is not None:
                 watch.frames, watch.fps, watch.dropped = run.stats.frames, run.stats.fps, run.stats.dropped
             watch.add("done", watch.summary())
 
 
-def _track(summary: TrackSummary) -> dict[str, Any]:
+def _said(watch: Watch, line: str) -> str:
+    """A line about ``watch`` as its clients may read it: its source as shown, no server path."""
+    return hide_paths(line, {watch.opened: watch.source} if watch.opened else {})
+
+
+def _track(summary: TrackSummary, watch: Watch) -> dict[str, Any]:
     data = summary.to_dict()
+    if "source" in data:
+        data["source"] = watch.source
     data["decision"] = "unknown" if summary.identity is None else "known"
     return data
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 from pathlib import Path
 
 import numpy as np
@@ -9,7 +10,7 @@ import pytest
 from gallery_helpers import clustered, make_card, metas
 
 from reid.errors import ConfigError, GalleryError
-from reid.gallery import Gallery, IndexSpec
+from reid.gallery import Gallery, IndexSpec, ItemMeta
 
 
 def _filled(folder: Path, spec: IndexSpec | None = None) -> tuple[Gallery, np.ndarray, list[str]]:
@@ -40,6 +41,8 @@ def test_rename_refuses_a_taken_name_an_empty_one_and_an_unknown_identity(tmp_pa
     with pytest.raises(ConfigError, match="already exists"):
         gallery.rename_identity("id0001", "id0002")
     with pytest.raises(ConfigError, match="empty"):
+        gallery.rename_identity("id0001", "")
+    with pytest.raises(ConfigError, match="no visible character"):
         gallery.rename_identity("id0001", "  ")
     with pytest.raises(GalleryError, match="no identity 'ghost'"):
         gallery.rename_identity("ghost", "x")
@@ -90,3 +93,57 @@ def test_destroy_deletes_the_gallery_files_and_nothing_else(tmp_path: Path) -> N
     _filled(tmp_path / "h")[0].close()
     Gallery.destroy(tmp_path / "h")
     assert not (tmp_path / "h").exists()
+
+
+def _labelled(labels: list[str], prefix: str = "img") -> list[ItemMeta]:
+    return [dataclasses.replace(item, identity=label) for item, label in zip(metas(labels, prefix), labels, strict=True)]
+
+
+def test_every_write_of_a_label_follows_the_naming_rule(tmp_path: Path) -> None:
+    vectors, labels, _ = clustered(2, 2)
+    with Gallery.create(tmp_path / "g", make_card()) as gallery:
+        for bad in ("..", "a/b", "%2e%2e", "\u200b", "a\u202eb", " alice", "alice "):
+            with pytest.raises(ConfigError, match="img/"):
+                gallery.add(vectors, _labelled([bad, bad, "bob", "bob"]))
+        assert len(gallery) == 0
+        # NFD and NFC are one name, stored in NFC.
+        gallery.add(vectors[:2], _labelled(["Rene\u0301e", "Ren\u00e9e"]))
+        assert [s.identity for s in gallery.identities()] == ["Ren\u00e9e"]
+        with pytest.raises(ConfigError, match="path syntax"):
+            gallery.rename_identity("Ren\u00e9e", "..")
+
+
+def test_names_that_differ_only_in_case_cannot_be_two_identities(tmp_path: Path) -> None:
+    vectors, _, _ = clustered(3, 2)
+    with Gallery.create(tmp_path / "g", make_card()) as gallery:
+        gallery.add(vectors[:2], _labelled(["alice", "alice"]))
+        with pytest.raises(ConfigError, match="'Alice' differs from the identity 'alice' only in case"):
+            gallery.add(vectors[2:4], _labelled(["Alice", "Alice"]))
+        with pytest.raises(ConfigError, match="only in case"):
+            gallery.add(vectors[2:4], _labelled(["bob", "BOB"]))
+        gallery.add(vectors[2:4], _labelled(["bob", "bob"], "b"))
+        with pytest.raises(ConfigError, match="only in case"):
+            gallery.rename_identity("bob", "ALICE")
+        # An identity may change its own case; more photos of one are added to it.
+        assert gallery.rename_identity("alice", "Alice") == 2
+        gallery.add(vectors[4:6], _labelled(["Alice", "bob"], "c"))
+        assert {s.identity: s.items for s in gallery.identities()} == {"Alice": 3, "bob": 3}
+
+
+def test_a_label_stored_before_the_rule_opens_and_can_be_renamed_and_removed(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    vectors, _, _ = clustered(3, 2)
+    with monkeypatch.context() as old:
+        # As a gallery written before the naming rule: these labels were taken then.
+        old.setattr("reid.gallery.store.identity_name", lambda name, what="identity": name)
+        with Gallery.create(tmp_path / "g", make_card()) as gallery:
+            gallery.add(vectors, _labelled(["..", "..", "a/b", "a/b", "\u200b", "\u200b"]))
+    with Gallery.open(tmp_path / "g") as gallery:
+        assert {s.identity for s in gallery.identities()} == {"..", "a/b", "\u200b"}
+        assert gallery.check(queries=5, k=2).items == 6
+        assert gallery.rename_identity("a/b", "ab") == 2
+        assert gallery.remove_identity("..") == 2 and gallery.remove_identity("\u200b") == 2
+        with pytest.raises(ConfigError, match="path syntax"):
+            gallery.add(vectors[:1], _labelled([".."]))
+        assert [s.identity for s in gallery.identities()] == ["ab"]

@@ -16,7 +16,7 @@ from gallery_helpers import clustered, make_card, metas
 from typer.testing import CliRunner
 
 from reid.cli.app import app
-from reid.errors import GalleryError
+from reid.errors import ConfigError, GalleryError
 from reid.gallery import DB_FILE, Gallery, IndexSpec
 
 runner = CliRunner()
@@ -172,14 +172,18 @@ def test_names_that_are_not_utf8_are_stored_escaped_and_the_rest_is_enrolled(tmp
     vectors, labels, _ = clustered(3, 2, seed=7)
     items = metas(labels)
     items[1] = dataclasses.replace(items[1], source=os.fsdecode(b"photos/caf\xe9.jpg"))
-    items[3] = dataclasses.replace(items[3], identity=os.fsdecode(b"Jos\xe9"), camera=os.fsdecode(b"cam\xff"))
+    items[3] = dataclasses.replace(items[3], camera=os.fsdecode(b"cam\xff"))
+    not_text = dataclasses.replace(items[4], identity=os.fsdecode(b"Jos\xe9"))
     with Gallery.create(tmp_path / "g", make_card(), IndexSpec("flat")) as gallery:
+        # An identity is a name (reid.names): one holding bytes that are not text is refused whole.
+        with pytest.raises(ConfigError, match="identity 'Jos\\\\udce9' holds bytes that are not UTF-8 text"):
+            gallery.add(vectors, [*items[:4], not_text, items[5]])
         gallery.add(vectors, items)
     with Gallery.open(tmp_path / "g") as gallery:
         stored = gallery.items()
         assert len(stored) == 6
         assert {item.source for item in stored} >= {"photos/caf\\xe9.jpg"}
-        assert "Jos\\xe9" in {item.identity for item in stored}
+        assert "cam\\xff" in {item.camera for item in stored}
     assert one_error("gallery", "info", tmp_path / "nowhere").startswith("error:")
     listed = runner.invoke(app, ["gallery", "info", str(tmp_path / "g"), "--check"])
     assert listed.exit_code == 0, listed.output

@@ -48,7 +48,7 @@ def test_plan_rejects_bad_layouts(tmp_path: Path) -> None:
         plan_enrolment([tmp_path / "absent"])
     with pytest.raises(ConfigError):
         plan_enrolment([])
-    with pytest.raises(ConfigError, match="^identity must not be empty"):
+    with pytest.raises(ConfigError, match="^identity ' ' has no visible character"):
         plan_enrolment([loose], identity=" ")
 
 

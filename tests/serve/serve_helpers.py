@@ -12,9 +12,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import uvicorn
 from fastapi.testclient import TestClient
 
+from reid.gallery import Gallery, ItemMeta
 from reid.models import Encoder, load_encoder, stand_in_model
 from reid.serve import AdminKey, KeyStore, Service, create_app, crop_rules, load_serve_config
 from reid.serve.pool import WorkerPool
@@ -72,7 +74,7 @@ def serve_root(
     root.mkdir(parents=True, exist_ok=True)
     models = {"m": encoder}
     service = Service(config, models, crop_rules(config, models), KeyStore(config.keys_path), AdminKey(ADMIN, "tests"))
-    return service, TestClient(create_app(service, pool))
+    return service, TestClient(create_app(service, pool), base_url="http://127.0.0.1:8000")
 
 
 def shared_encoder(folder: Path) -> Encoder:
@@ -103,3 +105,16 @@ def uvicorn_in_thread(service: Service) -> Iterator[str]:
     finally:
         server.should_exit = True
         thread.join(30)
+
+
+def store_legacy(folder: Path, monkeypatch: Any, labels: list[str]) -> None:
+    """One item under each of ``labels`` in the gallery at ``folder``, written as by a
+    version before the naming rule (reid.names), which took names such as ".."."""
+    rng = np.random.default_rng(3)
+    vectors = rng.normal(size=(len(labels), 64)).astype(np.float32)
+    vectors /= np.linalg.norm(vectors, axis=1, keepdims=True)
+    items = [ItemMeta(label, source=f"old-{n}.jpg", image_hash=f"old-{n}") for n, label in enumerate(labels)]
+    with monkeypatch.context() as old:
+        old.setattr("reid.gallery.store.identity_name", lambda name, what="identity": name)
+        with Gallery.open(folder) as gallery:
+            gallery.add(vectors, items)

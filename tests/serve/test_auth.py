@@ -14,6 +14,7 @@ import pytest
 from serve_helpers import ADMIN, Served, bearer, serve_root
 
 from reid.models import Encoder
+from reid.names import identity_id
 
 _count = itertools.count()
 
@@ -57,6 +58,20 @@ def _item(s: Served) -> tuple[str, dict[str, Any]]:
     return f"/v1/galleries/staff/identities/alice/items/{enrolled(s, 'alice')}", {}
 
 
+def _by_id(s: Served) -> tuple[str, dict[str, Any]]:
+    enrolled(s, "alice")
+    return f"/v1/galleries/staff/ids/{identity_id('alice')}", {}
+
+
+def _rename_id(s: Served) -> tuple[str, dict[str, Any]]:
+    enrolled(s, "alice")
+    return f"/v1/galleries/staff/ids/{identity_id('alice')}", {"json": {"name": f"renamed-{next(_count)}"}}
+
+
+def _item_id(s: Served) -> tuple[str, dict[str, Any]]:
+    return f"/v1/galleries/staff/ids/{identity_id('alice')}/items/{enrolled(s, 'alice')}", {}
+
+
 def _revoke(s: Served) -> tuple[str, dict[str, Any]]:
     return f"/v1/keys/{s.client.post('/v1/keys', json={'gallery': 'staff', 'scopes': ['read']}, headers=s.admin()).json()['id']}", {}
 
@@ -69,12 +84,16 @@ ROUTES: list[tuple[str, str, str, int, Build]] = [
     ("list galleries", "GET", "any", 200, _fixed("/v1/galleries")),
     ("create gallery", "POST", "admin", 201, _new_gallery),
     ("gallery info", "GET", "read", 200, _fixed("/v1/galleries/staff")),
-    ("delete gallery", "DELETE", "admin", 200, _fixed("/v1/galleries/staff")),
+    ("delete gallery", "DELETE", "admin", 200, _fixed("/v1/galleries/staff?confirm=staff")),
     ("list identities", "GET", "read", 200, _fixed("/v1/galleries/staff/identities")),
     ("one identity", "GET", "read", 200, _identity),
     ("rename", "PATCH", "write", 200, _rename),
     ("delete identity", "DELETE", "write", 200, _identity),
     ("delete item", "DELETE", "write", 200, _item),
+    ("one identity by id", "GET", "read", 200, _by_id),
+    ("rename by id", "PATCH", "write", 200, _rename_id),
+    ("delete identity by id", "DELETE", "write", 200, _by_id),
+    ("delete item by id", "DELETE", "write", 200, _item_id),
     ("enrol", "POST", "write", 200, lambda s: ("/v1/galleries/staff/identities/bob/images", {"files": [("images", photo())]})),
     ("search", "POST", "read", 200, lambda s: ("/v1/galleries/staff/search", {"files": [("image", photo())]})),
     ("verify", "POST", "read", 200, lambda s: ("/v1/galleries/staff/verify", {"files": [("image", photo()), ("other", photo())]})),
@@ -144,3 +163,43 @@ def test_no_auth_serves_everything_without_keys(tmp_path: Path, model_folder: Pa
     assert client.post("/v1/galleries", json={"name": "open"}).status_code == 201
     assert client.get("/v1/keys").status_code == 200
     assert client.get("/v1/galleries/open/identities").json()["total"] == 0
+
+
+def test_without_keys_a_rebound_host_and_a_cross_site_write_are_refused(
+    tmp_path: Path, model_folder: Path, encoder: Encoder
+) -> None:
+    """--no-auth on loopback: a page on another site the operator visits cannot use the
+    server, neither by a form post (no preflight) nor by DNS rebinding (its own name
+    resolved to 127.0.0.1)."""
+    _, client = serve_root(tmp_path / "root", model_folder, encoder, no_auth=True)
+    assert client.post("/v1/galleries", json={"name": "open"}).status_code == 201
+    form = {"files": [("images", photo())]}
+    enrol = "/v1/galleries/open/identities/mallory/images"
+    hosts = ("rebind.evil.example", "rebind.evil.example:8000", "127.0.0.1.evil.example", "localhost.evil.example", "",
+             "localhost:8000@evil.example", "localhost.", "127.0.0.1:x", "[::1]evil")  # fmt: skip
+    for host in hosts:
+        answer = client.get("/v1/galleries", headers={"Host": host})
+        assert answer.status_code == 400 and "Host" in answer.json()["error"]["message"], host
+        assert client.post(enrol, headers={"Host": host}, **form).status_code == 400
+    for origin in ("http://evil.example", "null", "http://127.0.0.1:8000.evil.example", "https://localhost:9999"):
+        cross = client.post(enrol, headers={"Origin": origin}, **form)
+        assert cross.status_code == 403 and "cross-site" in cross.json()["error"]["message"], origin
+    assert client.post(enrol, headers={"Sec-Fetch-Site": "cross-site"}, **form).status_code == 403
+    assert client.get("/v1/galleries/open", headers={"Origin": "http://evil.example"}).json()["items"] == 0
+    for host in ("127.0.0.1:8000", "localhost:8000", "[::1]:8000", "127.0.0.2"):
+        own = {"Host": host, "Origin": f"http://{host}"}
+        assert client.get("/v1/galleries", headers=own).status_code == 200, host
+    same = client.post(enrol, headers={"Origin": "http://127.0.0.1:8000"}, **form)
+    assert same.status_code == 200 and same.json()["added"] == 1
+    assert client.post(enrol, **form).status_code == 200
+
+
+def test_with_keys_the_hosts_named_are_the_only_ones_answered(tmp_path: Path, model_folder: Path, encoder: Encoder) -> None:
+    _, client = serve_root(tmp_path / "root", model_folder, encoder, allowed_hosts=["reid.example.org"])
+    admin = bearer(ADMIN)
+    assert client.get("/v1/galleries", headers={**admin, "Host": "reid.example.org"}).status_code == 200
+    assert client.get("/v1/galleries", headers={**admin, "Host": "127.0.0.1:8000"}).status_code == 200
+    assert client.get("/v1/galleries", headers={**admin, "Host": "evil.example"}).status_code == 400
+    # With keys a browser cannot send one cross-site without CORS: Origin is CORS's to judge.
+    made = client.post("/v1/galleries", json={"name": "g"}, headers={**admin, "Origin": "http://evil.example"})
+    assert made.status_code == 201

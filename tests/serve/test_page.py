@@ -9,7 +9,9 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from serve_helpers import Served, uvicorn_in_thread
+from serve_helpers import Served, store_legacy, uvicorn_in_thread
+
+from reid.gallery import Gallery
 
 webdriver = pytest.importorskip("selenium.webdriver", reason="selenium is not installed (pip install selenium)")
 from selenium.webdriver.common.by import By  # noqa: E402
@@ -86,3 +88,28 @@ def test_the_page_refuses_a_wrong_key(browser, served: Served) -> None:  # type:
         browser.find_element(By.CSS_SELECTOR, "#connect button").click()
         WebDriverWait(browser, 30).until(ready.text_to_be_present_in_element((By.ID, "status"), "401"))
         assert "error" in browser.find_element(By.ID, "status").get_attribute("class")
+
+
+def test_the_page_deletes_a_person_named_dot_dot_and_only_them(browser, served: Served, monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    """A label stored before the naming rule: the page addresses people by id, so deleting
+    ".." deletes that person, never the gallery (a browser normalises .../identities/..)."""
+    store_legacy(served.root / "staff", monkeypatch, ["..", ".", "\u200b", "bob"])
+    wait = WebDriverWait(browser, 60)
+    with uvicorn_in_thread(served.service) as url:
+        browser.get(url + "/")
+        browser.find_element(By.ID, "key").send_keys(served.keys["both"])
+        browser.find_element(By.CSS_SELECTOR, "#connect button").click()
+        wait.until(ready.text_to_be_present_in_element((By.ID, "status"), "connected"))
+        browser.find_element(By.CSS_SELECTOR, "nav button[data-tab=people]").click()
+        wait.until(lambda d: len(d.find_elements(By.CSS_SELECTOR, "#people-list li")) == 4)
+        # An invisible name is shown as its escape.
+        for label in ("..", ".", "\\u200b"):
+            entry = next(
+                li for li in browser.find_elements(By.CSS_SELECTOR, "#people-list li")
+                if li.find_element(By.CSS_SELECTOR, ".name").text == label
+            )  # fmt: skip
+            entry.find_element(By.CSS_SELECTOR, "button.delete").click()
+            wait.until(ready.alert_is_present()).accept()
+            wait.until(ready.text_to_be_present_in_element((By.ID, "status"), f"deleted {label} (1 photos)"))
+    with Gallery.open(served.root / "staff") as gallery:
+        assert [s.identity for s in gallery.identities()] == ["bob"]

@@ -43,7 +43,7 @@ def test_a_full_pool_answers_503_with_retry_after(
     pool = WorkerPool(threads=1, queue=0)
     service, _ = serve_root(tmp_path / "root", model_folder, encoder, no_auth=True, lock_timeout=20.0)
     photos = files(next(iter(crops.values()))[:1])
-    with TestClient(create_app(service, pool)) as client:
+    with TestClient(create_app(service, pool), base_url="http://127.0.0.1:8000") as client:
         assert client.post("/v1/galleries", json={"name": "g"}).status_code == 201
         answers: list[int] = []
         # Another process holds the gallery's lock: the one thread waits on it.

@@ -9,6 +9,7 @@ from serve_helpers import Served, b64, files
 
 from reid.data.io import read_image
 from reid.gallery import Gallery
+from reid.names import identity_id
 
 
 def _enrol(served: Served, identity: str, paths: list[Path], gallery: str = "staff") -> dict:
@@ -45,13 +46,13 @@ def test_galleries_list_info_create_delete(served: Served, crops: dict[str, list
     again = served.client.post("/v1/galleries", json={"name": "staff"}, headers=served.admin())
     assert again.status_code == 409 and again.json()["error"]["code"] == "conflict"
     _enrol(served, "p1", crops[next(iter(crops))][:2], gallery="other")
-    gone = served.client.delete("/v1/galleries/other", headers=served.admin())
+    gone = served.client.delete("/v1/galleries/other?confirm=other", headers=served.admin())
     assert gone.status_code == 200 and gone.json() == {"deleted": "other", "items": 2}
     assert not (served.root / "other").exists()
     # Its keys went with it.
     assert served.client.get("/v1/galleries/other", headers=served.key("other")).status_code == 401
     assert served.client.get("/v1/galleries/other", headers=served.admin()).status_code == 404
-    assert served.client.delete("/v1/galleries/other", headers=served.admin()).status_code == 404
+    assert served.client.delete("/v1/galleries/other?confirm=other", headers=served.admin()).status_code == 404
 
 
 def test_enrol_multipart_and_json_with_per_file_outcomes(served: Served, crops: dict[str, list[Path]]) -> None:
@@ -83,7 +84,7 @@ def test_identities_paged_one_rename_delete_and_delete_item(served: Served, crop
     renamed = served.client.patch(
         "/v1/galleries/staff/identities/person-0", json={"name": "Alice Smith"}, headers=served.key("write")
     )
-    assert renamed.json() == {"identity": "Alice Smith", "items": 2}
+    assert renamed.json() == {"identity": "Alice Smith", "id": identity_id("Alice Smith"), "renamed": "person-0", "items": 2}
     taken = served.client.patch(
         "/v1/galleries/staff/identities/person-1", json={"name": "Alice Smith"}, headers=served.key("write")
     )
@@ -98,7 +99,7 @@ def test_identities_paged_one_rename_delete_and_delete_item(served: Served, crop
     )
     assert wrong_owner.status_code == 404
     deleted = served.client.delete("/v1/galleries/staff/identities/person-1", headers=served.key("write"))
-    assert deleted.json() == {"deleted": "person-1", "items": 2}
+    assert deleted.json() == {"deleted": "person-1", "id": identity_id("person-1"), "items": 2}
     missing = served.client.get("/v1/galleries/staff/identities/person-1", headers=served.key("read"))
     assert missing.status_code == 404 and missing.json()["error"]["code"] == "not_found"
     with Gallery.open(served.root / "staff") as gallery:

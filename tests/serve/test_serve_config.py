@@ -10,6 +10,7 @@ from typer.testing import CliRunner
 
 from reid.cli import app
 from reid.errors import ConfigError
+from reid.gallery import EmbeddingModel, Gallery
 from reid.serve import AdminKey, KeyStore, load_serve_config
 from reid.serve.keys import ADMIN_KEY_ENV, ADMIN_KEY_FILE_ENV
 
@@ -86,7 +87,8 @@ def test_no_auth_only_on_loopback() -> None:
 
 def test_keys_are_stored_hashed_and_found_in_constant_time(tmp_path: Path) -> None:
     store = KeyStore(tmp_path / "keys.json")
-    key, token = store.create("staff", ["write", "read"])
+    key, token = store.create("staff", ["write", "read"], lambda gallery: "uid-of-" + gallery)
+    assert key.gallery_uid == "uid-of-staff"
     assert key.scopes == ("read", "write") and token.startswith(f"rk_{key.id}_")
     stored = (tmp_path / "keys.json").read_text()
     assert token not in stored and token.split("_", 2)[2] not in stored and key.sha256 in stored
@@ -101,7 +103,7 @@ def test_keys_are_stored_hashed_and_found_in_constant_time(tmp_path: Path) -> No
     with pytest.raises(ConfigError, match="no key"):
         store.revoke(key.id)
     with pytest.raises(ConfigError, match="scopes"):
-        store.create("staff", ["admin"])
+        store.create("staff", ["admin"], lambda gallery: "uid-of-" + gallery)
 
 
 def test_a_malformed_keys_file_is_one_line(tmp_path: Path) -> None:
@@ -127,6 +129,9 @@ def test_the_admin_key_comes_from_a_file_or_the_environment(tmp_path: Path, monk
 
 def test_the_keys_commands(tmp_path: Path) -> None:
     root = str(tmp_path / "root")
+    absent = runner.invoke(app, ["serve", "keys", "create", "--gallery", "staff", "--scope", "read", "--root", root])
+    assert absent.exit_code == 1 and "no gallery here; a key opens an existing gallery" in absent.output
+    Gallery.create(tmp_path / "root" / "staff", EmbeddingModel("m", "f" * 16, 4)).close()
     made = runner.invoke(app, ["serve", "keys", "create", "--gallery", "staff", "--scope", "read", "--root", root])
     assert made.exit_code == 0, made.output
     token = made.output.strip().splitlines()[-1]

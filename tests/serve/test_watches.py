@@ -4,13 +4,17 @@ Server-Sent Events, pause, stop, and the sources and keys allowed."""
 from __future__ import annotations
 
 import json
+import socket
 import time
 from pathlib import Path
 
 import pytest
 from serve_helpers import Served, bearer, files, serve_root
 
+from reid.errors import ConfigError
 from reid.models import Encoder
+from reid.serve import load_serve_config
+from reid.serve.watches import check_source
 
 
 @pytest.fixture
@@ -141,3 +145,56 @@ def test_every_watch_route_for_every_key(watched: Served, pedestrian_video: Path
         kwargs = {"json": body} if name == "start" else {}
         got[who] = watched.client.request(method, path.format(w=watch), headers=headers, **kwargs).status_code
     assert got == {"none": 401, "wrong": 401, **EXPECTED[name], "admin": success}
+
+
+@pytest.mark.parametrize(
+    "source",
+    [
+        "rtsp://10.0.0.5@127.0.0.1:{port}/x",
+        "rtsp://10.0.0.5:554@127.0.0.1:{port}/x",
+        "rtsp://a@10.0.0.5:554@127.0.0.1:{port}/x",
+        "rtsp://10.0.0.5.127.0.0.1.nip.io:{port}/x",
+        "rtsp://10.0.0.5:554\\@127.0.0.1:{port}/x",
+        "rtsp://127.0.0.1:{port}/10.0.0.5:554/live",
+        "rtsp://10.0.0.5:554 @127.0.0.1:{port}/",
+        "rtsp://10.0.0.50:554/live",
+        "rtsp://10.0.0.5:5540/live",
+        "rtsp://10.0.0.5/live",
+        "http://10.0.0.5:554/live",
+        "rtsp://10.0.0.5:554/lively",
+        "rtsp://10.0.0.5:554/live/../../admin",
+    ],
+)
+def test_a_stream_url_is_compared_by_scheme_host_port_and_path_never_as_a_string(
+    tmp_path: Path, model_folder: Path, encoder: Encoder, source: str
+) -> None:
+    """An allow-list entry is a URL with a whole host; a source names another host (whatever
+    it starts with) and is refused before anything connects to it."""
+    with socket.socket() as listener:
+        listener.bind(("127.0.0.1", 0))
+        listener.listen(4)
+        listener.settimeout(0.5)
+        port = listener.getsockname()[1]
+        service, client = serve_root(tmp_path / "root", model_folder, encoder, watch_urls=["rtsp://10.0.0.5:554/live"])
+        served = Served(tmp_path / "root", service, client, {})
+        served.create("staff")
+        answer = client.post("/v1/watches", json={"gallery": "staff", "source": source.format(port=port)}, headers=served.admin())
+        assert answer.status_code == 422, answer.text
+        assert "127.0.0.1" not in answer.text
+        with pytest.raises(TimeoutError):
+            listener.accept()
+    assert client.get("/v1/watches", headers=served.admin()).json()["watches"] == []
+
+
+def test_stream_urls_the_list_admits_and_entries_it_refuses() -> None:
+    config = load_serve_config(None, watch_urls=["rtsp://10.0.0.5:554/live", "http://Cam1.example.org/"])
+    for admitted, shown in (
+        ("rtsp://10.0.0.5:554/live", "rtsp://10.0.0.5:554/live"),
+        ("RTSP://10.0.0.5:554/live/2?channel=1", "rtsp://10.0.0.5:554/live/2?channel=1"),
+        ("rtsp://viewer:pw@10.0.0.5:554/live", "rtsp://10.0.0.5:554/live"),
+        ("http://cam1.EXAMPLE.org/any/path", "http://cam1.EXAMPLE.org/any/path"),
+    ):
+        assert check_source(config, admitted) == (admitted, shown)
+    for entry in ("rtsp://10.0.0.", "rtsp://10.0.0", "rtsp://", "10.0.0.5:554", "rtsp://user:pw@10.0.0.5/", "rtsp://a b/"):
+        with pytest.raises(ConfigError, match="watch_urls"):
+            load_serve_config(None, watch_urls=[entry])

@@ -39,8 +39,21 @@ function element(tag, text, className) {
   return node;
 }
 
+// One path segment: a browser turns "." and ".." (also written %2e) into a move up the
+// path, so such a name is refused here rather than sent somewhere else.
+function segment(text) {
+  if (/^(\.|%2e){1,2}$/i.test(text)) throw new Error(JSON.stringify(text) + " is not a name (see the naming rule)");
+  return encodeURIComponent(text);
+}
+
+// A name stored before the naming rule may hold invisible or control characters: they are
+// shown as escapes, so that what is shown is all the name is.
+function visible(text) {
+  return text.replace(/[\p{Cc}\p{Cf}\p{Zl}\p{Zp}]/gu, (c) => "\\u" + c.codePointAt(0).toString(16).padStart(4, "0"));
+}
+
 function galleryPath(rest) {
-  return "/v1/galleries/" + encodeURIComponent(state.gallery) + rest;
+  return "/v1/galleries/" + segment(state.gallery) + rest;
 }
 
 const thumbnails = new Map();
@@ -135,7 +148,7 @@ async function enrol(event) {
   const body = $("enrol-outcome").querySelector("tbody");
   body.replaceChildren();
   try {
-    const answer = await api("POST", galleryPath("/identities/" + encodeURIComponent(identity) + "/images"), form);
+    const answer = await api("POST", galleryPath("/identities/" + segment(identity) + "/images"), form);
     answer.files.forEach((file) => {
       const row = element("tr");
       row.append(element("td", file.name), element("td", file.outcome, "outcome " + file.outcome), element("td", file.reason || ""));
@@ -168,19 +181,21 @@ async function people(more) {
 async function person(summary) {
   const entry = element("li");
   entry.dataset.identity = summary.identity;
-  const name = element("div", summary.identity, "name");
+  const label = visible(summary.identity);
+  const name = element("div", label, "name");
   entry.append(name, element("div", summary.items + " photos", "note"));
-  const path = galleryPath("/identities/" + encodeURIComponent(summary.identity));
+  // By id: a name such as ".." would be a path once the browser normalises the URL.
+  const path = galleryPath("/ids/" + summary.id);
   api("GET", path).then(async (detail) => {
     if (detail.items.length) entry.prepend(await thumbnail(detail.items[0].id));
   }, () => {});
   const rename = element("button", "Rename");
   rename.onclick = async () => {
-    const next = prompt("New name for " + summary.identity, summary.identity);
+    const next = prompt("New name for " + label, summary.identity);
     if (!next || next === summary.identity) return;
     try {
       await api("PATCH", path, { name: next });
-      say("renamed " + summary.identity + " to " + next, false);
+      say("renamed " + label + " to " + visible(next), false);
       people(false);
     } catch (error) {
       say(error.message, true);
@@ -189,10 +204,10 @@ async function person(summary) {
   const remove = element("button", "Delete");
   remove.className = "delete";
   remove.onclick = async () => {
-    if (!confirm("Delete " + summary.identity + " and all " + summary.items + " photos?")) return;
+    if (!confirm("Delete " + label + " and all " + summary.items + " photos?")) return;
     try {
       const done = await api("DELETE", path);
-      say("deleted " + done.deleted + " (" + done.items + " photos)", false);
+      say("deleted " + visible(done.deleted) + " (" + done.items + " photos)", false);
       entry.remove();
     } catch (error) {
       say(error.message, true);
