@@ -15,6 +15,7 @@ Reading is bounded: a file over :data:`MAX_MOT_BYTES` or a line over
 
 from __future__ import annotations
 
+import configparser
 import math
 from collections import defaultdict
 from collections.abc import Iterable, Mapping
@@ -53,6 +54,8 @@ GSI_NOISE = 1e-10
 # Kernel entries of frames more than this many length scales apart (exp(-reach**2 / 2) <
 # 1e-30) are dropped: far below the noise, they change no box by a measurable amount.
 GSI_REACH = 11.8
+# MOTChallenge's sequence description: ``SEQ/seqinfo.ini`` beside ``SEQ/det/det.txt``.
+SEQINFO = "seqinfo.ini"
 
 
 @dataclass(frozen=True)
@@ -270,6 +273,66 @@ def finish_tracks(
     return gaussian_smooth(interpolate(rows, max_gap), fps=fps)
 
 
+@dataclass(frozen=True)
+class FrameRate:
+    """The frame rate a detection file is tracked at (frames a second) and where it came
+    from: ``"given"`` (``--fps``), ``"seqinfo.ini"`` (``path`` names the file), ``"video"``
+    (the container of the video the boxes are cut from) or ``"default"``
+    (:data:`reid.track.tracker.REFERENCE_FPS`)."""
+
+    fps: float
+    source: str
+    path: Path | None = None
+
+    def describe(self) -> str:
+        """One line, e.g. ``7 fps (seqinfo.ini: SEQ/seqinfo.ini)``."""
+        where = f"{self.source}: {self.path}" if self.path is not None else self.source
+        return f"{self.fps:g} fps ({where})"
+
+
+def seqinfo_fps(detections: Path) -> FrameRate | None:
+    """The ``frameRate`` of the MOTChallenge ``seqinfo.ini`` beside ``detections`` (in its
+    folder, or the folder above, as ``SEQ/det/det.txt`` lies below ``SEQ/seqinfo.ini``);
+    None when there is none.  Raises DataError naming the file when it is not an INI file
+    or its ``[Sequence] frameRate`` is missing or not a number above 0."""
+    folder = Path(detections).parent
+    for candidate in (folder / SEQINFO, folder.parent / SEQINFO):
+        if not candidate.is_file():
+            continue
+        info = configparser.ConfigParser()
+        try:
+            info.read_string(candidate.read_text(encoding="utf-8")[:MAX_LINE_CHARS * 100])
+            text = info["Sequence"]["frameRate"]
+        except (configparser.Error, KeyError, UnicodeDecodeError, OSError):
+            raise DataError(f"{candidate}: no [Sequence] frameRate in this seqinfo.ini") from None
+        try:
+            fps = float(text)
+        except ValueError:
+            raise DataError(f"{candidate}: frameRate {text[:40]!r} is not a number") from None
+        if not (math.isfinite(fps) and fps > 0):
+            raise DataError(f"{candidate}: frameRate {text[:40]!r} must be above 0")
+        return FrameRate(fps, SEQINFO, candidate)
+    return None
+
+
+def detections_fps(detections: Path, given: float | None = None, video_fps: float | None = None) -> FrameRate:
+    """The frame rate to track ``detections`` at: ``given`` when set, else the
+    :func:`seqinfo_fps` beside the file, else ``video_fps`` (the container's rate of the
+    video the boxes are cut from, when known), else
+    :data:`reid.track.tracker.REFERENCE_FPS`.  Raises ConfigValueError for a ``given``
+    rate not above 0 and DataError for a malformed seqinfo.ini."""
+    if given is not None:
+        if not (math.isfinite(given) and given > 0):
+            raise ConfigValueError("fps", f"must be above 0, got {given}", sep=" ")
+        return FrameRate(given, "given")
+    found = seqinfo_fps(detections)
+    if found is not None:
+        return found
+    if video_fps is not None and math.isfinite(video_fps) and video_fps > 0:
+        return FrameRate(video_fps, "video")
+    return FrameRate(REFERENCE_FPS, "default")
+
+
 def track_rows(
     rows: Iterable[MotRow],
     tracker: Tracker,
@@ -429,13 +492,15 @@ class Appearance(Protocol):
 @dataclass(frozen=True)
 class TrackedFile:
     """What :func:`track_detection_file` did: detections read, frames, boxes written,
-    tracks made, and detections embedded (0 without appearance)."""
+    tracks made, detections embedded (0 without appearance), and the frame rate it
+    assumed and where that came from."""
 
     detections: int
     frames: int
     boxes: int
     tracks: int
     embedded: int = 0
+    rate: FrameRate = FrameRate(REFERENCE_FPS, "default")
 
 
 def track_detection_file(
@@ -445,24 +510,27 @@ def track_detection_file(
     fps: float | None = None,
     appearance: Appearance | None = None,
     link: bool = True,
+    video_fps: float | None = None,
 ) -> TrackedFile:
     """Track the MOT detection file ``detections`` and write the tracks to ``out`` in MOT
     format, finished by :func:`finish_tracks` (joined, gaps filled, smoothed).
 
-    ``fps``: the detections' frame rate (None: :data:`reid.track.tracker.REFERENCE_FPS`),
-    which turns the tracker's ``lost_seconds`` into frames and sets the smoothing's time
-    scale.  ``appearance`` (None: boxes alone) embeds each detection for the tracker's
+    ``fps``: the detections' frame rate, which turns the tracker's times in seconds into
+    frames; None: the rate :func:`detections_fps` finds (a seqinfo.ini beside the file,
+    else ``video_fps``, the container's rate of the video the boxes come from, else
+    :data:`reid.track.tracker.REFERENCE_FPS`).  ``appearance`` (None: boxes alone) embeds each detection for the tracker's
     appearance terms.  ``link`` joins tracklets that continue one another
     (:func:`link_tracklets`, within the tracker's lost time, by motion and, with
     appearance, by their embeddings too) before gaps are filled.  Raises DataError for a
     malformed file or video (nothing is written).
     """
+    rate = detections_fps(detections, fps, video_fps)
     rows = read_mot(detections)
     embeddings = None if appearance is None else appearance.embed(rows)
-    tracker = Tracker(0, config, fps)
+    tracker = Tracker(0, config, rate.fps)
     ended: list[Track] = []
     tracked = track_rows(rows, tracker, embeddings, ended)
-    tracked = finish_tracks(tracked, track_looks(ended), tracker.max_lost, fps, link)
+    tracked = finish_tracks(tracked, track_looks(ended), tracker.max_lost, rate.fps, link)
     count = write_mot(out, tracked)
     return TrackedFile(
         len(rows),
@@ -470,4 +538,5 @@ def track_detection_file(
         count,
         len({r.id for r in tracked}),
         0 if appearance is None else appearance.embedded,
+        rate,
     )
