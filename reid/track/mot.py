@@ -19,7 +19,7 @@ import configparser
 import math
 from collections import defaultdict
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Protocol
 
@@ -54,6 +54,18 @@ GSI_NOISE = 1e-10
 # Kernel entries of frames more than this many length scales apart (exp(-reach**2 / 2) <
 # 1e-30) are dropped: far below the noise, they change no box by a measurable amount.
 GSI_REACH = 11.8
+# Gap filling (:func:`finish_tracks`): gaps of up to FILL_SECONDS are filled, and only
+# where the box after the gap overlaps by FILL_CONSISTENCY the one before it carried on at
+# the track's velocity over the CONSISTENCY_STEPS frames before the gap.  Measured on
+# MOTChallenge sequences (docs/tracking.md, benchmarks/bench_mot_sequences.py).
+FILL_SECONDS = 0.5
+FILL_CONSISTENCY = 0.3
+CONSISTENCY_STEPS = 3
+# A detection file whose scores are probabilities is tracked with ByteTrack's thresholds
+# (Zhang et al. 2022: confident from 0.6, new tracks from 0.1 above it) unless told
+# otherwise, so that a detector's whole output (every box from 0.1) is safe to track.
+FILE_HIGH_SCORE = 0.6
+FILE_START_SCORE = 0.7
 # MOTChallenge's sequence description: ``SEQ/seqinfo.ini`` beside ``SEQ/det/det.txt``.
 SEQINFO = "seqinfo.ini"
 
@@ -153,13 +165,19 @@ def by_frame(rows: Iterable[MotRow]) -> dict[int, list[MotRow]]:
     return dict(frames)
 
 
-def interpolate(rows: Iterable[MotRow], max_gap: int) -> list[MotRow]:
+def interpolate(rows: Iterable[MotRow], max_gap: int, consistency: float | None = None) -> list[MotRow]:
     """``rows`` with the boxes missing from short gaps of each track filled in.
 
     Where track ``id`` (not -1) is seen in frames ``a`` and ``b`` with ``1 < b - a <=
     max_gap + 1`` and in none between, each frame between gets a box interpolated linearly
     from the two (ByteTrack's post-processing, Zhang et al. 2022, §4.1), with the lower of
-    their two scores.  Rows of id -1 come back as they are.
+    their two scores.  With ``consistency`` (an IoU in 0..1), a gap is filled only where
+    the track moved across it as it moved before: the box at ``b`` overlaps by at least
+    ``consistency`` the box at ``a`` carried on at the track's velocity over its boxes of
+    the :data:`CONSISTENCY_STEPS` frames before ``a`` (a gap right after a track's first
+    box has no velocity and is filled).  A moving camera, or a track that changed people
+    while unseen, breaks that, and a straight line between the two ends would draw boxes
+    where nobody is.  Rows of id -1 come back as they are.
     """
     rows = list(rows)
     tracks: dict[int, list[MotRow]] = defaultdict(list)
@@ -169,9 +187,11 @@ def interpolate(rows: Iterable[MotRow], max_gap: int) -> list[MotRow]:
     filled = list(rows)
     for seen in tracks.values():
         seen.sort(key=lambda r: r.frame)
-        for before, after in zip(seen, seen[1:], strict=False):
+        for position, (before, after) in enumerate(zip(seen, seen[1:], strict=False)):
             gap = after.frame - before.frame
             if not 1 < gap <= max_gap + 1:
+                continue
+            if consistency is not None and not _consistent(seen[:position + 1], after, consistency):
                 continue
             score = min(before.score, after.score)
             for step in range(1, gap):
@@ -179,6 +199,29 @@ def interpolate(rows: Iterable[MotRow], max_gap: int) -> list[MotRow]:
                 box = tuple(a + t * (b - a) for a, b in zip(before.box, after.box, strict=True))
                 filled.append(MotRow(before.frame + step, before.id, box, score))  # type: ignore[arg-type]
     return filled
+
+
+def _consistent(earlier: list[MotRow], after: MotRow, least: float) -> bool:
+    """Whether ``after`` overlaps by ``least`` the last of ``earlier`` (frame order) carried
+    on at the velocity of its boxes over the :data:`CONSISTENCY_STEPS` frames before it."""
+    last = earlier[-1]
+    back = [r for r in earlier[:-1] if last.frame - r.frame <= CONSISTENCY_STEPS]
+    if not back:
+        return True
+    start, end = np.asarray(back[0].box, float), np.asarray(last.box, float)
+    velocity = (end - start) / (last.frame - back[0].frame)
+    ahead = end + velocity * (after.frame - last.frame)
+    return _iou(ahead, np.asarray(after.box, float)) >= least
+
+
+def _iou(a: np.ndarray, b: np.ndarray) -> float:
+    """Intersection over union of two (x, y, w, h) float boxes (0 for a box without area)."""
+    if a[2] <= 0 or a[3] <= 0:
+        return 0.0
+    width = min(a[0] + a[2], b[0] + b[2]) - max(a[0], b[0])
+    height = min(a[1] + a[3], b[1] + b[3]) - max(a[1], b[1])
+    inter = max(width, 0.0) * max(height, 0.0)
+    return float(inter / (a[2] * a[3] + b[2] * b[3] - inter))
 
 
 def gsi_length_scale(boxes: int, tau: float = GSI_TAU, fps: float | None = None) -> float:
@@ -262,15 +305,24 @@ def _regression_mean(frames: np.ndarray, values: np.ndarray, length: float) -> n
 
 
 def finish_tracks(
-    rows: Iterable[MotRow], looks: Mapping[int, np.ndarray], max_gap: int, fps: float | None, link: bool = True
+    rows: Iterable[MotRow],
+    looks: Mapping[int, np.ndarray],
+    max_gap: int,
+    fps: float | None,
+    link: bool = True,
+    fill_seconds: float = FILL_SECONDS,
+    consistency: float | None = FILL_CONSISTENCY,
+    tau: float = GSI_TAU,
 ) -> list[MotRow]:
     """A tracker's rows made final for MOT output: tracklets that continue one another
-    joined (:func:`link_tracklets` within ``max_gap`` frames, when ``link``), the gaps of up
-    to ``max_gap`` frames each track bridged filled (:func:`interpolate`), then each track
-    smoothed (:func:`gaussian_smooth` at ``fps``).  ``reid track`` and ``reid query --mot``
-    both end with it."""
+    joined (:func:`link_tracklets` within ``max_gap`` frames, when ``link``), the gaps of
+    each track of at most ``fill_seconds`` (and ``max_gap`` frames) filled where the track's
+    motion is consistent across them (:func:`interpolate` with ``consistency``), then each
+    track smoothed (:func:`gaussian_smooth` with ``tau`` at ``fps``).  ``reid track`` and
+    ``reid query --mot`` both end with it."""
     rows = link_tracklets(rows, looks, max_gap) if link else list(rows)
-    return gaussian_smooth(interpolate(rows, max_gap), fps=fps)
+    fill = min(max_gap, round(fill_seconds * (fps or REFERENCE_FPS)))
+    return gaussian_smooth(interpolate(rows, fill, consistency), tau=tau, fps=fps)
 
 
 @dataclass(frozen=True)
@@ -331,6 +383,17 @@ def detections_fps(detections: Path, given: float | None = None, video_fps: floa
     if video_fps is not None and math.isfinite(video_fps) and video_fps > 0:
         return FrameRate(video_fps, "video")
     return FrameRate(REFERENCE_FPS, "default")
+
+
+def file_config(config: TrackerConfig, rows: Iterable[MotRow]) -> TrackerConfig:
+    """``config`` for a detection file's ``rows``: where it sets no ``high_score`` and every
+    score is a probability (0..1), ByteTrack's :data:`FILE_HIGH_SCORE` and, where it sets
+    no ``start_score`` either, :data:`FILE_START_SCORE`; scores outside 0..1 are no
+    probabilities (a margin, a count), and every box stays confident."""
+    if config.high_score is not None or not all(0.0 <= r.score <= 1.0 for r in rows):
+        return config
+    start = FILE_START_SCORE if config.start_score is None else config.start_score
+    return replace(config, high_score=FILE_HIGH_SCORE, start_score=start)
 
 
 def track_rows(
@@ -501,6 +564,7 @@ class TrackedFile:
     tracks: int
     embedded: int = 0
     rate: FrameRate = FrameRate(REFERENCE_FPS, "default")
+    config: TrackerConfig | None = None
 
 
 def track_detection_file(
@@ -515,6 +579,8 @@ def track_detection_file(
     """Track the MOT detection file ``detections`` and write the tracks to ``out`` in MOT
     format, finished by :func:`finish_tracks` (joined, gaps filled, smoothed).
 
+    ``config`` (None: the defaults) is made the file's by :func:`file_config`: ByteTrack's
+    score thresholds where it sets none and the scores are probabilities.
     ``fps``: the detections' frame rate, which turns the tracker's times in seconds into
     frames; None: the rate :func:`detections_fps` finds (a seqinfo.ini beside the file,
     else ``video_fps``, the container's rate of the video the boxes come from, else
@@ -526,6 +592,7 @@ def track_detection_file(
     """
     rate = detections_fps(detections, fps, video_fps)
     rows = read_mot(detections)
+    config = file_config(config or TrackerConfig(), rows)
     embeddings = None if appearance is None else appearance.embed(rows)
     tracker = Tracker(0, config, rate.fps)
     ended: list[Track] = []
@@ -539,4 +606,5 @@ def track_detection_file(
         len({r.id for r in tracked}),
         0 if appearance is None else appearance.embedded,
         rate,
+        config,
     )

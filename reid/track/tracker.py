@@ -59,7 +59,9 @@ REFERENCE_FPS = 30.0
 REFIND_COSINE = 0.2
 REFIND_GATE = 9.4877
 # OC-SORT's observation-centric momentum (Cao et al. 2023): directions measured over
-# ``delta_t`` = 3 steps, the angle term weighted ``vdc_weight`` = 0.2 (its defaults).
+# ``delta_t`` = 3 frames of its 30 fps, 0.1 s, the angle term weighted ``vdc_weight`` =
+# 0.2 (its defaults); at another rate the steps are the frames of those 0.1 s (at least 1).
+MOMENTUM_SECONDS = 3 / REFERENCE_FPS
 MOMENTUM_STEPS = 3
 MOMENTUM_WEIGHT = 0.2
 # Kalman noise, as fractions of the box height per frame: SORT's and ByteTrack's values.
@@ -151,8 +153,10 @@ class TrackerConfig:
     ``lost_seconds``: how long a track may go unseen (a missed detection, an occlusion)
     before it ends: ByteTrack's buffer of 30 frames at 30 fps.  ``appearance``: largest
     embedding distance (Euclidean between unit vectors, 0..2) from a track's smoothed
-    embedding for a match, or None for no gate.  ``min_boxes``: tracks with fewer boxes
-    are detector noise and are not reported when they end.  ``embedding_momentum``: weight of the past
+    embedding for a match, or None for no gate.  ``min_boxes``: a new track is tentative
+    until it has this many boxes in consecutive frames (at least 2): a tentative track
+    missing a frame ends at once (ByteTrack's unconfirmed tracks, SORT's ``min_hits``
+    probation), and tracks with fewer boxes are detector noise, never reported.  ``embedding_momentum``: weight of the past
     in the exponential moving average of a track's embeddings that detections are compared
     with (BoT-SORT's and StrongSORT's 0.9); None compares with the plain mean."""
 
@@ -185,6 +189,11 @@ class TrackerConfig:
     def lost_frames(self, fps: float | None) -> int:
         """``lost_seconds`` in frames at ``fps`` (None: :data:`REFERENCE_FPS`)."""
         return round(self.lost_seconds * (fps or REFERENCE_FPS))
+
+
+def momentum_steps(fps: float | None) -> int:
+    """:data:`MOMENTUM_SECONDS` in frames at ``fps`` (None: :data:`REFERENCE_FPS`), at least 1."""
+    return max(1, round(MOMENTUM_SECONDS * (fps or REFERENCE_FPS)))
 
 
 @dataclass(frozen=True)
@@ -226,6 +235,8 @@ class Track:
     # over its last few detections (OC-SORT's velocity direction).
     _steps: list[int] = field(default_factory=list, repr=False)
     direction: np.ndarray | None = field(default=None, repr=False)
+    # Steps back that OC-SORT's direction is measured over (:func:`momentum_steps`).
+    steps_back: int = MOMENTUM_STEPS
 
     @property
     def embedding(self) -> np.ndarray:
@@ -281,10 +292,11 @@ class Track:
 
     def earlier_box(self, step: int) -> Box | None:
         """The box OC-SORT measures a direction from at ``step``: the detection of step
-        ``step - MOMENTUM_STEPS``, else the nearest later one before ``step``, else the
+        ``step - steps_back``, else the nearest later one before ``step``, else the
         latest (None before the first)."""
-        recent = dict(zip(self._steps[-MOMENTUM_STEPS:], self.observations[-MOMENTUM_STEPS:], strict=True))
-        for back in range(MOMENTUM_STEPS, 0, -1):
+        back_most = self.steps_back
+        recent = dict(zip(self._steps[-back_most:], self.observations[-back_most:], strict=True))
+        for back in range(back_most, 0, -1):
             if step - back in recent:
                 return recent[step - back].box
         return self.observations[-1].box if self.observations else None
@@ -361,6 +373,7 @@ class Tracker:
         self.config = config or TrackerConfig()
         self.fps = fps
         self.max_lost = self.config.lost_frames(fps)
+        self.momentum_steps = momentum_steps(fps)
         self._created = 0
         self._live: list[Track] = []
         self._ended: list[Track] = []
@@ -394,8 +407,9 @@ class Tracker:
         still, ended = [], []
         for t in self._live:
             gone = step - t.last_step - 1
-            # A new track not confirmed by the next frame is gone at once (ByteTrack).
-            unconfirmed = len(t.observations) == 1 and gone >= 1
+            # A tentative track (fewer than min_boxes boxes, all in consecutive frames)
+            # that misses a frame is gone at once (ByteTrack, SORT's probation).
+            unconfirmed = len(t.observations) < max(cfg.min_boxes, 2) and gone >= 1
             (ended if gone > self.max_lost or unconfirmed else still).append(t)
         self._ended += ended
         self._live = still
@@ -427,7 +441,9 @@ class Tracker:
             starts = cfg.start_score is None or observation.score >= cfg.start_score
             if track is None and di in confident and starts:
                 self._created += 1
-                track = Track(self.camera, self._created, momentum=cfg.embedding_momentum)
+                track = Track(
+                    self.camera, self._created, momentum=cfg.embedding_momentum, steps_back=self.momentum_steps
+                )
                 self._live.append(track)
             if track is not None:
                 track.add(step, observation, None if crops is None else crops[di])
