@@ -47,9 +47,12 @@ LINK_COSINE = 0.2
 # Where both have embeddings, StrongSORT's AFLink window (Du et al. 2023, ``thrS``: 75
 # pixels between one's last box centre and the next one's first) admits a join as well.
 LINK_PIXELS = 75.0
-# StrongSORT's Gaussian-smoothed interpolation (Du et al. 2023): its tau of 10 (frames, at
-# the 30 fps its settings are stated at) and the noise its regressor adds to the kernel.
-GSI_TAU = 10.0
+# StrongSORT's Gaussian-smoothed interpolation (Du et al. 2023) and the noise its
+# regressor adds to the kernel; tau in frames at the reference 30 fps: 30, one second,
+# where StrongSORT's is 10 (a third of a second): measured over several MOTChallenge
+# sequences (docs/tracking.md), tuned on PETS09-S2L1 and KITTI-13.
+GSI_TAU = 30.0
+STRONGSORT_TAU = 10.0
 GSI_NOISE = 1e-10
 # Kernel entries of frames more than this many length scales apart (exp(-reach**2 / 2) <
 # 1e-30) are dropped: far below the noise, they change no box by a measurable amount.
@@ -58,7 +61,7 @@ GSI_REACH = 11.8
 # where the box after the gap overlaps by FILL_CONSISTENCY the one before it carried on at
 # the track's velocity over the CONSISTENCY_STEPS frames before the gap.  Measured on
 # MOTChallenge sequences (docs/tracking.md, benchmarks/bench_mot_sequences.py).
-FILL_SECONDS = 0.5
+FILL_SECONDS = 1.0
 FILL_CONSISTENCY = 0.3
 CONSISTENCY_STEPS = 3
 # A detection file whose scores are probabilities is tracked with ByteTrack's thresholds
@@ -249,8 +252,9 @@ def gaussian_smooth(rows: Iterable[MotRow], tau: float = GSI_TAU, fps: float | N
     a Gaussian process with a radial basis kernel of length scale ``clip(tau * log(tau**3 /
     n), 1 / tau, tau**2)`` frames for a track of ``n`` boxes, and each box is replaced by the
     regression's mean at its frame (a zero-mean prior and a noise of 1e-10 on the kernel's
-    diagonal, as its code runs scikit-learn's regressor).  ``tau`` is the authors' 10 in
-    frames at :data:`reid.track.tracker.REFERENCE_FPS`; at ``fps`` (None: that rate) the
+    diagonal, as its code runs scikit-learn's regressor).  ``tau`` is in frames at
+    :data:`reid.track.tracker.REFERENCE_FPS` (:data:`GSI_TAU`, 30, one second, where the
+    authors' is :data:`STRONGSORT_TAU`, 10); at ``fps`` (None: that rate) the
     track's length and the length scale are taken in those frames and converted back, so
     a track is smoothed over the same seconds at any rate.  Scores, frames and ids are
     kept; rows of id -1 come back as they are.  Raises ConfigError for a ``tau`` or ``fps``

@@ -179,7 +179,7 @@ class TrackerConfig:
         1.0, help="Seconds a track may go unseen before it ends."
     )
     appearance: float | None = None
-    min_boxes: Annotated[int, Field(ge=1, le=1_000_000)] = 2
+    min_boxes: Annotated[int, Field(ge=1, le=1_000_000)] = 3
     embedding_momentum: Annotated[float, Field(ge=0, lt=1)] | None = 0.9
 
     def __post_init__(self) -> None:
