@@ -13,7 +13,7 @@ MOTChallenge's rules, py-motmetrics for CLEAR MOT and IDF1, HOTA from its paper)
   :class:`reid.track.TrackerConfig` (or ``--config`` overrides) at the frame rate
   :func:`reid.track.mot.detections_fps` finds for the file (its seqinfo.ini), as the
   command runs it;
-- ``SORT``: Bewley et al., "Simple Online and Realtime Tracking", ICIP 2016, as the paper
+- ``SORT``: on the boxes scored from ``--sort-min-score`` (default: every box), Bewley et al., "Simple Online and Realtime Tracking", ICIP 2016, as the paper
   states it (:class:`Sort`): a constant-velocity Kalman filter over box centre, area and
   aspect ratio, one Hungarian assignment on IoU a frame (at least 0.3), a track ended at
   its first missed frame, a track reported once it has 3 hits in a row; the filter's
@@ -178,9 +178,10 @@ def run_online(rows: list[MotRow], step: Callable[[np.ndarray], Iterable[tuple[i
     return out
 
 
-def sort_rows(rows: list[MotRow]) -> list[MotRow]:
+def sort_rows(rows: list[MotRow], min_score: float = 0.0) -> list[MotRow]:
+    """SORT on the boxes scored at least ``min_score`` (it has no score threshold of its own)."""
     tracker = Sort()
-    return run_online(rows, lambda dets: tracker.update(dets[:, :4]))
+    return run_online(rows, lambda dets: tracker.update(dets[dets[:, 4] >= min_score, :4]))
 
 
 def ocsort_rows(rows: list[MotRow]) -> list[MotRow] | None:
@@ -241,6 +242,7 @@ def main() -> None:
     parser.add_argument("--detections", default="det/det.txt", help="detection file inside each sequence folder")
     parser.add_argument("--config", default="", help="tracker settings for the reid rows, key=value,...")
     parser.add_argument("--fps", type=float, default=None, help="frame rate for the reid rows (default: seqinfo.ini's)")
+    parser.add_argument("--sort-min-score", type=float, default=0.0, help="boxes SORT is given (default: all)")
     parser.add_argument("--trackers", default="reid,sort,ocsort", help="comma-separated rows to run")
     args = parser.parse_args()
     names = [n for n in args.sequences.split(",") if n]
@@ -259,7 +261,7 @@ def main() -> None:
             if tracker == "reid":
                 tracks: list[MotRow] | None = reid_rows(sequence, config, work, args.fps)
             elif tracker == "sort":
-                tracks = sort_rows(rows)
+                tracks = sort_rows(rows, args.sort_min_score)
             elif tracker == "ocsort":
                 tracks = ocsort_rows(rows)
             else:
