@@ -53,6 +53,11 @@ LINK_PIXELS = 75.0
 # sequences (docs/tracking.md), tuned on PETS09-S2L1 and KITTI-13.
 GSI_TAU = 30.0
 STRONGSORT_TAU = 10.0
+# ... and a length scale of at most one second: StrongSORT's bound (tau**2 frames, 30 s
+# here) lets a short track be smoothed over many seconds, which a frame rate taken wrongly
+# (a file tracked at the 30 fps default that was filmed at 7) turns into boxes lagging
+# behind every turn (docs/tracking.md).
+GSI_LONGEST_SECONDS = 1.0
 GSI_NOISE = 1e-10
 # Kernel entries of frames more than this many length scales apart (exp(-reach**2 / 2) <
 # 1e-30) are dropped: far below the noise, they change no box by a measurable amount.
@@ -227,12 +232,15 @@ def _iou(a: np.ndarray, b: np.ndarray) -> float:
     return float(inter / (a[2] * a[3] + b[2] * b[3] - inter))
 
 
-def gsi_length_scale(boxes: int, tau: float = GSI_TAU, fps: float | None = None) -> float:
+def gsi_length_scale(
+    boxes: int, tau: float = GSI_TAU, fps: float | None = None, longest: float | None = GSI_LONGEST_SECONDS
+) -> float:
     """The length scale, in frames at ``fps`` (None: :data:`reid.track.tracker.REFERENCE_FPS`),
     that :func:`gaussian_smooth` smooths a track of ``boxes`` boxes over: StrongSORT's
     ``clip(tau * log(tau**3 / n), 1 / tau, tau**2)`` with ``n`` and the result in frames at
-    the reference rate, ``n = boxes * REFERENCE_FPS / fps``.  Raises ConfigError for a
-    ``tau`` or ``fps`` that is not above 0 or fewer than 1 box."""
+    the reference rate, ``n = boxes * REFERENCE_FPS / fps``, and at most ``longest``
+    seconds (None: no more than StrongSORT's bound).  Raises ConfigError for a ``tau`` or
+    ``fps`` that is not above 0 or fewer than 1 box."""
     if not (math.isfinite(tau) and tau > 0):
         raise ConfigError(f"the smoothing scale tau must be above 0, got {tau}")
     if fps is not None and not (math.isfinite(fps) and fps > 0):
@@ -240,10 +248,13 @@ def gsi_length_scale(boxes: int, tau: float = GSI_TAU, fps: float | None = None)
     if boxes < 1:
         raise ConfigError(f"a track to smooth needs at least 1 box, got {boxes}")
     scale = (fps or REFERENCE_FPS) / REFERENCE_FPS
-    return float(np.clip(tau * math.log(tau**3 * scale / boxes), 1 / tau, tau**2)) * scale
+    length = float(np.clip(tau * math.log(tau**3 * scale / boxes), 1 / tau, tau**2)) * scale
+    return length if longest is None else min(length, longest * (fps or REFERENCE_FPS))
 
 
-def gaussian_smooth(rows: Iterable[MotRow], tau: float = GSI_TAU, fps: float | None = None) -> list[MotRow]:
+def gaussian_smooth(
+    rows: Iterable[MotRow], tau: float = GSI_TAU, fps: float | None = None, longest: float | None = GSI_LONGEST_SECONDS
+) -> list[MotRow]:
     """``rows`` with each track's boxes smoothed over time: StrongSORT's Gaussian-smoothed
     interpolation (GSI; Du et al., "StrongSORT: Make DeepSORT Great Again", IEEE TMM 2023,
     §3.4), applied after the gaps are filled.
@@ -256,11 +267,12 @@ def gaussian_smooth(rows: Iterable[MotRow], tau: float = GSI_TAU, fps: float | N
     :data:`reid.track.tracker.REFERENCE_FPS` (:data:`GSI_TAU`, 30, one second, where the
     authors' is :data:`STRONGSORT_TAU`, 10); at ``fps`` (None: that rate) the
     track's length and the length scale are taken in those frames and converted back, so
-    a track is smoothed over the same seconds at any rate.  Scores, frames and ids are
-    kept; rows of id -1 come back as they are.  Raises ConfigError for a ``tau`` or ``fps``
-    that is not above 0.
+    a track is smoothed over the same seconds at any rate, and never over more than
+    ``longest`` seconds (:func:`gsi_length_scale`).  Scores, frames and ids are kept;
+    rows of id -1 come back as they are.  Raises ConfigError for a ``tau`` or ``fps`` that
+    is not above 0.
     """
-    gsi_length_scale(1, tau, fps)
+    gsi_length_scale(1, tau, fps, longest)
     rows = list(rows)
     tracks: dict[int, list[int]] = defaultdict(list)
     for position, row in enumerate(rows):
@@ -269,7 +281,7 @@ def gaussian_smooth(rows: Iterable[MotRow], tau: float = GSI_TAU, fps: float | N
     smoothed = list(rows)
     for positions in tracks.values():
         positions.sort(key=lambda p: rows[p].frame)
-        length = gsi_length_scale(len(positions), tau, fps)
+        length = gsi_length_scale(len(positions), tau, fps, longest)
         frames = np.array([rows[p].frame for p in positions], dtype=np.float64)
         if np.exp(-0.5 / length**2) < GSI_NOISE:
             # Neighbouring frames are all but uncorrelated (a long track's length scale of

@@ -306,13 +306,15 @@ def test_gsi_length_scale_is_strongsorts_at_its_frame_rate() -> None:
     0.1; at 7 fps the n boxes are n * 30 / 7 frames of 30 fps, and the length scale
     comes back in frames of 7 fps."""
     tau = STRONGSORT_TAU
-    assert gsi_length_scale(100, tau) == pytest.approx(10 * np.log(10.0))
-    assert gsi_length_scale(100, tau, fps=30.0) == pytest.approx(23.02585)
-    assert gsi_length_scale(100, tau, fps=7.0) == pytest.approx(10 * np.log(1000 / (100 * 30 / 7)) * 7 / 30)
-    assert gsi_length_scale(100, tau, fps=7.0) == pytest.approx(1.97703, abs=1e-5)
-    assert gsi_length_scale(5000, tau) == pytest.approx(0.1), "a long track: 1 / tau"
-    assert gsi_length_scale(1, tau) == pytest.approx(69.07755), "one box: 10 * ln(1000)"
-    assert gsi_length_scale(100) == pytest.approx(30 * np.log(270.0)), "the default tau: one second at 30 fps"
+    assert gsi_length_scale(100, tau, longest=None) == pytest.approx(10 * np.log(10.0))
+    assert gsi_length_scale(100, tau, fps=30.0, longest=None) == pytest.approx(23.02585)
+    assert gsi_length_scale(100, tau, fps=7.0, longest=None) == pytest.approx(10 * np.log(1000 / (100 * 30 / 7)) * 7 / 30)
+    assert gsi_length_scale(100, tau, fps=7.0, longest=None) == pytest.approx(1.97703, abs=1e-5)
+    assert gsi_length_scale(5000, tau, longest=None) == pytest.approx(0.1), "a long track: 1 / tau"
+    assert gsi_length_scale(1, tau, longest=None) == pytest.approx(69.07755), "one box: 10 * ln(1000)"
+    assert gsi_length_scale(1000, longest=None) == pytest.approx(30 * np.log(27.0)), "the default tau: 30 frames"
+    assert gsi_length_scale(1000) == pytest.approx(30.0), "and at most one second: 30 frames at 30 fps"
+    assert gsi_length_scale(1000, fps=7.0) == pytest.approx(7.0), "7 frames at 7 fps"
     with pytest.raises(ConfigError, match="tau must be above 0"):
         gsi_length_scale(10, tau=0.0)
     with pytest.raises(ConfigError, match="^fps must be above 0"):
@@ -327,7 +329,7 @@ def test_gaussian_smoothing_takes_out_frame_to_frame_jitter_and_keeps_the_path()
         for f, x in zip(range(1, 61), line, strict=True)
     ]
     others = [MotRow(3, -1, (0.0, 0.0, 9.0, 9.0), 0.4)]
-    smoothed = gaussian_smooth(jittered + others, STRONGSORT_TAU, fps=30.0)
+    smoothed = gaussian_smooth(jittered + others, STRONGSORT_TAU, fps=30.0, longest=None)
     assert smoothed[-1] == others[0], "rows of no track come back as they are"
     track = smoothed[:-1]
     assert [(r.frame, r.id, r.score) for r in track] == [(r.frame, r.id, r.score) for r in jittered]
@@ -336,7 +338,7 @@ def test_gaussian_smoothing_takes_out_frame_to_frame_jitter_and_keeps_the_path()
     assert before == pytest.approx(2.0) and after < 0.5 * before
     assert all(r.box[1:] == pytest.approx((50.0, 40.0, 100.0), abs=1e-3) for r in track)
     straight = [MotRow(f, 1, (x, 50.0, 40.0, 100.0), 0.9) for f, x in zip(range(1, 61), line)]
-    assert [r.box[0] for r in gaussian_smooth(straight, STRONGSORT_TAU, fps=30.0)] == pytest.approx(line, abs=0.05)
+    assert [r.box[0] for r in gaussian_smooth(straight, STRONGSORT_TAU, fps=30.0, longest=None)] == pytest.approx(line, abs=0.05)
 
 
 def test_gaussian_smoothing_is_the_regression_mean_of_the_whole_kernel() -> None:
@@ -350,7 +352,7 @@ def test_gaussian_smoothing_is_the_regression_mean_of_the_whole_kernel() -> None
     length = 10 * np.log(1000 / 40)
     kernel = np.exp(-0.5 * np.square((frames[:, None] - frames[None, :]) / length))
     expected = kernel @ np.linalg.solve(kernel + 1e-10 * np.eye(len(frames)), boxes)
-    smoothed = np.array([r.box for r in gaussian_smooth(rows, STRONGSORT_TAU, fps=30.0)])
+    smoothed = np.array([r.box for r in gaussian_smooth(rows, STRONGSORT_TAU, fps=30.0, longest=None)])
     assert np.abs(smoothed - expected).max() < 1e-3
     assert np.abs(smoothed - boxes).max() > 0.1, "the boxes did move"
 
@@ -360,8 +362,8 @@ def test_a_long_track_at_a_high_frame_rate_is_smoothed_in_memory_of_its_length()
     band of its length scale (0.2 frame: 1 / tau at 30 fps, in frames of 60) is a few
     diagonals.  Neighbours correlate at exp(-12.5), so the boxes move by under 1e-3 px."""
     rows = [MotRow(f, 1, (100.0 + (2.0 if f % 2 else -2.0), 50.0, 40.0, 100.0), 0.9) for f in range(1, 20001)]
-    assert gsi_length_scale(len(rows), STRONGSORT_TAU, fps=60.0) == pytest.approx(0.2)
-    smoothed = gaussian_smooth(rows, STRONGSORT_TAU, fps=60.0)
+    assert gsi_length_scale(len(rows), STRONGSORT_TAU, fps=60.0, longest=None) == pytest.approx(0.2)
+    smoothed = gaussian_smooth(rows, STRONGSORT_TAU, fps=60.0, longest=None)
     assert [r.frame for r in smoothed] == [r.frame for r in rows]
     assert max(abs(a.box[0] - b.box[0]) for a, b in zip(smoothed, rows, strict=True)) < 1e-3
 
@@ -370,6 +372,6 @@ def test_gaussian_smoothing_leaves_a_long_track_and_a_single_box_as_they_are() -
     """A track of 2,000 boxes at 30 fps has the length scale 1 / tau = 0.1 frame: neighbours
     are uncorrelated and the regression gives each box back; so does a one-box track."""
     long = [MotRow(f, 1, (float(f % 7), 0.0, 40.0, 100.0), 0.9) for f in range(1, 2001)]
-    assert [r.box for r in gaussian_smooth(long, STRONGSORT_TAU)] == [r.box for r in long]
+    assert [r.box for r in gaussian_smooth(long, STRONGSORT_TAU, longest=None)] == [r.box for r in long]
     single = [MotRow(5, 2, (10.0, 20.0, 30.0, 60.0), 0.9)]
-    assert gaussian_smooth(single, STRONGSORT_TAU)[0].box == pytest.approx(single[0].box)
+    assert gaussian_smooth(single, STRONGSORT_TAU, longest=None)[0].box == pytest.approx(single[0].box)
