@@ -13,7 +13,8 @@ MOTChallenge's rules, py-motmetrics for CLEAR MOT and IDF1, HOTA from its paper)
   :class:`reid.track.TrackerConfig` (or ``--config`` overrides) at the frame rate
   :func:`reid.track.mot.detections_fps` finds for the file (its seqinfo.ini), as the
   command runs it;
-- ``SORT``: on the boxes scored from ``--sort-min-score`` (default: every box), Bewley et al., "Simple Online and Realtime Tracking", ICIP 2016, as the paper
+- ``SORT``: on the boxes scored from ``--sort-min-score`` (default: every box), Bewley et
+  al., "Simple Online and Realtime Tracking", ICIP 2016, as the paper
   states it (:class:`Sort`): a constant-velocity Kalman filter over box centre, area and
   aspect ratio, one Hungarian assignment on IoU a frame (at least 0.3), a track ended at
   its first missed frame, a track reported once it has 3 hits in a row; the filter's
@@ -45,8 +46,11 @@ import numpy as np
 from scipy.optimize import linear_sum_assignment
 
 from reid.evaluation.mot import MotScore, score_tracks, scored_truth
-from reid.track import TrackerConfig
-from reid.track.mot import MotRow, by_frame, detections_fps, read_mot, track_detection_file
+from reid.track import Tracker, TrackerConfig
+from reid.track.mot import (
+    MotRow, by_frame, detections_fps, file_config, finish_tracks, read_mot, track_detection_file, track_looks,
+    track_rows,
+)  # fmt: skip
 
 
 @dataclass(frozen=True)
@@ -204,12 +208,20 @@ def ocsort_rows(rows: list[MotRow]) -> list[MotRow] | None:
     return run_online(rows, step)
 
 
-def reid_rows(sequence: Sequence, config: TrackerConfig, work: Path, fps: float | None) -> list[MotRow]:
-    """``reid track``'s library function at ``fps`` (None: the rate the command finds)."""
-    out = work / f"{sequence.name}.txt"
+def reid_rows(
+    sequence: Sequence, config: TrackerConfig, work: Path, fps: float | None, finish: dict[str, object]
+) -> list[MotRow]:
+    """``reid track``'s library function at ``fps`` (None: the rate the command finds); with
+    ``finish`` (:func:`reid.track.mot.finish_tracks`' settings), the same steps with those."""
     rate = detections_fps(sequence.detections, fps)
-    track_detection_file(sequence.detections, out, config, fps=rate.fps)
-    return read_mot(out)
+    if not finish:
+        out = work / f"{sequence.name}.txt"
+        track_detection_file(sequence.detections, out, config, fps=rate.fps)
+        return read_mot(out)
+    rows = read_mot(sequence.detections)
+    tracker, ended = Tracker(0, file_config(config, rows), rate.fps), []
+    tracked = track_rows(rows, tracker, None, ended)
+    return finish_tracks(tracked, track_looks(ended), tracker.max_lost, rate.fps, **finish)  # type: ignore[arg-type]
 
 
 def combined(parts: list[tuple[list[MotRow], list[MotRow]]]) -> tuple[list[MotRow], list[MotRow]]:
@@ -223,15 +235,23 @@ def combined(parts: list[tuple[list[MotRow], list[MotRow]]]) -> tuple[list[MotRo
     return truth, tracks
 
 
-def parse_config(text: str) -> TrackerConfig:
-    """``key=value,key=value`` over TrackerConfig's fields (numbers, or ``none``)."""
-    known = {f.name for f in fields(TrackerConfig)}
+FINISH_SETTINGS = ("link", "fill_seconds", "consistency", "tau", "longest")
+
+
+def parse_settings(text: str, known: Iterable[str], flag: str) -> dict[str, object]:
+    """``key=value,key=value`` over ``known`` names: numbers, or ``none``."""
     values: dict[str, object] = {}
     for item in filter(None, (p.strip() for p in text.split(","))):
         key, _, value = item.partition("=")
-        if key not in known:
-            raise SystemExit(f"--config: no tracker setting {key!r}")
+        if key not in set(known):
+            raise SystemExit(f"{flag}: no setting {key!r}")
         values[key] = None if value.lower() == "none" else (int(value) if value.isdigit() else float(value))
+    return values
+
+
+def parse_config(text: str) -> TrackerConfig:
+    """``key=value,...`` over TrackerConfig's fields."""
+    values = parse_settings(text, (f.name for f in fields(TrackerConfig)), "--config")
     return TrackerConfig(**values)  # type: ignore[arg-type]
 
 
@@ -241,6 +261,11 @@ def main() -> None:
     parser.add_argument("--sequences", default="", help="comma-separated names (default: every one with gt)")
     parser.add_argument("--detections", default="det/det.txt", help="detection file inside each sequence folder")
     parser.add_argument("--config", default="", help="tracker settings for the reid rows, key=value,...")
+    parser.add_argument(
+        "--finish",
+        default="",
+        help=f"finish_tracks settings for the reid rows, key=value,... ({', '.join(FINISH_SETTINGS)})",
+    )
     parser.add_argument("--fps", type=float, default=None, help="frame rate for the reid rows (default: seqinfo.ini's)")
     parser.add_argument("--sort-min-score", type=float, default=0.0, help="boxes SORT is given (default: all)")
     parser.add_argument("--trackers", default="reid,sort,ocsort", help="comma-separated rows to run")
@@ -250,6 +275,7 @@ def main() -> None:
     if not chosen:
         raise SystemExit(f"no sequence with {args.detections} and gt/gt.txt under {args.mot_root}")
     config = parse_config(args.config)
+    finish = parse_settings(args.finish, FINISH_SETTINGS, "--finish")
     work = Path(tempfile.mkdtemp(prefix="bench-mot-seq-"))
     wanted = [t.strip() for t in args.trackers.split(",") if t.strip()]
     results: dict[str, list[tuple[list[MotRow], list[MotRow]]]] = {t: [] for t in wanted}
@@ -259,7 +285,7 @@ def main() -> None:
         for tracker in wanted:
             tick = time.perf_counter()
             if tracker == "reid":
-                tracks: list[MotRow] | None = reid_rows(sequence, config, work, args.fps)
+                tracks: list[MotRow] | None = reid_rows(sequence, config, work, args.fps, finish)
             elif tracker == "sort":
                 tracks = sort_rows(rows, args.sort_min_score)
             elif tracker == "ocsort":
@@ -277,7 +303,7 @@ def main() -> None:
     for tracker in wanted:
         truth, tracks = combined(results[tracker])
         table.append(("sum", tracker, score_tracks(truth, tracks), float("nan")))
-    print(f"config: {config}")
+    print(f"config: {config}" + (f"; finish: {finish}" if finish else ""))
     print(f"sequences: {', '.join(f'{s.name} ({s.fps:g} fps)' for s in chosen)}")
     print(
         f"{'sequence':<16} {'tracker':<8} {'prec':>6} {'recall':>6} {'MOTA':>6} {'IDF1':>6} {'HOTA':>6} "

@@ -329,16 +329,17 @@ def finish_tracks(
     fill_seconds: float = FILL_SECONDS,
     consistency: float | None = FILL_CONSISTENCY,
     tau: float = GSI_TAU,
+    longest: float | None = GSI_LONGEST_SECONDS,
 ) -> list[MotRow]:
     """A tracker's rows made final for MOT output: tracklets that continue one another
     joined (:func:`link_tracklets` within ``max_gap`` frames, when ``link``), the gaps of
     each track of at most ``fill_seconds`` (and ``max_gap`` frames) filled where the track's
     motion is consistent across them (:func:`interpolate` with ``consistency``), then each
-    track smoothed (:func:`gaussian_smooth` with ``tau`` at ``fps``).  ``reid track`` and
-    ``reid query --mot`` both end with it."""
+    track smoothed (:func:`gaussian_smooth` with ``tau`` and ``longest`` at ``fps``).
+    ``reid track`` and ``reid query --mot`` both end with it."""
     rows = link_tracklets(rows, looks, max_gap) if link else list(rows)
     fill = min(max_gap, round(fill_seconds * (fps or REFERENCE_FPS)))
-    return gaussian_smooth(interpolate(rows, fill, consistency), tau=tau, fps=fps)
+    return gaussian_smooth(interpolate(rows, fill, consistency), tau=tau, fps=fps, longest=longest)
 
 
 @dataclass(frozen=True)
@@ -600,8 +601,9 @@ def track_detection_file(
     ``fps``: the detections' frame rate, which turns the tracker's times in seconds into
     frames; None: the rate :func:`detections_fps` finds (a seqinfo.ini beside the file,
     else ``video_fps``, the container's rate of the video the boxes come from, else
-    :data:`reid.track.tracker.REFERENCE_FPS`).  ``appearance`` (None: boxes alone) embeds each detection for the tracker's
-    appearance terms.  ``link`` joins tracklets that continue one another
+    :data:`reid.track.tracker.REFERENCE_FPS`).  ``appearance`` (None: boxes alone) embeds
+    each detection for the tracker's appearance terms.  ``link`` joins tracklets that
+    continue one another
     (:func:`link_tracklets`, within the tracker's lost time, by motion and, with
     appearance, by their embeddings too) before gaps are filled.  Raises DataError for a
     malformed file or video (nothing is written).

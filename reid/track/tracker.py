@@ -147,7 +147,10 @@ class TrackerConfig:
     ``high_score``: detection score (a probability, in (0, 1]) from which a detection
     is confident; None (the default, and the only choice for a detector whose scores are
     no probabilities, such as HOG's margins) counts every detection as confident, and the
-    second stage then has nothing to do.
+    second stage then has nothing to do.  The commands fill a None in: ``reid query``
+    with its detector's confident score (:func:`reid.pipeline.stream.tracker_for`),
+    ``reid track`` with ByteTrack's 0.6 and 0.7 for a file of probabilities
+    (:func:`reid.track.mot.file_config`).
     ``start_score``: least score of a detection that no track took to start a new track
     (ByteTrack: 0.1 above its confident score, 0.7); None: any confident detection does.
     ``lost_seconds``: how long a track may go unseen (a missed detection, an occlusion)
@@ -156,9 +159,10 @@ class TrackerConfig:
     embedding for a match, or None for no gate.  ``min_boxes``: a new track is tentative
     until it has this many boxes in consecutive frames (at least 2): a tentative track
     missing a frame ends at once (ByteTrack's unconfirmed tracks, SORT's ``min_hits``
-    probation), and tracks with fewer boxes are detector noise, never reported.  ``embedding_momentum``: weight of the past
-    in the exponential moving average of a track's embeddings that detections are compared
-    with (BoT-SORT's and StrongSORT's 0.9); None compares with the plain mean."""
+    probation), and tracks with fewer boxes are detector noise, never reported.
+    ``embedding_momentum``: weight of the past in the exponential moving average of a
+    track's embeddings that detections are compared with (BoT-SORT's and StrongSORT's
+    0.9); None compares with the plain mean."""
 
     iou: Overlap = 0.2
     low_iou: Overlap = 0.5
@@ -167,13 +171,13 @@ class TrackerConfig:
         flag="--track-high-score",
         help="Detection score from which a detection may start a track; weaker ones only continue tracks. "
         "ByteTrack's, for scores that are probabilities: 0.6.",
-        default_text="every detection may",
+        default_text="reid track: 0.6 for scores that are probabilities, else every detection may",
     )
     start_score: Score | None = option(
         None,
         flag="--track-start-score",
         help="Least score of a detection no track took to start a new track. ByteTrack's: 0.7.",
-        default_text="any confident one",
+        default_text="reid track: 0.7 for scores that are probabilities, else any confident one",
     )
     lost_seconds: Annotated[float, Field(ge=0, le=86_400, allow_inf_nan=False)] = option(
         1.0, help="Seconds a track may go unseen before it ends."
