@@ -240,10 +240,11 @@ FINISH_SETTINGS = ("link", "fill_seconds", "consistency", "tau", "longest")
 
 def parse_settings(text: str, known: Iterable[str], flag: str) -> dict[str, object]:
     """``key=value,key=value`` over ``known`` names: numbers, or ``none``."""
+    names = set(known)
     values: dict[str, object] = {}
     for item in filter(None, (p.strip() for p in text.split(","))):
         key, _, value = item.partition("=")
-        if key not in set(known):
+        if key not in names:
             raise SystemExit(f"{flag}: no setting {key!r}")
         values[key] = None if value.lower() == "none" else (int(value) if value.isdigit() else float(value))
     return values
