@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 from collections import deque
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -202,6 +203,12 @@ def query(
         None, "--every", help=with_default("Keep one frame in N.", str(default_of(open_source, "every")))
     ),
     max_frames: int | None = typer.Option(None, "--max-frames", help="Stop after N kept frames."),
+    fps: float | None = typer.Option(
+        None,
+        "--fps",
+        help="Frames a second of the source, which turns the tracker's times in seconds into frames "
+        "(default: what the video or camera reports).",
+    ),
     jsonl: Path | None = typer.Option(None, "--jsonl", help="Write one JSON object per detection here."),
     save_video: Path | None = typer.Option(
         None, "--save-video", help="Write the frames with boxes and labels (.mp4, .avi)."
@@ -226,6 +233,8 @@ def query(
     tracker = TrackerConfig(**config_overrides(TrackerConfig, options))
     config = QueryConfig(**config_overrides(QueryConfig, options), tracker=tracker)
     media = open_source(source, **given(every=every, max_frames=max_frames))
+    if fps is not None:
+        media = replace(media, fps=fps)
     encoder = load_encoder(model)
     with Gallery.open(resolve_gallery_path(gallery)) as store:
         run = QueryRun(store, encoder, media, config)

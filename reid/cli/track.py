@@ -13,6 +13,7 @@ from reid.cli.defaults import config_overrides, given, with_config_options
 from reid.errors import ConfigError
 from reid.models import load_encoder
 from reid.paths import check_output_file
+from reid.pipeline.sources import open_source
 from reid.text import printable
 from reid.track import TrackerConfig
 from reid.track.appearance import VideoAppearance
@@ -31,7 +32,8 @@ def track_command(
     fps: float | None = typer.Option(
         None,
         "--fps",
-        help=f"Frame rate of the detections (default: {REFERENCE_FPS:g}, the rate ByteTrack's settings assume).",
+        help="Frame rate of the detections (default: the frameRate of a MOTChallenge seqinfo.ini beside the "
+        f"file or the folder above, else --video's container rate, else {REFERENCE_FPS:g}).",
     ),
     video: Path | None = typer.Option(
         None,
@@ -59,7 +61,8 @@ def track_command(
         raise ConfigError("--video and --model go together: the model embeds the boxes cut from the video")
     config = TrackerConfig(**config_overrides(TrackerConfig, options))
     appearance = None if video is None or model is None else VideoAppearance(video, load_encoder(model))
-    result = track_detection_file(detections, out, config, fps, appearance, **given(link=link))
+    video_fps = None if video is None else open_source(video).fps
+    result = track_detection_file(detections, out, config, fps, appearance, **given(link=link), video_fps=video_fps)
     print_table(
         f"tracked {detections}",
         ["item", "value"],
@@ -69,9 +72,16 @@ def track_command(
             ["boxes written", str(result.boxes)],
             ["tracks", str(result.tracks)],
             ["boxes embedded", str(result.embedded)],
+            ["frame rate", printable(result.rate.describe())],
             ["out", str(out)],
         ],
     )
+    if result.rate.source == "default":
+        err_console.print(
+            f"note: the detections' frame rate is unknown (no --fps, no seqinfo.ini beside {printable(detections)}); "
+            f"the tracker's times in seconds were taken at {result.rate.fps:g} fps",
+            soft_wrap=True,
+        )
     if result.detections == 0:
         err_console.print(
             f"note: {printable(detections)} holds no detections, so {printable(out)} holds no tracks", soft_wrap=True

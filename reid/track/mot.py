@@ -15,10 +15,11 @@ Reading is bounded: a file over :data:`MAX_MOT_BYTES` or a line over
 
 from __future__ import annotations
 
+import configparser
 import math
 from collections import defaultdict
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Protocol
 
@@ -46,13 +47,35 @@ LINK_COSINE = 0.2
 # Where both have embeddings, StrongSORT's AFLink window (Du et al. 2023, ``thrS``: 75
 # pixels between one's last box centre and the next one's first) admits a join as well.
 LINK_PIXELS = 75.0
-# StrongSORT's Gaussian-smoothed interpolation (Du et al. 2023): its tau of 10 (frames, at
-# the 30 fps its settings are stated at) and the noise its regressor adds to the kernel.
-GSI_TAU = 10.0
+# StrongSORT's Gaussian-smoothed interpolation (Du et al. 2023) and the noise its
+# regressor adds to the kernel; tau in frames at the reference 30 fps: 30, one second,
+# where StrongSORT's is 10 (a third of a second): measured over several MOTChallenge
+# sequences (docs/tracking.md), tuned on PETS09-S2L1 and KITTI-13.
+GSI_TAU = 30.0
+STRONGSORT_TAU = 10.0
+# ... and a length scale of at most one second: StrongSORT's bound (tau**2 frames, 30 s
+# here) lets a short track be smoothed over many seconds, which a frame rate taken wrongly
+# (a file tracked at the 30 fps default that was filmed at 7) turns into boxes lagging
+# behind every turn (docs/tracking.md).
+GSI_LONGEST_SECONDS = 1.0
 GSI_NOISE = 1e-10
 # Kernel entries of frames more than this many length scales apart (exp(-reach**2 / 2) <
 # 1e-30) are dropped: far below the noise, they change no box by a measurable amount.
 GSI_REACH = 11.8
+# Gap filling (:func:`finish_tracks`): gaps of up to FILL_SECONDS are filled, and only
+# where the box after the gap overlaps by FILL_CONSISTENCY the one before it carried on at
+# the track's velocity over the CONSISTENCY_STEPS frames before the gap.  Measured on
+# MOTChallenge sequences (docs/tracking.md, benchmarks/bench_mot_sequences.py).
+FILL_SECONDS = 1.0
+FILL_CONSISTENCY = 0.3
+CONSISTENCY_STEPS = 3
+# A detection file whose scores are probabilities is tracked with ByteTrack's thresholds
+# (Zhang et al. 2022: confident from 0.6, new tracks from 0.1 above it) unless told
+# otherwise, so that a detector's whole output (every box from 0.1) is safe to track.
+FILE_HIGH_SCORE = 0.6
+FILE_START_SCORE = 0.7
+# MOTChallenge's sequence description: ``SEQ/seqinfo.ini`` beside ``SEQ/det/det.txt``.
+SEQINFO = "seqinfo.ini"
 
 
 @dataclass(frozen=True)
@@ -150,13 +173,19 @@ def by_frame(rows: Iterable[MotRow]) -> dict[int, list[MotRow]]:
     return dict(frames)
 
 
-def interpolate(rows: Iterable[MotRow], max_gap: int) -> list[MotRow]:
+def interpolate(rows: Iterable[MotRow], max_gap: int, consistency: float | None = None) -> list[MotRow]:
     """``rows`` with the boxes missing from short gaps of each track filled in.
 
     Where track ``id`` (not -1) is seen in frames ``a`` and ``b`` with ``1 < b - a <=
     max_gap + 1`` and in none between, each frame between gets a box interpolated linearly
     from the two (ByteTrack's post-processing, Zhang et al. 2022, §4.1), with the lower of
-    their two scores.  Rows of id -1 come back as they are.
+    their two scores.  With ``consistency`` (an IoU in 0..1), a gap is filled only where
+    the track moved across it as it moved before: the box at ``b`` overlaps by at least
+    ``consistency`` the box at ``a`` carried on at the track's velocity over its boxes of
+    the :data:`CONSISTENCY_STEPS` frames before ``a`` (a gap right after a track's first
+    box has no velocity and is filled).  A moving camera, or a track that changed people
+    while unseen, breaks that, and a straight line between the two ends would draw boxes
+    where nobody is.  Rows of id -1 come back as they are.
     """
     rows = list(rows)
     tracks: dict[int, list[MotRow]] = defaultdict(list)
@@ -166,9 +195,11 @@ def interpolate(rows: Iterable[MotRow], max_gap: int) -> list[MotRow]:
     filled = list(rows)
     for seen in tracks.values():
         seen.sort(key=lambda r: r.frame)
-        for before, after in zip(seen, seen[1:], strict=False):
+        for position, (before, after) in enumerate(zip(seen, seen[1:], strict=False)):
             gap = after.frame - before.frame
             if not 1 < gap <= max_gap + 1:
+                continue
+            if consistency is not None and not _consistent(seen[:position + 1], after, consistency):
                 continue
             score = min(before.score, after.score)
             for step in range(1, gap):
@@ -178,12 +209,38 @@ def interpolate(rows: Iterable[MotRow], max_gap: int) -> list[MotRow]:
     return filled
 
 
-def gsi_length_scale(boxes: int, tau: float = GSI_TAU, fps: float | None = None) -> float:
+def _consistent(earlier: list[MotRow], after: MotRow, least: float) -> bool:
+    """Whether ``after`` overlaps by ``least`` the last of ``earlier`` (frame order) carried
+    on at the velocity of its boxes over the :data:`CONSISTENCY_STEPS` frames before it."""
+    last = earlier[-1]
+    back = [r for r in earlier[:-1] if last.frame - r.frame <= CONSISTENCY_STEPS]
+    if not back:
+        return True
+    start, end = np.asarray(back[0].box, float), np.asarray(last.box, float)
+    velocity = (end - start) / (last.frame - back[0].frame)
+    ahead = end + velocity * (after.frame - last.frame)
+    return _iou(ahead, np.asarray(after.box, float)) >= least
+
+
+def _iou(a: np.ndarray, b: np.ndarray) -> float:
+    """Intersection over union of two (x, y, w, h) float boxes (0 for a box without area)."""
+    if a[2] <= 0 or a[3] <= 0:
+        return 0.0
+    width = min(a[0] + a[2], b[0] + b[2]) - max(a[0], b[0])
+    height = min(a[1] + a[3], b[1] + b[3]) - max(a[1], b[1])
+    inter = max(width, 0.0) * max(height, 0.0)
+    return float(inter / (a[2] * a[3] + b[2] * b[3] - inter))
+
+
+def gsi_length_scale(
+    boxes: int, tau: float = GSI_TAU, fps: float | None = None, longest: float | None = GSI_LONGEST_SECONDS
+) -> float:
     """The length scale, in frames at ``fps`` (None: :data:`reid.track.tracker.REFERENCE_FPS`),
     that :func:`gaussian_smooth` smooths a track of ``boxes`` boxes over: StrongSORT's
     ``clip(tau * log(tau**3 / n), 1 / tau, tau**2)`` with ``n`` and the result in frames at
-    the reference rate, ``n = boxes * REFERENCE_FPS / fps``.  Raises ConfigError for a
-    ``tau`` or ``fps`` that is not above 0 or fewer than 1 box."""
+    the reference rate, ``n = boxes * REFERENCE_FPS / fps``, and at most ``longest``
+    seconds (None: no more than StrongSORT's bound).  Raises ConfigError for a ``tau`` or
+    ``fps`` that is not above 0 or fewer than 1 box."""
     if not (math.isfinite(tau) and tau > 0):
         raise ConfigError(f"the smoothing scale tau must be above 0, got {tau}")
     if fps is not None and not (math.isfinite(fps) and fps > 0):
@@ -191,10 +248,13 @@ def gsi_length_scale(boxes: int, tau: float = GSI_TAU, fps: float | None = None)
     if boxes < 1:
         raise ConfigError(f"a track to smooth needs at least 1 box, got {boxes}")
     scale = (fps or REFERENCE_FPS) / REFERENCE_FPS
-    return float(np.clip(tau * math.log(tau**3 * scale / boxes), 1 / tau, tau**2)) * scale
+    length = float(np.clip(tau * math.log(tau**3 * scale / boxes), 1 / tau, tau**2)) * scale
+    return length if longest is None else min(length, longest * (fps or REFERENCE_FPS))
 
 
-def gaussian_smooth(rows: Iterable[MotRow], tau: float = GSI_TAU, fps: float | None = None) -> list[MotRow]:
+def gaussian_smooth(
+    rows: Iterable[MotRow], tau: float = GSI_TAU, fps: float | None = None, longest: float | None = GSI_LONGEST_SECONDS
+) -> list[MotRow]:
     """``rows`` with each track's boxes smoothed over time: StrongSORT's Gaussian-smoothed
     interpolation (GSI; Du et al., "StrongSORT: Make DeepSORT Great Again", IEEE TMM 2023,
     §3.4), applied after the gaps are filled.
@@ -203,14 +263,16 @@ def gaussian_smooth(rows: Iterable[MotRow], tau: float = GSI_TAU, fps: float | N
     a Gaussian process with a radial basis kernel of length scale ``clip(tau * log(tau**3 /
     n), 1 / tau, tau**2)`` frames for a track of ``n`` boxes, and each box is replaced by the
     regression's mean at its frame (a zero-mean prior and a noise of 1e-10 on the kernel's
-    diagonal, as its code runs scikit-learn's regressor).  ``tau`` is the authors' 10 in
-    frames at :data:`reid.track.tracker.REFERENCE_FPS`; at ``fps`` (None: that rate) the
+    diagonal, as its code runs scikit-learn's regressor).  ``tau`` is in frames at
+    :data:`reid.track.tracker.REFERENCE_FPS` (:data:`GSI_TAU`, 30, one second, where the
+    authors' is :data:`STRONGSORT_TAU`, 10); at ``fps`` (None: that rate) the
     track's length and the length scale are taken in those frames and converted back, so
-    a track is smoothed over the same seconds at any rate.  Scores, frames and ids are
-    kept; rows of id -1 come back as they are.  Raises ConfigError for a ``tau`` or ``fps``
-    that is not above 0.
+    a track is smoothed over the same seconds at any rate, and never over more than
+    ``longest`` seconds (:func:`gsi_length_scale`).  Scores, frames and ids are kept;
+    rows of id -1 come back as they are.  Raises ConfigError for a ``tau`` or ``fps`` that
+    is not above 0.
     """
-    gsi_length_scale(1, tau, fps)
+    gsi_length_scale(1, tau, fps, longest)
     rows = list(rows)
     tracks: dict[int, list[int]] = defaultdict(list)
     for position, row in enumerate(rows):
@@ -219,7 +281,7 @@ def gaussian_smooth(rows: Iterable[MotRow], tau: float = GSI_TAU, fps: float | N
     smoothed = list(rows)
     for positions in tracks.values():
         positions.sort(key=lambda p: rows[p].frame)
-        length = gsi_length_scale(len(positions), tau, fps)
+        length = gsi_length_scale(len(positions), tau, fps, longest)
         frames = np.array([rows[p].frame for p in positions], dtype=np.float64)
         if np.exp(-0.5 / length**2) < GSI_NOISE:
             # Neighbouring frames are all but uncorrelated (a long track's length scale of
@@ -259,15 +321,96 @@ def _regression_mean(frames: np.ndarray, values: np.ndarray, length: float) -> n
 
 
 def finish_tracks(
-    rows: Iterable[MotRow], looks: Mapping[int, np.ndarray], max_gap: int, fps: float | None, link: bool = True
+    rows: Iterable[MotRow],
+    looks: Mapping[int, np.ndarray],
+    max_gap: int,
+    fps: float | None,
+    link: bool = True,
+    fill_seconds: float = FILL_SECONDS,
+    consistency: float | None = FILL_CONSISTENCY,
+    tau: float = GSI_TAU,
+    longest: float | None = GSI_LONGEST_SECONDS,
 ) -> list[MotRow]:
     """A tracker's rows made final for MOT output: tracklets that continue one another
-    joined (:func:`link_tracklets` within ``max_gap`` frames, when ``link``), the gaps of up
-    to ``max_gap`` frames each track bridged filled (:func:`interpolate`), then each track
-    smoothed (:func:`gaussian_smooth` at ``fps``).  ``reid track`` and ``reid query --mot``
-    both end with it."""
+    joined (:func:`link_tracklets` within ``max_gap`` frames, when ``link``), the gaps of
+    each track of at most ``fill_seconds`` (and ``max_gap`` frames) filled where the track's
+    motion is consistent across them (:func:`interpolate` with ``consistency``), then each
+    track smoothed (:func:`gaussian_smooth` with ``tau`` and ``longest`` at ``fps``).
+    ``reid track`` and ``reid query --mot`` both end with it."""
     rows = link_tracklets(rows, looks, max_gap) if link else list(rows)
-    return gaussian_smooth(interpolate(rows, max_gap), fps=fps)
+    fill = min(max_gap, round(fill_seconds * (fps or REFERENCE_FPS)))
+    return gaussian_smooth(interpolate(rows, fill, consistency), tau=tau, fps=fps, longest=longest)
+
+
+@dataclass(frozen=True)
+class FrameRate:
+    """The frame rate a detection file is tracked at (frames a second) and where it came
+    from: ``"given"`` (``--fps``), ``"seqinfo.ini"`` (``path`` names the file), ``"video"``
+    (the container of the video the boxes are cut from) or ``"default"``
+    (:data:`reid.track.tracker.REFERENCE_FPS`)."""
+
+    fps: float
+    source: str
+    path: Path | None = None
+
+    def describe(self) -> str:
+        """One line, e.g. ``7 fps (seqinfo.ini: SEQ/seqinfo.ini)``."""
+        where = f"{self.source}: {self.path}" if self.path is not None else self.source
+        return f"{self.fps:g} fps ({where})"
+
+
+def seqinfo_fps(detections: Path) -> FrameRate | None:
+    """The ``frameRate`` of the MOTChallenge ``seqinfo.ini`` beside ``detections`` (in its
+    folder, or the folder above, as ``SEQ/det/det.txt`` lies below ``SEQ/seqinfo.ini``);
+    None when there is none.  Raises DataError naming the file when it is not an INI file
+    or its ``[Sequence] frameRate`` is missing or not a number above 0."""
+    folder = Path(detections).parent
+    for candidate in (folder / SEQINFO, folder.parent / SEQINFO):
+        if not candidate.is_file():
+            continue
+        info = configparser.ConfigParser()
+        try:
+            info.read_string(candidate.read_text(encoding="utf-8")[:MAX_LINE_CHARS * 100])
+            text = info["Sequence"]["frameRate"]
+        except (configparser.Error, KeyError, UnicodeDecodeError, OSError):
+            raise DataError(f"{candidate}: no [Sequence] frameRate in this seqinfo.ini") from None
+        try:
+            fps = float(text)
+        except ValueError:
+            raise DataError(f"{candidate}: frameRate {text[:40]!r} is not a number") from None
+        if not (math.isfinite(fps) and fps > 0):
+            raise DataError(f"{candidate}: frameRate {text[:40]!r} must be above 0")
+        return FrameRate(fps, SEQINFO, candidate)
+    return None
+
+
+def detections_fps(detections: Path, given: float | None = None, video_fps: float | None = None) -> FrameRate:
+    """The frame rate to track ``detections`` at: ``given`` when set, else the
+    :func:`seqinfo_fps` beside the file, else ``video_fps`` (the container's rate of the
+    video the boxes are cut from, when known), else
+    :data:`reid.track.tracker.REFERENCE_FPS`.  Raises ConfigValueError for a ``given``
+    rate not above 0 and DataError for a malformed seqinfo.ini."""
+    if given is not None:
+        if not (math.isfinite(given) and given > 0):
+            raise ConfigValueError("fps", f"must be above 0, got {given}", sep=" ")
+        return FrameRate(given, "given")
+    found = seqinfo_fps(detections)
+    if found is not None:
+        return found
+    if video_fps is not None and math.isfinite(video_fps) and video_fps > 0:
+        return FrameRate(video_fps, "video")
+    return FrameRate(REFERENCE_FPS, "default")
+
+
+def file_config(config: TrackerConfig, rows: Iterable[MotRow]) -> TrackerConfig:
+    """``config`` for a detection file's ``rows``: where it sets no ``high_score`` and every
+    score is a probability (0..1), ByteTrack's :data:`FILE_HIGH_SCORE` and, where it sets
+    no ``start_score`` either, :data:`FILE_START_SCORE`; scores outside 0..1 are no
+    probabilities (a margin, a count), and every box stays confident."""
+    if config.high_score is not None or not all(0.0 <= r.score <= 1.0 for r in rows):
+        return config
+    start = FILE_START_SCORE if config.start_score is None else config.start_score
+    return replace(config, high_score=FILE_HIGH_SCORE, start_score=start)
 
 
 def track_rows(
@@ -429,13 +572,16 @@ class Appearance(Protocol):
 @dataclass(frozen=True)
 class TrackedFile:
     """What :func:`track_detection_file` did: detections read, frames, boxes written,
-    tracks made, and detections embedded (0 without appearance)."""
+    tracks made, detections embedded (0 without appearance), and the frame rate it
+    assumed and where that came from."""
 
     detections: int
     frames: int
     boxes: int
     tracks: int
     embedded: int = 0
+    rate: FrameRate = FrameRate(REFERENCE_FPS, "default")
+    config: TrackerConfig | None = None
 
 
 def track_detection_file(
@@ -445,24 +591,31 @@ def track_detection_file(
     fps: float | None = None,
     appearance: Appearance | None = None,
     link: bool = True,
+    video_fps: float | None = None,
 ) -> TrackedFile:
     """Track the MOT detection file ``detections`` and write the tracks to ``out`` in MOT
     format, finished by :func:`finish_tracks` (joined, gaps filled, smoothed).
 
-    ``fps``: the detections' frame rate (None: :data:`reid.track.tracker.REFERENCE_FPS`),
-    which turns the tracker's ``lost_seconds`` into frames and sets the smoothing's time
-    scale.  ``appearance`` (None: boxes alone) embeds each detection for the tracker's
-    appearance terms.  ``link`` joins tracklets that continue one another
+    ``config`` (None: the defaults) is made the file's by :func:`file_config`: ByteTrack's
+    score thresholds where it sets none and the scores are probabilities.
+    ``fps``: the detections' frame rate, which turns the tracker's times in seconds into
+    frames; None: the rate :func:`detections_fps` finds (a seqinfo.ini beside the file,
+    else ``video_fps``, the container's rate of the video the boxes come from, else
+    :data:`reid.track.tracker.REFERENCE_FPS`).  ``appearance`` (None: boxes alone) embeds
+    each detection for the tracker's appearance terms.  ``link`` joins tracklets that
+    continue one another
     (:func:`link_tracklets`, within the tracker's lost time, by motion and, with
     appearance, by their embeddings too) before gaps are filled.  Raises DataError for a
     malformed file or video (nothing is written).
     """
+    rate = detections_fps(detections, fps, video_fps)
     rows = read_mot(detections)
+    config = file_config(config or TrackerConfig(), rows)
     embeddings = None if appearance is None else appearance.embed(rows)
-    tracker = Tracker(0, config, fps)
+    tracker = Tracker(0, config, rate.fps)
     ended: list[Track] = []
     tracked = track_rows(rows, tracker, embeddings, ended)
-    tracked = finish_tracks(tracked, track_looks(ended), tracker.max_lost, fps, link)
+    tracked = finish_tracks(tracked, track_looks(ended), tracker.max_lost, rate.fps, link)
     count = write_mot(out, tracked)
     return TrackedFile(
         len(rows),
@@ -470,4 +623,6 @@ def track_detection_file(
         count,
         len({r.id for r in tracked}),
         0 if appearance is None else appearance.embedded,
+        rate,
+        config,
     )

@@ -59,7 +59,9 @@ REFERENCE_FPS = 30.0
 REFIND_COSINE = 0.2
 REFIND_GATE = 9.4877
 # OC-SORT's observation-centric momentum (Cao et al. 2023): directions measured over
-# ``delta_t`` = 3 steps, the angle term weighted ``vdc_weight`` = 0.2 (its defaults).
+# ``delta_t`` = 3 frames of its 30 fps, 0.1 s, the angle term weighted ``vdc_weight`` =
+# 0.2 (its defaults); at another rate the steps are the frames of those 0.1 s (at least 1).
+MOMENTUM_SECONDS = 3 / REFERENCE_FPS
 MOMENTUM_STEPS = 3
 MOMENTUM_WEIGHT = 0.2
 # Kalman noise, as fractions of the box height per frame: SORT's and ByteTrack's values.
@@ -145,16 +147,22 @@ class TrackerConfig:
     ``high_score``: detection score (a probability, in (0, 1]) from which a detection
     is confident; None (the default, and the only choice for a detector whose scores are
     no probabilities, such as HOG's margins) counts every detection as confident, and the
-    second stage then has nothing to do.
+    second stage then has nothing to do.  The commands fill a None in: ``reid query``
+    with its detector's confident score (:func:`reid.pipeline.stream.tracker_for`),
+    ``reid track`` with ByteTrack's 0.6 and 0.7 for a file of probabilities
+    (:func:`reid.track.mot.file_config`).
     ``start_score``: least score of a detection that no track took to start a new track
     (ByteTrack: 0.1 above its confident score, 0.7); None: any confident detection does.
     ``lost_seconds``: how long a track may go unseen (a missed detection, an occlusion)
     before it ends: ByteTrack's buffer of 30 frames at 30 fps.  ``appearance``: largest
     embedding distance (Euclidean between unit vectors, 0..2) from a track's smoothed
-    embedding for a match, or None for no gate.  ``min_boxes``: tracks with fewer boxes
-    are detector noise and are not reported when they end.  ``embedding_momentum``: weight of the past
-    in the exponential moving average of a track's embeddings that detections are compared
-    with (BoT-SORT's and StrongSORT's 0.9); None compares with the plain mean."""
+    embedding for a match, or None for no gate.  ``min_boxes``: a new track is tentative
+    until it has this many boxes in consecutive frames (at least 2): a tentative track
+    missing a frame ends at once (ByteTrack's unconfirmed tracks, SORT's ``min_hits``
+    probation), and tracks with fewer boxes are detector noise, never reported.
+    ``embedding_momentum``: weight of the past in the exponential moving average of a
+    track's embeddings that detections are compared with (BoT-SORT's and StrongSORT's
+    0.9); None compares with the plain mean."""
 
     iou: Overlap = 0.2
     low_iou: Overlap = 0.5
@@ -163,19 +171,19 @@ class TrackerConfig:
         flag="--track-high-score",
         help="Detection score from which a detection may start a track; weaker ones only continue tracks. "
         "ByteTrack's, for scores that are probabilities: 0.6.",
-        default_text="every detection may",
+        default_text="reid track: 0.6 for scores that are probabilities, else every detection may",
     )
     start_score: Score | None = option(
         None,
         flag="--track-start-score",
         help="Least score of a detection no track took to start a new track. ByteTrack's: 0.7.",
-        default_text="any confident one",
+        default_text="reid track: 0.7 for scores that are probabilities, else any confident one",
     )
     lost_seconds: Annotated[float, Field(ge=0, le=86_400, allow_inf_nan=False)] = option(
         1.0, help="Seconds a track may go unseen before it ends."
     )
     appearance: float | None = None
-    min_boxes: Annotated[int, Field(ge=1, le=1_000_000)] = 2
+    min_boxes: Annotated[int, Field(ge=1, le=1_000_000)] = 3
     embedding_momentum: Annotated[float, Field(ge=0, lt=1)] | None = 0.9
 
     def __post_init__(self) -> None:
@@ -185,6 +193,11 @@ class TrackerConfig:
     def lost_frames(self, fps: float | None) -> int:
         """``lost_seconds`` in frames at ``fps`` (None: :data:`REFERENCE_FPS`)."""
         return round(self.lost_seconds * (fps or REFERENCE_FPS))
+
+
+def momentum_steps(fps: float | None) -> int:
+    """:data:`MOMENTUM_SECONDS` in frames at ``fps`` (None: :data:`REFERENCE_FPS`), at least 1."""
+    return max(1, round(MOMENTUM_SECONDS * (fps or REFERENCE_FPS)))
 
 
 @dataclass(frozen=True)
@@ -226,6 +239,8 @@ class Track:
     # over its last few detections (OC-SORT's velocity direction).
     _steps: list[int] = field(default_factory=list, repr=False)
     direction: np.ndarray | None = field(default=None, repr=False)
+    # Steps back that OC-SORT's direction is measured over (:func:`momentum_steps`).
+    steps_back: int = MOMENTUM_STEPS
 
     @property
     def embedding(self) -> np.ndarray:
@@ -281,10 +296,11 @@ class Track:
 
     def earlier_box(self, step: int) -> Box | None:
         """The box OC-SORT measures a direction from at ``step``: the detection of step
-        ``step - MOMENTUM_STEPS``, else the nearest later one before ``step``, else the
+        ``step - steps_back``, else the nearest later one before ``step``, else the
         latest (None before the first)."""
-        recent = dict(zip(self._steps[-MOMENTUM_STEPS:], self.observations[-MOMENTUM_STEPS:], strict=True))
-        for back in range(MOMENTUM_STEPS, 0, -1):
+        back_most = self.steps_back
+        recent = dict(zip(self._steps[-back_most:], self.observations[-back_most:], strict=True))
+        for back in range(back_most, 0, -1):
             if step - back in recent:
                 return recent[step - back].box
         return self.observations[-1].box if self.observations else None
@@ -361,6 +377,7 @@ class Tracker:
         self.config = config or TrackerConfig()
         self.fps = fps
         self.max_lost = self.config.lost_frames(fps)
+        self.momentum_steps = momentum_steps(fps)
         self._created = 0
         self._live: list[Track] = []
         self._ended: list[Track] = []
@@ -394,8 +411,9 @@ class Tracker:
         still, ended = [], []
         for t in self._live:
             gone = step - t.last_step - 1
-            # A new track not confirmed by the next frame is gone at once (ByteTrack).
-            unconfirmed = len(t.observations) == 1 and gone >= 1
+            # A tentative track (fewer than min_boxes boxes, all in consecutive frames)
+            # that misses a frame is gone at once (ByteTrack, SORT's probation).
+            unconfirmed = len(t.observations) < max(cfg.min_boxes, 2) and gone >= 1
             (ended if gone > self.max_lost or unconfirmed else still).append(t)
         self._ended += ended
         self._live = still
@@ -427,7 +445,9 @@ class Tracker:
             starts = cfg.start_score is None or observation.score >= cfg.start_score
             if track is None and di in confident and starts:
                 self._created += 1
-                track = Track(self.camera, self._created, momentum=cfg.embedding_momentum)
+                track = Track(
+                    self.camera, self._created, momentum=cfg.embedding_momentum, steps_back=self.momentum_steps
+                )
                 self._live.append(track)
             if track is not None:
                 track.add(step, observation, None if crops is None else crops[di])

@@ -28,7 +28,6 @@ from reid.pipeline import EnrolConfig, QueryConfig, calibrate_model, evaluate_en
 from reid.pipeline.subject import photo_rule
 from reid.serve.config import ServeConfig
 from reid.track import TrackerConfig
-from reid.track.tracker import REFERENCE_FPS
 
 # Where each command's defaults live: config dataclasses, functions (their parameters), or
 # a mapping for an option named otherwise than its key (--index sets IndexSpec.kind).
@@ -40,7 +39,7 @@ SOURCES: dict[str, tuple[Any, ...]] = {
     "reid enroll": (EnrolConfig, *INDEX),
     "reid query": (QueryConfig, TrackerConfig, open_source),
     "reid export": (export_model,),
-    "reid track": (TrackerConfig, {"fps": REFERENCE_FPS}),
+    "reid track": (TrackerConfig,),
     "reid gallery info": (Gallery.check,),
     "reid gallery reindex": INDEX,
     "reid gallery calibrate": (Gallery.calibrate,),
@@ -65,6 +64,8 @@ DESCRIBED: dict[tuple[str, str], str] = {
     **{(c, "detector"): "for --detect face) or yunet" for c in ("reid verify", "reid calibrate")},
     ("reid gallery calibrate", "frames"): "every frame.",
     ("reid track", "link"): "with --video",
+    ("reid track", "fps"): "the frameRate of a MOTChallenge seqinfo.ini beside the file or the folder above",
+    ("reid query", "fps"): "what the video or camera reports",
     **{(c, "train_size"): "64 per list" for c in ("reid enroll", "reid gallery reindex")},
     **{(c, "pq_m"): "dimension / 8" for c in ("reid enroll", "reid gallery reindex")},
     **{(c, "nlist"): "about sqrt(items)" for c in ("reid enroll", "reid gallery reindex")},

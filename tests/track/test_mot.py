@@ -11,8 +11,8 @@ import pytest
 from reid.errors import ConfigError, DataError
 from reid.track import Track, TrackerConfig
 from reid.track.mot import (
-    MotRow, gaussian_smooth, gsi_length_scale, interpolate, link_tracklets, read_mot, track_detection_file,
-    track_looks, write_mot,
+    STRONGSORT_TAU, FrameRate, MotRow, detections_fps, file_config, gaussian_smooth, gsi_length_scale, interpolate,
+    link_tracklets, read_mot, track_detection_file, track_looks, write_mot,
 )  # fmt: skip
 
 
@@ -163,7 +163,9 @@ def test_a_person_hidden_for_20_frames_keeps_their_track_id(tmp_path: Path) -> N
     """Walking right at 3 px a frame, hidden in frames 31-50, back 40 px behind where the
     constant velocity puts them (they slowed behind the occluder): the tracker alone, whose
     prediction no longer overlaps the box, starts a second track; joining by motion makes it
-    one, and the hidden frames get boxes.  Another person stands far off throughout."""
+    one.  The hidden frames stay empty: where the person came back is not where their
+    motion before the gap leads (IoU 0 with that box), so a straight line between the two
+    ends would draw boxes where nobody walked.  Another person stands far off throughout."""
     walker = _walk(-1, range(1, 31), 10.0, 3.0) + _walk(-1, range(51, 81), 10.0 + 3.0 * 50 - 40.0, 3.0)
     bystander = _walk(-1, range(1, 81), 600.0, 0.0, y=300.0)
     detections = tmp_path / "det.txt"
@@ -175,9 +177,75 @@ def test_a_person_hidden_for_20_frames_keeps_their_track_id(tmp_path: Path) -> N
     assert len({r.id for r in walking}) == 2, "without joining, the person comes back as a new track"
     walking = [r for r in read_mot(joined) if r.box[1] < 200]
     assert len({r.id for r in walking}) == 1
-    assert sorted(r.frame for r in walking) == list(range(1, 81)), "the 20 hidden frames are filled"
+    assert sorted(r.frame for r in walking) == [*range(1, 31), *range(51, 81)], "the inconsistent gap is left"
     standing = {r.id for r in read_mot(joined) if r.box[1] > 200}
     assert len(standing) == 1 and standing.isdisjoint({r.id for r in walking})
+
+
+def test_a_gap_is_filled_only_where_the_motion_before_it_leads_to_the_box_after_it() -> None:
+    """Both tracks walk right at 4 px a frame (boxes 40 wide) and are unseen in frames 6-9.
+    Track 1 comes back at frame 10 where its velocity puts it (x 4 + 4 * 9 = 40): filled.
+    Track 2 comes back 30 px behind (x 10: IoU 10/70 = 0.14 with the carried-on box, under
+    0.3), as a camera turning or a swap of people would place it: left empty.  A gap right
+    after a track's first box has no velocity to check and is filled."""
+    first = _walk(1, range(1, 6), 4.0, 4.0) + _walk(1, range(10, 12), 40.0, 4.0)
+    second = _walk(2, range(1, 6), 4.0, 4.0, y=300.0) + _walk(2, range(10, 12), 10.0, 4.0, y=300.0)
+    third = [MotRow(1, 3, (0.0, 600.0, 40.0, 100.0), 0.9), MotRow(4, 3, (90.0, 600.0, 40.0, 100.0), 0.9)]
+    filled = interpolate(first + second + third, max_gap=5, consistency=0.3)
+    frames = {i: sorted(r.frame for r in filled if r.id == i) for i in (1, 2, 3)}
+    assert frames[1] == list(range(1, 12))
+    assert frames[2] == [1, 2, 3, 4, 5, 10, 11]
+    assert frames[3] == [1, 2, 3, 4]
+    assert [r.box[0] for r in sorted(filled, key=lambda r: r.frame) if r.id == 1 and 5 < r.frame < 10] == (
+        pytest.approx([24.0, 28.0, 32.0, 36.0])
+    )
+    assert interpolate(second, max_gap=5) != second, "without the check, every gap under the limit is filled"
+
+
+def test_the_frame_rate_comes_from_the_flag_then_seqinfo_then_the_video_then_the_default(tmp_path: Path) -> None:
+    """MOTChallenge's layout: SEQ/seqinfo.ini above SEQ/det/det.txt."""
+    (tmp_path / "det").mkdir()
+    detections = tmp_path / "det" / "det.txt"
+    detections.write_text("1,-1,0,0,10,20,0.9\n")
+    assert detections_fps(detections) == FrameRate(30.0, "default")
+    assert detections_fps(detections, video_fps=10.0) == FrameRate(10.0, "video")
+    info = tmp_path / "seqinfo.ini"
+    info.write_text("[Sequence]\nname=S\nframeRate=7\nseqLength=1\n")
+    assert detections_fps(detections, video_fps=10.0) == FrameRate(7.0, "seqinfo.ini", info)
+    assert detections_fps(detections, 14.0) == FrameRate(14.0, "given")
+    assert detections_fps(detections).describe() == f"7 fps (seqinfo.ini: {info})"
+    out = tmp_path / "tracks.txt"
+    assert track_detection_file(detections, out).rate == FrameRate(7.0, "seqinfo.ini", info)
+    info.write_text("[Sequence]\nframeRate=fast\n")
+    with pytest.raises(DataError, match="frameRate 'fast' is not a number"):
+        detections_fps(detections)
+    info.write_text("not an ini file")
+    with pytest.raises(DataError, match=r"seqinfo.ini: no \[Sequence\] frameRate"):
+        detections_fps(detections)
+    with pytest.raises(ConfigError, match="^fps must be above 0"):
+        detections_fps(detections, 0.0)
+
+
+def test_a_file_of_probabilities_is_tracked_with_bytetracks_thresholds() -> None:
+    probabilities = [MotRow(1, -1, (0.0, 0.0, 10.0, 20.0), s) for s in (0.1, 0.95)]
+    margins = [MotRow(1, -1, (0.0, 0.0, 10.0, 20.0), s) for s in (-1.5, 3.0)]
+    chosen = file_config(TrackerConfig(), probabilities)
+    assert (chosen.high_score, chosen.start_score) == (0.6, 0.7)
+    assert file_config(TrackerConfig(start_score=0.9), probabilities).start_score == 0.9
+    assert file_config(TrackerConfig(high_score=0.3), probabilities).high_score == 0.3
+    assert file_config(TrackerConfig(), margins).high_score is None, "margins are no probabilities"
+
+
+def test_weak_boxes_of_a_whole_detector_output_start_no_track(tmp_path: Path) -> None:
+    """A person at 0.9 in every frame, and clutter at 0.3 that stays put for 40 frames: the
+    whole output of a detector kept from 0.1.  Only the person is tracked."""
+    person = [MotRow(f, -1, (10.0 + 3 * f, 50.0, 40.0, 100.0), 0.9) for f in range(1, 41)]
+    clutter = [MotRow(f, -1, (500.0, 300.0, 30.0, 60.0), 0.3) for f in range(1, 41)]
+    detections, out = tmp_path / "det.txt", tmp_path / "out.txt"
+    write_mot(detections, person + clutter)
+    result = track_detection_file(detections, out, fps=10.0)
+    assert result.config is not None and result.config.high_score == 0.6
+    assert result.tracks == 1 and {r.box[0] < 400 for r in read_mot(out)} == {True}
 
 
 def test_the_joined_gap_is_interpolated_linearly() -> None:
@@ -237,12 +305,17 @@ def test_gsi_length_scale_is_strongsorts_at_its_frame_rate() -> None:
     """Hand computation: tau 10, n boxes at 30 fps: 10 * ln(1000 / n) frames, no less than
     0.1; at 7 fps the n boxes are n * 30 / 7 frames of 30 fps, and the length scale
     comes back in frames of 7 fps."""
-    assert gsi_length_scale(100) == pytest.approx(10 * np.log(10.0))
-    assert gsi_length_scale(100, fps=30.0) == pytest.approx(23.02585)
-    assert gsi_length_scale(100, fps=7.0) == pytest.approx(10 * np.log(1000 / (100 * 30 / 7)) * 7 / 30)
-    assert gsi_length_scale(100, fps=7.0) == pytest.approx(1.97703, abs=1e-5)
-    assert gsi_length_scale(5000) == pytest.approx(0.1), "a long track: 1 / tau"
-    assert gsi_length_scale(1) == pytest.approx(69.07755), "one box: 10 * ln(1000)"
+    tau = STRONGSORT_TAU
+    assert gsi_length_scale(100, tau, longest=None) == pytest.approx(10 * np.log(10.0))
+    assert gsi_length_scale(100, tau, fps=30.0, longest=None) == pytest.approx(23.02585)
+    expected = 10 * np.log(1000 / (100 * 30 / 7)) * 7 / 30
+    assert gsi_length_scale(100, tau, fps=7.0, longest=None) == pytest.approx(expected)
+    assert gsi_length_scale(100, tau, fps=7.0, longest=None) == pytest.approx(1.97703, abs=1e-5)
+    assert gsi_length_scale(5000, tau, longest=None) == pytest.approx(0.1), "a long track: 1 / tau"
+    assert gsi_length_scale(1, tau, longest=None) == pytest.approx(69.07755), "one box: 10 * ln(1000)"
+    assert gsi_length_scale(1000, longest=None) == pytest.approx(30 * np.log(27.0)), "the default tau: 30 frames"
+    assert gsi_length_scale(1000) == pytest.approx(30.0), "and at most one second: 30 frames at 30 fps"
+    assert gsi_length_scale(1000, fps=7.0) == pytest.approx(7.0), "7 frames at 7 fps"
     with pytest.raises(ConfigError, match="tau must be above 0"):
         gsi_length_scale(10, tau=0.0)
     with pytest.raises(ConfigError, match="^fps must be above 0"):
@@ -257,7 +330,7 @@ def test_gaussian_smoothing_takes_out_frame_to_frame_jitter_and_keeps_the_path()
         for f, x in zip(range(1, 61), line, strict=True)
     ]
     others = [MotRow(3, -1, (0.0, 0.0, 9.0, 9.0), 0.4)]
-    smoothed = gaussian_smooth(jittered + others, fps=30.0)
+    smoothed = gaussian_smooth(jittered + others, STRONGSORT_TAU, fps=30.0, longest=None)
     assert smoothed[-1] == others[0], "rows of no track come back as they are"
     track = smoothed[:-1]
     assert [(r.frame, r.id, r.score) for r in track] == [(r.frame, r.id, r.score) for r in jittered]
@@ -266,7 +339,8 @@ def test_gaussian_smoothing_takes_out_frame_to_frame_jitter_and_keeps_the_path()
     assert before == pytest.approx(2.0) and after < 0.5 * before
     assert all(r.box[1:] == pytest.approx((50.0, 40.0, 100.0), abs=1e-3) for r in track)
     straight = [MotRow(f, 1, (x, 50.0, 40.0, 100.0), 0.9) for f, x in zip(range(1, 61), line)]
-    assert [r.box[0] for r in gaussian_smooth(straight, fps=30.0)] == pytest.approx(line, abs=0.05)
+    kept = gaussian_smooth(straight, STRONGSORT_TAU, fps=30.0, longest=None)
+    assert [r.box[0] for r in kept] == pytest.approx(line, abs=0.05)
 
 
 def test_gaussian_smoothing_is_the_regression_mean_of_the_whole_kernel() -> None:
@@ -280,7 +354,7 @@ def test_gaussian_smoothing_is_the_regression_mean_of_the_whole_kernel() -> None
     length = 10 * np.log(1000 / 40)
     kernel = np.exp(-0.5 * np.square((frames[:, None] - frames[None, :]) / length))
     expected = kernel @ np.linalg.solve(kernel + 1e-10 * np.eye(len(frames)), boxes)
-    smoothed = np.array([r.box for r in gaussian_smooth(rows, fps=30.0)])
+    smoothed = np.array([r.box for r in gaussian_smooth(rows, STRONGSORT_TAU, fps=30.0, longest=None)])
     assert np.abs(smoothed - expected).max() < 1e-3
     assert np.abs(smoothed - boxes).max() > 0.1, "the boxes did move"
 
@@ -290,8 +364,8 @@ def test_a_long_track_at_a_high_frame_rate_is_smoothed_in_memory_of_its_length()
     band of its length scale (0.2 frame: 1 / tau at 30 fps, in frames of 60) is a few
     diagonals.  Neighbours correlate at exp(-12.5), so the boxes move by under 1e-3 px."""
     rows = [MotRow(f, 1, (100.0 + (2.0 if f % 2 else -2.0), 50.0, 40.0, 100.0), 0.9) for f in range(1, 20001)]
-    assert gsi_length_scale(len(rows), fps=60.0) == pytest.approx(0.2)
-    smoothed = gaussian_smooth(rows, fps=60.0)
+    assert gsi_length_scale(len(rows), STRONGSORT_TAU, fps=60.0, longest=None) == pytest.approx(0.2)
+    smoothed = gaussian_smooth(rows, STRONGSORT_TAU, fps=60.0, longest=None)
     assert [r.frame for r in smoothed] == [r.frame for r in rows]
     assert max(abs(a.box[0] - b.box[0]) for a, b in zip(smoothed, rows, strict=True)) < 1e-3
 
@@ -300,6 +374,6 @@ def test_gaussian_smoothing_leaves_a_long_track_and_a_single_box_as_they_are() -
     """A track of 2,000 boxes at 30 fps has the length scale 1 / tau = 0.1 frame: neighbours
     are uncorrelated and the regression gives each box back; so does a one-box track."""
     long = [MotRow(f, 1, (float(f % 7), 0.0, 40.0, 100.0), 0.9) for f in range(1, 2001)]
-    assert [r.box for r in gaussian_smooth(long)] == [r.box for r in long]
+    assert [r.box for r in gaussian_smooth(long, STRONGSORT_TAU, longest=None)] == [r.box for r in long]
     single = [MotRow(5, 2, (10.0, 20.0, 30.0, 60.0), 0.9)]
-    assert gaussian_smooth(single)[0].box == pytest.approx(single[0].box)
+    assert gaussian_smooth(single, STRONGSORT_TAU, longest=None)[0].box == pytest.approx(single[0].box)

@@ -193,6 +193,24 @@ def test_a_new_track_not_seen_again_next_frame_ends_at_once() -> None:
     assert [len(t.observations) for t in tracker.pop_ended()] == [1]
 
 
+def test_a_track_is_tentative_until_min_boxes_in_a_row() -> None:
+    """With min_boxes 3 (SORT's min_hits): a track seen twice then missed ends at once and is
+    never reported; one seen three times rides out the same miss and goes on."""
+    tracker = Tracker(0, TrackerConfig(min_boxes=3), fps=10)
+    for step in range(2):
+        tracker.update(step, [box_at(step, 100 + 2 * step), box_at(step, 500 + 2 * step)])
+    tracker.update(2, [box_at(2, 504)])
+    tracker.update(3, [])
+    tracker.update(4, [box_at(4, 108), box_at(4, 508)])
+    tracks = tracker.finish()
+    assert [(t.id, len(t.observations)) for t in tracks] == [(2, 4)], "track 1 (2 boxes) ended; track 3 is 1 box"
+
+
+def test_ocsorts_momentum_is_measured_over_a_tenth_of_a_second() -> None:
+    assert [Tracker(0, fps=fps).momentum_steps for fps in (7, 10, 30, 60)] == [1, 1, 3, 6]
+    assert Tracker(0).momentum_steps == 3, "unknown rate: 30 fps"
+
+
 def test_lost_seconds_become_frames_at_the_source_rate() -> None:
     assert Tracker(0, TrackerConfig(lost_seconds=1.0), fps=7).max_lost == 7
     assert Tracker(0, TrackerConfig(lost_seconds=1.0)).max_lost == 30
