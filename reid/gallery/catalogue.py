@@ -35,6 +35,7 @@ from reid.gallery.files import FileRecord
 from reid.gallery.index import IndexSpec
 from reid.gallery.records import GalleryItem, GalleryMeta, IdentitySummary, ItemMeta, ModelFacts
 from reid.gallery.shards import ShardRecord
+from reid.paths import parse_json_bounded
 
 DB_FILE = "gallery.db"
 # Format 2 added sealed shards, vector files and templates; format 3 a checksum of every
@@ -274,7 +275,7 @@ class Catalogue:
                 created=raw["created"],
                 format=int(raw["format"]),
             )
-            spec = IndexSpec.from_dict(json.loads(raw["index_spec"]))
+            spec = IndexSpec.from_dict(parse_json_bounded(raw["index_spec"], "index_spec", "index setting"))
             snapshot = FileRecord.from_db(raw["snapshot_name"], raw["snapshot_size"], raw["snapshot_sha256"])
             active = ShardRecord(snapshot, _count(raw["snapshot_count"]), _meta_file(raw, "snapshot_vectors"))
             template = _meta_file(raw, "template")

@@ -23,6 +23,7 @@ from pydantic import Field
 
 from reid.data.io import ImageLimits, is_image_file, list_media, read_image, sniff_kind
 from reid.errors import ConfigValueError, DataError
+from reid.text import whole_number
 
 GLOB_CHARS = set("*?[")
 
@@ -211,7 +212,7 @@ def open_source(spec: str | Path, every: int = 1, max_frames: int | None = None)
         raise ConfigValueError("max_frames", f"must be at least 1, got {max_frames}", sep=" ")
     text = str(spec)
     options = {"every": every, "max_frames": max_frames}
-    if text.isdigit():
+    if whole_number(text, 0) is not None:
         return MediaSource(text, "camera", **options)
     if "://" in text:
         return MediaSource(text, "stream", **options)

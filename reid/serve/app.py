@@ -41,6 +41,7 @@ from reid.serve.keys import ApiKey
 from reid.serve.pool import PoolFull, WorkerPool
 from reid.serve.service import ServeError, Service, Upload
 from reid.serve.watches import Watch
+from reid.text import real_number, whole_number
 
 log = logging.getLogger("reid.serve")
 
@@ -119,12 +120,11 @@ class BodyLimit:
             return
         declared = dict(scope.get("headers") or []).get(b"content-length")
         if declared is not None:
-            try:
-                too_large = int(declared) > self.limit
-            except ValueError:
+            length = whole_number(declared.decode("latin-1"), 0)
+            if length is None:
                 await error_response(400, "Content-Length is not a number")(scope, receive, send)
                 return
-            if too_large:
+            if length > self.limit:
                 await self._refuse(scope, receive, send)
                 return
         received = 0
@@ -286,11 +286,10 @@ def form_number(form: Any, field: str, kind: type, low: float, high: float) -> A
         return None
     if not isinstance(value, str):
         raise ApiError(422, f"{field}: expected a number, got a file")
-    try:
-        number = kind(value)
-    except ValueError:
-        raise ApiError(422, f"{field}: expected a number, got {value[:40]!r}") from None
-    if not low <= number <= high or number != number:
+    number = whole_number(value) if kind is int else real_number(value)
+    if number is None:
+        raise ApiError(422, f"{field}: expected a number, got {value[:40]!r}")
+    if not low <= number <= high:
         raise ApiError(422, f"{field}: must be in [{low:g}, {high:g}], got {value[:40]}")
     if kind is float and number == 0:
         raise ApiError(422, f"{field}: a distance threshold is in (0, 2]")
@@ -666,8 +665,10 @@ def create_app(service: Service, pool: WorkerPool | None = None) -> FastAPI:
     async def watch_events(watch_id: str, request: Request, who: Principal = needs("any")) -> StreamingResponse:
         """The watch's events as Server-Sent Events (ended, decided, done); resumes after Last-Event-ID."""
         watch = watch_for(who, watch_id)
-        last = request.headers.get("last-event-id", "0")
-        after = int(last) if last.isdigit() else 0
+        last = request.headers.get("last-event-id", "0").strip() or "0"
+        after = whole_number(last, 0, 2**63 - 1)
+        if after is None:
+            raise ApiError(422, "Last-Event-ID: expected the id of an event, a whole number")
 
         async def stream() -> Any:
             seq, quiet = after, 0.0
