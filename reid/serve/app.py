@@ -33,6 +33,7 @@ from pydantic import ValidationError
 from starlette.datastructures import UploadFile
 from starlette.exceptions import HTTPException
 from starlette.formparsers import MultiPartException
+from starlette.requests import ClientDisconnect
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from reid.errors import ConfigError, GalleryError, ReidError
@@ -379,6 +380,11 @@ def create_app(service: Service, pool: WorkerPool | None = None) -> FastAPI:
         # The library names files by their full path; a client learns the gallery's name only.
         message = str(exc).replace(f"{service.config.root.resolve()}{os.sep}", "").replace(f"{service.config.root}{os.sep}", "")
         return error_response(status, message, code, {"Retry-After": RETRY_AFTER} if status == 503 else None)
+
+    @app.exception_handler(ClientDisconnect)
+    async def client_gone(_: Request, __: ClientDisconnect) -> JSONResponse:
+        # The client hung up mid-request: nobody reads this answer; the request's log line says 499.
+        return error_response(499, "the client closed the connection before its request was complete", "client_gone")
 
     @app.exception_handler(PoolFull)
     async def busy(_: Request, __: PoolFull) -> JSONResponse:

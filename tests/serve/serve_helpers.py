@@ -18,6 +18,7 @@ from fastapi.testclient import TestClient
 from reid.models import Encoder, load_encoder, stand_in_model
 from reid.serve import AdminKey, KeyStore, Service, create_app, crop_rules, load_serve_config
 from reid.serve.pool import WorkerPool
+from reid.serve.run import uvicorn_options
 
 ADMIN = "admin-key-for-the-tests-0123456789"
 
@@ -87,11 +88,15 @@ def free_port() -> int:
 
 
 @contextmanager
-def uvicorn_in_thread(service: Service) -> Iterator[str]:
+def uvicorn_in_thread(service: Service, protocol: type | None = None) -> Iterator[str]:
     """A real uvicorn server of ``service`` on 127.0.0.1 and a free port, on a thread of this
-    process (a child process pays for importing PyTorch again); yields its URL."""
+    process (a child process pays for importing PyTorch again), with the settings of ``reid
+    serve`` (``protocol``: another HTTP protocol class); yields its URL."""
     port = free_port()
-    server = uvicorn.Server(uvicorn.Config(create_app(service), host="127.0.0.1", port=port, log_config=None, access_log=False))
+    options = {**uvicorn_options(), **({"http": protocol} if protocol is not None else {})}
+    server = uvicorn.Server(
+        uvicorn.Config(create_app(service), host="127.0.0.1", port=port, log_config=None, access_log=False, **options)
+    )
     thread = threading.Thread(target=server.run, daemon=True)
     thread.start()
     deadline = time.monotonic() + 60
