@@ -388,11 +388,12 @@ def replaced_folder(folder: Path, replaces: Collection[str]) -> Iterator[Path]:
 
 
 def remove_stale_temporaries(folder: Path) -> list[Path]:
-    """Delete the ``.NAME.tmp-PID`` files an atomic write left in ``folder`` when its process
-    died mid-write (PID no longer running); returns the paths deleted."""
+    """Delete the ``.NAME.tmp-PID`` files (``.NAME.tmp-PID.SUFFIX`` where a writer needs its
+    suffix, as a video's codec does) that a write left in ``folder`` when its process died
+    before renaming it (PID no longer running); returns the paths deleted."""
     removed = []
     for path in Path(folder).glob(f".*{TEMP_MARK}*"):
-        pid = path.name.rpartition(TEMP_MARK)[2]
+        pid = path.name.rpartition(TEMP_MARK)[2].split(".", 1)[0]
         if (number := whole_number(pid, 1)) is not None and not process_running(number) and path.is_file():
             path.unlink(missing_ok=True)
             removed.append(path)
