@@ -110,16 +110,36 @@ class Principal:
 
 class BodyLimit:
     """413 for a request body over ``limit`` bytes: at once when its Content-Length says
-    so, else as soon as the bytes received pass it (the handler reading it gets the error)."""
+    so, else as soon as the bytes received pass it (the handler reading it gets the error).
+    At most ``bodies`` requests with a body are in the application at once (each may hold
+    its body, parsed, until it is answered); one more is answered 503 at once, so that the
+    memory requests hold is bounded whatever the number of clients."""
 
-    def __init__(self, app: ASGIApp, limit: int) -> None:
-        self.app, self.limit = app, limit
+    def __init__(self, app: ASGIApp, limit: int, bodies: int) -> None:
+        self.app, self.limit, self.bodies = app, limit, bodies
+        # Counted by the one event loop that runs this application.
+        self._in_flight = 0
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
             await self.app(scope, receive, send)
             return
-        declared = dict(scope.get("headers") or []).get(b"content-length")
+        headers = dict(scope.get("headers") or [])
+        declared = headers.get(b"content-length")
+        if declared not in (None, b"0") or b"transfer-encoding" in headers:
+            if self._in_flight >= self.bodies:
+                message = f"{self.bodies} requests with a body are being handled, the most at once; retry shortly"
+                await error_response(503, message, "busy", {"Retry-After": RETRY_AFTER})(scope, receive, send)
+                return
+            self._in_flight += 1
+            try:
+                await self._limited(scope, receive, send, declared)
+            finally:
+                self._in_flight -= 1
+            return
+        await self._limited(scope, receive, send, declared)
+
+    async def _limited(self, scope: Scope, receive: Receive, send: Send, declared: bytes | None) -> None:
         if declared is not None:
             length = whole_number(declared.decode("latin-1"), 0)
             if length is None:
@@ -744,7 +764,7 @@ def create_app(service: Service, pool: WorkerPool | None = None) -> FastAPI:
             CORSMiddleware, allow_origins=config.cors_origins, allow_methods=["GET", "POST", "PATCH", "DELETE"],
             allow_headers=["Authorization", "Content-Type"],
         )  # fmt: skip
-    app.add_middleware(BodyLimit, limit=config.max_body_bytes)
+    app.add_middleware(BodyLimit, limit=config.max_body_bytes, bodies=config.threads + config.queue)
     return app
 
 

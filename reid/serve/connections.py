@@ -23,6 +23,7 @@ import asyncio
 import logging
 import resource
 import time
+from collections.abc import Callable
 
 import h11
 from uvicorn.protocols.http.h11_impl import H11Protocol
@@ -125,9 +126,9 @@ class OneLinePerKind(logging.Filter):
     next one written says how many like it were held back.  A traceback becomes one line
     (the exception's type and message).  Lines below WARNING (one per request) all pass."""
 
-    def __init__(self, interval: float = 60.0) -> None:
+    def __init__(self, interval: float = 60.0, clock: Callable[[], float] = time.monotonic) -> None:
         super().__init__()
-        self.interval = interval
+        self.interval, self.clock = interval, clock
         self._last: dict[tuple[str, int, str], float] = {}
         self._held: dict[tuple[str, int, str], int] = {}
 
@@ -136,7 +137,7 @@ class OneLinePerKind(logging.Filter):
             return True
         error = record.exc_info[1] if record.exc_info else None
         kind = (record.name, record.levelno, type(error).__name__ if error is not None else str(record.msg))
-        now = time.monotonic()
+        now = self.clock()
         last = self._last.get(kind)
         if last is not None and now - last < self.interval:
             self._held[kind] = self._held.get(kind, 0) + 1
