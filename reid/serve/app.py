@@ -38,6 +38,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from reid.errors import ConfigError, GalleryError, ReidError
 from reid.serve import schemas
+from reid.serve.connections import memory_budget
 from reid.serve.keys import ApiKey
 from reid.serve.pool import PoolFull, WorkerPool
 from reid.serve.service import ServeError, Service, Upload
@@ -366,6 +367,8 @@ def create_app(service: Service, pool: WorkerPool | None = None) -> FastAPI:
     metrics = Metrics(pool)
     @asynccontextmanager
     async def lifespan(_: FastAPI) -> AsyncIterator[None]:
+        budget = memory_budget(config, service.limits) / 2**20
+        log.info("requests hold at most %.0f MiB above this process's idle memory", budget)
         yield
         # A stopping server ends its watches' threads (and releases their cameras).
         service.watches.stop_all()

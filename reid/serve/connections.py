@@ -1,5 +1,5 @@
-"""What one client can hold of a server, bounded: connections, the time to send a request,
-and the log lines its failures write.
+"""What clients can hold of a server, bounded: memory (:func:`memory_budget`),
+connections, the time to send a request, and the log lines their failures write.
 
 uvicorn's HTTP protocol sets no deadline on a request's head or body (a keep-alive timer
 that every byte received restarts), so a client sending a header line every few seconds
@@ -27,6 +27,10 @@ from collections.abc import Callable
 
 import h11
 from uvicorn.protocols.http.h11_impl import H11Protocol
+
+from reid.data.io import ImageLimits
+from reid.pipeline.enrol import EMBED_BYTES
+from reid.serve.config import ServeConfig
 
 log = logging.getLogger("reid.serve")
 
@@ -118,6 +122,30 @@ def raise_open_file_limit(connections: int = DeadlineProtocol.max_connections) -
         except (ValueError, OSError):
             pass
     return min(connections, connection_budget())
+
+
+# What one request with a body holds at most, in bodies of max_body_bytes: the body as
+# received, and for JSON its base64 text and the decoded bytes (multipart files past 1 MiB
+# wait on disk, and are then read once).
+BODY_COPIES = 3
+# What a pool thread holds at most, beside the photo it decodes: the crops of a batch that
+# wait to be embedded, and a model's working memory on a batch.
+THREAD_WORKING = EMBED_BYTES + (256 << 20)
+# Bytes a decoder holds per pixel it may decode: the RGB image (3) and the decoder's own
+# buffer (up to 1 byte a pixel counted; wider samples are counted as more pixels, see
+# reid.data.io.Declared).
+DECODE_BYTES_PER_PIXEL = 4
+
+
+def memory_budget(config: ServeConfig, limits: ImageLimits) -> int:
+    """The most memory (bytes) the requests of one server process hold above its idle
+    memory (models loaded, no request), by design: ``threads`` photos decoded at once, each
+    within ``limits.max_pixels``, with their threads' working memory, and ``threads +
+    queue`` request bodies of at most ``max_body_bytes`` (a request beyond those is a 503,
+    :class:`reid.serve.app.BodyLimit`).  A detector's working memory on a photo is not
+    counted (OpenCV's detectors work on a resized copy)."""
+    per_thread = DECODE_BYTES_PER_PIXEL * limits.max_pixels + THREAD_WORKING
+    return config.threads * per_thread + (config.threads + config.queue) * BODY_COPIES * config.max_body_bytes
 
 
 class OneLinePerKind(logging.Filter):
