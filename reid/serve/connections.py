@@ -131,10 +131,11 @@ BODY_COPIES = 3
 # What a pool thread holds at most, beside the photo it decodes: the crops of a batch that
 # wait to be embedded, and a model's working memory on a batch.
 THREAD_WORKING = EMBED_BYTES + (256 << 20)
-# Bytes a decoder holds per pixel it may decode: the RGB image (3) and the decoder's own
-# buffer (up to 1 byte a pixel counted; wider samples are counted as more pixels, see
-# reid.data.io.Declared).
-DECODE_BYTES_PER_PIXEL = 4
+# Bytes a decode holds at its peak per pixel it may decode: the RGB image returned (3) and
+# the image OpenCV decodes into first (3: 740 MB for a 120 MP PNG or JPEG, measured by
+# benchmarks/bench_serve_memory.py); wider samples are counted as more pixels, see
+# reid.data.io.Declared.
+DECODE_BYTES_PER_PIXEL = 6
 
 
 def memory_budget(config: ServeConfig, limits: ImageLimits) -> int:
