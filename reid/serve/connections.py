@@ -132,8 +132,8 @@ BODY_COPIES = 3
 # wait to be embedded, and a model's working memory on a batch.
 THREAD_WORKING = EMBED_BYTES + (256 << 20)
 # Bytes a decode holds at its peak per pixel it may decode: the RGB image returned (3) and
-# the image OpenCV decodes into first (3: 740 MB for a 120 MP PNG or JPEG, measured by
-# benchmarks/bench_serve_memory.py); wider samples are counted as more pixels, see
+# the image OpenCV decodes into first (3): a search of a 120 MP photo peaks 696 MiB over
+# idle (benchmarks/bench_serve_memory.py); wider samples are counted as more pixels, see
 # reid.data.io.Declared.
 DECODE_BYTES_PER_PIXEL = 6
 
