@@ -130,25 +130,31 @@ def main() -> None:
 
             # Smallest first: a process keeps some of what a request freed, so a larger request
             # before a smaller one would hide the smaller one's peak.
+            search, big = "/v1/galleries/g/search", ("a.png", photo, "image/png")
             declared = b"#?RADIANCE\nFORMAT=32-bit_rle_rgbe\n\n-Y 20000 +X 20000\n" + b"\x02\x02\x00\x80" * 1000
-            measure("POST .../search: HDR declaring 20000 x 20000 (refused)", post("/v1/galleries/g/search", files=[("image", ("b.hdr", declared, "image/vnd.radiance"))]))
-            measure("GET .../identities?limit=1000", lambda: [client.get("/v1/galleries/g/identities", params={"limit": 1000}).status_code])
+            measure("POST .../search: HDR declaring 20000 x 20000 (refused)",
+                    post(search, files=[("image", ("b.hdr", declared, "image/vnd.radiance"))]))
+            listing = {"limit": 1000}
+            measure("GET .../identities?limit=1000",
+                    lambda: [client.get("/v1/galleries/g/identities", params=listing).status_code])
             body = json.dumps(json_body(config.max_body_bytes))
-            measure(f"POST .../search: JSON body of {len(body) / MIB:.0f} MiB", post(
-                "/v1/galleries/g/search", content=body, headers={**bearer(ADMIN), "Content-Type": "application/json"}))
-            measure("POST .../search: Radiance HDR of 30 MP (4-byte floats)", post("/v1/galleries/g/search", files=[
-                ("image", ("a.hdr", hdr(limits.max_pixels // 4), "image/vnd.radiance"))]))
-            measure("POST .../search: a photo of 120 MP", post("/v1/galleries/g/search", files=[("image", ("a.png", photo, "image/png"))]))
-            measure("POST .../embed: a photo of 120 MP", post("/v1/galleries/g/embed", files=[("image", ("a.png", photo, "image/png"))]))
-            measure("POST .../verify: two photos of 120 MP", post("/v1/galleries/g/verify", files=[
-                ("image", ("a.png", photo, "image/png")), ("other", ("b.png", grey_png(limits.max_pixels, 9), "image/png"))]))
+            as_json = {**bearer(ADMIN), "Content-Type": "application/json"}
+            measure(f"POST .../search: JSON body of {len(body) / MIB:.0f} MiB", post(search, content=body, headers=as_json))
+            floats = ("a.hdr", hdr(limits.max_pixels // 4), "image/vnd.radiance")
+            measure("POST .../search: Radiance HDR of 30 MP (4-byte floats)", post(search, files=[("image", floats)]))
+            measure("POST .../search: a photo of 120 MP", post(search, files=[("image", big)]))
+            measure("POST .../embed: a photo of 120 MP", post("/v1/galleries/g/embed", files=[("image", big)]))
+            other = ("b.png", grey_png(limits.max_pixels, 9), "image/png")
+            measure("POST .../verify: two photos of 120 MP",
+                    post("/v1/galleries/g/verify", files=[("image", big), ("other", other)]))
             enrol = [("images", (f"p{n}.png", grey_png(limits.max_pixels, n + 1), "image/png")) for n in range(args.photos)]
-            measure(f"POST .../identities/{{id}}/images: {args.photos} photos of 120 MP", post("/v1/galleries/g/identities/big/images", files=enrol))
+            measure(f"POST .../identities/{{id}}/images: {args.photos} photos of 120 MP",
+                    post("/v1/galleries/g/identities/big/images", files=enrol))
 
             def at_once() -> list[int]:
+                one = post(search, files=[("image", big)])
                 with ThreadPoolExecutor(config.threads) as pool:
-                    return list(pool.map(lambda _: post("/v1/galleries/g/search", files=[("image", ("a.png", photo, "image/png"))])()[0],
-                                         range(config.threads)))
+                    return [status for statuses in pool.map(lambda _: one(), range(config.threads)) for status in statuses]
 
             measure(f"{config.threads} searches of 120 MP photos at once", at_once)
             print(f"control group peak over idle, page cache included: {(group.peak() - idle_group) / MIB:,.0f} MiB "

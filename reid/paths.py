@@ -338,7 +338,8 @@ def remove_stale_staging(folder: Path) -> list[Path]:
         return removed
     for path in folder.parent.glob(f".{glob.escape(folder.name)}{TEMP_MARK}*"):
         pid = path.name.rpartition(TEMP_MARK)[2]
-        if (number := whole_number(pid, 1)) is not None and not process_running(number) and path.is_dir() and not path.is_symlink() and (path / STAGING_MARK).is_file():
+        stale = (number := whole_number(pid, 1)) is not None and not process_running(number)
+        if stale and path.is_dir() and not path.is_symlink() and (path / STAGING_MARK).is_file():
             shutil.rmtree(path)
             removed.append(path)
     return removed

@@ -405,8 +405,9 @@ def _check_pixels(source: str | Path, declared: Declared, limits: ImageLimits) -
     width, height = declared.width, declared.height
     if width < 1 or height < 1:
         raise DataError(f"{source}: image declares an empty size {width} x {height}")
-    if width * height * declared.sample_bytes > limits.max_pixels:
-        samples = f" of {declared.sample_bytes}-byte samples (as many bytes as {width * height * declared.sample_bytes} 8-bit pixels)"
+    cost = width * height * declared.sample_bytes
+    if cost > limits.max_pixels:
+        samples = f" of {declared.sample_bytes}-byte samples (as many bytes as {cost} 8-bit pixels)"
         raise DataError(
             f"{source}: image declares {width} x {height} pixels{samples if declared.sample_bytes > 1 else ''}, "
             f"over the limit of {limits.max_pixels} ({MAX_PIXELS_ENV})"
