@@ -14,6 +14,7 @@ from __future__ import annotations
 import io
 import os
 import stat
+import struct
 import warnings
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -332,7 +333,7 @@ def declared_size(payload: bytes, source: str | Path) -> Declared:
             raise DataError(f"{source}: not a readable image (a {name} header that cannot be read)")
         return Declared(*size, "opencv")
     for plugin in PILLOW_ONLY:
-        size = _pillow_size(plugin, payload)
+        size = _icon_size(payload) if plugin == "ICO" else _pillow_size(plugin, payload)
         if size is not None:
             return Declared(*size, "pillow")
     raise DataError(f"{source}: not a readable image (truncated, corrupt or of an unknown format)")
@@ -358,6 +359,32 @@ def _pillow_size(plugin: str, payload: bytes) -> tuple[int, int, int] | None:
         return None
     sample = 4 if mode in ("I", "F") or mode.startswith("I;32") else 2 if mode.startswith("I;16") else 1
     return int(width), int(height), sample
+
+
+def _icon_size(payload: bytes) -> tuple[int, int, int] | None:
+    """(width, height, 1) of the largest image of an ICO file, as each image's own header
+    declares it (the icon directory says at most 256 x 256, but each image is a PNG or a
+    bitmap of its own size); None when ``payload`` is no icon.  Read here: Pillow's reader
+    decodes the largest image as it opens the file."""
+    if len(payload) < 6 or payload[:4] != b"\x00\x00\x01\x00":
+        return None
+    count = struct.unpack("<H", payload[4:6])[0]
+    if not 0 < count <= 256 or len(payload) < 6 + 16 * count:
+        return None
+    largest = (0, 0)
+    for number in range(count):
+        offset = struct.unpack("<I", payload[6 + 16 * number + 12 : 6 + 16 * number + 16])[0]
+        head = payload[offset : offset + 24]
+        if head[:8] == b"\x89PNG\r\n\x1a\n" and len(head) == 24:
+            size = struct.unpack(">II", head[16:24])
+        elif len(head) >= 12:
+            # A bitmap's info header; its height counts the image and its mask.
+            width, height = struct.unpack("<ii", head[4:12])
+            size = (abs(width), abs(height))
+        else:
+            return None
+        largest = max(largest, size, key=lambda s: s[0] * s[1])
+    return (*largest, 1) if largest[0] and largest[1] else None
 
 
 def _text_header(name: str, payload: bytes, source: str | Path) -> Declared:

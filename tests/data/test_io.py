@@ -211,3 +211,19 @@ def test_pillow_decodes_only_the_accepted_formats(tmp_path: Path) -> None:
         else:
             with pytest.raises(DataError, match="not a readable image"):
                 decode_image(path.read_bytes(), path.name)
+
+
+def test_an_icon_is_sized_by_the_images_it_holds_not_its_directory() -> None:
+    import struct
+    import zlib
+
+    from reid.data.io import decode_image
+
+    # An icon directory listing one 16 x 16 entry whose image is a PNG of 20000 x 20000.
+    ihdr = struct.pack(">IIBBBBB", 20000, 20000, 8, 2, 0, 0, 0)
+    chunk = b"IHDR" + ihdr
+    png = b"\x89PNG\r\n\x1a\n" + struct.pack(">I", 13) + chunk + struct.pack(">I", zlib.crc32(chunk))
+    png += struct.pack(">I", 0) + b"IEND" + struct.pack(">I", zlib.crc32(b"IEND"))
+    icon = struct.pack("<HHH", 0, 1, 1) + struct.pack("<BBBBHHII", 16, 16, 0, 0, 1, 32, len(png), 22) + png
+    with pytest.raises(DataError, match="icon.ico: image declares 20000 x 20000 pixels, over the limit"):
+        decode_image(icon, "icon.ico")
