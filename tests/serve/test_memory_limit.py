@@ -28,7 +28,8 @@ from reid.serve.connections import memory_budget
 MIB = 1 << 20
 # Small limits, so that what held every photo of a request (40 photos of 8 megapixels:
 # about a gigabyte a request) is far over the budget, and the test is quick.
-SETTINGS = {"threads": 2, "queue": 2, "max_body_bytes": 16 * MIB, "max_images": 40}
+# Room for every request of the attack at once (threads + queue requests with a body).
+SETTINGS = {"threads": 2, "queue": 4, "max_body_bytes": 16 * MIB, "max_images": 40}
 MAX_PIXELS = 8_000_000
 PHOTOS = 40
 
@@ -79,8 +80,8 @@ def test_the_server_stays_within_its_memory_budget_under_the_requests_that_took_
             group.reset_peak()
             answers = attack(server.url)
             assert server.process.poll() is None and group.oom_killed() == 0, server.log.read_text()[-2000:]
-            assert all(status < 500 or status == 503 for status in answers), answers
-            assert answers.count(200) >= 4, answers
+            # Both enrolments and both JSON searches answered; the float images refused from their headers.
+            assert answers == [200, 200, 422, 422, 200, 200], answers
             with httpx.Client(base_url=server.url, timeout=30) as client:
                 assert client.get("/v1/health").status_code == 200
             peak = group.peak()
