@@ -25,6 +25,7 @@ from pathlib import Path
 from typing import BinaryIO
 
 from reid.errors import ConfigError
+from reid.text import MAX_NUMBER_TEXT, whole_number
 
 
 def check_output_folder(folder: Path, what: str) -> None:
@@ -169,15 +170,40 @@ def load_json_bounded(path: Path, limit: int, what: str) -> object:
     return parse_json_bounded(read_text_bounded(path, limit, what), f"{path}", what)
 
 
+class LongNumber(ValueError):
+    """A JSON number longer than any this program writes (:data:`JSON_NUMBERS`)."""
+
+
+def _json_int(text: str) -> int:
+    value = whole_number(text)
+    if value is None:
+        raise LongNumber(text[:20])
+    return value
+
+
+def _json_float(text: str) -> float:
+    if len(text) > MAX_NUMBER_TEXT:
+        raise LongNumber(text[:20])
+    return float(text)
+
+
+# json.loads' number hooks that refuse a number over MAX_NUMBER_TEXT characters (LongNumber).
+JSON_NUMBERS = {"parse_int": _json_int, "parse_float": _json_float}
+
+
 def parse_json_bounded(text: str, where: str, what: str) -> object:
-    """``text`` parsed as JSON, nested at most :data:`MAX_NESTING` deep; ``where`` names it
-    in the one-line ConfigError raised for anything else."""
+    """``text`` parsed as JSON, nested at most :data:`MAX_NESTING` deep, each number at most
+    :data:`reid.text.MAX_NUMBER_TEXT` characters long (Python would spend quadratic time on,
+    or refuse with its own error, an integer of thousands of digits); ``where`` names it in
+    the one-line ConfigError raised for anything else."""
     try:
-        value = json.loads(text)
+        value = json.loads(text, **JSON_NUMBERS)
     except RecursionError:
         raise ConfigError(f"{where}: a {what} nested deeper than {MAX_NESTING} levels; not read") from None
     except json.JSONDecodeError as exc:
         raise ConfigError(f"{where}: {what} is not valid JSON (line {exc.lineno}: {exc.msg})") from None
+    except LongNumber as exc:
+        raise ConfigError(f"{where}: {what} holds a number longer than {MAX_NUMBER_TEXT} characters ({exc}...); not read") from None
     if nesting_depth(value) > MAX_NESTING:
         raise ConfigError(f"{where}: a {what} nested deeper than {MAX_NESTING} levels; not read")
     return value
@@ -312,7 +338,8 @@ def remove_stale_staging(folder: Path) -> list[Path]:
         return removed
     for path in folder.parent.glob(f".{glob.escape(folder.name)}{TEMP_MARK}*"):
         pid = path.name.rpartition(TEMP_MARK)[2]
-        if pid.isdigit() and not process_running(int(pid)) and path.is_dir() and not path.is_symlink() and (path / STAGING_MARK).is_file():
+        stale = (number := whole_number(pid, 1)) is not None and not process_running(number)
+        if stale and path.is_dir() and not path.is_symlink() and (path / STAGING_MARK).is_file():
             shutil.rmtree(path)
             removed.append(path)
     return removed
@@ -362,12 +389,13 @@ def replaced_folder(folder: Path, replaces: Collection[str]) -> Iterator[Path]:
 
 
 def remove_stale_temporaries(folder: Path) -> list[Path]:
-    """Delete the ``.NAME.tmp-PID`` files an atomic write left in ``folder`` when its process
-    died mid-write (PID no longer running); returns the paths deleted."""
+    """Delete the ``.NAME.tmp-PID`` files (``.NAME.tmp-PID.SUFFIX`` where a writer needs its
+    suffix, as a video's codec does) that a write left in ``folder`` when its process died
+    before renaming it (PID no longer running); returns the paths deleted."""
     removed = []
     for path in Path(folder).glob(f".*{TEMP_MARK}*"):
-        pid = path.name.rpartition(TEMP_MARK)[2]
-        if pid.isdigit() and not process_running(int(pid)) and path.is_file():
+        pid = path.name.rpartition(TEMP_MARK)[2].split(".", 1)[0]
+        if (number := whole_number(pid, 1)) is not None and not process_running(number) and path.is_file():
             path.unlink(missing_ok=True)
             removed.append(path)
     return removed

@@ -14,6 +14,7 @@ from __future__ import annotations
 import io
 import os
 import stat
+import struct
 import warnings
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -24,6 +25,7 @@ import numpy as np
 from PIL import Image, UnidentifiedImageError
 
 from reid.errors import ConfigError, DataError
+from reid.text import whole_number
 
 # Every still-image extension OpenCV's imdecode or Pillow reads.
 IMAGE_SUFFIXES = (
@@ -231,24 +233,27 @@ def bounded_bytes(payload: bytes, source: str | Path, limits: ImageLimits | None
 def decode_image(payload: bytes, source: str | Path, limits: ImageLimits | None = None) -> np.ndarray:
     """Decode an image file's bytes as RGB uint8 (H, W, 3); DataError naming ``source``.
 
-    The header's declared size is checked against ``limits.max_pixels`` before decoding.
-    OpenCV decodes; Pillow decodes what OpenCV cannot (GIF, for one).
+    Nothing is decoded before its size is known: the format is told by its signature (the
+    one OpenCV would pick, :func:`opencv_format`), its header read for the width, height and
+    bytes a sample (:func:`declared_size`), and the pixels, counted at the bytes a sample
+    the decoder first builds (a float Radiance HDR or PFM costs four times an 8-bit image),
+    checked against ``limits.max_pixels``.  OpenCV decodes what it reads; Pillow decodes the
+    rest of the accepted formats (GIF, ICO, TGA).
     """
     limits = limits or ImageLimits.from_env()
     if not payload:
         raise DataError(f"{source}: empty file")
-    declared = _declared_size(payload)
-    if declared is not None:
-        _check_pixels(source, *declared, limits)
-    try:
-        image = cv2.imdecode(np.frombuffer(payload, np.uint8), cv2.IMREAD_COLOR)
-    except cv2.error as exc:
-        raise DataError(f"{source}: not a readable image ({_first_line(exc)})") from None
-    if image is not None and image.size:
-        _check_pixels(source, image.shape[1], image.shape[0], limits)
-        return cv2.cvtColor(image, cv2.COLOR_BGR2RGB)
-    if declared is None:
-        raise DataError(f"{source}: not a readable image (truncated, corrupt or of an unknown format)")
+    declared = declared_size(payload, source)
+    _check_pixels(source, declared, limits)
+    if declared.decoder == "opencv":
+        try:
+            image = cv2.imdecode(np.frombuffer(payload, np.uint8), cv2.IMREAD_COLOR)
+        except cv2.error as exc:
+            raise DataError(f"{source}: not a readable image ({_first_line(exc)})") from None
+        if image is not None and image.size:
+            _check_pixels(source, Declared(image.shape[1], image.shape[0], 1, "opencv"), limits)
+            # In place: a second full-size copy would double the peak of a large photo.
+            return cv2.cvtColor(image, cv2.COLOR_BGR2RGB, dst=image)
     return _pillow_decode(payload, source)
 
 
@@ -262,49 +267,185 @@ def read_image(path: str | Path, limits: ImageLimits | None = None) -> np.ndarra
     return decode_image(read_bytes(path, limits), path, limits)
 
 
-def _declared_size(payload: bytes) -> tuple[int, int] | None:
-    """(width, height) as the header declares it, without decoding pixels; None if no
-    Pillow plugin knows the format.
+@dataclass(frozen=True)
+class Declared:
+    """What an image's header declares: ``width`` x ``height`` pixels, ``sample_bytes`` a
+    sample in the buffer its decoder fills first, and which ``decoder`` reads it ("opencv"
+    or "pillow")."""
 
-    The plugins are asked directly, as ``Image.open`` does, but without its own bomb check,
-    so that every oversized image gets the same message and the limit stays ours.
-    """
-    Image.init()
-    prefix = payload[:16]
-    for name in Image.ID:
-        factory, accept = Image.OPEN[name]
-        try:
-            refused = accept is not None and not accept(prefix)
-        except Exception:  # noqa: BLE001 - some plugins' checks fail on a prefix shorter than they read
-            refused = True
-        if refused:
-            continue
-        try:
-            with warnings.catch_warnings():
-                warnings.simplefilter("ignore")
-                image = factory(io.BytesIO(payload), "")
-                width, height = image.size
-        except Exception:  # noqa: BLE001 - plugins refuse a header with many kinds of errors
-            continue
-        return int(width), int(height)
+    width: int
+    height: int
+    sample_bytes: int
+    decoder: str
+
+
+# OpenCV's decoders as it picks them, by the first bytes (its own signature checks), and
+# the Pillow plugin that reads the same header; None: the header is read here.
+OPENCV_SIGNATURES: tuple[tuple[str, Callable[[bytes], bool], str | None], ...] = (
+    ("BMP", lambda b: b[:2] == b"BM", "BMP"),
+    ("HDR", lambda b: b.startswith((b"#?RGBE", b"#?RADIANCE")), None),
+    ("JPEG", lambda b: b[:3] == b"\xff\xd8\xff", "JPEG"),
+    ("WEBP", lambda b: b[:4] == b"RIFF" and b[8:12] == b"WEBP", "WEBP"),
+    ("SUNRASTER", lambda b: b[:4] == b"\x59\xa6\x6a\x95", "SUN"),
+    ("PXM", lambda b: len(b) > 2 and b[:1] == b"P" and b[1:2] in b"123456" and b[2:3].isspace(), "PPM"),
+    ("PFM", lambda b: len(b) > 2 and b[:2] in (b"PF", b"Pf") and b[2:3].isspace(), None),
+    ("TIFF", lambda b: b[:4] in (b"II*\x00", b"MM\x00*", b"II+\x00", b"MM\x00+"), "TIFF"),
+    ("PNG", lambda b: b[:8] == b"\x89PNG\r\n\x1a\n", "PNG"),
+    ("JPEG2000", lambda b: b[:12] == b"\x00\x00\x00\x0cjP  \r\n\x87\n" or b[:4] == b"\xff\x4f\xff\x51", "JPEG2000"),
+    ("EXR", lambda b: b[:4] == b"\x76\x2f\x31\x01", None),
+    ("PAM", lambda b: len(b) > 2 and b[:2] == b"P7" and b[2:3].isspace(), None),
+    ("AVIF", lambda b: b[4:8] == b"ftyp" and b[8:12] in (b"avif", b"avis"), "AVIF"),
+    ("GIF", lambda b: b[:6] in (b"GIF87a", b"GIF89a"), "GIF"),
+)
+# The Pillow plugins that decode the accepted formats OpenCV does not (IMAGE_SUFFIXES); no
+# other plugin is asked (some run outside programs, as EPS runs Ghostscript).
+PILLOW_ONLY = ("ICO", "TGA")
+PILLOW_DECODES = tuple(dict.fromkeys([*(plugin for _, _, plugin in OPENCV_SIGNATURES if plugin), *PILLOW_ONLY]))
+# A text header (Radiance HDR, PFM, PAM) longer than this is no image.
+MAX_TEXT_HEADER = 64 * 1024
+
+
+def opencv_format(payload: bytes) -> tuple[str, str | None] | None:
+    """The OpenCV decoder that would read ``payload`` (its name, and the Pillow plugin that
+    reads its header, or None where :func:`declared_size` reads it), by the signature
+    OpenCV checks; None when no OpenCV decoder takes it."""
+    for name, matches, plugin in OPENCV_SIGNATURES:
+        if matches(payload[:16]):
+            return name, plugin
     return None
 
 
-def _check_pixels(source: str | Path, width: int, height: int, limits: ImageLimits) -> None:
-    if width * height > limits.max_pixels:
-        raise DataError(
-            f"{source}: image declares {width} x {height} pixels, over the limit of {limits.max_pixels} "
-            f"({MAX_PIXELS_ENV})"
-        )
+def declared_size(payload: bytes, source: str | Path) -> Declared:
+    """What the header of ``payload`` declares (:class:`Declared`), read without decoding a
+    pixel: the Radiance HDR, PFM and PAM text headers here, the others by the Pillow plugin
+    of the format OpenCV would decode it as (so that the header read is the one the decoder
+    reads).  DataError naming ``source`` when no accepted format has such a header, or the
+    format's size cannot be known before decoding (OpenEXR)."""
+    found = opencv_format(payload)
+    if found is not None:
+        name, plugin = found
+        if name == "EXR":
+            raise DataError(f"{source}: OpenEXR images are not read (their size cannot be checked before decoding)")
+        if plugin is None:
+            return _text_header(name, payload, source)
+        size = _pillow_size(plugin, payload)
+        if size is None:
+            raise DataError(f"{source}: not a readable image (a {name} header that cannot be read)")
+        return Declared(*size, "opencv")
+    for plugin in PILLOW_ONLY:
+        size = _icon_size(payload) if plugin == "ICO" else _pillow_size(plugin, payload)
+        if size is not None:
+            return Declared(*size, "pillow")
+    raise DataError(f"{source}: not a readable image (truncated, corrupt or of an unknown format)")
+
+
+def _pillow_size(plugin: str, payload: bytes) -> tuple[int, int, int] | None:
+    """(width, height, bytes a sample) as Pillow's ``plugin`` reads the header; None when
+    it does not take it.  The plugin is asked directly, as ``Image.open`` does, but without
+    its own bomb check, so that the limit and its message stay ours."""
+    Image.init()
+    if plugin not in Image.OPEN:
+        return None
+    factory, accept = Image.OPEN[plugin]
+    try:
+        if accept is not None and not accept(payload[:16]):
+            return None
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            image = factory(io.BytesIO(payload), "")
+            width, height = image.size
+            mode = image.mode
+    except Exception:  # noqa: BLE001 - plugins refuse a header with many kinds of errors
+        return None
+    sample = 4 if mode in ("I", "F") or mode.startswith("I;32") else 2 if mode.startswith("I;16") else 1
+    return int(width), int(height), sample
+
+
+def _icon_size(payload: bytes) -> tuple[int, int, int] | None:
+    """(width, height, 1) of the largest image of an ICO file, as each image's own header
+    declares it (the icon directory says at most 256 x 256, but each image is a PNG or a
+    bitmap of its own size); None when ``payload`` is no icon.  Read here: Pillow's reader
+    decodes the largest image as it opens the file."""
+    if len(payload) < 6 or payload[:4] != b"\x00\x00\x01\x00":
+        return None
+    count = struct.unpack("<H", payload[4:6])[0]
+    if not 0 < count <= 256 or len(payload) < 6 + 16 * count:
+        return None
+    largest = (0, 0)
+    for number in range(count):
+        offset = struct.unpack("<I", payload[6 + 16 * number + 12 : 6 + 16 * number + 16])[0]
+        head = payload[offset : offset + 24]
+        if head[:8] == b"\x89PNG\r\n\x1a\n" and len(head) == 24:
+            size = struct.unpack(">II", head[16:24])
+        elif len(head) >= 12:
+            # A bitmap's info header; its height counts the image and its mask.
+            width, height = struct.unpack("<ii", head[4:12])
+            size = (abs(width), abs(height))
+        else:
+            return None
+        largest = max(largest, size, key=lambda s: s[0] * s[1])
+    return (*largest, 1) if largest[0] and largest[1] else None
+
+
+def _text_header(name: str, payload: bytes, source: str | Path) -> Declared:
+    """The size a Radiance HDR, PFM or PAM header declares (these decode to float32, or to
+    16 bits a sample for a PAM of MAXVAL over 255)."""
+    head = payload[:MAX_TEXT_HEADER]
+    unreadable = DataError(f"{source}: not a readable image (a {name} header that cannot be read)")
+    if name == "PFM":
+        tokens = head[2:200].split()[:3]
+        if len(tokens) < 3:
+            raise unreadable
+        width, height = (whole_number(t.decode("ascii", "replace"), 0) for t in tokens[:2])
+        sample = 4
+    elif name == "PAM":
+        fields: dict[str, str] = {}
+        for line in head.split(b"\n")[1:]:
+            words = line.split(b"#", 1)[0].decode("ascii", "replace").split()
+            if words == ["ENDHDR"]:
+                break
+            if len(words) == 2:
+                fields[words[0]] = words[1]
+        else:
+            raise unreadable
+        width, height = whole_number(fields.get("WIDTH"), 0), whole_number(fields.get("HEIGHT"), 0)
+        maxval = whole_number(fields.get("MAXVAL"), 1)
+        sample = 2 if maxval is not None and maxval > 255 else 1
+    else:
+        lines = head.split(b"\n")
+        blank = next((n for n, line in enumerate(lines) if not line.strip()), None)
+        if blank is None or blank + 1 >= len(lines):
+            raise unreadable
+        # The resolution line: "-Y H +X W" (or another order of the axes and signs).
+        words = lines[blank + 1].decode("ascii", "replace").split()
+        if len(words) != 4 or {words[0][1:], words[2][1:]} != {"X", "Y"} or any(w[:1] not in "+-" for w in words[::2]):
+            raise unreadable
+        sizes = {words[0][1:]: whole_number(words[1], 0), words[2][1:]: whole_number(words[3], 0)}
+        width, height = sizes["X"], sizes["Y"]
+        sample = 4
+    if width is None or height is None:
+        raise unreadable
+    return Declared(width, height, sample, "opencv")
+
+
+def _check_pixels(source: str | Path, declared: Declared, limits: ImageLimits) -> None:
+    width, height = declared.width, declared.height
     if width < 1 or height < 1:
         raise DataError(f"{source}: image declares an empty size {width} x {height}")
+    cost = width * height * declared.sample_bytes
+    if cost > limits.max_pixels:
+        samples = f" of {declared.sample_bytes}-byte samples (as many bytes as {cost} 8-bit pixels)"
+        raise DataError(
+            f"{source}: image declares {width} x {height} pixels{samples if declared.sample_bytes > 1 else ''}, "
+            f"over the limit of {limits.max_pixels} ({MAX_PIXELS_ENV})"
+        )
 
 
 def _pillow_decode(payload: bytes, source: str | Path) -> np.ndarray:
     try:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
-            with Image.open(io.BytesIO(payload)) as image:
+            with Image.open(io.BytesIO(payload), formats=PILLOW_DECODES) as image:
                 rgb = np.asarray(image.convert("RGB"), dtype=np.uint8)
     except (OSError, ValueError, SyntaxError, Image.DecompressionBombError) as exc:
         raise DataError(f"{source}: not a readable image ({_first_line(exc)})") from None

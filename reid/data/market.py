@@ -16,6 +16,7 @@ from reid.data.cameras import camera_from_name
 from reid.data.io import list_media
 from reid.data.records import ImageRecord, ReidDataset
 from reid.errors import DataError
+from reid.text import whole_number
 
 MARKET_PID = re.compile(r"^(-?\d+)_")
 
@@ -99,12 +100,12 @@ def _read_msmt_list(root: Path, list_name: str, image_dir: str) -> list[ImageRec
         if not line.strip():
             continue
         parts = line.split()
-        if len(parts) != 2 or not parts[1].lstrip("-").isdigit():
+        if len(parts) != 2 or whole_number(parts[1]) is None:
             raise DataError(f"{list_path}:{number}: expected 'RELATIVE_PATH PID', got {line.strip()!r}")
         rel, pid = parts[0], int(parts[1])
         # MSMT17 names are PPPP_CCC_KK_... with a 1-based camera number in the third field.
         fields = Path(rel).name.split("_")
-        if len(fields) < 3 or not fields[2].isdigit():
+        if len(fields) < 3 or whole_number(fields[2], 1) is None:
             raise DataError(f"{list_path}:{number}: cannot read the camera from {rel!r}")
         records.append(ImageRecord(root / image_dir / rel, pid, int(fields[2]) - 1))
     return records

@@ -149,7 +149,7 @@ class TrainConfig:
     gamma: Annotated[float, Field(gt=0, allow_inf_nan=False)] = option(0.1, help="Factor of the step schedule.")
     grad_clip: Annotated[float, Field(gt=0, allow_inf_nan=False)] | None = option(None, help="Clip the gradient norm to this value.", default_text="none")
     amp: bool = option(True, help="Mixed precision on CUDA.")
-    seed: int = option(0, help="Random seed.")
+    seed: Annotated[int, Field(ge=0, le=2**32 - 1)] = option(0, help="Random seed.")
     ce_weight: Annotated[float, Field(ge=0, allow_inf_nan=False)] = option(1.0, help="Weight of identity cross-entropy (0 disables it).")
     label_smoothing: Annotated[float, Field(ge=0, lt=1)] = option(0.1, help="Label smoothing of the cross-entropy.")
     metric_loss: Literal[(*LOSS_NAMES, *NO_METRIC_LOSS)] = option(DEFAULT_METRIC_LOSS, flag="--loss", help="Metric loss.", choices=lambda: (*LOSS_NAMES, "none"))

@@ -20,7 +20,8 @@ from typing import Any
 
 from reid.errors import ConfigError, ConfigValueError, ModelError
 from reid.evaluation.plots import plot_training_curves
-from reid.paths import MAX_NESTING, nesting_depth, read_text_bounded, write_bytes_atomic
+from reid.paths import JSON_NUMBERS, MAX_NESTING, LongNumber, nesting_depth, read_text_bounded, write_bytes_atomic
+from reid.text import MAX_NUMBER_TEXT
 
 HISTORY_FILE = "history.jsonl"
 CURVES_FILE = "curves.png"
@@ -107,7 +108,9 @@ def read_history(folder: Path) -> list[dict[str, Any]]:
         if not line.strip():
             continue
         try:
-            entry = json.loads(line)
+            entry = json.loads(line, **JSON_NUMBERS)
+        except LongNumber as exc:
+            raise ModelError(f"{path}: line {number}: a number longer than {MAX_NUMBER_TEXT} characters ({exc}...)") from None
         except json.JSONDecodeError:
             raise ModelError(f"{path}: line {number} is not JSON") from None
         except RecursionError:

@@ -19,6 +19,7 @@ from pathlib import Path
 import numpy as np
 
 from reid.errors import DataError
+from reid.text import whole_number
 
 TRUE_LABELS = {"1", "true", "same", "yes", "match", "genuine"}
 FALSE_LABELS = {"0", "false", "different", "diff", "no", "mismatch", "impostor"}
@@ -122,9 +123,10 @@ def _parse_csv(path: Path, root: Path, lines: list[str]) -> list[Pair]:
 
 
 def _index(path: Path, number: int, token: str) -> int:
-    if not token.isdigit() or int(token) < 1:
-        raise DataError(f"{path}:{number}: image number {token!r} is not a positive integer")
-    return int(token)
+    value = whole_number(token, 1)
+    if value is None:
+        raise DataError(f"{path}:{number}: image number {token[:40]!r} is not a positive integer")
+    return value
 
 
 def lfw_image(root: Path, name: str, number: int) -> Path:
@@ -134,7 +136,7 @@ def lfw_image(root: Path, name: str, number: int) -> Path:
 def _parse_lfw(path: Path, root: Path, lines: list[str]) -> list[Pair]:
     numbered = [(n, line.split()) for n, line in enumerate(lines, start=1) if line.strip()]
     header_line, header = numbered[0]
-    if not 1 <= len(header) <= 2 or not all(t.isdigit() for t in header):
+    if not 1 <= len(header) <= 2 or any(whole_number(t, 0) is None for t in header):
         raise DataError(
             f"{path}:{header_line}: expected the LFW header 'SETS PAIRS_PER_SET' (or a CSV 'path_a,path_b,label')"
         )

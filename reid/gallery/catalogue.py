@@ -37,6 +37,8 @@ from reid.gallery.files import FileRecord
 from reid.gallery.index import IndexSpec
 from reid.gallery.records import GalleryItem, GalleryMeta, IdentitySummary, ItemMeta, ModelFacts
 from reid.gallery.shards import ShardRecord
+from reid.paths import parse_json_bounded
+from reid.text import whole_number
 
 DB_FILE = "gallery.db"
 # Format 2 added sealed shards, vector files and templates; format 3 a checksum of every
@@ -275,12 +277,12 @@ class Catalogue:
                 model_fingerprint=raw["model_fingerprint"],
                 model_name=raw["model_name"],
                 model_kind=raw["model_kind"],
-                dim=int(raw["dim"]),
+                dim=_whole(raw["dim"]),
                 threshold=float(raw["threshold"]) if raw["threshold"] else None,
                 created=raw["created"],
-                format=int(raw["format"]),
+                format=_whole(raw["format"]),
             )
-            spec = IndexSpec.from_dict(json.loads(raw["index_spec"]))
+            spec = IndexSpec.from_dict(parse_json_bounded(raw["index_spec"], "index_spec", "index setting"))
             snapshot = FileRecord.from_db(raw["snapshot_name"], raw["snapshot_size"], raw["snapshot_sha256"])
             active = ShardRecord(snapshot, _count(raw["snapshot_count"]), _meta_file(raw, "snapshot_vectors"))
             template = _meta_file(raw, "template")
@@ -644,8 +646,17 @@ def _meta_file(raw: dict[str, str], prefix: str) -> FileRecord | None:
     return FileRecord.from_db(name, raw[f"{prefix}_size"], raw[f"{prefix}_sha256"]) if name else None
 
 
+def _whole(value: Any) -> int:
+    """A whole number read from the database, else ValueError."""
+    number = whole_number(str(value))
+    if number is None:
+        raise ValueError(f"{str(value)[:40]!r} is not a whole number")
+    return number
+
+
 def _count(value: Any) -> int:
     """A count read from the database: a non-negative whole number, else ValueError."""
-    if isinstance(value, bool) or not isinstance(value, (int, str)) or int(value) < 0:
-        raise ValueError(f"{value!r} is not a count")
-    return int(value)
+    count = None if isinstance(value, bool) or not isinstance(value, (int, str)) else whole_number(str(value), 0)
+    if count is None:
+        raise ValueError(f"{str(value)[:40]!r} is not a count")
+    return count

@@ -29,6 +29,7 @@ import numpy as np
 
 from reid.errors import GalleryError
 from reid.paths import file_sha256, write_atomic
+from reid.text import whole_number
 
 SEGMENT_MAGIC = b"REIDSEG1"
 SEGMENT_HEADER = struct.Struct("<8sQQ")
@@ -60,7 +61,7 @@ class FileRecord:
         record read from a database can point outside its folder."""
         if not isinstance(name, str) or not FILE_NAME.match(name):
             raise GalleryError(f"gallery corrupt or tampered: file name {name!r} is not a gallery file name")
-        if isinstance(size, bool) or not isinstance(size, (int, str)) or not str(size).isdigit():
+        if isinstance(size, bool) or not isinstance(size, (int, str)) or whole_number(str(size), 0) is None:
             raise GalleryError(f"gallery corrupt or tampered: size {size!r} of {name} is not a byte count")
         if not isinstance(sha256, str) or not SHA256_HEX.match(sha256):
             raise GalleryError(f"gallery corrupt or tampered: checksum of {name} is not a SHA-256")

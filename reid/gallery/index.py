@@ -119,9 +119,16 @@ class IndexSpec:
         return as_dict(self)
 
     @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> IndexSpec:
-        known = {f.name for f in fields(cls)}
-        return cls(**{k: v for k, v in data.items() if k in known})
+    def from_dict(cls, data: Any) -> IndexSpec:
+        """The spec a gallery recorded; ConfigError unless ``data`` is an object of its fields."""
+        if not isinstance(data, dict):
+            raise ConfigError(f"index_spec is a {type(data).__name__}, not an object of index settings")
+        values = {f.name: data[f.name] for f in fields(cls) if f.name in data}
+        for name, value in values.items():
+            wanted, words = (str, "text") if name == "kind" else (int, "a whole number")
+            if isinstance(value, bool) or not isinstance(value, wanted):
+                raise ConfigError(f"index_spec {name} is {str(value)[:40]!r}, not {words}")
+        return cls(**values)
 
 
 def auto_nlist(count: int) -> int:

@@ -35,13 +35,21 @@ def enabled(gallery: Path) -> bool:
     return folder.is_dir() and not folder.is_symlink()
 
 
-def encode(crop: np.ndarray) -> bytes:
-    """A JPEG of the RGB uint8 (H, W, 3) ``crop``, its longer side at most :data:`SIZE`."""
+def shrink(crop: np.ndarray) -> np.ndarray:
+    """``crop`` (RGB uint8, H x W x 3) as its thumbnail shows it: its longer side at most
+    :data:`SIZE` (a copy when resized; a crop no larger is returned as it is).  What an
+    enrolment keeps of a photo until its commit: never the full-size image."""
     height, width = crop.shape[:2]
     scale = min(1.0, SIZE / max(height, width, 1))
     if scale < 1.0:
         size = (max(1, round(width * scale)), max(1, round(height * scale)))
         crop = cv2.resize(crop, size, interpolation=cv2.INTER_AREA)
+    return crop
+
+
+def encode(crop: np.ndarray) -> bytes:
+    """A JPEG of the RGB uint8 (H, W, 3) ``crop``, its longer side at most :data:`SIZE`."""
+    crop = shrink(crop)
     ok, payload = cv2.imencode(".jpg", cv2.cvtColor(crop, cv2.COLOR_RGB2BGR), [cv2.IMWRITE_JPEG_QUALITY, QUALITY])
     if not ok:
         raise ValueError("JPEG encoding failed")

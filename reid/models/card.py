@@ -12,7 +12,8 @@ The fingerprint (version 2) is a hash over the weights and every card field that
 an embedding (:data:`EMBEDDING_FIELDS`), so a card edited after saving no longer matches
 its own fingerprint, and a gallery made with one model refuses another.  Cards written
 before version 2 carry a fingerprint of the weights alone (``fingerprint_version`` 1 or
-absent); they still load, and galleries made with them still open.
+absent): they are refused, since a card rewritten to version 1 could change any field
+unseen; galleries made with them still open with the same weights under a version-2 card.
 """
 
 from __future__ import annotations
@@ -217,13 +218,20 @@ def ready_made_card(
 def verify_card(card: ModelCard, weights: str, card_source: str, weights_source: str) -> ModelCard:
     """Check that ``card`` was written for these weights and not edited since; return it sealed.
 
-    ``weights`` is the fingerprint of the weights at hand.  A version-1 card must carry
-    the weights' fingerprint; a version-2 card must also match its own embedding fields.
-    Raises ModelError naming the weights (other weights) or the card (edited card).
+    ``weights`` is the fingerprint of the weights at hand.  The card must be of fingerprint
+    version 2 and carry the weights' fingerprint and match its own embedding fields.
+    Raises ModelError naming the weights (other weights) or the card (edited card, or a
+    card of version 1: it vouches for the weights alone, so a card rewritten to version 1
+    could change any embedding field unseen).
     """
     if not card.fingerprint:
         raise ModelError(f"{card_source}: model card has no fingerprint; it cannot vouch for any weights")
-    recorded = card.fingerprint if card.fingerprint_version == 1 else card.weights_fingerprint
+    if card.fingerprint_version < FINGERPRINT_VERSION:
+        raise ModelError(
+            f"{card_source}: model card of fingerprint version {card.fingerprint_version} vouches for the weights alone, "
+            f"not for the fields that change embeddings; refused (save the model again with this version of reid)"
+        )
+    recorded = card.weights_fingerprint
     if recorded != weights:
         raise ModelError(
             f"{weights_source}: weights fingerprint {weights} does not match the card's {recorded or '(none)'}"

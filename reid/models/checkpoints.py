@@ -49,7 +49,8 @@ def load_checkpoint_file(path: Path, what: str = "checkpoint", unreadable: str =
 def check_tensors(state: dict[str, Any], path: Path) -> dict[str, torch.Tensor]:
     """``state``'s entries when they are a state_dict one can compute with: at most
     :data:`MAX_STATE_KEYS` keys, every value a dense tensor with storage (not meta, not
-    sparse or quantized).
+    sparse or quantized), not complex (copied into float weights, its imaginary part would
+    be dropped).
 
     Raises:
         ModelError: naming the file and the first entry that is not.
@@ -62,6 +63,8 @@ def check_tensors(state: dict[str, Any], path: Path) -> dict[str, torch.Tensor]:
         if value.is_meta or value.layout != torch.strided or value.is_quantized:
             kind = "a meta tensor (no values)" if value.is_meta else f"a {value.layout} tensor"
             raise ModelError(f"{path}: {key} is {kind}; a checkpoint holds dense tensors")
+        if value.is_complex():
+            raise ModelError(f"{path}: {key} holds {value.dtype} values; weights are real numbers")
     return state
 
 

@@ -22,13 +22,15 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+
 from reid.data.cameras import camera_from_name
 from reid.data.folders import identity_folders
 from reid.data.io import ImageLimits, bounded_bytes, decode_image, is_image_file, list_media, read_bytes
 from reid.detect import Detector
 from reid.detect.base import largest_detection
 from reid.errors import ConfigError, ConfigValueError, DataError
-from reid.gallery import DB_FILE, Gallery, IndexSpec, ItemMeta
+from reid.gallery import DB_FILE, Gallery, IndexSpec, ItemMeta, thumbnails
 from reid.names import identity_name
 from reid.models.encoder import Encoder, embed_images
 from reid.pipeline.frames import ChooseCrop, whole_box
@@ -250,12 +252,14 @@ def enrol(
     seen: set[str] = set()
     for start in range(0, len(entries), config.batch_size):
         batch = entries[start : start + config.batch_size]
-        crops, items = [], []
-        payloads = [_read_bytes(entry, limits) for entry in batch]
-        hashes = [hashlib.sha256(p).hexdigest() if isinstance(p, bytes) else "" for p in payloads]
-        known = gallery.known_hashes([h for h in hashes if h])
-        for entry, payload, digest in zip(batch, payloads, hashes, strict=True):
-            if digest and (digest in known or digest in seen):
+        embedded = _Embedded(encoder, config.no_face, report, seen)
+        for entry in batch:
+            # One file's bytes and one decoded photo at a time (the last one is let go
+            # before the next is decoded, also when it was skipped).
+            image = subjects = None
+            payload = _read_bytes(entry, limits)
+            digest = hashlib.sha256(payload).hexdigest() if isinstance(payload, bytes) else ""
+            if digest and (digest in seen or gallery.known_hashes([digest])):
                 report.duplicates += 1
                 report.skipped.append((str(entry.path), DUPLICATE))
                 continue
@@ -267,6 +271,7 @@ def enrol(
                 report.unreadable += 1
                 report.skipped.append((str(entry.path), _reason(exc, entry.path)))
                 continue
+            del payload
             box = whole_box(image)
             if rule.detector is not None:
                 subjects = rule.apply(image, entry.path)
@@ -279,30 +284,69 @@ def enrol(
                     report.several_subjects.append((str(entry.path), note))
                 image, box = subjects.crops[0], subjects.boxes[0]
             seen.add(digest)
-            crops.append(image)
-            items.append(
-                ItemMeta(entry.identity, source=str(entry.path), camera=entry.camera, box=box, image_hash=digest)
-            )
-        if crops:
-            embedded = embed_images(encoder, crops, [item.source for item in items], config.no_face)
-            for position, reason in embedded.failures:
-                report.no_detection += 1
-                report.skipped.append((items[position].source, reason))
-                seen.discard(items[position].image_hash or "")
-            items = [items[position] for position in embedded.kept]
-            crops = [crops[position] for position in embedded.kept]
-        if items:
-            result = gallery.add(embedded.features, items, crops=crops)
+            embedded.hold(image, ItemMeta(entry.identity, source=str(entry.path), camera=entry.camera, box=box, image_hash=digest))
+        embedded.flush()
+        if embedded.items:
+            result = gallery.add(np.concatenate(embedded.features), embedded.items, crops=embedded.thumbs)
             for position in result.duplicates:
                 report.duplicates += 1
-                report.skipped.append((items[position].source, DUPLICATE))
-            added = set(range(len(items))) - set(result.duplicates)
+                report.skipped.append((embedded.items[position].source, DUPLICATE))
+            added = set(range(len(embedded.items))) - set(result.duplicates)
             report.added += len(added)
-            report.per_identity.update(items[i].identity for i in added)
+            report.per_identity.update(embedded.items[i].identity for i in added)
         if on_progress is not None:
             on_progress(len(batch))
     report.seconds = time.perf_counter() - started
     return report
+
+
+# Decoded pixels a batch holds before they are embedded: a crop keeps its whole decoded
+# photo alive, so photos are embedded as soon as this much is held (a photo over it alone),
+# and only their thumbnail-sized crops are kept until the batch's commit.
+EMBED_BYTES = 64 << 20
+
+
+class _Embedded:
+    """The embedded part of one enrolment batch: features (each (n, D) float32), items and
+    thumbnail-sized crops; crops waiting to be embedded are held up to :data:`EMBED_BYTES`."""
+
+    def __init__(self, encoder: Encoder, no_face: str, report: EnrolReport, seen: set[str]) -> None:
+        self.encoder, self.no_face, self.report, self.seen = encoder, no_face, report, seen
+        self.features: list[np.ndarray] = []
+        self.items: list[ItemMeta] = []
+        self.thumbs: list[np.ndarray] = []
+        self._crops: list[np.ndarray] = []
+        self._metas: list[ItemMeta] = []
+        self._held = 0
+
+    def hold(self, crop: np.ndarray, meta: ItemMeta) -> None:
+        self._crops.append(crop)
+        self._metas.append(meta)
+        self._held += _held_bytes(crop)
+        if self._held >= EMBED_BYTES:
+            self.flush()
+
+    def flush(self) -> None:
+        """Embed the crops held; a crop the encoder refuses is skipped (or raises) by ``no_face``."""
+        if not self._crops:
+            return
+        crops, metas = self._crops, self._metas
+        self._crops, self._metas, self._held = [], [], 0
+        result = embed_images(self.encoder, crops, [m.source for m in metas], self.no_face)
+        for position, reason in result.failures:
+            self.report.no_detection += 1
+            self.report.skipped.append((metas[position].source, reason))
+            self.seen.discard(metas[position].image_hash or "")
+        self.features.append(result.features)
+        self.items += [metas[p] for p in result.kept]
+        self.thumbs += [thumbnails.shrink(crops[p]) for p in result.kept]
+
+
+def _held_bytes(array: np.ndarray) -> int:
+    """The bytes ``array`` keeps alive: those of the array it is a view of, if it is one."""
+    while isinstance(array.base, np.ndarray):
+        array = array.base
+    return array.nbytes
 
 
 def enrol_into(

@@ -13,21 +13,28 @@ each label is recorded in ``identities.json`` beside them.
 from __future__ import annotations
 
 import hashlib
-import io
 import json
 import os
 import re
 from collections import Counter
+from contextlib import suppress
 from pathlib import Path
 from types import TracebackType
-from typing import IO
 
 import cv2
 import numpy as np
 
 from reid.detect import Box
 from reid.errors import ConfigError, DataError
-from reid.paths import TEMP_MARK, check_output_file, check_output_folder, make_own_folder, open_new, write_bytes_atomic
+from reid.paths import (
+    TEMP_MARK,
+    check_output_file,
+    check_output_folder,
+    make_own_folder,
+    open_new,
+    remove_stale_temporaries,
+    write_bytes_atomic,
+)
 from reid.pipeline.query import FrameResult, TrackSummary
 from reid.track.mot import MotRow, finish_tracks, write_mot
 
@@ -127,6 +134,8 @@ class VideoWriter:
         self.fps = fps if fps > 0 else 10.0
         self._writer: cv2.VideoWriter | None = None
         self._partial = self.path.with_name(f".{self.path.stem}{TEMP_MARK}{os.getpid()}{self.path.suffix}")
+        # The hidden file of a run that was killed before it renamed its own.
+        remove_stale_temporaries(self.path.parent)
         self._size: tuple[int, int] | None = None
         self.frames = 0
 
@@ -151,49 +160,64 @@ class VideoWriter:
             os.replace(self._partial, self.path)
 
 
-class JsonlWriter:
-    """One JSON object per detection, flushed after every frame."""
+class JsonLines:
+    """A new file of JSON lines that only ever holds whole lines: each :meth:`write` lands
+    whole, or, when the write fails (a full disk), the file is cut back to the end of its
+    last whole line and DataError says so in one line.  Written unbuffered, so that what
+    :meth:`write` returned from is in the file, and a stopped run leaves whole lines."""
 
     def __init__(self, path: Path) -> None:
         self.path = Path(path)
-        check_outputs(jsonl=self.path)
         self.path.parent.mkdir(parents=True, exist_ok=True)
         # A new file, never written through a link planted at its name.
-        self._handle: IO[str] = io.TextIOWrapper(open_new(self.path), encoding="utf-8")
+        self._file = open_new(self.path).detach()
+        self._end = 0
         self.lines = 0
 
-    def write(self, result: FrameResult) -> None:
-        for event in result.events():
-            self._handle.write(json.dumps(event) + "\n")
-            self.lines += 1
-        self._handle.flush()
+    def write(self, values: list[object]) -> None:
+        if not values:
+            return
+        block = "".join(json.dumps(value) + "\n" for value in values).encode("utf-8")
+        view = memoryview(block)
+        try:
+            while view:
+                view = view[self._file.write(view) :]
+        except OSError as exc:
+            with suppress(OSError):
+                os.ftruncate(self._file.fileno(), self._end)
+                self._file.seek(self._end)
+            reason = exc.strerror or type(exc).__name__
+            raise DataError(f"{self.path}: cannot write ({reason}); it holds the first {self.lines} lines, each whole") from None
+        self._end += len(block)
+        self.lines += len(values)
 
     def close(self) -> None:
-        self._handle.close()
+        self._file.close()
 
 
-class TracksWriter:
-    """One JSON object per ended track (:meth:`TrackSummary.to_dict`), flushed as written."""
+class JsonlWriter(JsonLines):
+    """One JSON object per detection, each frame's written whole (:class:`JsonLines`)."""
 
     def __init__(self, path: Path) -> None:
-        self.path = Path(path)
-        check_outputs(tracks=self.path)
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        # A new file, never written through a link planted at its name.
-        self._handle: IO[str] = io.TextIOWrapper(open_new(self.path), encoding="utf-8")
-        self.lines = 0
+        check_outputs(jsonl=Path(path))
+        super().__init__(path)
 
-    def write(self, result: FrameResult) -> None:
+    def write(self, result: FrameResult) -> None:  # type: ignore[override]
+        super().write(list(result.events()))
+
+
+class TracksWriter(JsonLines):
+    """One JSON object per ended track (:meth:`TrackSummary.to_dict`), written whole (:class:`JsonLines`)."""
+
+    def __init__(self, path: Path) -> None:
+        check_outputs(tracks=Path(path))
+        super().__init__(path)
+
+    def write(self, result: FrameResult) -> None:  # type: ignore[override]
         self.write_tracks(result.ended_tracks)
 
     def write_tracks(self, tracks: list[TrackSummary]) -> None:
-        for track in tracks:
-            self._handle.write(json.dumps(track.to_dict()) + "\n")
-            self.lines += 1
-        self._handle.flush()
-
-    def close(self) -> None:
-        self._handle.close()
+        super().write([track.to_dict() for track in tracks])
 
 
 class MotWriter:

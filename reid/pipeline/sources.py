@@ -21,8 +21,9 @@ import cv2
 import numpy as np
 from pydantic import Field
 
-from reid.data.io import ImageLimits, is_image_file, list_media, read_image, sniff_kind
+from reid.data.io import MAX_PIXELS_ENV, ImageLimits, is_image_file, list_media, read_image, sniff_kind
 from reid.errors import ConfigValueError, DataError
+from reid.text import whole_number
 
 GLOB_CHARS = set("*?[")
 
@@ -110,6 +111,7 @@ class MediaSource:
                 network stream stopped (lost mid-run), naming it and how many came.
         """
         capture = _open_capture(self.spec, self.kind)
+        limits = ImageLimits.from_env()
         start = time.monotonic()
         kept, index = 0, -1
         ended = False
@@ -126,6 +128,8 @@ class MediaSource:
                 if not ok or bgr is None or bgr.size == 0:
                     ended = True
                     break
+                # A stream may change its frame size after the header said another.
+                check_frame_size(self.spec, bgr.shape[1], bgr.shape[0], limits)
                 if self.kind == "video":
                     stamp: float | None = container_time(capture, index, self.fps)
                 else:
@@ -195,9 +199,28 @@ def _open_capture(spec: str, kind: str) -> cv2.VideoCapture:
             raise DataError(f"{spec}: cannot open stream (it connects, but OpenCV {cv2.__version__} could not read a video from it)")
         what = {"camera": "camera", "video": "video"}[kind]
         raise DataError(f"{spec}: cannot open {what} (OpenCV {cv2.__version__} found no decoder or device)")
+    try:
+        declared = [capture.get(cv2.CAP_PROP_FRAME_WIDTH), capture.get(cv2.CAP_PROP_FRAME_HEIGHT)]
+        if all(math.isfinite(side) and side > 0 for side in declared):
+            check_frame_size(spec, int(declared[0]), int(declared[1]), ImageLimits.from_env())
+    except DataError:
+        capture.release()
+        raise
     return capture
 
 
+def check_frame_size(spec: str, width: int, height: int, limits: ImageLimits) -> None:
+    """DataError naming ``spec`` when its frames (as its container declares them, before the
+    first is decoded, or as one came) are over the image pixel limit: a frame costs what an
+    image of its size does."""
+    if width * height > limits.max_pixels:
+        raise DataError(
+            f"{spec}: frames of {width} x {height} pixels, over the limit of {limits.max_pixels} ({MAX_PIXELS_ENV})"
+        )
+
+
+# The most frames a second and frames in all a container's header is believed for.
+MAX_FPS, MAX_FRAME_COUNT = 10_000.0, 10**12
 # Keep one frame in N, and stop after N kept frames: the ranges of every config that sets them.
 Every = Annotated[int, Field(ge=1, le=1_000_000)]
 MaxFrames = Annotated[int, Field(ge=1, le=10**12)]
@@ -211,7 +234,7 @@ def open_source(spec: str | Path, every: int = 1, max_frames: int | None = None)
         raise ConfigValueError("max_frames", f"must be at least 1, got {max_frames}", sep=" ")
     text = str(spec)
     options = {"every": every, "max_frames": max_frames}
-    if text.isdigit():
+    if whole_number(text, 0) is not None:
         return MediaSource(text, "camera", **options)
     if "://" in text:
         return MediaSource(text, "stream", **options)
@@ -242,14 +265,15 @@ def _video_source(path: Path, every: int, max_frames: int | None) -> MediaSource
         if not capture.isOpened():
             raise DataError(f"{path}: not a readable image or video (OpenCV {cv2.__version__} cannot decode it)")
         fps = capture.get(cv2.CAP_PROP_FPS)
-        count = int(capture.get(cv2.CAP_PROP_FRAME_COUNT))
+        count = capture.get(cv2.CAP_PROP_FRAME_COUNT)
     finally:
         capture.release()
+    # A container's header may say anything: NaN, infinity, a count no video has.
     return MediaSource(
         str(path),
         "video",
         every=every,
         max_frames=max_frames,
-        fps=fps if fps and fps > 0 else None,
-        total_frames=count if count > 0 else None,
+        fps=fps if math.isfinite(fps) and 0 < fps <= MAX_FPS else None,
+        total_frames=int(count) if math.isfinite(count) and 0 < count <= MAX_FRAME_COUNT else None,
     )

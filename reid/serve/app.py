@@ -34,17 +34,20 @@ from pydantic import ValidationError
 from starlette.datastructures import UploadFile
 from starlette.exceptions import HTTPException
 from starlette.formparsers import MultiPartException
+from starlette.requests import ClientDisconnect
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from reid.errors import ConfigError, GalleryError, NameTakenError, ReidError
 from reid.names import IDENTITY_ID
 from reid.serve import schemas
 from reid.serve.config import ServeConfig, is_loopback
+from reid.serve.connections import memory_budget
 from reid.serve.keys import ApiKey
 from reid.serve.pool import PoolFull, WorkerPool
 from reid.serve.redact import hide_paths
 from reid.serve.service import ServeError, Service, Upload
 from reid.serve.watches import Watch
+from reid.text import real_number, whole_number
 
 log = logging.getLogger("reid.serve")
 
@@ -121,23 +124,42 @@ class Principal:
 
 class BodyLimit:
     """413 for a request body over ``limit`` bytes: at once when its Content-Length says
-    so, else as soon as the bytes received pass it (the handler reading it gets the error)."""
+    so, else as soon as the bytes received pass it (the handler reading it gets the error).
+    At most ``bodies`` requests with a body are in the application at once (each may hold
+    its body, parsed, until it is answered); one more is answered 503 at once, so that the
+    memory requests hold is bounded whatever the number of clients."""
 
-    def __init__(self, app: ASGIApp, limit: int) -> None:
-        self.app, self.limit = app, limit
+    def __init__(self, app: ASGIApp, limit: int, bodies: int) -> None:
+        self.app, self.limit, self.bodies = app, limit, bodies
+        # Counted by the one event loop that runs this application.
+        self._in_flight = 0
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
             await self.app(scope, receive, send)
             return
-        declared = dict(scope.get("headers") or []).get(b"content-length")
-        if declared is not None:
+        headers = dict(scope.get("headers") or [])
+        declared = headers.get(b"content-length")
+        if declared not in (None, b"0") or b"transfer-encoding" in headers:
+            if self._in_flight >= self.bodies:
+                message = f"{self.bodies} requests with a body are being handled, the most at once; retry shortly"
+                await error_response(503, message, "busy", {"Retry-After": RETRY_AFTER})(scope, receive, send)
+                return
+            self._in_flight += 1
             try:
-                too_large = int(declared) > self.limit
-            except ValueError:
+                await self._limited(scope, receive, send, declared)
+            finally:
+                self._in_flight -= 1
+            return
+        await self._limited(scope, receive, send, declared)
+
+    async def _limited(self, scope: Scope, receive: Receive, send: Send, declared: bytes | None) -> None:
+        if declared is not None:
+            length = whole_number(declared.decode("latin-1"), 0)
+            if length is None:
                 await error_response(400, "Content-Length is not a number")(scope, receive, send)
                 return
-            if too_large:
+            if length > self.limit:
                 await self._refuse(scope, receive, send)
                 return
         received = 0
@@ -344,11 +366,10 @@ def form_number(form: Any, field: str, kind: type, low: float, high: float) -> A
         return None
     if not isinstance(value, str):
         raise ApiError(422, f"{field}: expected a number, got a file")
-    try:
-        number = kind(value)
-    except ValueError:
-        raise ApiError(422, f"{field}: expected a number, got {value[:40]!r}") from None
-    if not low <= number <= high or number != number:
+    number = whole_number(value) if kind is int else real_number(value)
+    if number is None:
+        raise ApiError(422, f"{field}: expected a number, got {value[:40]!r}")
+    if not low <= number <= high:
         raise ApiError(422, f"{field}: must be in [{low:g}, {high:g}], got {value[:40]}")
     if kind is float and number == 0:
         raise ApiError(422, f"{field}: a distance threshold is in (0, 2]")
@@ -404,6 +425,8 @@ def create_app(service: Service, pool: WorkerPool | None = None) -> FastAPI:
     metrics = Metrics(pool)
     @asynccontextmanager
     async def lifespan(_: FastAPI) -> AsyncIterator[None]:
+        budget = memory_budget(config, service.limits) / 2**20
+        log.info("requests hold at most %.0f MiB above this process's idle memory", budget)
         yield
         # A stopping server ends its watches' threads (and releases their cameras).
         service.watches.stop_all()
@@ -442,6 +465,11 @@ def create_app(service: Service, pool: WorkerPool | None = None) -> FastAPI:
         # The library names files by their full path; a client learns the gallery's name only.
         message = hide_paths(str(exc), known_paths)
         return error_response(status, message, code, {"Retry-After": RETRY_AFTER} if status == 503 else None)
+
+    @app.exception_handler(ClientDisconnect)
+    async def client_gone(_: Request, __: ClientDisconnect) -> JSONResponse:
+        # The client hung up mid-request: nobody reads this answer; the request's log line says 499.
+        return error_response(499, "the client closed the connection before its request was complete", "client_gone")
 
     @app.exception_handler(PoolFull)
     async def busy(_: Request, __: PoolFull) -> JSONResponse:
@@ -786,8 +814,10 @@ def create_app(service: Service, pool: WorkerPool | None = None) -> FastAPI:
     async def watch_events(watch_id: str, request: Request, who: Principal = needs("any")) -> StreamingResponse:
         """The watch's events as Server-Sent Events (ended, decided, done); resumes after Last-Event-ID."""
         watch = watch_for(who, watch_id)
-        last = request.headers.get("last-event-id", "0")
-        after = int(last) if last.isdigit() else 0
+        last = request.headers.get("last-event-id", "0").strip() or "0"
+        after = whole_number(last, 0, 2**63 - 1)
+        if after is None:
+            raise ApiError(422, "Last-Event-ID: expected the id of an event, a whole number")
 
         async def stream() -> Any:
             seq, quiet = after, 0.0
@@ -857,7 +887,7 @@ def create_app(service: Service, pool: WorkerPool | None = None) -> FastAPI:
             CORSMiddleware, allow_origins=config.cors_origins, allow_methods=["GET", "POST", "PATCH", "DELETE"],
             allow_headers=["Authorization", "Content-Type"],
         )  # fmt: skip
-    app.add_middleware(BodyLimit, limit=config.max_body_bytes)
+    app.add_middleware(BodyLimit, limit=config.max_body_bytes, bodies=config.threads + config.queue)
     return app
 
 

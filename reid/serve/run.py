@@ -16,12 +16,23 @@ from uvicorn.config import LOGGING_CONFIG
 from reid.serial import as_dict
 from reid.serve.app import SERVE_CONFIG_ENV, create_app
 from reid.serve.config import ServeConfig
+from reid.serve.connections import raise_open_file_limit
 from reid.serve.keys import AdminKey
 from reid.serve.service import Service
 from reid.text import printable
 
 # How long a worker process may take to load everything before its supervisor gives up on it.
 WORKER_STARTUP_SECONDS = 600
+# Seconds between two log lines of one kind of warning or error.
+LOG_INTERVAL = 60.0
+
+
+def uvicorn_options() -> dict[str, Any]:
+    """The uvicorn settings every server runs with: the h11 protocol with deadlines on a
+    request's head and body and a cap on connections
+    (:class:`~reid.serve.connections.DeadlineProtocol`), and request heads of at most
+    16 KiB (h11's bound on an incomplete event)."""
+    return {"http": "reid.serve.connections:DeadlineProtocol", "h11_max_incomplete_event_size": 16 * 1024}
 
 
 class PrintableFilter(logging.Filter):
@@ -40,13 +51,21 @@ class PrintableFilter(logging.Filter):
 
 def log_config() -> dict[str, Any]:
     """uvicorn's logging with the service's one line per request in place of its access log
-    (which would print paths, and so gallery and identity names, and query strings), and
-    every value printed in its printable form (:class:`PrintableFilter`)."""
+    (which would print paths, and so gallery and identity names, and query strings), each
+    kind of warning or error at most once a minute, as one line
+    (:class:`~reid.serve.connections.OneLinePerKind`: a flood of failures cannot fill the
+    disk), and every value printed in its printable form (:class:`PrintableFilter`)."""
     config = copy.deepcopy(LOGGING_CONFIG)
-    config["filters"] = {**config.get("filters", {}), "printable": {"()": f"{__name__}.PrintableFilter"}}
+    config["filters"] = {
+        **config.get("filters", {}),
+        "one_line": {"()": "reid.serve.connections.OneLinePerKind", "interval": LOG_INTERVAL},
+        "printable": {"()": f"{__name__}.PrintableFilter"},
+    }
     for handler in config["handlers"].values():
-        handler["filters"] = [*handler.get("filters", []), "printable"]
+        handler["filters"] = [*handler.get("filters", []), "one_line", "printable"]
     config["loggers"]["reid.serve"] = {"handlers": ["default"], "level": "INFO", "propagate": False}
+    # asyncio logs a failed accept (out of file descriptors) with its traceback, each time.
+    config["loggers"]["asyncio"] = {"handlers": ["default"], "level": "WARNING", "propagate": False}
     config["loggers"]["uvicorn.access"] = {"handlers": [], "level": "WARNING", "propagate": False}
     return config
 
@@ -58,7 +77,8 @@ def serve(config: ServeConfig, admin_key_file: str | Path | None = None) -> None
     one line for a setting or model that cannot be used."""
     admin = AdminKey.from_environment(admin_key_file)
     service = Service.load(config, admin)
-    options = {"host": config.host, "port": config.port, "log_config": log_config(), "access_log": False}
+    raise_open_file_limit()
+    options = {"host": config.host, "port": config.port, "log_config": log_config(), "access_log": False, **uvicorn_options()}
     if config.workers == 1:
         uvicorn.run(create_app(service), **options)
         return

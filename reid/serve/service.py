@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import threading
 import unicodedata
+from collections import OrderedDict
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -44,6 +45,9 @@ from reid.serve.redact import hide_paths
 from reid.serve.watches import Watch, Watches
 
 MAX_UPLOAD_NAME = 200
+# Gallery handles a pool thread keeps open (each holds its database file open): those of
+# the galleries it used last.
+HANDLES_PER_THREAD = 8
 
 
 class ServeError(ReidError):
@@ -221,9 +225,12 @@ class Service:
 
     def _handle(self, name: str) -> Gallery:
         """This thread's handle of gallery ``name``, caught up with every commit; NotFound
-        when the gallery is not there (or was deleted since the handle was opened)."""
+        when the gallery is not there (or was deleted since the handle was opened).  A
+        thread keeps the handles of the :data:`HANDLES_PER_THREAD` galleries it used last
+        and closes the others, so the files a server holds open do not grow with the
+        number of galleries."""
         folder = self.folder(name)
-        handles: dict[str, tuple[int, Gallery]] = self._local.__dict__.setdefault("handles", {})
+        handles: OrderedDict[str, tuple[int, Gallery]] = self._local.__dict__.setdefault("handles", OrderedDict())
         try:
             inode = (folder / DB_FILE).stat().st_ino
         except OSError:
@@ -236,8 +243,11 @@ class Service:
         if inode is None:
             raise NotFound(f"no gallery {name!r}")
         if held is not None:
+            handles.move_to_end(name)
             held[1].refresh()
             return held[1]
+        while len(handles) >= HANDLES_PER_THREAD:
+            handles.popitem(last=False)[1][1].close()
         gallery = Gallery.open(folder, self.config.lock_timeout)
         handles[name] = (inode, gallery)
         return gallery

@@ -30,6 +30,7 @@ from scipy.optimize import linear_sum_assignment
 from reid.detect import Box
 from reid.errors import ConfigError, ConfigValueError, DataError
 from reid.paths import write_bytes_atomic
+from reid.text import real_number
 from reid.track.tracker import REFERENCE_FPS, REFIND_GATE, KalmanBox, Observation, Track, Tracker, TrackerConfig
 
 # A 30 fps hour with 100 boxes a frame is about 700 MB of text; this is room for hours of
@@ -140,12 +141,10 @@ def _parse(path: Path, number: int, line: str) -> MotRow:
         )
     values = []
     for name, text in zip(FIELDS, fields, strict=False):
-        try:
-            value = float(text)
-        except ValueError:
-            raise DataError(f"{path} line {number}: {name} {text[:40]!r} is not a number") from None
-        if not math.isfinite(value):
-            raise DataError(f"{path} line {number}: {name} {text[:40]!r} is not a finite number")
+        value = real_number(text)
+        if value is None:
+            kind = "a finite number" if text.lower().lstrip("+-") in ("nan", "inf", "infinity") else "a number"
+            raise DataError(f"{path} line {number}: {name} {text[:40]!r} is not {kind}")
         values.append(value)
     frame, track, x, y, w, h, score = values
     if not frame.is_integer() or frame < 1:

@@ -145,3 +145,85 @@ def test_a_few_bytes_are_a_data_error_not_a_crash(payload: bytes) -> None:
 
     with pytest.raises(DataError, match="tiny.jpg: not a readable image"):
         decode_image(payload, "tiny.jpg")
+
+
+# Text headers OpenCV decodes and Pillow cannot size; the float ones decode to 4 bytes a sample.
+HDR_HEADER = b"#?RADIANCE\nFORMAT=32-bit_rle_rgbe\n\n-Y %d +X %d\n"
+PFM_HEADER = b"PF\n%d %d\n-1.0\n"
+PAM_HEADER = b"P7\nWIDTH %d\nHEIGHT %d\nDEPTH 3\nMAXVAL %d\nTUPLTYPE RGB\nENDHDR\n"
+
+
+@pytest.mark.parametrize(
+    "payload,problem",
+    [
+        (HDR_HEADER % (25000, 25000) + b"\x02\x02" * 5000, "25000 x 25000 pixels of 4-byte samples"),
+        # The resolution line may name the axes in another order.
+        (b"#?RGBE\n\n+X 20000 -Y 10000\n" + bytes(100), "20000 x 10000 pixels of 4-byte samples"),
+        (PFM_HEADER % (8000, 8000) + bytes(1000), "8000 x 8000 pixels of 4-byte samples"),
+        (PAM_HEADER % (11000, 11000, 65535) + bytes(1000), "11000 x 11000 pixels of 2-byte samples"),
+        (PAM_HEADER % (12000, 12000, 255) + bytes(1000), "12000 x 12000 pixels, over the limit"),
+        (b"\x76\x2f\x31\x01" + bytes(200), "OpenEXR images are not read"),
+        ("#?RADIANCE\n\n-Y ² +X 5\n".encode() + bytes(10), "not a readable image (a HDR header that cannot be read)"),
+        (b"P7\nWIDTH 5\n" + bytes(10), "not a readable image (a PAM header that cannot be read)"),
+    ],
+)
+def test_every_format_is_sized_from_its_header_before_decoding(
+    payload: bytes, problem: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import cv2
+
+    from reid.data.io import decode_image
+
+    def must_not_decode(*_: object) -> None:
+        raise AssertionError("decoded before its size was checked")
+
+    monkeypatch.setattr(cv2, "imdecode", must_not_decode)
+    with pytest.raises(DataError, match="upload: ") as caught:
+        decode_image(payload, "upload")
+    assert problem in str(caught.value) and "\n" not in str(caught.value)
+
+
+@pytest.mark.parametrize("suffix", [".hdr", ".pfm", ".pam", ".ppm", ".png", ".tif", ".webp", ".jp2", ".sr", ".bmp"])
+def test_each_format_opencv_writes_is_read_after_its_header(suffix: str) -> None:
+    import cv2
+
+    from reid.data.io import decode_image
+
+    image = np.random.default_rng(0).integers(0, 256, (37, 53, 3), dtype=np.uint8)
+    ok, encoded = cv2.imencode(suffix, image.astype(np.float32) / 255 if suffix in (".hdr", ".pfm") else image)
+    assert ok
+    decoded = decode_image(encoded.tobytes(), f"x{suffix}")
+    assert decoded.shape == (37, 53, 3) and decoded.dtype == np.uint8
+    with pytest.raises(DataError, match="37 pixels"):
+        decode_image(encoded.tobytes(), f"x{suffix}", ImageLimits(max_pixels=37 * 53 - 1))
+
+
+def test_pillow_decodes_only_the_accepted_formats(tmp_path: Path) -> None:
+    from PIL import Image
+
+    from reid.data.io import decode_image
+
+    for fmt, accepted in (("GIF", True), ("ICO", True), ("TGA", True), ("PCX", False), ("EPS", False)):
+        path = tmp_path / f"a.{fmt.lower()}"
+        Image.new("RGB", (40, 30), (200, 10, 10)).save(path, fmt)
+        if accepted:
+            assert decode_image(path.read_bytes(), path.name).ndim == 3
+        else:
+            with pytest.raises(DataError, match="not a readable image"):
+                decode_image(path.read_bytes(), path.name)
+
+
+def test_an_icon_is_sized_by_the_images_it_holds_not_its_directory() -> None:
+    import struct
+    import zlib
+
+    from reid.data.io import decode_image
+
+    # An icon directory listing one 16 x 16 entry whose image is a PNG of 20000 x 20000.
+    ihdr = struct.pack(">IIBBBBB", 20000, 20000, 8, 2, 0, 0, 0)
+    chunk = b"IHDR" + ihdr
+    png = b"\x89PNG\r\n\x1a\n" + struct.pack(">I", 13) + chunk + struct.pack(">I", zlib.crc32(chunk))
+    png += struct.pack(">I", 0) + b"IEND" + struct.pack(">I", zlib.crc32(b"IEND"))
+    icon = struct.pack("<HHH", 0, 1, 1) + struct.pack("<BBBBHHII", 16, 16, 0, 0, 1, 32, len(png), 22) + png
+    with pytest.raises(DataError, match="icon.ico: image declares 20000 x 20000 pixels, over the limit"):
+        decode_image(icon, "icon.ico")

@@ -142,6 +142,11 @@ def test_out_follows_the_final_architecture_and_data(tmp_path: Path) -> None:
         ("gamma: .nan\n", "gamma: input should be a finite number (got nan)"),
         ("input_size: [100000, 100000]\n", "input_size: input should be less than or equal to 4096 (got 100000)"),
         ("p: 1000000000\n", "p: input should be less than or equal to 100000"),
+        # A seed every generator takes (NumPy's is 32 bits), in whatever spelling it comes.
+        ("seed: 1e23\n", "seed: input should be a valid integer"),
+        ("seed: 1.0e+23\n", "seed: "),
+        ("seed: 100000000000000000000000\n", "seed: input should be less than or equal to 4294967295"),
+        ("seed: -1\n", "seed: input should be greater than or equal to 0"),
         ("kind: faces\n", "kind: input should be 'person' or 'face' (got 'faces')"),
         ("no_face: drop\n", "no_face: input should be 'skip', 'whole' or 'error' (got 'drop')"),
     ],

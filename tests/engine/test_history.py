@@ -138,6 +138,8 @@ def test_history_file_errors_name_file_and_line(tmp_path: Path) -> None:
         ("[1, 2]", "not an epoch entry (a JSON object), but a list"),
         ("[" * 100 + "]" * 100, "nested deeper than 32 levels"),
         ("[" * 100_000 + "]" * 100_000, "nested deeper than 32 levels"),
+        ('{"epoch": ' + "9" * 5000 + "}", "a number longer than 40 characters"),
+        ('{"epoch": 1, "loss": 0.' + "5" * 5000 + "}", "a number longer than 40 characters"),
     ],
 )
 def test_hand_edited_history_values_are_one_line_in_report(tmp_path: Path, line: str, problem: str) -> None:

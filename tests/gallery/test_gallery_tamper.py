@@ -81,6 +81,11 @@ def test_segment_and_shard_names_are_checked_too(tmp_path: Path) -> None:
         ("snapshot_size", "-5", "is not a byte count"),
         ("snapshot_sha256", "../x", "is not a SHA-256"),
         ("generation", "-1", "is not a count"),
+        ("index_spec", "[1, 2]", "index_spec is a list, not an object"),
+        ("index_spec", "[" * 100_000 + "]" * 100_000, "nested deeper than 32 levels"),
+        ("index_spec", '{"nlist": ' + "9" * 5000 + "}", "a number longer than 40 characters"),
+        ("index_spec", '{"kind": "flat", "hnsw_m": "many"}', "index_spec hnsw_m is 'many', not a whole number"),
+        ("index_spec", '{"kind": ["flat"]}', "index_spec kind is"),
     ],
 )
 def test_metadata_values_are_validated_on_open(tmp_path: Path, key: str, value: str, problem: str) -> None:

@@ -9,7 +9,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from bad_inputs import good_jpg
+from typer.testing import CliRunner
 
+from reid.cli.app import app
 from reid.errors import GalleryError, ModelError
 from reid.gallery import EmbeddingModel, Gallery
 from reid.models import ModelCard, build_network, load_card, load_encoder, load_model, save_card, save_model
@@ -151,31 +154,35 @@ def test_other_weights_under_a_card_are_refused(saved: Path, tmp_path: Path) -> 
         load_model(folder)
 
 
-def test_a_card_of_the_weights_only_fingerprint_still_loads_and_opens_its_galleries(
+def test_a_card_of_the_weights_only_fingerprint_is_refused_and_its_galleries_open_with_a_sealed_card(
     saved: Path, tmp_path: Path
 ) -> None:
     weights = file_fingerprint(saved / WEIGHTS_FILE)
     data = json.loads((saved / CARD_FILE).read_text())
-    old = {k: v for k, v in data.items() if k not in ("fingerprint_version", "weights_fingerprint")}
-    old["fingerprint"] = weights
     folder = tmp_path / "old"
     folder.mkdir()
     (folder / WEIGHTS_FILE).write_bytes((saved / WEIGHTS_FILE).read_bytes())
-    (folder / CARD_FILE).write_text(json.dumps(old))
-    encoder = load_encoder(folder, device="cpu")
-    assert encoder.card.weights_fingerprint == weights
-    assert encoder.fingerprint == load_encoder(saved, device="cpu").fingerprint
+    # Written before version 2 (no version), or a version-2 card rewritten to version 1
+    # with an embedding field changed: neither can vouch for its fields.
+    old = {k: v for k, v in data.items() if k not in ("fingerprint_version", "weights_fingerprint")}
+    downgraded = {**data, "fingerprint_version": 1, "fingerprint": weights, "std": [0.5, 0.5, 0.5]}
+    for card in (old | {"fingerprint": weights}, downgraded):
+        (folder / CARD_FILE).write_text(json.dumps(card))
+        with pytest.raises(ModelError) as caught:
+            load_encoder(folder, device="cpu")
+        line = str(caught.value)
+        assert line.startswith(str(folder / CARD_FILE)) and "fingerprint version 1 vouches for the weights alone" in line
+        assert "\n" not in line
+        photos = [str(good_jpg(tmp_path / f"{n}.jpg", seed=n)) for n in range(2)]
+        result = CliRunner().invoke(app, ["verify", *photos, "--model", str(folder)])
+        assert result.exit_code == 1 and "fingerprint version 1" in result.output and result.output.count("\n") == 1
 
-    # A gallery made before the fingerprint covered the card recorded the weights' alone.
+    # A gallery made before the fingerprint covered the card recorded the weights' alone,
+    # and opens with the model's version-2 card.
     legacy = Gallery.create(tmp_path / "legacy", EmbeddingModel("t", weights, 32))
     legacy.close()
     with Gallery.open(tmp_path / "legacy") as gallery:
-        gallery.check_model(encoder.card)
-
-    old["fingerprint"] = "0123456789abcdef"
-    (folder / CARD_FILE).write_text(json.dumps(old))
-    with pytest.raises(ModelError, match="does not match the card's 0123456789abcdef"):
-        load_model(folder)
+        gallery.check_model(load_encoder(saved, device="cpu").card)
 
 
 def test_a_gallery_refuses_a_model_whose_card_changed(saved: Path, tmp_path: Path) -> None:

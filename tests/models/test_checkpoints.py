@@ -8,6 +8,7 @@ import signal
 import subprocess
 import sys
 import zipfile
+import warnings
 from pathlib import Path
 
 import pytest
@@ -143,6 +144,7 @@ def bad_files(tmp_path: Path, torchreid_net: OSNet) -> dict[str, tuple[Path, str
     torch.save({**state, "fc.0.weight": torch.tensor(1.0)}, tmp_path / "scalar.pth")
     torch.save({**state, "fc.0.weight": torch.empty(512, 512, device="meta")}, tmp_path / "meta-tensor.pth")
     torch.save({**state, "conv1.conv.weight": state["conv1.conv.weight"].to_sparse()}, tmp_path / "sparse.pth")
+    torch.save({**state, "fc.0.weight": state["fc.0.weight"].to(torch.complex64)}, tmp_path / "complex.pth")
     return {
         "pickled": (tmp_path / "whole.pth", "test_checkpoints.Whole), not weights"),
         "text": (tmp_path / "notes.pth", "not a PyTorch checkpoint"),
@@ -152,13 +154,17 @@ def bad_files(tmp_path: Path, torchreid_net: OSNet) -> dict[str, tuple[Path, str
         "0-d layer": (tmp_path / "scalar.pth", "fc.0.weight has shape []; a layer of this kind has 2 dimension(s)"),
         "meta tensor": (tmp_path / "meta-tensor.pth", "fc.0.weight is a meta tensor (no values)"),
         "sparse tensor": (tmp_path / "sparse.pth", "conv1.conv.weight is a torch.sparse_coo tensor"),
+        # Copying it into float weights would drop the imaginary part, with PyTorch's warning.
+        "complex tensor": (tmp_path / "complex.pth", "fc.0.weight holds torch.complex64 values; weights are real numbers"),
     }
 
 
 def test_each_bad_file_gives_one_line(torchreid_net: OSNet, tmp_path: Path) -> None:
     for label, (path, expected) in bad_files(tmp_path, torchreid_net).items():
-        with pytest.raises(ModelError) as info:
+        with pytest.raises(ModelError) as info, warnings.catch_warnings(record=True) as warned:
+            warnings.simplefilter("always")
             import_model(path, ARCH, tmp_path / f"out-{label}")
+        assert label != "complex tensor" or not warned, [str(w.message) for w in warned]
         message = str(info.value)
         assert message.startswith(str(path)), label
         assert expected in message, (label, message)
@@ -218,6 +224,7 @@ def test_import_refuses_to_replace_a_finished_model_unless_told(torchreid_net: O
 
 KILLED_MID_SAVE = """
 import os, signal, sys
+import warnings
 from pathlib import Path
 import torch
 from reid.paths import replaced_folder

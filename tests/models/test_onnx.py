@@ -135,6 +135,10 @@ def test_card_beside_the_file_sets_preprocessing_and_threshold(tmp_path: Path, d
         load_encoder(path)
     card.embedding_dim, card.fingerprint = 16, "0123456789abcdef"
     (tmp_path / "osnet.card.json").write_text(json.dumps(card.to_dict()))
+    with pytest.raises(ModelError, match="osnet.card.json: model card of fingerprint version 1 vouches for the weights alone"):
+        load_encoder(path)
+    card.fingerprint_version, card.weights_fingerprint = 2, "0123456789abcdef"
+    (tmp_path / "osnet.card.json").write_text(json.dumps(card.to_dict()))
     with pytest.raises(ModelError, match="osnet.onnx: weights fingerprint .* does not match the card's 0123456789abcdef"):
         load_encoder(path)
     (tmp_path / "osnet.card.json").write_text("{broken")

@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import shutil
+import tracemalloc
 from pathlib import Path
 
+import cv2
 import numpy as np
 import pytest
 from pipeline_helpers import build_encoder, walker_crops, write_rgb
@@ -15,6 +17,7 @@ from reid.errors import ConfigError, DataError, GalleryError
 from reid.gallery import Gallery, open_gallery
 from reid.models import Encoder
 from reid.pipeline import EnrolConfig, EnrolEntry, camera_of, enrol, plan_enrolment
+from reid.pipeline.enrol import EMBED_BYTES
 from reid.pipeline.synthetic import street_frames
 
 
@@ -92,6 +95,29 @@ def test_enrol_takes_images_given_as_bytes(tmp_path: Path, encoder: Encoder) -> 
         assert (report.added, report.duplicates, report.unreadable) == (1, 1, 2)
         assert [i.source for i in gallery.items("red")] == ["upload.png"]
     assert dict(report.skipped)["empty.png"] == "empty file"
+
+
+def test_a_batch_of_large_photos_holds_one_decoded_photo_at_a_time(tmp_path: Path, encoder: Encoder) -> None:
+    # 16 grey photos of 3000 x 3000 (27 MB each decoded as RGB; 432 MB all together), a few
+    # kilobytes each as PNG, enrolled in one batch and one commit.
+    count, side = 16, 3000
+    entries = []
+    for n in range(count):
+        image = np.full((side, side), 40 + 10 * n, np.uint8)
+        image[n * 100 : n * 100 + 50] = 255
+        entries.append(EnrolEntry(Path(f"big-{n}.png"), "tall", data=cv2.imencode(".png", image)[1].tobytes()))
+    decoded = side * side * 3
+    with Gallery.open_or_create(tmp_path / "g", encoder.card) as gallery:
+        tracemalloc.start()
+        try:
+            report = enrol(gallery, encoder, entries, EnrolConfig(batch_size=count))
+            _, peak = tracemalloc.get_traced_memory()
+        finally:
+            tracemalloc.stop()
+        assert report.added == count and len(gallery) == count
+    # Held before embedding: EMBED_BYTES of photos, and the one photo that passes it.
+    assert peak < EMBED_BYTES + 2 * decoded + (16 << 20), f"peak {peak / 2**20:.0f} MiB"
+    assert peak < count * decoded / 2
 
 
 def test_enrolled_crops_are_found_again(tmp_path: Path, encoder: Encoder) -> None:

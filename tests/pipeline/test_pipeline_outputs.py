@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import json
+import os
+import subprocess
+import sys
 from pathlib import Path
 
 import cv2
@@ -24,6 +27,8 @@ from reid.pipeline import (
     safe_name,
 )
 from reid.pipeline.outputs import CROP_MAP_FILE, MAX_NAME, UNKNOWN_FOLDER
+
+ROOT = Path(__file__).resolve().parents[2]
 
 HOSTILE = [
     ".",
@@ -251,3 +256,46 @@ def test_video_and_mot_files_are_not_written_through_a_link(tmp_path: Path) -> N
         outputs.write(result)
     assert victim.read_text() == "keep" and not (tmp_path / "tracks.txt").is_symlink()
     assert sorted(p.name for p in tmp_path.iterdir()) == ["run.avi", "run.mp4", "tracks.txt", "victim.txt"]
+
+
+FULL_DISK = """
+import resource, signal, sys
+sys.path.insert(0, sys.argv[2])
+from test_pipeline_outputs import frame
+from reid.errors import DataError
+from reid.pipeline import QueryOutputs
+# Writes past the limit fail with EFBIG, as on a full disk, instead of killing the process.
+signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
+resource.setrlimit(resource.RLIMIT_FSIZE, (5000, 5000))
+try:
+    with QueryOutputs(jsonl=sys.argv[1]) as outputs:
+        for number in range(10_000):
+            outputs.write(frame(["ann", None, "bob"], number))
+except DataError as exc:
+    print(exc)
+"""
+
+
+def test_a_full_disk_leaves_whole_lines_and_says_so_in_one_line(tmp_path: Path) -> None:
+    events = tmp_path / "events.jsonl"
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")]))}
+    done = subprocess.run(
+        [sys.executable, "-c", FULL_DISK, str(events), str(Path(__file__).parent)],
+        capture_output=True, text=True, env=env, check=False, timeout=120,
+    )  # fmt: skip
+    assert done.returncode == 0 and "Traceback" not in done.stderr, done.stderr
+    lines = events.read_text().splitlines(keepends=True)
+    assert 0 < len(lines) and all(line.endswith("\n") and json.loads(line) for line in lines)
+    assert done.stdout == f"{events}: cannot write (File too large); it holds the first {len(lines)} lines, each whole\n"
+
+
+def test_the_hidden_file_of_a_killed_video_write_is_removed_by_the_next(tmp_path: Path) -> None:
+    dead = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True, check=True)
+    stale = tmp_path / f".annot.tmp-{dead.stdout.strip()}.mp4"
+    stale.write_bytes(b"half a video")
+    ours = tmp_path / f".annot.tmp-{os.getpid()}.avi"
+    ours.write_bytes(b"a live process's")
+    writer = VideoWriter(tmp_path / "annot.mp4", fps=5)
+    writer.write(np.zeros((48, 64, 3), np.uint8))
+    writer.close()
+    assert not stale.exists() and ours.exists() and (tmp_path / "annot.mp4").is_file()

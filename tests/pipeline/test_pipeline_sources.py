@@ -76,8 +76,21 @@ def test_bad_sources(tmp_path: Path) -> None:
         open_source(tmp_path, max_frames=0)
 
 
+def test_frames_over_the_pixel_limit_are_refused_from_the_container_before_decoding(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    path = tmp_path / "street.avi"
+    write_street_video(path, count=3, fps=6, size=(160, 120))
+    monkeypatch.setenv("REID_MAX_IMAGE_PIXELS", str(160 * 120 - 1))
+    with pytest.raises(DataError, match=r"street.avi: frames of 160 x 120 pixels, over the limit of 19199"):
+        next(open_source(path).frames())
+
+
 def test_cameras_and_streams_are_recognised(tmp_path: Path) -> None:
     assert open_source("0").kind == "camera" and open_source("0").live
+    # Digits of other scripts are no camera index (before, int() of one failed mid-run).
+    with pytest.raises(DataError, match="²: no such file, folder or camera"):
+        open_source("²")
     assert open_source("rtsp://example.invalid/stream").kind == "stream"
     missing_camera = open_source("97")
     with pytest.raises(DataError, match="97: cannot open camera"):

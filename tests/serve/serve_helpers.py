@@ -3,15 +3,20 @@
 from __future__ import annotations
 
 import base64
+import os
+import signal
 import socket
+import subprocess
+import sys
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import httpx
 import numpy as np
 import uvicorn
 from fastapi.testclient import TestClient
@@ -20,8 +25,10 @@ from reid.gallery import Gallery, ItemMeta
 from reid.models import Encoder, load_encoder, stand_in_model
 from reid.serve import AdminKey, KeyStore, Service, create_app, crop_rules, load_serve_config
 from reid.serve.pool import WorkerPool
+from reid.serve.run import uvicorn_options
 
 ADMIN = "admin-key-for-the-tests-0123456789"
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def build_model(folder: Path, threshold: float = 0.3) -> Path:
@@ -82,6 +89,50 @@ def shared_encoder(folder: Path) -> Encoder:
     return load_encoder(folder, device="cpu")
 
 
+class Server:
+    """``reid serve`` in a child process, with its log; ``preexec`` runs in the child before
+    it starts (joining a memory-limited group), ``env`` adds to its environment."""
+
+    def __init__(
+        self, root: Path, model: Path, log: Path, extra: tuple[str, ...] = (),
+        preexec: Callable[[], None] | None = None, env: dict[str, str] | None = None,
+    ) -> None:  # fmt: skip
+        self.port = free_port()
+        self.url = f"http://127.0.0.1:{self.port}"
+        self.log = log
+        path = os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")])
+        environment = {**os.environ, "REID_SERVE_ADMIN_KEY": ADMIN, "PYTHONPATH": path, **(env or {})}
+        command = [sys.executable, "-m", "reid", "serve", "--root", str(root), "--model", f"m={model}",
+                   "--port", str(self.port), "--threads", "2", *extra]  # fmt: skip
+        self.process = subprocess.Popen(
+            command, env=environment, stdout=log.open("wb"), stderr=subprocess.STDOUT, preexec_fn=preexec
+        )
+        deadline = time.monotonic() + 120
+        while time.monotonic() < deadline:
+            if self.process.poll() is not None:
+                raise AssertionError(f"server exited: {log.read_text()[-2000:]}")
+            try:
+                if httpx.get(f"{self.url}/v1/ready", timeout=2).status_code == 200:
+                    return
+            except httpx.HTTPError:
+                time.sleep(0.2)
+        self.process.kill()
+        raise AssertionError("server not ready in 120 s")
+
+    def client(self) -> httpx.Client:
+        return httpx.Client(base_url=self.url, headers=bearer(ADMIN), timeout=120)
+
+    def stop(self) -> str:
+        if self.process.poll() is None:
+            self.process.send_signal(signal.SIGINT)
+            try:
+                self.process.wait(20)
+            except subprocess.TimeoutExpired:
+                self.process.kill()
+                self.process.wait()
+        return self.log.read_text()
+
+
 def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
@@ -89,11 +140,15 @@ def free_port() -> int:
 
 
 @contextmanager
-def uvicorn_in_thread(service: Service) -> Iterator[str]:
+def uvicorn_in_thread(service: Service, protocol: type | None = None) -> Iterator[str]:
     """A real uvicorn server of ``service`` on 127.0.0.1 and a free port, on a thread of this
-    process (a child process pays for importing PyTorch again); yields its URL."""
+    process (a child process pays for importing PyTorch again), with the settings of ``reid
+    serve`` (``protocol``: another HTTP protocol class); yields its URL."""
     port = free_port()
-    server = uvicorn.Server(uvicorn.Config(create_app(service), host="127.0.0.1", port=port, log_config=None, access_log=False))
+    options = {**uvicorn_options(), **({"http": protocol} if protocol is not None else {})}
+    server = uvicorn.Server(
+        uvicorn.Config(create_app(service), host="127.0.0.1", port=port, log_config=None, access_log=False, **options)
+    )
     thread = threading.Thread(target=server.run, daemon=True)
     thread.start()
     deadline = time.monotonic() + 60

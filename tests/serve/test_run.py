@@ -1,4 +1,5 @@
-"""``reid serve``'s own log lines: uvicorn's start lines print hosts and paths printable."""
+"""``reid serve``'s own log lines: uvicorn's start lines print hosts and paths printable, and
+a flood of failures is a line per kind, without tracebacks."""
 
 from __future__ import annotations
 
@@ -22,7 +23,7 @@ def uvicorn_log(monkeypatch: pytest.MonkeyPatch) -> io.StringIO:
     config["formatters"]["default"]["use_colors"] = False
     logging.config.dictConfig(config)
     yield stream
-    for name in ("uvicorn", "uvicorn.error", "uvicorn.access", "reid.serve"):
+    for name in ("uvicorn", "uvicorn.error", "uvicorn.access", "reid.serve", "asyncio"):
         for handler in list(logging.getLogger(name).handlers):
             logging.getLogger(name).removeHandler(handler)
 
@@ -48,3 +49,17 @@ def test_a_line_with_a_path_baked_in_is_printable(uvicorn_log: io.StringIO, path
     assert text.count("\n") == 1  # only the line's own end
     assert text.rstrip("\n").isprintable(), text
     assert "\\x07" in text
+
+
+def test_a_flood_of_failures_is_a_line_per_kind_without_tracebacks(uvicorn_log: io.StringIO) -> None:
+    for _ in range(1000):
+        try:
+            raise OSError(24, "Too many open files")
+        except OSError:
+            # What asyncio logs for each accept that fails, and uvicorn for each failed request.
+            logging.getLogger("asyncio").error("socket.accept() out of system resource", exc_info=True)
+            logging.getLogger("uvicorn.error").error("Exception in ASGI application", exc_info=True)
+        logging.getLogger("reid.serve").info("GET /v1/health 200 0.1ms key=-")
+    text = uvicorn_log.getvalue()
+    assert "Traceback" not in text and text.count("Too many open files") == 2
+    assert text.count("socket.accept() out of system resource") == 1 and text.count("Exception in ASGI application") == 1

@@ -5,10 +5,7 @@ PyTorch) for kill -9 in the middle of an enrolment and two servers sharing one g
 from __future__ import annotations
 
 import logging
-import os
 import signal
-import subprocess
-import sys
 import threading
 import time
 from collections.abc import Iterator
@@ -16,50 +13,10 @@ from pathlib import Path
 
 import httpx
 import pytest
-from serve_helpers import ADMIN, b64, bearer, files, free_port, serve_root, uvicorn_in_thread
+from serve_helpers import ADMIN, Server, b64, bearer, files, serve_root, uvicorn_in_thread
 
 from reid.gallery import Gallery
 from reid.models import Encoder
-
-ROOT = Path(__file__).resolve().parents[2]
-
-
-class Server:
-    """``reid serve`` in a child process, with its log."""
-
-    def __init__(self, root: Path, model: Path, log: Path, extra: tuple[str, ...] = ()) -> None:
-        self.port = free_port()
-        self.url = f"http://127.0.0.1:{self.port}"
-        self.log = log
-        env = {**os.environ, "REID_SERVE_ADMIN_KEY": ADMIN, "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")])}
-        command = [sys.executable, "-m", "reid", "serve", "--root", str(root), "--model", f"m={model}",
-                   "--port", str(self.port), "--threads", "2", *extra]  # fmt: skip
-        self.process = subprocess.Popen(command, env=env, stdout=log.open("wb"), stderr=subprocess.STDOUT)
-        deadline = time.monotonic() + 120
-        while time.monotonic() < deadline:
-            if self.process.poll() is not None:
-                raise AssertionError(f"server exited: {log.read_text()[-2000:]}")
-            try:
-                if httpx.get(f"{self.url}/v1/ready", timeout=2).status_code == 200:
-                    return
-            except httpx.HTTPError:
-                time.sleep(0.2)
-        self.process.kill()
-        raise AssertionError("server not ready in 120 s")
-
-    def client(self) -> httpx.Client:
-        return httpx.Client(base_url=self.url, headers=bearer(ADMIN), timeout=120)
-
-    def stop(self) -> str:
-        if self.process.poll() is None:
-            self.process.send_signal(signal.SIGINT)
-            try:
-                self.process.wait(20)
-            except subprocess.TimeoutExpired:
-                self.process.kill()
-                self.process.wait()
-        return self.log.read_text()
-
 
 @pytest.fixture
 def server_factory(tmp_path: Path, model_folder: Path, encoder: object) -> Iterator:  # type: ignore[type-arg]

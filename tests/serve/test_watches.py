@@ -67,6 +67,10 @@ def test_a_watch_streams_its_tracks_and_ends(watched: Served, pedestrian_video: 
     # Reconnecting after an event gets only what followed it.
     later = _events(watched, watch, {**watched.key("read"), "Last-Event-ID": events[-2][0]})
     assert [kind for _, kind, _ in later] == ["done"]
+    # An id that is no whole number (a superscript isdigit() takes, thousands of digits) is one 422.
+    for bad in ("²".encode(), b"9" * 5000, b"-1", b"1_0", "١".encode()):
+        refused = watched.client.get(f"/v1/watches/{watch}/events", headers={**watched.key("read"), "Last-Event-ID": bad})
+        assert refused.status_code == 422 and refused.json()["error"]["message"].startswith("Last-Event-ID: "), bad
     listed = watched.client.get("/v1/watches", headers=watched.key("read")).json()["watches"]
     assert [w["id"] for w in listed] == [watch] and listed[0]["state"] == "done"
     assert watched.client.get("/v1/watches", headers=watched.key("other")).json()["watches"] == []

@@ -40,6 +40,8 @@ def test_ground_truth_lines_with_world_coordinates_are_read(tmp_path: Path) -> N
     [
         ("1,1,10,10,5\n", "line 2: 5 fields, a MOT line needs at least 7"),
         ("1,1,ten,10,5,5,1\n", "line 2: x 'ten' is not a number"),
+        ("1,1,²,10,5,5,1\n", "line 2: x '²' is not a number"),
+        ("1,1," + "9" * 500 + ",10,5,5,1\n", "line 2: x '9999"),
         ("0,1,10,10,5,5,1\n", "line 2: frame '0' must be a whole number from 1"),
         ("1.5,1,10,10,5,5,1\n", "line 2: frame '1.5'"),
         ("1,2.5,10,10,5,5,1\n", "line 2: id '2.5' must be a whole number"),
