@@ -1,4 +1,4 @@
-"""``reid models list|fetch|path`` and ``reid import``."""
+"""``reid models list|show|fetch|add|path`` and ``reid import``."""
 
 from __future__ import annotations
 
@@ -7,14 +7,69 @@ from typing import Optional
 
 import typer
 
-from reid.cli.common import console, handle_errors, print_table, write_json
+from rich.progress import BarColumn, DownloadColumn, Progress, TextColumn, TransferSpeedColumn
+
+from reid.cli.common import console, err_console, handle_errors, print_table, write_json
 from reid.errors import ConfigError
 from reid.models.formats import NAMED_FORMATS
 from reid.models.imports import import_model
-from reid.models.registry import ARTEFACTS, artefact_path, cache_state, fetch, get_artefact
+from reid.models.registry import (
+    ARTEFACTS,
+    Artefact,
+    PublishedFile,
+    add,
+    artefact_path,
+    cache_state,
+    fetch_files,
+    get_artefact,
+)
 from reid.text import printable
 
-models_app = typer.Typer(help="Pretrained artefacts: list them, fetch them into the cache, show where they are.", no_args_is_help=True)
+models_app = typer.Typer(
+    help="Pretrained artefacts: list them, show one, fetch them into the cache, add files you bring, show where they are.",
+    no_args_is_help=True,
+)
+
+
+class _RichBar:
+    """One file's bar in a rich Progress, behind the interface pooch's downloader drives."""
+
+    def __init__(self, progress: Progress, label: str) -> None:
+        self._progress, self._task = progress, progress.add_task(label, total=None)
+
+    @property
+    def total(self) -> float | None:
+        return self._progress.tasks[self._task].total
+
+    @total.setter
+    def total(self, value: int) -> None:
+        self._progress.update(self._task, total=value or None)
+
+    def update(self, count: int) -> None:
+        self._progress.advance(self._task, count)
+
+    def reset(self) -> None:
+        self._progress.reset(self._task, total=self.total)
+
+    def close(self) -> None:
+        self._progress.refresh()
+
+
+class _PlainBar:
+    """Without a terminal: one line when a download starts and one when it ends."""
+
+    def __init__(self, published: PublishedFile) -> None:
+        self.total, self._name = 0, published.name
+        err_console.print(f"downloading {printable(published.url)}", soft_wrap=True)
+
+    def update(self, count: int) -> None:
+        pass
+
+    def reset(self) -> None:
+        pass
+
+    def close(self) -> None:
+        err_console.print(f"downloaded {printable(self._name)} ({self.total:,} bytes)", soft_wrap=True)
 
 
 def _hash_text(sha256: str) -> str:
@@ -41,12 +96,64 @@ def list_command(json_file: Optional[Path] = typer.Option(None, "--json", help="
         ])
 
 
+@models_app.command("show")
+@handle_errors
+def show_command(name: str = typer.Argument(..., help="Artefact name, as `reid models list` shows it.")) -> None:
+    """One artefact: task, runtime, preprocessing, published figures, and each file with its URL, size and hash."""
+    artefact = get_artefact(name)
+    for key, value in _described(artefact):
+        console.print(f"{key}: {printable(value)}", highlight=False, soft_wrap=True)
+
+
+def _described(artefact: Artefact) -> list[tuple[str, str]]:
+    mean_0_255 = all(m == 0 for m in artefact.mean) and all(abs(s * 255 - 1) < 1e-6 for s in artefact.std)
+    pixels = "0-255 as they are" if mean_0_255 else f"/255, then mean {artefact.mean}, std {artefact.std}"
+    rows = [
+        ("name", artefact.name),
+        ("task", artefact.kind),
+        ("runtime", artefact.runtime),
+        ("description", artefact.description),
+        ("licence", artefact.licence),
+        ("from", artefact.origin),
+        ("input", f"{artefact.input_size[0]}x{artefact.input_size[1]} (height x width), "
+                  f"{artefact.channel_order.upper()}, pixels {pixels}"),
+        ("cached", f"{cache_state(artefact)} ({artefact_path(artefact).parent if artefact.files else artefact_path(artefact)})"),
+    ]
+    rows += [(f"published {key}", f"{value:g}") for key, value in artefact.metrics]
+    for published in artefact.files:
+        size = f"{published.size:,} bytes" if published.size else "size not published"
+        digest = published.digest or "hash not published (the first file accepted is recorded)"
+        rows.append((f"file {published.name}", f"{published.url or 'not published'}; {size}; {digest}"))
+    return rows
+
+
 @models_app.command("fetch")
 @handle_errors
 def fetch_command(names: list[str] = typer.Argument(..., help="Artefact names, as `reid models list` shows them.")) -> None:
-    """Fetch artefacts into the cache (verified by SHA-256) and print where each one is."""
+    """Fetch artefacts into the cache (verified by their published hash, with a progress bar) and print where each file is."""
+    if err_console.is_terminal:
+        columns = (TextColumn("{task.description}"), BarColumn(), DownloadColumn(), TransferSpeedColumn())
+        with Progress(*columns, console=err_console, transient=False) as progress:
+            _fetch_all(names, lambda published: _RichBar(progress, published.name))
+    else:
+        _fetch_all(names, _PlainBar)
+
+
+def _fetch_all(names: list[str], bar: object) -> None:
     for name in names:
-        console.print(f"{printable(name)}: {printable(fetch(name))}", highlight=False, soft_wrap=True)
+        for path in fetch_files(name, progress=bar):
+            console.print(f"{printable(name)}: {printable(path)}", highlight=False, soft_wrap=True)
+
+
+@models_app.command("add")
+@handle_errors
+def add_command(
+    name: str = typer.Argument(..., help="Artefact name, as `reid models list` shows it."),
+    source: Path = typer.Argument(..., help="The file you bring, or a folder holding the artefact's files (an IR's .xml and .bin)."),
+) -> None:
+    """Put a file you bring into the cache once its size and hash check (a model with no published file: its hash is recorded)."""
+    for path in add(name, source):
+        console.print(f"{printable(name)}: {printable(path)}", highlight=False, soft_wrap=True)
 
 
 @models_app.command("path")
