@@ -968,7 +968,8 @@ def _download_reason(exc: BaseException) -> str:
 
     if isinstance(exc, requests.HTTPError) and exc.response is not None:
         return f"HTTP {exc.response.status_code}"
-    if isinstance(exc, requests.Timeout):
+    # A read that times out once the body streams comes as a ConnectionError.
+    if isinstance(exc, requests.Timeout) or "timed out" in str(exc):
         return f"no answer for {NETWORK_TIMEOUT} s"
     if isinstance(exc, (requests.exceptions.ChunkedEncodingError, requests.exceptions.ContentDecodingError)):
         return "the connection broke off before the whole file came"

@@ -29,6 +29,7 @@ from reid.models.osnet import OSNet
 from reid.models.registry import (
     ARTEFACTS,
     KINDS,
+    RUNTIMES,
     STALE_PARTIAL_SECONDS,
     SOURCES,
     Artefact,
@@ -52,10 +53,8 @@ def test_every_entry_is_described() -> None:
     for artefact in ARTEFACTS.values():
         assert artefact.kind in KINDS
         assert artefact.licence and artefact.description and artefact.origin
-        assert artefact.layout in (
-            "torchvision", "torchreid", "efficientnet-lite0-ordered", "mobilenetv2-ordered", "tensorflow-frozen-graph",
-            "onnx",
-        )
+        assert artefact.layout in RUNTIMES and artefact.runtime in ("torch", "onnxruntime", "openvino", "opencv")
+        assert len(artefact.input_size) == 2 and artefact.channel_order in ("rgb", "bgr")
         if artefact.source == "wheel":
             assert len(artefact.sha256) == 64 and artefact.member and "==" in artefact.location
             assert not artefact.rewrite or len(artefact.published_sha256) == 64
