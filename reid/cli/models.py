@@ -72,7 +72,15 @@ class _PlainBar:
         err_console.print(f"downloaded {printable(self._name)} ({self.total:,} bytes)", soft_wrap=True)
 
 
-def _hash_text(sha256: str) -> str:
+def _hash_text(artefact: Artefact) -> str:
+    if artefact.files:
+        digests = [f.digest for f in artefact.files if f.digest]
+        if not digests:
+            return "not published (first file checked, then recorded)"
+        algorithm, _, digest = digests[0].partition(":")
+        more = f" (+{len(digests) - 1} file{'s' if len(digests) > 2 else ''})" if len(digests) > 1 else ""
+        return f"{algorithm} {digest[:12]}…{more}"
+    sha256 = artefact.sha256
     if not sha256:
         return "not published (first file checked, then recorded)"
     return f"{sha256[:12]}…" if len(sha256) == 64 else f"{sha256} (prefix)"
@@ -81,17 +89,18 @@ def _hash_text(sha256: str) -> str:
 @models_app.command("list")
 @handle_errors
 def list_command(json_file: Optional[Path] = typer.Option(None, "--json", help="Also write the registry as JSON.")) -> None:
-    """Every known artefact: kind, architecture, origin, SHA-256, licence and whether it is cached."""
+    """Every known artefact: task, origin, hash, licence and whether it is cached (`reid models show NAME` says more)."""
     rows = [
-        [a.name, a.kind, a.where, _hash_text(a.sha256), a.licence, cache_state(a)]
+        [a.name, a.kind, a.where, _hash_text(a), a.licence, cache_state(a)]
         for a in ARTEFACTS.values()
     ]
     print_table("pretrained artefacts", ["name", "kind", "from", "sha256", "licence", "cached"], rows)
     if json_file:
         write_json(json_file, [
             {"name": a.name, "kind": a.kind, "architecture": a.architecture, "source": a.source, "from": a.origin,
-             "sha256": a.sha256, "licence": a.licence, "layout": a.layout, "path": str(artefact_path(a)), "cached": cache_state(a) == "yes",
-             "cache_state": cache_state(a)}
+             "sha256": a.sha256, "licence": a.licence, "layout": a.layout, "runtime": a.runtime, "path": str(artefact_path(a)),
+             "cached": cache_state(a) == "yes", "cache_state": cache_state(a),
+             "files": [{"name": f.name, "url": f.url, "size": f.size, "digest": f.digest} for f in a.files]}
             for a in ARTEFACTS.values()
         ])
 

@@ -345,12 +345,12 @@ _OMZ_FILES = {
         (2330176, "c4635a4bfc7e2d10fdb6e6e192bba63d0aba9d78360aa05539f00e07307c5fd0e5a2e0b0dbac17f8157a187816bd6742"),
     )),
 }
-# Market-1501 Rank-1 / mAP (%) as the Open Model Zoo states them (0288: Rank-1 only).
+# Market-1501 Rank-1 / mAP (%) as the Open Model Zoo states them.
 _OMZ_REID = {
     "person-reidentification-retail-0277": ((("market1501_rank1", 96.2), ("market1501_mAP", 87.7)), "OmniScaleNet with LCT blocks"),
     "person-reidentification-retail-0286": ((("market1501_rank1", 94.8), ("market1501_mAP", 83.7)), "OmniScaleNet with LCT blocks"),
     "person-reidentification-retail-0287": ((("market1501_rank1", 92.9), ("market1501_mAP", 76.6)), "OmniScaleNet with LCT blocks"),
-    "person-reidentification-retail-0288": ((("market1501_rank1", 86.1),), "OmniScaleNet with LCT blocks, the smallest"),
+    "person-reidentification-retail-0288": ((("market1501_rank1", 86.1), ("market1501_mAP", 58.857)), "OmniScaleNet with LCT blocks, the smallest"),
 }
 _OMZ_DETECTORS = {
     "person-detection-retail-0013": ((320, 544), "RMNet-SSD person detector (OMZ: AP 88.6%)"),
