@@ -140,17 +140,14 @@ def _described(artefact: Artefact) -> list[tuple[str, str]]:
 @handle_errors
 def fetch_command(names: list[str] = typer.Argument(..., help="Artefact names, as `reid models list` shows them.")) -> None:
     """Fetch artefacts into the cache (verified by their published hash, with a progress bar) and print where each file is."""
-    if err_console.is_terminal:
-        columns = (TextColumn("{task.description}"), BarColumn(), DownloadColumn(), TransferSpeedColumn())
-        with Progress(*columns, console=err_console, transient=False) as progress:
-            _fetch_all(names, lambda published: _RichBar(progress, published.name))
-    else:
-        _fetch_all(names, _PlainBar)
-
-
-def _fetch_all(names: list[str], bar: object) -> None:
     for name in names:
-        for path in fetch_files(name, progress=bar):
+        if err_console.is_terminal:
+            columns = (TextColumn("{task.description}"), BarColumn(), DownloadColumn(), TransferSpeedColumn())
+            with Progress(*columns, console=err_console, transient=True) as progress:
+                paths = fetch_files(name, progress=lambda published: _RichBar(progress, published.name))
+        else:
+            paths = fetch_files(name, progress=_PlainBar)
+        for path in paths:
             console.print(f"{printable(name)}: {printable(path)}", highlight=False, soft_wrap=True)
 
 
