@@ -9,14 +9,14 @@ Encoder run by its own runtime with its own preprocessing.
   cache (``NAME/model``), then loaded like any model folder.
 
 The card carries the artefact's preprocessing, its provenance and the publisher's figures
-(``metrics``, ``published_`` keys). No threshold is set: none has been calibrated for these
-models on data held out from their evaluation, so ``reid verify`` asks for ``--threshold``
-and ``reid calibrate`` writes one into a model folder's card.
+(``metrics``, ``published_`` keys), and a threshold only where one was calibrated on people
+the model never saw and no figure reported here was measured on (:data:`CALIBRATED`);
+elsewhere ``reid verify`` asks for ``--threshold``.
 """
 
 from __future__ import annotations
 
-from dataclasses import replace
+from dataclasses import dataclass, replace
 
 from reid.errors import ModelError
 from reid.models.card import ModelCard
@@ -31,6 +31,41 @@ from reid.models.registry import ARTEFACTS, Artefact, cache_dir, fetch_files, ge
 IMPORTED = "model"
 
 
+@dataclass(frozen=True)
+class Calibration:
+    """A threshold (Euclidean distance between unit embeddings) with where it comes from, and
+    the (rate, distance) quantiles of the impostor distances it was chosen on (``--far``)."""
+
+    threshold: float
+    source: str
+    impostor_quantiles: tuple[tuple[float, float], ...]
+
+
+# Chosen by ``python benchmarks/bench_zoo_calibration.py --data market1501-mini --models NAME``
+# at FAR <= 1e-3 over every pair of the Market-1501 subset's training split, people a model
+# trained on MSMT17 never saw. The Open Model Zoo does not say what its Re-ID models were
+# trained on (Market-1501's training split, likely), so they get none.
+CALIBRATED = {
+    "osnet_x0_25.msmt17-onnx": Calibration(
+        0.6249,
+        "FAR <= 1e-3 over all 376,278 pairs of the Market-1501 subset's training split (868 images, 50 identities; "
+        "13,970 genuine, 362,308 impostor), held out from this MSMT17-trained model: there FAR 0.0010, TAR 0.2528; "
+        "benchmarks/bench_zoo_calibration.py",
+        (
+            (1, 1.28367), (0.99, 1.1996), (0.95, 1.16783), (0.9, 1.14865),
+            (0.8, 1.12194), (0.7, 1.10007), (0.6, 1.07899), (0.56234132519, 1.07108),
+            (0.5, 1.05755), (0.4, 1.03349), (0.316227766017, 1.01013), (0.3, 1.00511),
+            (0.2, 0.968148), (0.177827941004, 0.95789), (0.1, 0.909838), (0.056234132519, 0.864918),
+            (0.031622776602, 0.824092), (0.0177827941, 0.787265), (0.01, 0.752688), (0.005623413252, 0.721226),
+            (0.00316227766, 0.689076), (0.00177827941, 0.658626), (0.001, 0.624979), (0.000562341325, 0.586236),
+            (0.000316227766, 0.557505), (0.000177827941, 0.532551), (0.0001, 0.504788), (5.6234133e-05, 0.486583),
+            (3.1622777e-05, 0.466698), (1.7782794e-05, 0.462885), (1e-05, 0.443674), (5.623413e-06, 0.44205),
+            (3.162278e-06, 0.428611),
+        ),
+    ),
+}
+
+
 def is_zoo_model(name: str) -> bool:
     """True when ``name`` is a registry artefact of task ``person-reid``."""
     artefact = ARTEFACTS.get(str(name))
@@ -38,13 +73,22 @@ def is_zoo_model(name: str) -> bool:
 
 
 def _described(artefact: Artefact, card: ModelCard) -> ModelCard:
-    """``card`` with the artefact's name, provenance and published figures (none of them
-    fields of the fingerprint)."""
-    return replace(
+    """``card`` with the artefact's name, provenance, published figures and calibration
+    (none of them fields of the fingerprint)."""
+    card = replace(
         card,
         name=artefact.name,
         pretrained=f"{artefact.name}: {artefact.description} ({artefact.licence}), from {artefact.origin}",
         metrics={**card.metrics, **{f"published_{key}": value for key, value in artefact.metrics}},
+    )
+    calibration = CALIBRATED.get(artefact.name)
+    if calibration is None:
+        return card
+    return replace(
+        card,
+        threshold=calibration.threshold,
+        threshold_source=calibration.source,
+        impostor_quantiles=calibration.impostor_quantiles,
     )
 
 

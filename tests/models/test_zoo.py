@@ -10,6 +10,7 @@ import numpy as np
 import pytest
 from PIL import Image
 
+from reid.decision import threshold_at_far
 from reid.errors import ModelError
 from reid.models import load_encoder
 from reid.models.registry import add, cached_files
@@ -103,6 +104,9 @@ def test_osnet_onnx_export_by_name(cache: Path, market1501_mini: Path) -> None:
     encoder = load_encoder("osnet_x0_25.msmt17-onnx")
     assert encoder.dim == 512 and encoder.card.channel_order == "rgb" and encoder.card.mean == (0.485, 0.456, 0.406)
     assert encoder.card.name == "osnet_x0_25.msmt17-onnx" and encoder.card.metrics["published_msmt17_rank1"] == 61.4
+    # Calibrated on people this MSMT17 model never saw; --far reads the quantiles.
+    assert encoder.threshold == 0.6249 and "held out" in encoder.card.threshold_source
+    assert threshold_at_far(encoder.card.impostor_quantiles, 1e-3) == pytest.approx(0.625, abs=1e-3)
     images, labels = _people(market1501_mini)
     assert _separates(encoder.embed(images), labels) >= 0.75
 
