@@ -138,3 +138,22 @@ def test_a_torchreid_checkpoint_by_name_is_imported_once_into_the_cache(cache: P
     assert again.fingerprint == encoder.fingerprint
     image = np.random.default_rng(0).integers(0, 256, (128, 64, 3), dtype=np.uint8)
     np.testing.assert_allclose(again.embed([image]), encoder.embed([image]), atol=1e-6)
+
+
+def test_a_fastreid_release_file_is_checked_recorded_and_imported_exactly(cache: Path, tmp_path: Path) -> None:
+    from test_imports import FastReidBaseline, saved
+
+    from reid.models.pretrained import resolve_start
+
+    checkpoint = saved(FastReidBaseline().eval(), tmp_path / "market_bot_R50.pth")
+    (path,) = add("fastreid_bot_r50.market1501", checkpoint)
+    assert path.name == "market_bot_R50.pth" and path.with_name(path.name + ".sha256").is_file()
+    encoder = load_encoder("fastreid_bot_r50.market1501", device="cpu")
+    card = encoder.card
+    assert (card.name, card.architecture, card.embedding_dim, card.stem_pool, card.neck) == (
+        "fastreid_bot_r50.market1501", "resnet50", 2048, "ceil", "bnneck",
+    )
+    assert card.metrics["published_market1501_mAP"] == 86.1 and encoder.threshold is None
+    # The same name starts training (`reid train --pretrained NAME`).
+    start = resolve_start("resnet50", "fastreid_bot_r50.market1501")
+    assert start is not None and start.format == "fastreid"
