@@ -411,6 +411,14 @@ def _zoo_entries() -> list[Artefact]:
         for stem, (side, size, digest, ap) in _YOLOX_FILES.items()
     ]
     entries.append(Artefact(
+        "yolox_nano.coco-export", "person-detector", "yolox_nano", "release",
+        "YOLOX-Nano's COCO weights exported by its own tools/export_onnx.py (github.com/Megvii-BaseDetection/YOLOX); "
+        "bring it with `reid models add yolox_nano.coco-export FILE`",
+        "", "Apache-2.0 (YOLOX)", "onnx",
+        "YOLOX nano trained on COCO (80 classes, person is class 0), your ONNX export; raw head [1,N,85], letterbox with 114",
+        input_size=(416, 416), classes=80, files=(PublishedFile("yolox_nano.onnx"),), metrics=(("coco_ap", 25.8),), **_RAW,
+    ))
+    entries.append(Artefact(
         "bytetrack_nano.mot17", "person-detector", "yolox_nano", "release",
         "ByteTrack publishes PyTorch checkpoints only (github.com/ifzhang/ByteTrack); bring your ONNX export "
         "(its tools/export_onnx.py) with `reid models add bytetrack_nano.mot17 FILE`",

@@ -299,7 +299,7 @@ def test_models_cli_show_add_and_fetch(tmp_path: Path, cache: Path, server: _Ser
 ZOO = (
     "person-detection-retail-0013", "pedestrian-detection-adas-0002", "person-reidentification-retail-0277",
     "person-reidentification-retail-0286", "person-reidentification-retail-0287", "person-reidentification-retail-0288",
-    "yolox_nano.coco", "yolox_tiny.coco", "yolox_s.coco", "bytetrack_nano.mot17",
+    "yolox_nano.coco", "yolox_tiny.coco", "yolox_s.coco", "bytetrack_nano.mot17", "yolox_nano.coco-export",
 )
 
 
