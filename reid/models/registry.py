@@ -668,8 +668,8 @@ def _record_checked(artefact: Artefact, path: Path) -> None:
 
 def _offline(artefact: Artefact, reason: str) -> ModelError:
     return ModelError(
-        f"cannot fetch {artefact.name} from {artefact.origin} ({reason}); "
-        f"without internet, place the file by hand at {published_path(artefact)}"
+        f"cannot fetch {artefact.name} from {artefact.origin} ({reason}); without internet, bring the file with "
+        f"`reid models add {artefact.name} FILE`, or place the file by hand at {published_path(artefact)}"
     )
 
 

@@ -343,3 +343,18 @@ def test_paths_with_terminal_codes_are_printed_as_text(tmp_path: Path) -> None:
         result = CliRunner().invoke(app, args, env={"REID_CACHE_DIR": str(cache)})
         assert "\x1b" not in result.output and "\x07" not in result.output
         assert "\\x1b[2J\\x1b[31mred\\x07" in result.output, result.output
+
+
+def test_add_brings_a_single_file_artefact_and_refuses_another(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("REID_CACHE_DIR", str(tmp_path / "cache"))
+    artefact = ARTEFACTS["osnet_x0_25.imagenet"]
+    wrong = tmp_path / "resnet18.pth"
+    torch.save(torchvision_model("resnet18").state_dict(), wrong)
+    result = CliRunner().invoke(app, ["models", "add", artefact.name, str(wrong)])
+    assert result.exit_code == 1 and len(result.output.strip().splitlines()) == 1, result.output
+    assert f"{wrong}: refused as {artefact.name} (" in result.output and "left where it is" in result.output
+    assert wrong.is_file() and not artefact_path(artefact).exists()
+    good = osnet_file(tmp_path / "osnet.pth")
+    (path,) = registry.add(artefact.name, good)
+    assert path == artefact_path(artefact) and file_sha256(path) == file_sha256(good) and good.is_file()
+    assert cache_state(artefact) == "yes"
