@@ -48,7 +48,14 @@ import torchvision
 from reid.errors import ModelError
 from reid.models.formats import artefact_state, fit_artefact
 from reid.models.runtime import first_line, import_onnx
-from reid.paths import file_digest, file_sha256, remove_stale_temporaries, replaced_atomically, write_bytes_atomic
+from reid.paths import (
+    file_digest,
+    file_sha256,
+    fsync_dir,
+    remove_stale_temporaries,
+    replaced_atomically,
+    write_bytes_atomic,
+)
 
 CACHE_ENV = "REID_CACHE_DIR"
 # Seconds before a silent connection counts as offline; name resolution fails sooner.
@@ -984,31 +991,80 @@ def _download_reason(exc: BaseException) -> str:
     return _network_reason(exc)
 
 
+def partial_path(path: Path) -> Path:
+    """Where the bytes of an unfinished download of ``path`` wait: ``.FILE.partial`` beside
+    it, a name the cache never takes for the file itself."""
+    return path.with_name(f".{path.name}.partial")
+
+
 def _download(artefact: Artefact, published: PublishedFile, path: Path, progress: Progress | None) -> None:
-    """Download ``published`` to ``path`` through a temporary beside it (pooch's HTTP
-    downloader, streaming, with a timeout on every read) and give it its name only once
-    its size and digest check; a failed download leaves nothing behind."""
+    """Download ``published`` to ``path`` (pooch's HTTP downloader, streaming, a timeout on
+    every read) and give it its name only once its size and digest check.
+
+    The bytes go to :func:`partial_path` first. A download that breaks off keeps them there,
+    and the next fetch of a file whose size is published asks the server for the rest (an
+    HTTP ``Range``); a resumed file that does not check is fetched whole once more. A file
+    that does not check after a whole download is deleted, never cached.
+    """
+    partial = partial_path(path)
+    if not published.size:  # without a size, a server that ignores Range cannot be told apart
+        partial.unlink(missing_ok=True)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    problem: str | None = None
+    for _ in range(2):  # the second pass only after a resumed file failed its check
+        offset = partial.stat().st_size if partial.is_file() else 0
+        if offset > published.size:
+            partial.unlink()
+            offset = 0
+        if offset < published.size or not published.size:
+            _download_into(artefact, published, partial, offset, progress)
+        problem = _release_problem(published, partial, path)
+        if problem in (None, UNCHECKED):
+            break
+        partial.unlink()
+        if offset == 0:
+            raise ModelError(f"{artefact.name}: the file from {published.url} is {problem}; nothing was kept")
+    if problem == UNCHECKED:
+        try:
+            _check_content(artefact, partial)
+        except ModelError:
+            partial.unlink()
+            raise
+    os.replace(partial, path)
+    fsync_dir(path.parent)
+    if not published.digest and not _recorded_sha256(path):
+        write_bytes_atomic(_recorded_hash_file(path), (file_sha256(path) + "\n").encode())
+
+
+def _download_into(artefact: Artefact, published: PublishedFile, partial: Path, offset: int, progress: Progress | None) -> None:
+    """Append ``published``'s bytes from ``offset`` on to ``partial``; ModelError, one line,
+    when the server cannot be reached or the download breaks off (what came is kept)."""
     import pooch
     import requests
 
+    headers = {"Range": f"bytes={offset}-"} if offset else {}
     downloader = pooch.HTTPDownloader(
-        progressbar=progress(published) if progress is not None else False, timeout=NETWORK_TIMEOUT, chunk_size=1 << 16
+        progressbar=progress(published) if progress is not None else False,
+        timeout=NETWORK_TIMEOUT, chunk_size=1 << 16, headers=headers,
     )
-    with replaced_atomically(path) as tmp:
+    descriptor = os.open(partial, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_NOFOLLOW, 0o644)
+    with os.fdopen(descriptor, "ab") as out:
         try:
-            downloader(published.url, str(tmp), None)
+            downloader(published.url, out, None)
         except (requests.RequestException, OSError) as exc:
-            raise ModelError(
-                f"cannot fetch {artefact.name} from {published.url} ({_download_reason(exc)}); "
-                f"without internet, bring the file with {_bring_hint(artefact)}"
-            ) from None
-        problem = _release_problem(published, tmp, path)
-        if problem == UNCHECKED:
-            _check_content(artefact, tmp)
-        elif problem is not None:
-            raise ModelError(f"{artefact.name}: the file from {published.url} is {problem}; nothing was kept")
-    if not published.digest and not _recorded_sha256(path):
-        write_bytes_atomic(_recorded_hash_file(path), (file_sha256(path) + "\n").encode())
+            failure = exc
+        else:
+            out.flush()
+            os.fsync(out.fileno())
+            return
+    kept = partial.stat().st_size
+    if kept == 0:
+        partial.unlink()
+    resume = f"; {kept:,} bytes kept, `reid models fetch {artefact.name}` resumes" if kept and published.size else ""
+    raise ModelError(
+        f"cannot fetch {artefact.name} from {published.url} ({_download_reason(failure)}){resume}; "
+        f"without internet, bring the file with {_bring_hint(artefact)}"
+    ) from None
 
 
 # ---- reid models add: files a user brings ---------------------------------------------

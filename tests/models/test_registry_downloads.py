@@ -29,20 +29,22 @@ from reid.models.registry import (
     fetch_files,
 )
 
-PAYLOAD = bytes(range(256)) * 400  # 102,400 bytes
+PAYLOAD = bytes(range(256)) * 4096  # 1 MiB: a broken download keeps all but its last chunk
 OTHER = b"x" * len(PAYLOAD)
 
 
 class _Server(http.server.ThreadingHTTPServer):
     daemon_threads = True
     requests_seen: dict[str, int]
+    ranges: list[tuple[str, str | None]]
     slow_seconds: float
 
 
 class _Handler(http.server.BaseHTTPRequestHandler):
-    """``/good/NAME`` the payload; ``/truncated`` half of it under the whole length;
-    ``/short`` half of it, honestly labelled; ``/slow`` headers then silence;
-    ``/flaky`` truncated the first time, whole afterwards; anything else 404."""
+    """``/good/NAME`` the payload (the rest of it for a ``Range: bytes=N-``); ``/truncated``
+    half of it under the whole length; ``/short`` half of it, honestly labelled; ``/slow``
+    headers then silence; ``/flaky`` truncated the first time, served as ``/good/`` after;
+    ``/no-range`` the same, but ignoring ``Range``; anything else 404."""
 
     server: _Server
 
@@ -52,9 +54,14 @@ class _Handler(http.server.BaseHTTPRequestHandler):
     def do_GET(self) -> None:  # noqa: N802 (http.server's name)
         seen = self.server.requests_seen
         seen[self.path] = seen.get(self.path, 0) + 1
-        if self.path.startswith("/good/") or (self.path == "/flaky" and seen[self.path] > 1):
+        self.server.ranges.append((self.path, self.headers.get("Range")))
+        again = self.path in ("/flaky", "/no-range") and seen[self.path] > 1
+        offset = int(self.headers["Range"][len("bytes="):].rstrip("-")) if self.headers.get("Range") else 0
+        if (self.path.startswith("/good/") or again) and offset and self.path != "/no-range":
+            self._send(PAYLOAD[offset:], len(PAYLOAD) - offset, status=206)
+        elif self.path.startswith("/good/") or again:
             self._send(PAYLOAD, len(PAYLOAD))
-        elif self.path in ("/truncated", "/flaky"):
+        elif self.path in ("/truncated", "/flaky", "/no-range"):
             self._send(PAYLOAD[: len(PAYLOAD) // 2], len(PAYLOAD))
         elif self.path == "/short":
             self._send(PAYLOAD[: len(PAYLOAD) // 2], len(PAYLOAD) // 2)
@@ -66,8 +73,8 @@ class _Handler(http.server.BaseHTTPRequestHandler):
         else:
             self.send_error(404, "File not found")
 
-    def _send(self, body: bytes, length: int) -> None:
-        self.send_response(200)
+    def _send(self, body: bytes, length: int, status: int = 200) -> None:
+        self.send_response(status)
         self.send_header("Content-Length", str(length))
         self.end_headers()
         self.wfile.write(body)
@@ -78,7 +85,7 @@ class _Handler(http.server.BaseHTTPRequestHandler):
 @pytest.fixture
 def server() -> Iterator[_Server]:
     httpd = _Server(("127.0.0.1", 0), _Handler)
-    httpd.requests_seen, httpd.slow_seconds = {}, 3.0
+    httpd.requests_seen, httpd.ranges, httpd.slow_seconds = {}, [], 3.0
     thread = threading.Thread(target=httpd.serve_forever, daemon=True)
     thread.start()
     yield httpd
@@ -168,8 +175,9 @@ def test_a_bad_download_is_refused_in_one_line_and_leaves_nothing(
         fetch_artefact(artefact)
     message = str(info.value)
     assert "\n" not in message and reason in message and _url(server, path) in message, message
-    assert _leftovers(cache) == [], "no partial file is left, under its name or a temporary one"
-    assert cache_state(artefact) == "no"
+    kept = [p.name for p in _leftovers(cache)]
+    assert kept == ([".m.bin.partial"] if path == "/truncated" else []), "only what a broken download received waits, hidden"
+    assert cache_state(artefact) == "no" and cached(artefact) is None
 
 
 def test_a_silent_server_times_out(server: _Server, cache: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -183,13 +191,36 @@ def test_a_silent_server_times_out(server: _Server, cache: Path, monkeypatch: py
     assert _leftovers(cache) == []
 
 
-def test_an_interrupted_download_is_fetched_whole_the_next_time(server: _Server, cache: Path) -> None:
+def test_an_interrupted_download_resumes_where_it_broke_off(server: _Server, cache: Path) -> None:
     artefact = _artefact(PublishedFile("m.bin", _url(server, "/flaky"), len(PAYLOAD), _sha("sha256")))
-    with pytest.raises(ModelError, match="broke off"):
+    with pytest.raises(ModelError) as info:
         fetch_artefact(artefact)
-    assert _leftovers(cache) == [] and cached(artefact) is None
+    kept = (cache / artefact.name / ".m.bin.partial").stat().st_size
+    assert 0 < kept <= len(PAYLOAD) // 2
+    assert f"broke off before the whole file came); {kept:,} bytes kept, `reid models fetch test.release` resumes" in str(info.value)
+    assert cached(artefact) is None and cache_state(artefact) == "no"
     assert fetch_artefact(artefact).read_bytes() == PAYLOAD
-    assert server.requests_seen["/flaky"] == 2
+    assert server.ranges == [("/flaky", None), ("/flaky", f"bytes={kept}-")], "the second request asks for the rest only"
+    assert [p.name for p in _leftovers(cache)] == ["m.bin"]
+
+
+def test_a_server_that_ignores_range_gets_the_whole_file_asked_again(server: _Server, cache: Path) -> None:
+    artefact = _artefact(PublishedFile("m.bin", _url(server, "/no-range"), len(PAYLOAD), _sha("sha256")))
+    with pytest.raises(ModelError, match="resumes"):
+        fetch_artefact(artefact)
+    kept = (cache / artefact.name / ".m.bin.partial").stat().st_size
+    assert fetch_artefact(artefact).read_bytes() == PAYLOAD
+    assert [r for _, r in server.ranges] == [None, f"bytes={kept}-", None]
+    assert [p.name for p in _leftovers(cache)] == ["m.bin"]
+
+
+def test_a_partial_file_that_does_not_check_is_fetched_whole(server: _Server, cache: Path) -> None:
+    artefact = _artefact(PublishedFile("m.bin", _url(server, "/good/m.bin"), len(PAYLOAD), _sha("sha256")))
+    partial = cache / artefact.name / ".m.bin.partial"
+    partial.parent.mkdir(parents=True)
+    partial.write_bytes(OTHER[:1000])  # left by a download of another file under that name
+    assert fetch_artefact(artefact).read_bytes() == PAYLOAD
+    assert [r for _, r in server.ranges] == ["bytes=1000-", None] and not partial.exists()
 
 
 def test_offline_the_error_names_the_url_and_reid_models_add(cache: Path) -> None:
