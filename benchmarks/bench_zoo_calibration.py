@@ -62,7 +62,7 @@ def main() -> None:
         choice = choose_threshold(distances, same, args.far)
         results[name] = {
             "images": len(records),
-            "identities": int(len(set(pids.tolist()))),
+            "identities": len(set(pids.tolist())),
             "genuine_pairs": int(same.sum()),
             "impostor_pairs": int((~same).sum()),
             "genuine_median": float(np.median(distances[same])),

@@ -6,7 +6,6 @@ from pathlib import Path
 from typing import Optional
 
 import typer
-
 from rich.progress import BarColumn, DownloadColumn, Progress, TextColumn, TransferSpeedColumn
 
 from reid.cli.common import console, err_console, handle_errors, print_table, write_json
@@ -117,6 +116,7 @@ def show_command(name: str = typer.Argument(..., help="Artefact name, as `reid m
 def _described(artefact: Artefact) -> list[tuple[str, str]]:
     mean_0_255 = all(m == 0 for m in artefact.mean) and all(abs(s * 255 - 1) < 1e-6 for s in artefact.std)
     pixels = "0-255 as they are" if mean_0_255 else f"/255, then mean {artefact.mean}, std {artefact.std}"
+    height, width = artefact.input_size
     rows = [
         ("name", artefact.name),
         ("task", artefact.kind),
@@ -124,8 +124,7 @@ def _described(artefact: Artefact) -> list[tuple[str, str]]:
         ("description", artefact.description),
         ("licence", artefact.licence),
         ("from", artefact.origin),
-        ("input", f"{artefact.input_size[0]}x{artefact.input_size[1]} (height x width), "
-                  f"{artefact.channel_order.upper()}, pixels {pixels}"),
+        ("input", f"{height}x{width} (height x width), {artefact.channel_order.upper()}, pixels {pixels}"),
         ("cached", f"{cache_state(artefact)} ({artefact_path(artefact).parent if artefact.files else artefact_path(artefact)})"),
     ]
     rows += [(f"published {key}", f"{value:g}") for key, value in artefact.metrics]

@@ -51,7 +51,7 @@ class _Handler(http.server.BaseHTTPRequestHandler):
     def log_message(self, *args: object) -> None:
         pass
 
-    def do_GET(self) -> None:  # noqa: N802 (http.server's name)
+    def do_GET(self) -> None:
         seen = self.server.requests_seen
         seen[self.path] = seen.get(self.path, 0) + 1
         self.server.ranges.append((self.path, self.headers.get("Range")))
