@@ -19,8 +19,17 @@ map onto ours (its ``layout``). :func:`fetch` returns a verified local file:
   checked against the publisher's hash, rewritten once (:mod:`reid.models.onnx_graph`),
   and the rewritten file is what is cached and hashed from then on.
 
+- a ``release`` artefact (the model zoo: published person detectors and Re-ID models) is
+  one or more :class:`PublishedFile` (an OpenVINO IR's .xml and .bin), each with its URL,
+  size and SHA-256 or SHA-384; each is downloaded with pooch's HTTP downloader into
+  ``.FILE.partial``, resumed with an HTTP ``Range`` after an interruption, and renamed into
+  place once its size and digest check. A model nobody publishes as a file (a user's ONNX
+  export) has no URL: the first file accepted has its hash recorded.
+
+:func:`add` takes the file(s) a user brings, checked before they enter the cache;
+:func:`cached_files` says where an artefact's verified files are, without any network.
 Offline, a fetch fails at once with one line naming the artefact, where it would come
-from and where to place the file by hand.
+from and how to bring the file (``reid models add``) or where to place it by hand.
 """
 
 from __future__ import annotations
