@@ -607,7 +607,11 @@ def _file_problem(artefact: Artefact, path: Path) -> str | None:
 def is_valid(artefact: Artefact, path: Path) -> bool:
     """True when ``path`` is a file whose SHA-256 matches the published hash (a prefix match
     for torchvision) or the one recorded when it was checked; False for anything else,
-    including an unreadable file and one never checked."""
+    including an unreadable file and one never checked. For a release artefact ``path`` is
+    checked as the published file of its name."""
+    if artefact.files:
+        published = next((f for f in artefact.files if f.name == path.name), None)
+        return published is not None and path.is_file() and _release_problem(published, path, path) is None
     return path.is_file() and _file_problem(artefact, path) is None
 
 

@@ -241,6 +241,18 @@ def test_a_model_without_a_published_file_says_to_bring_it(cache: Path) -> None:
     assert "\n" not in str(info.value) and "reid models add bytetrack_nano.mot17 FILE" in str(info.value)
 
 
+def test_a_model_with_one_of_its_two_files_is_partly_cached(server: _Server, cache: Path) -> None:
+    files = (PublishedFile("m.xml", _url(server, "/good/m.xml"), len(PAYLOAD), _sha("sha384")),
+             PublishedFile("m.bin", _url(server, "/good/m.bin"), len(PAYLOAD), _sha("sha384")))
+    artefact = _artefact(*files)
+    path = fetch_artefact(artefact)
+    path.with_name("m.bin").unlink()
+    assert cache_state(artefact) == "partly" and cached(artefact) is None
+    assert registry.is_valid(artefact, path) and not registry.is_valid(artefact, path.with_name("m.bin"))
+    assert fetch_artefact(artefact) == path and cache_state(artefact) == "yes"
+    assert server.requests_seen == {"/good/m.xml": 1, "/good/m.bin": 2}, "only the missing file is fetched again"
+
+
 def test_a_cached_file_that_fails_its_check_is_left_alone(server: _Server, cache: Path) -> None:
     artefact = _artefact(PublishedFile("m.bin", _url(server, "/good/m.bin"), len(PAYLOAD), _sha("sha256")))
     path = fetch_artefact(artefact)
