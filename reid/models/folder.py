@@ -175,7 +175,9 @@ def load_encoder(
     (``person-reidentification-retail-0277``, ``osnet_x0_25.msmt17``; :mod:`reid.models.zoo`).
 
     A model folder whose card has format ``dlib`` holds a (calibrated) card of dlib-face;
-    one whose card describes SFace's architecture, a (calibrated) card of sface.
+    one whose card describes SFace's architecture, a (calibrated) card of sface; one whose
+    card (format ``openvino`` or ``onnx``) is named after a published Re-ID model, a
+    (calibrated) card of that model, checked against its cached files.
     ``device`` is where a PyTorch model runs (default: CUDA when available).
 
     Raises:
@@ -197,6 +199,11 @@ def load_encoder(
             return DlibFaceEncoder(card)
         if card.format == "onnx" and card.architecture == SFACE_ARCHITECTURE:
             return SFaceEncoder(card, device=device)
+        if card.format in ("openvino", "onnx") and card.name in ARTEFACTS:
+            # A (calibrated) card of a published model, saved into a folder.
+            from reid.models.zoo import zoo_encoder
+
+            return zoo_encoder(card.name, device, card=card)
         target = check_device(device or default_device())
         network, card = load_model(path)
         return TorchEncoder(network, card, target)

@@ -92,21 +92,24 @@ def _described(artefact: Artefact, card: ModelCard) -> ModelCard:
     )
 
 
-def zoo_encoder(name: str, device: str | None = None, threads: int | None = None) -> Encoder:
+def zoo_encoder(name: str, device: str | None = None, threads: int | None = None, card: ModelCard | None = None) -> Encoder:
     """The Encoder of person Re-ID artefact ``name``, its files fetched (or taken from the
     cache) and checked first.
 
     ``device`` is where a PyTorch model runs (default: CUDA when available; OpenVINO runs on
-    the CPU); ``threads`` caps OpenVINO's threads. Raises ModelError, one line: an artefact
-    that is not a person Re-ID model, files that cannot be fetched (naming the URL and
-    ``reid models add``), or a runtime that is not installed (naming the extra).
+    the CPU); ``threads`` caps OpenVINO's threads. ``card`` replaces the built card (one
+    saved into a model folder and calibrated there by ``reid calibrate``); it must carry
+    the fingerprint of these files and this preprocessing. Raises ModelError, one line: an
+    artefact that is not a person Re-ID model, files that cannot be fetched (naming the URL
+    and ``reid models add``), a runtime that is not installed (naming the extra), or a
+    ``card`` of other files.
     """
     artefact = get_artefact(name)
     if artefact.kind != "person-reid":
         raise ModelError(f"{name} is a {artefact.kind}, not a person Re-ID model; `reid models list` shows the Re-ID models")
     paths = fetch_files(name)
     if artefact.runtime == "openvino":
-        card = ModelCard(
+        built = ModelCard(
             name=artefact.name,
             architecture=artefact.architecture,
             embedding_dim=1,
@@ -116,17 +119,24 @@ def zoo_encoder(name: str, device: str | None = None, threads: int | None = None
             channel_order=artefact.channel_order,
             neck="none",
         )
-        return _described_encoder(artefact, OpenVinoEncoder(paths[0], card, threads))
+        return _described_encoder(artefact, OpenVinoEncoder(paths[0], built, threads), card)
     if artefact.runtime == "onnxruntime":
-        given = Preprocessing(artefact.input_size, artefact.mean, artefact.std, artefact.channel_order)
-        return _described_encoder(artefact, OnnxEncoder(paths[0], given, device))
+        preprocessing = Preprocessing(artefact.input_size, artefact.mean, artefact.std, artefact.channel_order)
+        return _described_encoder(artefact, OnnxEncoder(paths[0], preprocessing, device), card)
     folder = cache_dir() / artefact.name / IMPORTED
     if not holds_model(folder):
         import_model(paths[0], artefact.architecture, folder, source=artefact.layout, input_size=artefact.input_size)
-    network, card = load_model(folder)
-    return _described_encoder(artefact, TorchEncoder(network, card, check_device(device or default_device())))
+    network, imported = load_model(folder)
+    return _described_encoder(artefact, TorchEncoder(network, imported, check_device(device or default_device())), card)
 
 
-def _described_encoder(artefact: Artefact, encoder: Encoder) -> Encoder:
+def _described_encoder(artefact: Artefact, encoder: Encoder, given: ModelCard | None) -> Encoder:
     encoder.card = _described(artefact, encoder.card)
+    if given is not None:
+        if given.fingerprint != encoder.card.fingerprint:
+            raise ModelError(
+                f"{given.name}: card fingerprint {given.fingerprint or 'missing'} does not describe the cached files of "
+                f"{artefact.name} (fingerprint {encoder.card.fingerprint})"
+            )
+        encoder.card = given
     return encoder

@@ -4,6 +4,7 @@ OpenVINO, torchreid's OSNet through an ONNX export; skipped with a reason where 
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
@@ -157,3 +158,28 @@ def test_a_fastreid_release_file_is_checked_recorded_and_imported_exactly(cache:
     # The same name starts training (`reid train --pretrained NAME`).
     start = resolve_start("resnet50", "fastreid_bot_r50.market1501")
     assert start is not None and start.format == "fastreid"
+
+
+def test_a_published_model_is_calibrated_through_a_folder_holding_its_card(
+    cache: Path, tmp_path: Path, market1501_mini: Path
+) -> None:
+    pytest.importorskip("openvino", reason="the openvino extra is not installed")
+    from reid.models import save_card
+    from reid.pipeline.calibrate import calibrate_model
+
+    name = "person-reidentification-retail-0288"
+    add(name, _weights(f"omz/{name}"))
+    folder = tmp_path / "omz-0288"
+    save_card(load_encoder(name).card, folder)
+    paths = sorted((market1501_mini / "query").glob("*.jpg"))[:12]
+    lines = [f"{a.name},{b.name},{int(a.name[:4] == b.name[:4])}" for i, a in enumerate(paths) for b in paths[i + 1:]]
+    (tmp_path / "pairs.csv").write_text("\n".join(lines) + "\n")
+    result = calibrate_model(folder, tmp_path / "pairs.csv", market1501_mini / "query", target_far=None)
+    encoder = load_encoder(folder)
+    assert encoder.card.name == name and encoder.threshold == pytest.approx(result.choice.threshold)
+    assert encoder.fingerprint == load_encoder(name).fingerprint and encoder.card.impostor_quantiles
+    # A card of other files is refused by its fingerprint.
+    other = tmp_path / "other"
+    save_card(replace(encoder.card, fingerprint="0" * 16), other)
+    with pytest.raises(ModelError, match="does not describe the cached files of person-reidentification-retail-0288"):
+        load_encoder(other)
