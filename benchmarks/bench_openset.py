@@ -57,6 +57,8 @@ import cv2
 import numpy as np
 from scipy.optimize import linear_sum_assignment
 
+from reid.models import load_encoder
+
 ROOT = Path(__file__).resolve().parents[1]
 SHARED = ROOT.parent / "shared" / "data"
 VIDEO = SHARED / "video" / "vtest.avi"
@@ -248,7 +250,7 @@ def row(name: str, threshold: float, source: str, result: dict[str, object]) -> 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--model", type=Path, required=True, help="Model folder (e.g. models/demo).")
+    parser.add_argument("--model", type=Path, required=True, help="Model folder (e.g. models/demo), or a published Re-ID model by name.")
     parser.add_argument("--detector", default="ssdlite")
     parser.add_argument("--keep", type=Path, help="Keep the gallery, clip and outputs in this folder.")
     args = parser.parse_args()
@@ -274,7 +276,8 @@ def main() -> None:
         )
         query = ("query", "-m", args.model, "-g", gallery, work / "clip.avi", "--detector", args.detector)
         runs = []
-        card = json.loads((args.model / "card.json").read_text())
+        # The card of a model folder or of a published model by name (reid models list).
+        card = load_encoder(args.model, device="cpu").card
 
         def both_rules(name: str, stem: str) -> None:
             for rule, suffix, label in (("--one-per-frame", "", "one identity per frame"),
@@ -283,7 +286,7 @@ def main() -> None:
                 reid(*query, rule, "--jsonl", out.with_suffix(".jsonl"), "--json", out.with_suffix(".json"))
                 runs.append((f"{name}, {label}", out))
 
-        if card.get("threshold") is not None:
+        if card.threshold is not None:
             both_rules("model card", "card")
         else:
             print(f"{args.model.name}'s card holds no threshold (it was not calibrated): no model-card row")

@@ -96,13 +96,19 @@ def resolve_named(spec: str | Path, home: Path) -> Path:
     return home / path
 
 
-def file_sha256(path: Path) -> str:
-    """The SHA-256 of a file's bytes as 64 hex digits, read in chunks (files may be large)."""
-    digest = hashlib.sha256()
+def file_digest(path: Path, algorithm: str = "sha256") -> str:
+    """The hex digest of a file's bytes by a :mod:`hashlib` algorithm (``sha256``,
+    ``sha384`` ...), read in chunks (files may be large)."""
+    digest = hashlib.new(algorithm)
     with open(path, "rb") as handle:
         for chunk in iter(lambda: handle.read(1 << 22), b""):
             digest.update(chunk)
     return digest.hexdigest()
+
+
+def file_sha256(path: Path) -> str:
+    """The SHA-256 of a file's bytes as 64 hex digits (:func:`file_digest`)."""
+    return file_digest(path, "sha256")
 
 
 def check_file_size(path: Path, limit: int, what: str) -> int:

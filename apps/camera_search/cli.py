@@ -58,7 +58,7 @@ def _print_tables(result: SearchResult) -> None:
 def main(
     videos: list[str] = typer.Argument(None, help="One video per camera (camera 0 first); or a camera index."),
     model: str | None = typer.Option(
-        None, "--model", "-m", help="Person model: a folder, a name under models/, or an .onnx file."
+        None, "--model", "-m", help="Person model: a folder, a name under models/, an .onnx file, or a published Re-ID model by name (`reid models list`)."
     ),
     out: Path = typer.Option(..., "--out", "-o", help="Folder for events, videos and the report."),
     gallery: Path | None = typer.Option(

@@ -34,7 +34,7 @@ def evaluated_on(dataset: ReidDataset, training_data: dict[str, Any]) -> dict[st
 @handle_errors
 def eval_command(
     model: str = typer.Option(
-        ..., "--model", "-m", help="Model folder, a model's name under models/, an .onnx file, or a ready-made face encoder: sface, dlib-face."
+        ..., "--model", "-m", help="Model folder, a model's name under models/, an .onnx file, a ready-made face encoder (sface, dlib-face), or a published Re-ID model by name (`reid models list`)."
     ),
     data: str = typer.Option(
         ..., "--data", "-d", help="Dataset: synthetic, market1501:PATH, dukemtmc:PATH, msmt17:PATH or folder:PATH."

@@ -49,7 +49,7 @@ from reid.pipeline import (
     plan_enrolment,
 )
 
-MODEL_HELP = "Model folder (a path such as ./m or a/m) or a bare name under models/."
+MODEL_HELP = "Model folder (a path such as ./m or a/m), a bare name under models/, or a published Re-ID model by name (`reid models list`)."
 GALLERY_HELP = "Gallery folder (a path such as ./g or a/g), or a bare name under galleries/."
 
 # The index of a new gallery (reid enroll) or of a reindexed one (reid gallery reindex).

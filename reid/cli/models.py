@@ -1,4 +1,4 @@
-"""``reid models list|fetch|path`` and ``reid import``."""
+"""``reid models list|show|fetch|add|path`` and ``reid import``."""
 
 from __future__ import annotations
 
@@ -6,18 +6,80 @@ from pathlib import Path
 from typing import Optional
 
 import typer
+from rich.progress import BarColumn, DownloadColumn, Progress, TextColumn, TransferSpeedColumn
 
-from reid.cli.common import console, handle_errors, print_table, write_json
+from reid.cli.common import console, err_console, handle_errors, print_table, write_json
 from reid.errors import ConfigError
 from reid.models.formats import NAMED_FORMATS
 from reid.models.imports import import_model
-from reid.models.registry import ARTEFACTS, artefact_path, cache_state, fetch, get_artefact
+from reid.models.registry import (
+    ARTEFACTS,
+    Artefact,
+    PublishedFile,
+    add,
+    artefact_path,
+    cache_state,
+    fetch_files,
+    get_artefact,
+)
 from reid.text import printable
 
-models_app = typer.Typer(help="Pretrained artefacts: list them, fetch them into the cache, show where they are.", no_args_is_help=True)
+models_app = typer.Typer(
+    help="Pretrained artefacts: list them, show one, fetch them into the cache, add files you bring, show where they are.",
+    no_args_is_help=True,
+)
 
 
-def _hash_text(sha256: str) -> str:
+class _RichBar:
+    """One file's bar in a rich Progress, behind the interface pooch's downloader drives."""
+
+    def __init__(self, progress: Progress, label: str) -> None:
+        self._progress, self._task = progress, progress.add_task(label, total=None)
+
+    @property
+    def total(self) -> float | None:
+        return self._progress.tasks[self._task].total
+
+    @total.setter
+    def total(self, value: int) -> None:
+        self._progress.update(self._task, total=value or None)
+
+    def update(self, count: int) -> None:
+        self._progress.advance(self._task, count)
+
+    def reset(self) -> None:
+        self._progress.reset(self._task, total=self.total)
+
+    def close(self) -> None:
+        self._progress.refresh()
+
+
+class _PlainBar:
+    """Without a terminal: one line when a download starts and one when it ends."""
+
+    def __init__(self, published: PublishedFile) -> None:
+        self.total, self._name = 0, published.name
+        err_console.print(f"downloading {printable(published.url)}", soft_wrap=True)
+
+    def update(self, count: int) -> None:
+        pass
+
+    def reset(self) -> None:
+        pass
+
+    def close(self) -> None:
+        err_console.print(f"downloaded {printable(self._name)} ({self.total:,} bytes)", soft_wrap=True)
+
+
+def _hash_text(artefact: Artefact) -> str:
+    if artefact.files:
+        digests = [f.digest for f in artefact.files if f.digest]
+        if not digests:
+            return "not published (first file checked, then recorded)"
+        algorithm, _, digest = digests[0].partition(":")
+        more = f" (+{len(digests) - 1} file{'s' if len(digests) > 2 else ''})" if len(digests) > 1 else ""
+        return f"{algorithm} {digest[:12]}…{more}"
+    sha256 = artefact.sha256
     if not sha256:
         return "not published (first file checked, then recorded)"
     return f"{sha256[:12]}…" if len(sha256) == 64 else f"{sha256} (prefix)"
@@ -26,27 +88,77 @@ def _hash_text(sha256: str) -> str:
 @models_app.command("list")
 @handle_errors
 def list_command(json_file: Optional[Path] = typer.Option(None, "--json", help="Also write the registry as JSON.")) -> None:
-    """Every known artefact: kind, architecture, origin, SHA-256, licence and whether it is cached."""
+    """Every known artefact: task, origin, hash, licence and whether it is cached (`reid models show NAME` says more)."""
     rows = [
-        [a.name, a.kind, a.where, _hash_text(a.sha256), a.licence, cache_state(a)]
+        [a.name, a.kind, a.where, _hash_text(a), a.licence, cache_state(a)]
         for a in ARTEFACTS.values()
     ]
     print_table("pretrained artefacts", ["name", "kind", "from", "sha256", "licence", "cached"], rows)
     if json_file:
         write_json(json_file, [
             {"name": a.name, "kind": a.kind, "architecture": a.architecture, "source": a.source, "from": a.origin,
-             "sha256": a.sha256, "licence": a.licence, "layout": a.layout, "path": str(artefact_path(a)), "cached": cache_state(a) == "yes",
-             "cache_state": cache_state(a)}
+             "sha256": a.sha256, "licence": a.licence, "layout": a.layout, "runtime": a.runtime, "path": str(artefact_path(a)),
+             "cached": cache_state(a) == "yes", "cache_state": cache_state(a),
+             "files": [{"name": f.name, "url": f.url, "size": f.size, "digest": f.digest} for f in a.files]}
             for a in ARTEFACTS.values()
         ])
+
+
+@models_app.command("show")
+@handle_errors
+def show_command(name: str = typer.Argument(..., help="Artefact name, as `reid models list` shows it.")) -> None:
+    """One artefact: task, runtime, preprocessing, published figures, and each file with its URL, size and hash."""
+    artefact = get_artefact(name)
+    for key, value in _described(artefact):
+        console.print(f"{key}: {printable(value)}", highlight=False, soft_wrap=True)
+
+
+def _described(artefact: Artefact) -> list[tuple[str, str]]:
+    mean_0_255 = all(m == 0 for m in artefact.mean) and all(abs(s * 255 - 1) < 1e-6 for s in artefact.std)
+    pixels = "0-255 as they are" if mean_0_255 else f"/255, then mean {artefact.mean}, std {artefact.std}"
+    height, width = artefact.input_size
+    rows = [
+        ("name", artefact.name),
+        ("task", artefact.kind),
+        ("runtime", artefact.runtime),
+        ("description", artefact.description),
+        ("licence", artefact.licence),
+        ("from", artefact.origin),
+        ("input", f"{height}x{width} (height x width), {artefact.channel_order.upper()}, pixels {pixels}"),
+        ("cached", f"{cache_state(artefact)} ({artefact_path(artefact).parent if artefact.files else artefact_path(artefact)})"),
+    ]
+    rows += [(f"published {key}", f"{value:g}") for key, value in artefact.metrics]
+    for published in artefact.files:
+        size = f"{published.size:,} bytes" if published.size else "size not published"
+        digest = published.digest or "hash not published (the first file accepted is recorded)"
+        rows.append((f"file {published.name}", f"{published.url or 'not published'}; {size}; {digest}"))
+    return rows
 
 
 @models_app.command("fetch")
 @handle_errors
 def fetch_command(names: list[str] = typer.Argument(..., help="Artefact names, as `reid models list` shows them.")) -> None:
-    """Fetch artefacts into the cache (verified by SHA-256) and print where each one is."""
+    """Fetch artefacts into the cache (verified by their published hash, with a progress bar) and print where each file is."""
     for name in names:
-        console.print(f"{printable(name)}: {printable(fetch(name))}", highlight=False, soft_wrap=True)
+        if err_console.is_terminal:
+            columns = (TextColumn("{task.description}"), BarColumn(), DownloadColumn(), TransferSpeedColumn())
+            with Progress(*columns, console=err_console, transient=True) as progress:
+                paths = fetch_files(name, progress=lambda published: _RichBar(progress, published.name))
+        else:
+            paths = fetch_files(name, progress=_PlainBar)
+        for path in paths:
+            console.print(f"{printable(name)}: {printable(path)}", highlight=False, soft_wrap=True)
+
+
+@models_app.command("add")
+@handle_errors
+def add_command(
+    name: str = typer.Argument(..., help="Artefact name, as `reid models list` shows it."),
+    source: Path = typer.Argument(..., help="The file you bring, or a folder holding the artefact's files (an IR's .xml and .bin)."),
+) -> None:
+    """Put a file you bring into the cache once its size and hash check (a model with no published file: its hash is recorded)."""
+    for path in add(name, source):
+        console.print(f"{printable(name)}: {printable(path)}", highlight=False, soft_wrap=True)
 
 
 @models_app.command("path")

@@ -19,7 +19,7 @@ from reid.pipeline import PairScores, calibrate_model, compare_images, model_fol
 from reid.pipeline.subject import DETECT_HELP, NO_FACE_HELP
 
 MODEL_HELP = "Model folder, or a model's name under models/."
-ENCODER_HELP = "Model folder, a model's name under models/, an .onnx file, or a ready-made face encoder: sface, dlib-face."
+ENCODER_HELP = "Model folder, a model's name under models/, an .onnx file, a ready-made face encoder (sface, dlib-face), or a published Re-ID model by name (`reid models list`)."
 FACE_DETECTOR_HELP = "Face detector for the crops: haar (default for --detect face) or yunet (default for aligned chips)."
 PAIRS_HELP = "Pair file: LFW pairs.txt, or CSV lines 'path_a,path_b,label' (label 1 same, 0 different)."
 ROOT_HELP = "Folder the pair file's paths are relative to (default: the pair file's folder)."

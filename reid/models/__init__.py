@@ -1,5 +1,6 @@
 """Encoders: networks, model cards, model folders, the Encoder contract and its
-implementations (own PyTorch model, ONNX file, dlib's face descriptor, SFace), and export."""
+implementations (own PyTorch model, ONNX file, OpenVINO IR, dlib's face descriptor, SFace),
+published models by name (the zoo), and export."""
 
 from reid.models.backbones import BACKBONES
 from reid.models.card import ModelCard, load_card, save_card
@@ -18,6 +19,7 @@ from reid.models.export import EXPORT_FORMATS, ExportResult, export_model
 from reid.models.folder import READY_MADE_FACES, load_encoder, load_model, save_model
 from reid.models.network import ReidNet, build_network
 from reid.models.onnx import OnnxEncoder, Preprocessing, card_path_for
+from reid.models.openvino import OpenVinoEncoder
 from reid.models.sface import SFACE, SFaceEncoder
 from reid.models.stand_in import stand_in_model, untrained_network
 
@@ -33,6 +35,7 @@ __all__ = [
     "ExportResult",
     "ModelCard",
     "OnnxEncoder",
+    "OpenVinoEncoder",
     "Preprocessing",
     "ReidNet",
     "SFACE",

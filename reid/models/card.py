@@ -116,7 +116,7 @@ class ModelCard:
     # Absent on cards written before the fingerprint covered the card: version 1.
     fingerprint_version: Annotated[StrictInt, Field(ge=1, le=FINGERPRINT_VERSION)] = 1
     weights_fingerprint: Fingerprint = ""
-    format: Literal["torch", "onnx", "torchscript", "dlib"] = "torch"
+    format: Literal["torch", "onnx", "torchscript", "dlib", "openvino"] = "torch"
     normalized_output: StrictBool = True
     created: StrictStr = ""
     # "5-point": the encoder was trained on face chips aligned by five landmarks

@@ -31,6 +31,7 @@ from reid.models.dlib_face import DLIB_FACE, DlibFaceEncoder
 from reid.models.encoder import Encoder, TorchEncoder
 from reid.models.network import ReidNet, build_network
 from reid.models.onnx import OnnxEncoder, Preprocessing
+from reid.models.registry import ARTEFACTS
 from reid.models.sface import ARCHITECTURE as SFACE_ARCHITECTURE
 from reid.models.sface import SFACE, SFaceEncoder
 from reid.paths import replaced_folder, resolve_named, write_bytes_atomic
@@ -169,11 +170,14 @@ def load_encoder(
     spec: str | Path, device: str | None = None, preprocessing: Preprocessing | None = None
 ) -> Encoder:
     """Load an encoder: a model folder by path (``models/demo``) or bare name (``demo``), an
-    ONNX file (``x.onnx``, preprocessing from its card or ``preprocessing``), ``dlib-face``
-    or ``sface``.
+    ONNX file (``x.onnx``, preprocessing from its card or ``preprocessing``), ``dlib-face``,
+    ``sface``, or a published person Re-ID model by its registry name
+    (``person-reidentification-retail-0277``, ``osnet_x0_25.msmt17``; :mod:`reid.models.zoo`).
 
     A model folder whose card has format ``dlib`` holds a (calibrated) card of dlib-face;
-    one whose card describes SFace's architecture, a (calibrated) card of sface.
+    one whose card describes SFace's architecture, a (calibrated) card of sface; one whose
+    card (format ``openvino`` or ``onnx``) is named after a published Re-ID model, a
+    (calibrated) card of that model, checked against its cached files.
     ``device`` is where a PyTorch model runs (default: CUDA when available).
 
     Raises:
@@ -195,6 +199,11 @@ def load_encoder(
             return DlibFaceEncoder(card)
         if card.format == "onnx" and card.architecture == SFACE_ARCHITECTURE:
             return SFaceEncoder(card, device=device)
+        if card.format in ("openvino", "onnx") and card.name in ARTEFACTS:
+            # A (calibrated) card of a published model, saved into a folder.
+            from reid.models.zoo import zoo_encoder
+
+            return zoo_encoder(card.name, device, card=card)
         target = check_device(device or default_device())
         network, card = load_model(path)
         return TorchEncoder(network, card, target)
@@ -202,6 +211,11 @@ def load_encoder(
         return DlibFaceEncoder()
     if str(spec) == SFACE:
         return SFaceEncoder(device=device)
+    if str(spec) in ARTEFACTS:
+        # Imported here: the zoo builds on this module (model folders, imports).
+        from reid.models.zoo import zoo_encoder
+
+        return zoo_encoder(str(spec), device)
     if path.is_file():
         raise ModelError(f"{path}: unsupported model file; give a model folder, an .onnx file, {DLIB_FACE} or {SFACE}")
-    raise ModelError(f"{spec}: no such model folder")
+    raise ModelError(f"{spec}: no such model folder, nor a model name of `reid models list`")

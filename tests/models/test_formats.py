@@ -87,7 +87,7 @@ def test_fastreid_normalisation_comes_from_the_file() -> None:
 
 def test_registry_checkpoints_name_a_format() -> None:
     for artefact in ARTEFACTS.values():
-        assert artefact.layout in FORMATS or artefact.layout in ("tensorflow-frozen-graph", "onnx"), artefact.name
+        assert artefact.layout in FORMATS or artefact.layout in ("tensorflow-frozen-graph", "onnx", "openvino-ir"), artefact.name
 
 
 def test_an_unknown_format_name_is_one_line() -> None:

@@ -29,6 +29,7 @@ from reid.models.osnet import OSNet
 from reid.models.registry import (
     ARTEFACTS,
     KINDS,
+    RUNTIMES,
     STALE_PARTIAL_SECONDS,
     SOURCES,
     Artefact,
@@ -52,16 +53,14 @@ def test_every_entry_is_described() -> None:
     for artefact in ARTEFACTS.values():
         assert artefact.kind in KINDS
         assert artefact.licence and artefact.description and artefact.origin
-        assert artefact.layout in (
-            "torchvision", "torchreid", "efficientnet-lite0-ordered", "mobilenetv2-ordered", "tensorflow-frozen-graph",
-            "onnx",
-        )
+        assert artefact.layout in RUNTIMES and artefact.runtime in ("torch", "onnxruntime", "openvino", "opencv")
+        assert len(artefact.input_size) == 2 and artefact.channel_order in ("rgb", "bgr")
         if artefact.source == "wheel":
             assert len(artefact.sha256) == 64 and artefact.member and "==" in artefact.location
             assert not artefact.rewrite or len(artefact.published_sha256) == 64
         if artefact.source == "torchvision":
             assert artefact.sha256 and artefact.filename.endswith(f"-{artefact.sha256}.pth")
-    osnets = [a for a in ARTEFACTS.values() if a.architecture.startswith("osnet")]
+    osnets = [a for a in ARTEFACTS.values() if a.architecture.startswith("osnet") and a.source == "url"]
     assert {a.kind for a in osnets} == {"imagenet-backbone", "person-reid"}
     assert all(a.location.startswith("https://drive.google.com/") for a in osnets)
     assert ARTEFACTS["osnet_x1_0.market1501"].classes == 751
@@ -69,7 +68,7 @@ def test_every_entry_is_described() -> None:
 
 def test_each_source_is_known_in_one_table() -> None:
     fields = dataclasses.asdict(ARTEFACTS["resnet18.imagenet"])
-    with pytest.raises(ValueError, match="source 'ftp' is not one of torchvision, url, wheel"):
+    with pytest.raises(ValueError, match="source 'ftp' is not one of torchvision, url, release, wheel"):
         Artefact(**{**fields, "source": "ftp"})
     assert set(SOURCES) == {a.source for a in ARTEFACTS.values()}
     for artefact in ARTEFACTS.values():
@@ -344,3 +343,18 @@ def test_paths_with_terminal_codes_are_printed_as_text(tmp_path: Path) -> None:
         result = CliRunner().invoke(app, args, env={"REID_CACHE_DIR": str(cache)})
         assert "\x1b" not in result.output and "\x07" not in result.output
         assert "\\x1b[2J\\x1b[31mred\\x07" in result.output, result.output
+
+
+def test_add_brings_a_single_file_artefact_and_refuses_another(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("REID_CACHE_DIR", str(tmp_path / "cache"))
+    artefact = ARTEFACTS["osnet_x0_25.imagenet"]
+    wrong = tmp_path / "resnet18.pth"
+    torch.save(torchvision_model("resnet18").state_dict(), wrong)
+    result = CliRunner().invoke(app, ["models", "add", artefact.name, str(wrong)])
+    assert result.exit_code == 1 and len(result.output.strip().splitlines()) == 1, result.output
+    assert f"{wrong}: refused as {artefact.name} (" in result.output and "left where it is" in result.output
+    assert wrong.is_file() and not artefact_path(artefact).exists()
+    good = osnet_file(tmp_path / "osnet.pth")
+    (path,) = registry.add(artefact.name, good)
+    assert path == artefact_path(artefact) and file_sha256(path) == file_sha256(good) and good.is_file()
+    assert cache_state(artefact) == "yes"
