@@ -48,29 +48,36 @@ class DetectorName:
     """The pretrained-artefact registry name of the file it runs, if any."""
     suffix: str = ""
     """The suffix of the published file it reads (".onnx", ".xml"), found among the
-    cached files of ``model`` (:func:`reid.detect.published.model_file`) unless given as
-    ``NAME:FILE``; empty for a detector of one registry file (ssdlite) or none."""
-    published: bool = True
-    """False for a model with no published file, which the user brings (``reid models add``)."""
+    verified cached files of ``model`` or else of ``alternatives``
+    (:func:`reid.detect.published.model_file`) unless given as ``NAME:FILE``; empty for a
+    detector of one registry file (ssdlite) or none."""
+    alternatives: tuple[str, ...] = ()
+    """Other artefacts holding the same network (a user's own export of it)."""
+
+    @property
+    def models(self) -> tuple[str, ...]:
+        """The artefacts it can run, the published one first."""
+        return (self.model, *self.alternatives)
 
     def present(self) -> bool:
         """True when what it runs is on this machine (a named file can be given anyway)."""
         if self.suffix:
-            return has_model_file(self.model, self.suffix)
+            return has_model_file(self.models, self.suffix)
         return not self.model or model_available(self.model)
 
 
 def _published(
-    name: str, config: type, model: str, suffix: str, needs: str, build: Callable[[str, Any], Detector], published: bool = True
+    name: str, config: type, models: tuple[str, ...], suffix: str, needs: str, build: Callable[[str, Any], Detector]
 ) -> DetectorName:
-    """The entry of a person detector by name that runs a file of registry artefact
-    ``model``: the file given as ``NAME:FILE``, else the cached one (ModelError naming the
-    command that puts it there), with ``config``'s defaults unless settings are given."""
+    """The entry of a person detector by name that runs a file of the registry artefacts
+    ``models`` (the published one first): the file given as ``NAME:FILE``, else the first
+    verified cached one (ModelError naming the command that puts it there), with
+    ``config``'s defaults unless settings are given."""
 
     def built(options: Any, given: str) -> Detector:
-        return build(given or str(model_file(model, suffix, published)), options or config())
+        return build(given or str(model_file(models, suffix)), options or config())
 
-    return DetectorName(name, "person", config, needs, built, model, suffix, published)
+    return DetectorName(name, "person", config, needs, built, models[0], suffix, models[1:])
 
 
 # Adding a detector is one entry here.
@@ -78,14 +85,15 @@ DETECTORS = {
     entry.name: entry
     for entry in (
         _published(
-            "bytetrack-nano", ByteTrackConfig, "bytetrack_nano.mot17", ".onnx",
+            "bytetrack-nano", ByteTrackConfig, ("bytetrack_nano.mot17",), ".onnx",
             "ByteTrack's YOLOX-Nano person detector, MOT17 + CrowdHuman, 1088x608 (`reid models add` its ONNX export; "
             "reid-toolkit[onnx])",
-            YoloDetector, published=False,
+            YoloDetector,
         ),
         *(
             _published(
-                f"yolox-{size}", YoloxConfig, f"yolox_{size}.coco", ".onnx",
+                f"yolox-{size}", YoloxConfig, (f"yolox_{size}.coco", *(("yolox_nano.coco-export",) if size == "nano" else ())),
+                ".onnx",
                 f"YOLOX-{size.capitalize()} COCO, person class "
                 "(`reid models fetch` once; reid-toolkit[onnx])",
                 YoloDetector,
@@ -94,7 +102,7 @@ DETECTORS = {
         ),
         *(
             _published(
-                name, config, name, ".xml",
+                name, config, (name,), ".xml",
                 f"Open Model Zoo {what}, OpenVINO IR (`reid models fetch` once; reid-toolkit[openvino])",
                 OmzDetector,
             )
