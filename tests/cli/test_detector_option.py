@@ -118,15 +118,12 @@ def test_query_runs_the_best_published_detector_present_and_one_named_with_its_f
 ) -> None:
     from tests.detect.conftest import published_file
 
-    xml, onnx = published_file("person-detection-retail-0013"), published_file("yolox-nano")
+    xml, onnx = published_file("pedestrian-detection-adas-0002"), published_file("yolox-nano")
     gallery = tmp_path / "g"
     assert invoke("enroll", scenes, "--id", "walker", "--model", model, "--gallery", gallery, "--detector", "hog")[0] == 0
-    # The Open Model Zoo detector's files in the cache, as `reid models fetch` leaves them.
-    folder = tmp_path / "cache" / "person-detection-retail-0013"
-    folder.mkdir(parents=True)
-    for part in (xml, xml.with_suffix(".bin")):
-        (folder / part.name).symlink_to(part)
+    # The Open Model Zoo detector's files brought into the cache as `reid models add` does.
     monkeypatch.setenv("REID_CACHE_DIR", str(tmp_path / "cache"))
+    assert invoke("models", "add", "pedestrian-detection-adas-0002", xml.parent)[0] == 0
     for extra in ([], ["--detector", f"yolox-nano:{onnx}"]):
         mot = tmp_path / f"mot{len(extra)}.txt"
         code, out = invoke("query", pedestrian_video, "--model", model, "--gallery", gallery, "--max-frames", "5",
