@@ -358,6 +358,14 @@ def _pillow_size(plugin: str, payload: bytes) -> tuple[int, int, int] | None:
     except Exception:  # noqa: BLE001 - plugins refuse a header with many kinds of errors
         return None
     sample = 4 if mode in ("I", "F") or mode.startswith("I;32") else 2 if mode.startswith("I;16") else 1
+    bands = Image.getmodebands(mode) if mode in Image.MODES else 3
+    if plugin == "JPEG2000":
+        # OpenJPEG decodes every component into 4-byte integers before OpenCV's 8-bit image
+        # (measured: 15.7 bytes a pixel of an RGB JPEG 2000, against 6 of a JPEG).
+        sample = max(sample, -(-(4 * bands + 6) // 6))
+    elif plugin == "WEBP" and bands == 4:
+        # A WebP with alpha is decoded as 4 channels, then converted (7.2 bytes a pixel).
+        sample = max(sample, 2)
     return int(width), int(height), sample
 
 
