@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import io
 import os
+import re
 import stat
 import struct
 import warnings
@@ -462,6 +463,12 @@ def _pillow_decode(payload: bytes, source: str | Path) -> np.ndarray:
     return np.ascontiguousarray(rgb)
 
 
+# A Python object as its repr shows it, "<_io.BytesIO object at 0x7f...>": a memory address
+# of the process, which no answer gives away.
+OBJECT_REPR = re.compile(r"<[^<>]* at 0x[0-9a-fA-F]+>")
+
+
 def _first_line(exc: BaseException) -> str:
+    """The last line of a decoder's message, without an object's repr (its memory address)."""
     lines = [line.strip() for line in str(exc).splitlines() if line.strip()]
-    return lines[-1][:200] if lines else type(exc).__name__
+    return OBJECT_REPR.sub("the data", lines[-1])[:200] if lines else type(exc).__name__

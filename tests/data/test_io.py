@@ -251,3 +251,13 @@ def test_a_decoder_that_builds_wider_samples_is_counted_at_them(suffix: str, ima
     assert decode_image(payload, "x", ImageLimits(max_pixels=40 * 50 * sample)).shape == (40, 50, 3)
     with pytest.raises(DataError, match=f"40 pixels of {sample}-byte samples"):
         decode_image(payload, "x", ImageLimits(max_pixels=40 * 50 * sample - 1))
+
+
+def test_a_message_of_the_decoder_gives_no_memory_address() -> None:
+    from reid.data.io import decode_image
+
+    # A PAM of two channels: OpenCV does not read it, Pillow does not know it.
+    payload = b"P7\nWIDTH 10\nHEIGHT 10\nDEPTH 2\nMAXVAL 255\nENDHDR\n" + bytes(200)
+    with pytest.raises(DataError, match="^a.pam: not a readable image") as caught:
+        decode_image(payload, "a.pam")
+    assert " at 0x" not in str(caught.value) and "BytesIO" not in str(caught.value)
