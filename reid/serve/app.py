@@ -68,6 +68,9 @@ PAGE_HEADERS = {
 }
 # How often an event stream looks for new events, and how long it stays silent at most.
 SSE_POLL, SSE_KEEPALIVE = 0.2, 15.0
+# Event streams one key holds open at once (a live watch's stream never ends by itself:
+# without a bound, one read key holds every connection the process keeps).
+STREAMS_PER_KEY = 4
 # Item ids are SQLite row ids: positive 64-bit integers.
 ITEM_ID = PathParam(ge=1, le=2**63 - 1)
 # An identity's id (reid.names.identity_id): hexadecimal digits, never a path.
@@ -222,6 +225,21 @@ class HostAndOrigin:
         parsed = HOST_HEADER.fullmatch(host)
         name = parsed.group(1).strip("[]") if parsed else ""
         return bool(name) and (name in self.hosts or is_loopback(name))
+
+
+class EventStream(StreamingResponse):
+    """A streaming answer that calls ``release`` once it is over, however it ends (the
+    client hung up, the stream ended, the send failed)."""
+
+    def __init__(self, content: Any, release: Callable[[], None], **options: Any) -> None:
+        super().__init__(content, **options)
+        self.release = release
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        try:
+            await super().__call__(scope, receive, send)
+        finally:
+            self.release()
 
 
 class RequestLog:
@@ -442,6 +460,8 @@ def create_app(service: Service, pool: WorkerPool | None = None) -> FastAPI:
         redirect_slashes=False,
     )
     app.state.service, app.state.pool, app.state.metrics = service, pool, metrics
+    # Open event streams by key id (this process's event loop is their only writer).
+    streams: dict[str, int] = {}
     bearer = HTTPBearer(auto_error=False, description="An admin key or a gallery key.")
     known_paths = server_paths(config)
 
@@ -818,6 +838,18 @@ def create_app(service: Service, pool: WorkerPool | None = None) -> FastAPI:
         after = whole_number(last, 0, 2**63 - 1)
         if after is None:
             raise ApiError(422, "Last-Event-ID: expected the id of an event, a whole number")
+        holder = who.key_id
+        if sum(streams.values()) >= config.max_event_streams or streams.get(holder, 0) >= STREAMS_PER_KEY:
+            raise ApiError(
+                503, f"too many event streams open (at most {STREAMS_PER_KEY} a key, {config.max_event_streams} in all); "
+                "close one or retry later", "busy", {"Retry-After": RETRY_AFTER},
+            )  # fmt: skip
+        streams[holder] = streams.get(holder, 0) + 1
+
+        def release() -> None:
+            streams[holder] -= 1
+            if not streams[holder]:
+                del streams[holder]
 
         async def stream() -> Any:
             seq, quiet = after, 0.0
@@ -835,7 +867,7 @@ def create_app(service: Service, pool: WorkerPool | None = None) -> FastAPI:
                         yield ": keep-alive\n\n"
                 await asyncio.sleep(SSE_POLL)
 
-        return StreamingResponse(stream(), media_type="text/event-stream", headers={"Cache-Control": "no-store"})
+        return EventStream(stream(), release, media_type="text/event-stream", headers={"Cache-Control": "no-store"})
 
     @app.post("/v1/watches/{watch_id}/pause", response_model=schemas.WatchOut, responses=ERRORS, tags=["watches"])
     async def pause_watch(watch_id: str, who: Principal = needs("admin")) -> dict[str, Any]:

@@ -127,6 +127,8 @@ class ServeConfig:
     the server answers to besides loopback ones; checked when named, and always with
     ``no_auth`` (which then also refuses cross-site writes).  ``watch_urls`` are URL
     prefixes, each with a host, compared by scheme, host, port and path (:class:`StreamUrl`).
+    ``max_event_streams``: watch event streams open at once in a process (each key holds at
+    most 4); one more is a 503.
     """
 
     host: str = "127.0.0.1"
@@ -151,6 +153,7 @@ class ServeConfig:
     watch_cameras: list[int] = field(default_factory=list)
     watch_urls: list[str] = field(default_factory=list)
     max_watches: Annotated[int, Field(ge=1, le=1024)] = 4
+    max_event_streams: Annotated[int, Field(ge=1, le=10_000)] = 64
 
     def __post_init__(self) -> None:
         self.root = Path(self.root)
