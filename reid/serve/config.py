@@ -148,7 +148,7 @@ class ServeConfig:
     allowed_hosts: list[str] = field(default_factory=list)
     no_auth: bool = False
     keys_file: Path | None = None
-    lock_timeout: float = 30.0
+    lock_timeout: Annotated[float, Field(gt=0, le=86_400)] = 30.0
     watch_files: list[str] = field(default_factory=list)
     watch_cameras: list[int] = field(default_factory=list)
     watch_urls: list[str] = field(default_factory=list)
