@@ -229,3 +229,20 @@ def test_a_last_item_id_that_is_no_count_refuses_the_write(tmp_path: Path) -> No
     vectors, labels, _ = clustered(2, 1)
     with Gallery.open(folder) as gallery, pytest.raises(GalleryError, match="the last item id is 'abc', not a count"):
         gallery.add(vectors[:1], metas(labels[:1], prefix="new"))
+
+
+@pytest.mark.parametrize(
+    "stored,problem",
+    [
+        ("[" * 100_000 + "]" * 100_000, "nested deeper than 32 levels"),
+        ('{"identities": ' + "9" * 5000 + "}", "a number longer than 40 characters"),
+        ("{", "not valid JSON"),
+    ],
+)
+def test_a_malformed_stored_calibration_is_one_error(tmp_path: Path, stored: str, problem: str) -> None:
+    folder = small_gallery(tmp_path / "g")
+    with sqlite3.connect(folder / DB_FILE) as db:
+        db.execute("INSERT OR REPLACE INTO meta (key, value) VALUES ('calibration', ?)", (stored,))
+    with Gallery.open(folder) as gallery, pytest.raises(GalleryError, match=problem) as caught:
+        gallery.calibration
+    assert str(caught.value).startswith(str(folder / DB_FILE)) and "\n" not in str(caught.value)
