@@ -130,10 +130,13 @@ class BodyLimit:
     so, else as soon as the bytes received pass it (the handler reading it gets the error).
     At most ``bodies`` requests with a body are in the application at once (each may hold
     its body, parsed, until it is answered); one more is answered 503 at once, so that the
-    memory requests hold is bounded whatever the number of clients."""
+    memory requests hold is bounded whatever the number of clients.  A body is taken only
+    from a request whose key ``known`` knows (401 at once otherwise): a client without a
+    key cannot hold those places by sending bodies slowly (a route reads a JSON body before
+    it checks the key)."""
 
-    def __init__(self, app: ASGIApp, limit: int, bodies: int) -> None:
-        self.app, self.limit, self.bodies = app, limit, bodies
+    def __init__(self, app: ASGIApp, limit: int, bodies: int, known: Callable[[str], bool]) -> None:
+        self.app, self.limit, self.bodies, self.known = app, limit, bodies, known
         # Counted by the one event loop that runs this application.
         self._in_flight = 0
 
@@ -144,6 +147,11 @@ class BodyLimit:
         headers = dict(scope.get("headers") or [])
         declared = headers.get(b"content-length")
         if declared not in (None, b"0") or b"transfer-encoding" in headers:
+            scheme, _, token = headers.get(b"authorization", b"").decode("latin-1").partition(" ")
+            if not self.known(token.strip() if scheme.lower() == "bearer" else ""):
+                message = "no key, or an unknown one: send 'Authorization: Bearer KEY' (no body is read without one)"
+                await error_response(401, message, headers={"WWW-Authenticate": "Bearer"})(scope, receive, send)
+                return
             if self._in_flight >= self.bodies:
                 message = f"{self.bodies} requests with a body are being handled, the most at once; retry shortly"
                 await error_response(503, message, "busy", {"Retry-After": RETRY_AFTER})(scope, receive, send)
@@ -919,7 +927,17 @@ def create_app(service: Service, pool: WorkerPool | None = None) -> FastAPI:
             CORSMiddleware, allow_origins=config.cors_origins, allow_methods=["GET", "POST", "PATCH", "DELETE"],
             allow_headers=["Authorization", "Content-Type"],
         )  # fmt: skip
-    app.add_middleware(BodyLimit, limit=config.max_body_bytes, bodies=config.threads + config.queue)
+    def known_key(token: str) -> bool:
+        if config.no_auth or (service.admin is not None and service.admin.matches(token)):
+            return True
+        try:
+            return service.keys.find(token) is not None
+        except ReidError:
+            return True  # an unreadable keys file: the route answers it, as for any request
+
+    app.add_middleware(
+        BodyLimit, limit=config.max_body_bytes, bodies=config.threads + config.queue, known=known_key
+    )
     return app
 
 

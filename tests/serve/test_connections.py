@@ -188,3 +188,21 @@ def test_requests_holding_a_body_are_bounded_and_one_more_is_refused_at_once(
                 s.close()
             time.sleep(0.3)
             assert client.post("/v1/galleries", json={"name": "g"}).status_code == 201
+
+
+def test_a_client_without_a_key_holds_no_place_for_a_body(tmp_path: Path, model_folder: Path, encoder: Encoder) -> None:
+    service, _ = serve_root(tmp_path / "root", model_folder, encoder, threads=1, queue=1)
+    with uvicorn_in_thread(service, QuickDeadlines) as url:
+        # A JSON route reads its body before its key is checked: these bodies never finish.
+        slow = [
+            _slow_client(url, f"POST /v1/galleries HTTP/1.1\r\nHost: x\r\n{auth}Content-Type: application/json\r\n"
+                              "Content-Length: 100000\r\n\r\n{".encode())
+            for auth in ("", "Authorization: Bearer rk_nope_nope\r\n", "Authorization: Basic YTpi\r\n") * 2
+        ]  # fmt: skip
+        for sock in slow:
+            sock.settimeout(5)
+            assert sock.recv(4096).startswith(b"HTTP/1.1 401 ")
+        with httpx.Client(base_url=url, headers=bearer(ADMIN), timeout=10) as client:
+            assert client.post("/v1/galleries", json={"name": "g"}).status_code == 201
+        for sock in slow:
+            sock.close()
