@@ -10,10 +10,15 @@ URLs and becomes a folder name; so it must read as what it is, and never as a pa
 * no control, format, private-use, unassigned or surrogate characters: no zero-width
   space or joiner, no bidirectional override, no line break (the zero-width joiners some
   scripts write between letters are refused too: what a name looks like must be all it is);
+  nor any other character Unicode says to draw as nothing (Default_Ignorable_Code_Point:
+  variation selectors, the combining grapheme joiner, the Hangul fillers) or the blank
+  Braille pattern, which are letters or marks by category but show nothing;
 * spaces are single ordinary spaces (U+0020) between visible characters: none leading,
   trailing or doubled, no other kind of space;
-* no path syntax: not ``.`` or ``..``, no ``/`` or ``\\``, and no percent-escapes that
-  decode to any of that (``%2e%2e``, ``a%2Fb``) or to a forbidden character;
+* no path syntax: not ``.`` or ``..``, no ``/`` or ``\\``, also in compatibility form (the
+  full-width ``．．`` and ``ａ／ｂ`` are ``..`` and ``a/b`` to NFKC, which compares names), and
+  no percent-escapes that decode, in any number of rounds, to any of that (``%2e%2e``,
+  ``a%2Fb``, ``%25252F``) or to a forbidden character;
 * **case**: names compare by their NFKC case-folded form (:func:`name_key`), so ``alice``,
   ``Alice`` and the full-width ``ＡＬＩＣＥ`` are one name: a gallery refuses a second
   identity whose key equals one it has.  (Letters of other scripts that merely look alike,
@@ -43,10 +48,14 @@ MAX_IDENTITY = 200
 FORBIDDEN_CATEGORIES = frozenset({"Cc", "Cf", "Cs", "Co", "Cn", "Zl", "Zp"})
 # Characters a person sees: letters, digits, punctuation, symbols.
 VISIBLE_CATEGORIES = ("L", "N", "P", "S")
+# Default_Ignorable_Code_Point (Unicode's DerivedCoreProperties) beyond the categories above,
+# and U+2800, the blank Braille pattern: characters drawn as nothing.
+INVISIBLE_RANGES = (
+    (0x034F, 0x034F), (0x115F, 0x1160), (0x17B4, 0x17B5), (0x180B, 0x180F), (0x2800, 0x2800),
+    (0x3164, 0x3164), (0xFE00, 0xFE0F), (0xFFA0, 0xFFA0), (0x1D173, 0x1D17A), (0xE0100, 0xE01EF),
+)
 PATH_NAMES = frozenset({".", ".."})
 PATH_SEPARATORS = ("/", "\\")
-# Decoding stops after this many rounds of percent-escapes (%252e is %2e is ".").
-UNQUOTE_ROUNDS = 4
 GALLERY_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,63}")
 # An identity id: hexadecimal digits only, so it can never be a path or a dot segment.
 IDENTITY_ID = re.compile(r"[0-9a-f]{32}")
@@ -64,8 +73,8 @@ def identity_name(name: object, what: str = "identity") -> str:
     if len(text) > MAX_IDENTITY:
         raise ConfigError(f"{what} is {len(text)} characters long; at most {MAX_IDENTITY}")
     decoded = _percent_decoded(text)
-    for form in (text, decoded):
-        bad = next((c for c in form if unicodedata.category(c) in FORBIDDEN_CATEGORIES), None)
+    for form in (text, decoded, unicodedata.normalize("NFKC", decoded)):
+        bad = next((c for c in form if _invisible(c)), None)
         if bad is not None and unicodedata.category(bad) == "Cs":
             # A file name's bytes that are not UTF-8, as Python holds them.
             raise ConfigError(f"{what} {shown!r} holds bytes that are not UTF-8 text")
@@ -114,10 +123,17 @@ def check_gallery_name(name: object) -> str:
     return name
 
 
+def _invisible(char: str) -> bool:
+    code = ord(char)
+    return unicodedata.category(char) in FORBIDDEN_CATEGORIES or any(lo <= code <= hi for lo, hi in INVISIBLE_RANGES)
+
+
 def _percent_decoded(text: str) -> str:
+    """``text`` percent-decoded until nothing changes (%252e is %2e is "."); each round that
+    changes it shortens it, so a name of at most MAX_IDENTITY characters takes few rounds."""
     decoded = text
-    for _ in range(UNQUOTE_ROUNDS):
-        step = unquote(decoded, errors="replace") if "%" in decoded else decoded
+    while "%" in decoded:
+        step = unquote(decoded, errors="replace")
         if step == decoded:
             break
         decoded = step

@@ -91,7 +91,10 @@ def value_error(exc: ValidationError) -> ConfigValueError:
     error = exc.errors()[0]
     key = str(error["loc"][0]) if error["loc"] else exc.title
     message = error["msg"].removeprefix("Value error, ")
-    return ConfigValueError(key, f"{message[:1].lower()}{message[1:]} (got {error['input']!r})")
+    got = repr(error["input"])
+    # A value of thousands of characters is shown by its start: the line stays one line's length.
+    shown = got if len(got) <= 80 else f"{got[:60]}... ({len(got)} characters)"
+    return ConfigValueError(key, f"{message[:1].lower()}{message[1:]} (got {shown})")
 
 
 @functools.cache

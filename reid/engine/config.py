@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import difflib
 import functools
+import re
 from dataclasses import asdict, dataclass, fields, replace
 from pathlib import Path
 from typing import Annotated, Any, Literal
@@ -26,6 +27,7 @@ from reid.models.folder import parse_device
 from reid.models.network import POOLINGS
 from reid.options import flag_of, option, value_error
 from reid.paths import read_text_bounded, write_bytes_atomic
+from reid.text import MAX_NUMBER_TEXT
 
 CONFIG_FILE = "config.yaml"
 OPTIMIZERS = ("adam", "adamw", "sgd")
@@ -306,6 +308,11 @@ MAX_CONFIG_NESTING = 8
 MAX_CONFIG_NODES = 10_000
 
 
+# A plain YAML scalar that YAML 1.1 resolves as a number: signs, digits, '_', ':', '.',
+# exponents, hexadecimal and binary forms.
+LONG_NUMBER = re.compile(r"[-+]?(0x[0-9a-fA-F_]+|0b[01_]+|[0-9_.:]+([eE][-+]?[0-9_]+)?)")
+
+
 def check_yaml_shape(text: str, path: Path | str, what: str = "recipe") -> None:
     """Refuse, from YAML's event stream (nothing built yet), an alias, nesting deeper than
     :data:`MAX_CONFIG_NESTING` and more than :data:`MAX_CONFIG_NODES` values, with a
@@ -325,6 +332,13 @@ def check_yaml_shape(text: str, path: Path | str, what: str = "recipe") -> None:
             nodes += 1
             if nodes > MAX_CONFIG_NODES:
                 raise ConfigError(f"{path}: more than the {MAX_CONFIG_NODES:,} values a {what} may have")
+        # YAML builds a plain scalar of digits as an int: thousands of them are a
+        # ValueError (Python's limit on converting digits), not a value a setting takes.
+        if (
+            isinstance(event, yaml.ScalarEvent) and event.style is None and len(event.value) > MAX_NUMBER_TEXT
+            and LONG_NUMBER.fullmatch(event.value)
+        ):  # fmt: skip
+            raise ConfigError(f"{path}: line {line}: a number longer than {MAX_NUMBER_TEXT} characters")
 
 
 def read_config_file(path: Path) -> dict[str, Any]:

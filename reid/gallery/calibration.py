@@ -52,6 +52,7 @@ import numpy as np
 
 from reid.decision import GALLERY_CALIBRATION, UNIT, Threshold, check_far, pair_distance, similarity_to_distance
 from reid.errors import ConfigError
+from reid.paths import parse_json_bounded
 from reid.serial import as_dict
 
 DEFAULT_FAR = 1e-3
@@ -282,9 +283,11 @@ class GalleryCalibration:
     def from_json(cls, text: str) -> GalleryCalibration:
         """The calibration a gallery stored; ValueError naming the first bad value."""
         try:
-            data = json.loads(text)
-        except json.JSONDecodeError as exc:
-            raise ValueError(f"not JSON ({exc})") from None
+            # Bounded: a value nested thousands deep or a number of thousands of digits is
+            # one error, not Python's RecursionError or its own limit.
+            data = parse_json_bounded(text, "calibration", "calibration")
+        except ConfigError as exc:
+            raise ValueError(str(exc).removeprefix("calibration: ")) from None
         if not isinstance(data, dict):
             raise ValueError("not a JSON object")
         counts = ("identities", "items", "last_id", "sampled_items", "sampled_identities")

@@ -333,10 +333,24 @@ class Catalogue:
             raise GalleryError(f"{self.path}: unreadable gallery database ({one_line(exc)})") from exc
 
     def item_rows(self) -> Iterator[list[tuple[Any, ...]]]:
-        """Every item row (:data:`ITEM_COLUMNS`), ascending by id, a chunk at a time."""
+        """Every item row (:data:`ITEM_COLUMNS`), ascending by id, a chunk at a time, each
+        checked (:meth:`item`)."""
         cursor = self.db.execute(f"SELECT {ITEM_COLUMNS} FROM items ORDER BY id")
         while rows := cursor.fetchmany(ROWS_CHUNK):
+            for row in rows:
+                self.item(row)
             yield rows
+
+    def item(self, row: Sequence[Any]) -> GalleryItem:
+        """The item of a row of :data:`ITEM_COLUMNS`; GalleryError naming the database and
+        the item when a value is not of its column's type (what :data:`BAD_ROW` finds)."""
+        try:
+            return item_from_row(row)
+        except ValueError:
+            raise GalleryError(
+                f"{self.path}: item {str(row[0])[:20]} has a value of the wrong type or an empty identity; "
+                "the database is damaged (see reid gallery info --check)"
+            ) from None
 
     def select(self, sql: str) -> list[tuple[Any, ...]]:
         """SQL expressions over every item, ascending by id."""
@@ -344,8 +358,15 @@ class Catalogue:
 
     def identities(self) -> list[IdentitySummary]:
         rows = self.query(
-            "SELECT identity, COUNT(*), MIN(enrolled), MAX(enrolled) FROM items GROUP BY identity ORDER BY identity"
+            "SELECT identity, COUNT(*), MIN(enrolled), MAX(enrolled), SUM(typeof(enrolled) != 'text') FROM items "
+            "GROUP BY identity ORDER BY identity"
         )
+        for identity, _count, _first, _last, odd in rows:
+            if not isinstance(identity, str) or not identity or odd:
+                raise GalleryError(
+                    f"{self.path}: an item's identity or enrol time is not text; the database is damaged "
+                    "(see reid gallery info --check)"
+                )
         return [IdentitySummary(r[0], r[1], r[2], r[3]) for r in rows]
 
     def items(self, identity: str | None = None, limit: int | None = None) -> list[GalleryItem]:
@@ -358,7 +379,7 @@ class Catalogue:
         if limit is not None:
             sql += " LIMIT ?"
             args.append(limit)
-        return [item_from_row(row) for row in self.query(sql, args)]
+        return [self.item(row) for row in self.query(sql, args)]
 
     def get_items(self, ids: Sequence[int]) -> dict[int, GalleryItem]:
         found: dict[int, GalleryItem] = {}
@@ -367,7 +388,7 @@ class Catalogue:
             chunk = ids[start : start + SQL_CHUNK]
             marks = ",".join("?" * len(chunk))
             for row in self.query(f"SELECT {ITEM_COLUMNS} FROM items WHERE id IN ({marks})", chunk):
-                found[row[0]] = item_from_row(row)
+                found[row[0]] = self.item(row)
         return found
 
     def known_hashes(self, hashes: Sequence[str]) -> set[str]:
@@ -487,7 +508,12 @@ class Catalogue:
     def sequence(self) -> int:
         """The last item id handed out (0 for none)."""
         row = self.db.execute("SELECT seq FROM sqlite_sequence WHERE name = 'items'").fetchone()
-        return int(row[0]) if row else 0
+        if row is None:
+            return 0
+        try:
+            return _count(row[0])
+        except ValueError:
+            raise GalleryError(f"{self.path}: the last item id is {str(row[0])[:40]!r}, not a count; refusing to write") from None
 
     def insert_items(self, rows: Sequence[tuple[Any, ...]]) -> list[int]:
         """Insert item rows (:func:`item_row`) with their checksums; their ids, ascending.
@@ -605,7 +631,14 @@ def facts_hash(meta: dict[str, str]) -> str:
 
 
 def item_from_row(row: Sequence[Any]) -> GalleryItem:
-    """A :class:`GalleryItem` from a row of :data:`ITEM_COLUMNS`."""
+    """A :class:`GalleryItem` from a row of :data:`ITEM_COLUMNS`; ValueError when a value is
+    not of its column's type (:data:`BAD_ROW`)."""
+    kinds = (int, str, str, (str, type(None)), (int, type(None)), (int, float, type(None)),
+             *[(int, type(None))] * 4, str, (str, type(None)))  # fmt: skip
+    if any(isinstance(v, bool) or not isinstance(v, kind) for v, kind in zip(row, kinds)) or not row[1]:
+        raise ValueError(f"item {str(row[0])[:20]}: a value of the wrong type or an empty identity")
+    if len({v is None for v in row[6:10]}) > 1:
+        raise ValueError(f"item {row[0]}: a box with a missing side")
     box = None if row[6] is None else (int(row[6]), int(row[7]), int(row[8]), int(row[9]))
     return GalleryItem(
         id=int(row[0]),

@@ -68,6 +68,9 @@ PAGE_HEADERS = {
 }
 # How often an event stream looks for new events, and how long it stays silent at most.
 SSE_POLL, SSE_KEEPALIVE = 0.2, 15.0
+# Event streams one key holds open at once (a live watch's stream never ends by itself:
+# without a bound, one read key holds every connection the process keeps).
+STREAMS_PER_KEY = 4
 # Item ids are SQLite row ids: positive 64-bit integers.
 ITEM_ID = PathParam(ge=1, le=2**63 - 1)
 # An identity's id (reid.names.identity_id): hexadecimal digits, never a path.
@@ -127,10 +130,13 @@ class BodyLimit:
     so, else as soon as the bytes received pass it (the handler reading it gets the error).
     At most ``bodies`` requests with a body are in the application at once (each may hold
     its body, parsed, until it is answered); one more is answered 503 at once, so that the
-    memory requests hold is bounded whatever the number of clients."""
+    memory requests hold is bounded whatever the number of clients.  A body is taken only
+    from a request whose key ``known`` knows (401 at once otherwise): a client without a
+    key cannot hold those places by sending bodies slowly (a route reads a JSON body before
+    it checks the key)."""
 
-    def __init__(self, app: ASGIApp, limit: int, bodies: int) -> None:
-        self.app, self.limit, self.bodies = app, limit, bodies
+    def __init__(self, app: ASGIApp, limit: int, bodies: int, known: Callable[[str], bool]) -> None:
+        self.app, self.limit, self.bodies, self.known = app, limit, bodies, known
         # Counted by the one event loop that runs this application.
         self._in_flight = 0
 
@@ -141,6 +147,11 @@ class BodyLimit:
         headers = dict(scope.get("headers") or [])
         declared = headers.get(b"content-length")
         if declared not in (None, b"0") or b"transfer-encoding" in headers:
+            scheme, _, token = headers.get(b"authorization", b"").decode("latin-1").partition(" ")
+            if not self.known(token.strip() if scheme.lower() == "bearer" else ""):
+                message = "no key, or an unknown one: send 'Authorization: Bearer KEY' (no body is read without one)"
+                await error_response(401, message, headers={"WWW-Authenticate": "Bearer"})(scope, receive, send)
+                return
             if self._in_flight >= self.bodies:
                 message = f"{self.bodies} requests with a body are being handled, the most at once; retry shortly"
                 await error_response(503, message, "busy", {"Retry-After": RETRY_AFTER})(scope, receive, send)
@@ -222,6 +233,21 @@ class HostAndOrigin:
         parsed = HOST_HEADER.fullmatch(host)
         name = parsed.group(1).strip("[]") if parsed else ""
         return bool(name) and (name in self.hosts or is_loopback(name))
+
+
+class EventStream(StreamingResponse):
+    """A streaming answer that calls ``release`` once it is over, however it ends (the
+    client hung up, the stream ended, the send failed)."""
+
+    def __init__(self, content: Any, release: Callable[[], None], **options: Any) -> None:
+        super().__init__(content, **options)
+        self.release = release
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        try:
+            await super().__call__(scope, receive, send)
+        finally:
+            self.release()
 
 
 class RequestLog:
@@ -442,6 +468,8 @@ def create_app(service: Service, pool: WorkerPool | None = None) -> FastAPI:
         redirect_slashes=False,
     )
     app.state.service, app.state.pool, app.state.metrics = service, pool, metrics
+    # Open event streams by key id (this process's event loop is their only writer).
+    streams: dict[str, int] = {}
     bearer = HTTPBearer(auto_error=False, description="An admin key or a gallery key.")
     known_paths = server_paths(config)
 
@@ -818,6 +846,18 @@ def create_app(service: Service, pool: WorkerPool | None = None) -> FastAPI:
         after = whole_number(last, 0, 2**63 - 1)
         if after is None:
             raise ApiError(422, "Last-Event-ID: expected the id of an event, a whole number")
+        holder = who.key_id
+        if sum(streams.values()) >= config.max_event_streams or streams.get(holder, 0) >= STREAMS_PER_KEY:
+            raise ApiError(
+                503, f"too many event streams open (at most {STREAMS_PER_KEY} a key, {config.max_event_streams} in all); "
+                "close one or retry later", "busy", {"Retry-After": RETRY_AFTER},
+            )  # fmt: skip
+        streams[holder] = streams.get(holder, 0) + 1
+
+        def release() -> None:
+            streams[holder] -= 1
+            if not streams[holder]:
+                del streams[holder]
 
         async def stream() -> Any:
             seq, quiet = after, 0.0
@@ -835,7 +875,7 @@ def create_app(service: Service, pool: WorkerPool | None = None) -> FastAPI:
                         yield ": keep-alive\n\n"
                 await asyncio.sleep(SSE_POLL)
 
-        return StreamingResponse(stream(), media_type="text/event-stream", headers={"Cache-Control": "no-store"})
+        return EventStream(stream(), release, media_type="text/event-stream", headers={"Cache-Control": "no-store"})
 
     @app.post("/v1/watches/{watch_id}/pause", response_model=schemas.WatchOut, responses=ERRORS, tags=["watches"])
     async def pause_watch(watch_id: str, who: Principal = needs("admin")) -> dict[str, Any]:
@@ -887,7 +927,17 @@ def create_app(service: Service, pool: WorkerPool | None = None) -> FastAPI:
             CORSMiddleware, allow_origins=config.cors_origins, allow_methods=["GET", "POST", "PATCH", "DELETE"],
             allow_headers=["Authorization", "Content-Type"],
         )  # fmt: skip
-    app.add_middleware(BodyLimit, limit=config.max_body_bytes, bodies=config.threads + config.queue)
+    def known_key(token: str) -> bool:
+        if config.no_auth or (service.admin is not None and service.admin.matches(token)):
+            return True
+        try:
+            return service.keys.find(token) is not None
+        except ReidError:
+            return True  # an unreadable keys file: the route answers it, as for any request
+
+    app.add_middleware(
+        BodyLimit, limit=config.max_body_bytes, bodies=config.threads + config.queue, known=known_key
+    )
     return app
 
 

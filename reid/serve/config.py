@@ -127,6 +127,8 @@ class ServeConfig:
     the server answers to besides loopback ones; checked when named, and always with
     ``no_auth`` (which then also refuses cross-site writes).  ``watch_urls`` are URL
     prefixes, each with a host, compared by scheme, host, port and path (:class:`StreamUrl`).
+    ``max_event_streams``: watch event streams open at once in a process (each key holds at
+    most 4); one more is a 503.
     """
 
     host: str = "127.0.0.1"
@@ -146,11 +148,12 @@ class ServeConfig:
     allowed_hosts: list[str] = field(default_factory=list)
     no_auth: bool = False
     keys_file: Path | None = None
-    lock_timeout: float = 30.0
+    lock_timeout: Annotated[float, Field(gt=0, le=86_400)] = 30.0
     watch_files: list[str] = field(default_factory=list)
     watch_cameras: list[int] = field(default_factory=list)
     watch_urls: list[str] = field(default_factory=list)
     max_watches: Annotated[int, Field(ge=1, le=1024)] = 4
+    max_event_streams: Annotated[int, Field(ge=1, le=10_000)] = 64
 
     def __post_init__(self) -> None:
         self.root = Path(self.root)

@@ -9,8 +9,10 @@ every descriptor, and then each failed ``accept`` logs a traceback.  Here:
 - :class:`DeadlineProtocol` closes a connection whose request head is not complete
   :attr:`~DeadlineProtocol.head_seconds` after the connection opened (or after the last
   answer on it), or whose body is not complete :attr:`~DeadlineProtocol.body_seconds`
-  after its head, and closes at once every connection beyond
-  :attr:`~DeadlineProtocol.max_connections`;
+  after its head; a connection beyond :attr:`~DeadlineProtocol.max_connections` makes
+  room by closing the one that has waited longest for a request head (an idle keep-alive
+  or a slow client: a thousand idle connections would otherwise keep every new client
+  out), and is closed at once only when none waits for a head;
 - :func:`raise_open_file_limit` raises the process's descriptor limit to what that many
   connections and the galleries' handles need (and the cap is lower where it cannot);
 - :class:`OneLinePerKind` writes each kind of warning or error once per interval, as one
@@ -51,15 +53,27 @@ class DeadlineProtocol(H11Protocol):
 
     _deadline: asyncio.TimerHandle | None = None
     _waiting_for: tuple[str, int] | None = None
+    _since: float = 0.0
 
     def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
         super().connection_made(transport)
         most = min(self.max_connections, connection_budget())
-        if len(self.connections) > most:
-            log.warning("connection refused: %d connections open, the most this server keeps", most)
-            self.transport.close()
-            return
+        open_ones = [c for c in self.connections if not c.transport.is_closing()]
+        if len(open_ones) > most:
+            waiting = [c for c in open_ones if c is not self and c.waits_for_head()]
+            if not waiting:
+                log.warning("connection refused: %d connections open, the most this server keeps", most)
+                self.transport.close()
+                return
+            log.warning("connection closed: %d connections open, the most this server keeps; "
+                        "the one waiting longest for a request head makes room", most)  # fmt: skip
+            min(waiting, key=lambda c: c._since).transport.close()
         self._watch()
+
+    def waits_for_head(self) -> bool:
+        """True while this connection waits for a request head (none has come, or its last
+        answer is sent) and is not closing."""
+        return self._deadline is not None and self._waiting_for is not None and self._waiting_for[0] == "head"
 
     def connection_lost(self, exc: Exception | None) -> None:
         self._cancel()
@@ -89,6 +103,7 @@ class DeadlineProtocol(H11Protocol):
             return  # the same wait goes on: its deadline stands, whatever bytes came
         self._cancel()
         self._waiting_for = (part, id(self.cycle))
+        self._since = self.loop.time()
         self._deadline = self.loop.call_later(seconds, self._expired, part, seconds)
 
     def _cancel(self) -> None:

@@ -227,3 +227,37 @@ def test_an_icon_is_sized_by_the_images_it_holds_not_its_directory() -> None:
     icon = struct.pack("<HHH", 0, 1, 1) + struct.pack("<BBBBHHII", 16, 16, 0, 0, 1, 32, len(png), 22) + png
     with pytest.raises(DataError, match="icon.ico: image declares 20000 x 20000 pixels, over the limit"):
         decode_image(icon, "icon.ico")
+
+
+@pytest.mark.parametrize(
+    "suffix,image,sample",
+    [
+        # OpenJPEG holds every component as 4-byte integers before OpenCV's 8-bit image.
+        (".jp2", np.zeros((40, 50, 3), np.uint8), 3),
+        (".jp2", np.zeros((40, 50), np.uint8), 2),
+        # A WebP with alpha is decoded as 4 channels first.
+        (".webp", np.zeros((40, 50, 4), np.uint8), 2),
+    ],
+)
+def test_a_decoder_that_builds_wider_samples_is_counted_at_them(suffix: str, image: np.ndarray, sample: int) -> None:
+    import cv2
+
+    from reid.data.io import decode_image, declared_size
+
+    ok, encoded = cv2.imencode(suffix, image, [cv2.IMWRITE_WEBP_QUALITY, 101] if suffix == ".webp" else [])
+    assert ok
+    payload = encoded.tobytes()
+    assert declared_size(payload, "x").sample_bytes == sample
+    assert decode_image(payload, "x", ImageLimits(max_pixels=40 * 50 * sample)).shape == (40, 50, 3)
+    with pytest.raises(DataError, match=f"40 pixels of {sample}-byte samples"):
+        decode_image(payload, "x", ImageLimits(max_pixels=40 * 50 * sample - 1))
+
+
+def test_a_message_of_the_decoder_gives_no_memory_address() -> None:
+    from reid.data.io import decode_image
+
+    # A PAM of two channels: OpenCV does not read it, Pillow does not know it.
+    payload = b"P7\nWIDTH 10\nHEIGHT 10\nDEPTH 2\nMAXVAL 255\nENDHDR\n" + bytes(200)
+    with pytest.raises(DataError, match="^a.pam: not a readable image") as caught:
+        decode_image(payload, "a.pam")
+    assert " at 0x" not in str(caught.value) and "BytesIO" not in str(caught.value)

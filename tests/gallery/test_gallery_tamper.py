@@ -192,3 +192,57 @@ def test_names_that_are_not_utf8_are_stored_escaped_and_the_rest_is_enrolled(tmp
     assert one_error("gallery", "info", tmp_path / "nowhere").startswith("error:")
     listed = runner.invoke(app, ["gallery", "info", str(tmp_path / "g"), "--check"])
     assert listed.exit_code == 0, listed.output
+
+
+@pytest.mark.parametrize(
+    "sql",
+    [
+        "UPDATE items SET box_x = 'x' WHERE id = 1",
+        "UPDATE items SET box_x = 1, box_y = NULL, box_w = 3, box_h = NULL WHERE id = 1",
+        "UPDATE items SET identity = x'ff00' WHERE id = 1",
+        "UPDATE items SET time = 'nan' WHERE id = 1",
+        "UPDATE items SET camera = x'00', enrolled = x'01' WHERE id = 1",
+    ],
+)
+def test_an_item_row_of_the_wrong_types_is_one_error_wherever_it_is_read(tmp_path: Path, sql: str) -> None:
+    folder = small_gallery(tmp_path / "g")
+    # Changed while the gallery is open (a server holds its galleries open).
+    with Gallery.open(folder) as gallery:
+        label = gallery.get_items([2])[2].identity
+        with sqlite3.connect(folder / DB_FILE) as db:
+            db.execute(sql)
+        reads = [lambda: gallery.items(), lambda: gallery.get_items([1])]
+        if "identity" in sql or "enrolled" in sql:
+            reads.append(lambda: gallery.identities())
+        else:
+            reads.append(lambda: gallery.items(label))
+        for read in reads:
+            with pytest.raises(GalleryError, match="item 1 has a value of the wrong type|identity or enrol time") as caught:
+                read()
+            assert str(caught.value).startswith(str(folder / DB_FILE)) and "\n" not in str(caught.value)
+
+
+def test_a_last_item_id_that_is_no_count_refuses_the_write(tmp_path: Path) -> None:
+    folder = small_gallery(tmp_path / "g")
+    with sqlite3.connect(folder / DB_FILE) as db:
+        db.execute("UPDATE sqlite_sequence SET seq = 'abc' WHERE name = 'items'")
+    vectors, labels, _ = clustered(2, 1)
+    with Gallery.open(folder) as gallery, pytest.raises(GalleryError, match="the last item id is 'abc', not a count"):
+        gallery.add(vectors[:1], metas(labels[:1], prefix="new"))
+
+
+@pytest.mark.parametrize(
+    "stored,problem",
+    [
+        ("[" * 100_000 + "]" * 100_000, "nested deeper than 32 levels"),
+        ('{"identities": ' + "9" * 5000 + "}", "a number longer than 40 characters"),
+        ("{", "not valid JSON"),
+    ],
+)
+def test_a_malformed_stored_calibration_is_one_error(tmp_path: Path, stored: str, problem: str) -> None:
+    folder = small_gallery(tmp_path / "g")
+    with sqlite3.connect(folder / DB_FILE) as db:
+        db.execute("INSERT OR REPLACE INTO meta (key, value) VALUES ('calibration', ?)", (stored,))
+    with Gallery.open(folder) as gallery, pytest.raises(GalleryError, match=problem) as caught:
+        gallery.calibration
+    assert str(caught.value).startswith(str(folder / DB_FILE)) and "\n" not in str(caught.value)

@@ -60,8 +60,9 @@ def test_slow_request_heads_and_bodies_are_closed_at_their_deadline_and_others_a
             for _ in range(SLOW_CLIENTS // 2)
         ]
         started = time.monotonic()
-        # Over the cap of 40: the last ones were closed at once.
-        assert all(_closed_within(s, 0.5) for s in bodies[-(SLOW_CLIENTS - QuickDeadlines.max_connections) :])
+        # Over the cap of 40: each new one closed the connection that had waited longest
+        # for its head, the first heads.
+        assert all(_closed_within(s, 0.5) for s in heads[: SLOW_CLIENTS - QuickDeadlines.max_connections])
         assert all(_closed_within(s, 5) for s in heads + bodies)
         assert time.monotonic() - started < 10
         # Dripping one byte a second does not move the deadline.
@@ -83,6 +84,24 @@ def test_slow_request_heads_and_bodies_are_closed_at_their_deadline_and_others_a
     messages = [r.getMessage() for r in caplog.records if r.name == "reid.serve" and r.levelno >= logging.WARNING]
     assert any("was not complete within 1 s" in m for m in messages)
     assert any("connections open, the most this server keeps" in m for m in messages)
+
+
+def test_a_client_holding_every_connection_idle_keeps_no_one_out(
+    tmp_path: Path, model_folder: Path, encoder: Encoder
+) -> None:
+    service, _ = serve_root(tmp_path / "root", model_folder, encoder)
+    with uvicorn_in_thread(service, QuickDeadlines) as url:
+        host, port = url.removeprefix("http://").split(":")
+        # Connections that send nothing, more than the cap, re-opened as they are closed.
+        idle = [socket.create_connection((host, int(port)), timeout=10) for _ in range(QuickDeadlines.max_connections + 5)]
+        answered = 0
+        for _ in range(5):
+            with httpx.Client(base_url=url, timeout=5) as client:
+                answered += client.get("/v1/health").status_code == 200
+            idle += [socket.create_connection((host, int(port)), timeout=10) for _ in range(10)]
+        assert answered == 5
+        for s in idle:
+            s.close()
 
 
 def test_a_client_hanging_up_mid_upload_is_one_log_line_without_a_traceback(
@@ -169,3 +188,21 @@ def test_requests_holding_a_body_are_bounded_and_one_more_is_refused_at_once(
                 s.close()
             time.sleep(0.3)
             assert client.post("/v1/galleries", json={"name": "g"}).status_code == 201
+
+
+def test_a_client_without_a_key_holds_no_place_for_a_body(tmp_path: Path, model_folder: Path, encoder: Encoder) -> None:
+    service, _ = serve_root(tmp_path / "root", model_folder, encoder, threads=1, queue=1)
+    with uvicorn_in_thread(service, QuickDeadlines) as url:
+        # A JSON route reads its body before its key is checked: these bodies never finish.
+        slow = [
+            _slow_client(url, f"POST /v1/galleries HTTP/1.1\r\nHost: x\r\n{auth}Content-Type: application/json\r\n"
+                              "Content-Length: 100000\r\n\r\n{".encode())
+            for auth in ("", "Authorization: Bearer rk_nope_nope\r\n", "Authorization: Basic YTpi\r\n") * 2
+        ]  # fmt: skip
+        for sock in slow:
+            sock.settimeout(5)
+            assert sock.recv(4096).startswith(b"HTTP/1.1 401 ")
+        with httpx.Client(base_url=url, headers=bearer(ADMIN), timeout=10) as client:
+            assert client.post("/v1/galleries", json={"name": "g"}).status_code == 201
+        for sock in slow:
+            sock.close()

@@ -68,6 +68,15 @@ def test_settings_speak_the_photo_commands_vocabulary(tmp_path: Path) -> None:
         ("x: &x [1, 1]\ny: &y [*x, *x]\nmodels: {m: *y}\n", "YAML aliases"),
         ("galleries: " + "[" * 5000 + "]" * 5000 + "\n", "nested deeper than the 8 levels"),
         (b"root: caf\xe9\n", "must be UTF-8 text"),
+        # Numbers YAML would build before any check: thousands of digits, in any of its forms.
+        ("threads: " + "9" * 5000 + "\n", "line 1: a number longer than 40 characters"),
+        ("queue: 0x" + "f" * 5000 + "\n", "line 1: a number longer than 40 characters"),
+        ("galleries: {s: {top_k: " + "9" * 5000 + "}}\n", "line 1: a number longer than 40 characters"),
+        ("watch_cameras: [" + "1" * 5000 + "]\n", "line 1: a number longer than 40 characters"),
+        ("threads: '" + "9" * 5000 + "'\n", r"threads: input should be a valid integer \(got '9{59}\.\.\. \(5002 characters\)\)"),
+        ("lock_timeout: .nan\n", "lock_timeout: input should be"),
+        ("lock_timeout: .inf\n", "lock_timeout: input should be less than or equal to 86400"),
+        ("lock_timeout: -1\n", "lock_timeout: input should be greater than 0"),
     ],
 )
 def test_bad_settings_name_the_file(tmp_path: Path, text: str | bytes, message: str) -> None:

@@ -202,3 +202,44 @@ def test_stream_urls_the_list_admits_and_entries_it_refuses() -> None:
     for entry in ("rtsp://10.0.0.", "rtsp://10.0.0", "rtsp://", "10.0.0.5:554", "rtsp://user:pw@10.0.0.5/", "rtsp://a b/"):
         with pytest.raises(ConfigError, match="watch_urls"):
             load_serve_config(None, watch_urls=[entry])
+
+
+def test_event_streams_are_bounded_per_key_and_in_all(
+    tmp_path: Path, model_folder: Path, encoder: Encoder, pedestrian_video: Path
+) -> None:
+    from serve_helpers import ADMIN, Served, uvicorn_in_thread
+
+    service, client = serve_root(
+        tmp_path / "root", model_folder, encoder, watch_files=[str(pedestrian_video)], max_event_streams=6
+    )
+    served = Served(tmp_path / "root", service, client, {})
+    served.create("staff")
+    read, other = served.new_key("staff", "read"), served.new_key("staff", "read")
+    watch = client.post("/v1/watches", json={"gallery": "staff", "source": str(pedestrian_video)}, headers=served.admin())
+    watch_id = watch.json()["id"]
+    # A paused watch's stream stays open, as a live camera's does.
+    assert client.post(f"/v1/watches/{watch_id}/pause", headers=served.admin()).status_code == 200
+    with uvicorn_in_thread(service) as url:
+        host, port = url.removeprefix("http://").split(":")
+
+        def stream(key: str) -> tuple[socket.socket, str]:
+            sock = socket.create_connection((host, int(port)), timeout=10)
+            sock.sendall(f"GET /v1/watches/{watch_id}/events HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer {key}\r\n\r\n".encode())
+            return sock, sock.recv(4096).decode("latin-1").split("\r\n", 1)[0]
+
+        mine = [stream(read) for _ in range(4)]
+        assert [line for _, line in mine] == ["HTTP/1.1 200 OK"] * 4
+        # A fifth of one key is refused; other keys still stream, up to the process's bound.
+        assert stream(read)[1] == "HTTP/1.1 503 Service Unavailable"
+        theirs = [stream(other), stream(ADMIN)]
+        assert [line for _, line in theirs] == ["HTTP/1.1 200 OK"] * 2
+        assert stream(other)[1] == "HTTP/1.1 503 Service Unavailable"
+        # A stream closed by its client gives its place back.
+        mine[0][0].close()
+        deadline = time.monotonic() + 10
+        while (again := stream(read))[1] != "HTTP/1.1 200 OK":
+            again[0].close()
+            assert time.monotonic() < deadline, "a closed stream kept its place"
+            time.sleep(0.3)
+        for sock, _ in [*mine[1:], *theirs, again]:
+            sock.close()
