@@ -20,7 +20,7 @@ import numpy as np
 
 from reid.detect.base import Detection, clipped_detection
 from reid.errors import ConfigError, ModelError
-from reid.models.runtime import first_line, import_openvino
+from reid.models.runtime import first_line, read_openvino_ir
 
 # The DetectionOutput label of a person in both detectors (0 is the background).
 PERSON_LABEL = 1
@@ -100,20 +100,7 @@ class OmzDetector:
     def __init__(self, xml: str | Path, config: OmzDetectorConfig | None = None) -> None:
         self.path = Path(xml)
         self.config = config or OmzDetectorConfig()
-        weights = self.path.with_suffix(".bin")
-        for part in (self.path, weights):
-            if not part.is_file():
-                raise ModelError(f"{part}: Open Model Zoo detector file not found (an IR is an .xml beside its .bin)")
-        ov = import_openvino(f"{self.path}: an Open Model Zoo detector")
-        core = ov.Core()
-        try:
-            model = core.read_model(str(self.path), str(weights))
-        except Exception as exc:
-            raise ModelError(f"{self.path}: not a readable OpenVINO IR ({first_line(exc)})") from exc
-        if len(model.inputs) != 1 or len(model.outputs) != 1:
-            raise ModelError(
-                f"{self.path}: an SSD detector has one input and one output, not {len(model.inputs)} and {len(model.outputs)}"
-            )
+        core, model = read_openvino_ir(self.path, "an Open Model Zoo SSD detector")
         in_shape, out_shape = list(model.inputs[0].get_shape()), list(model.outputs[0].get_shape())
         if len(in_shape) != 4 or in_shape[:2] != [1, 3] or len(out_shape) != 4 or out_shape[-1] != 7:
             raise ModelError(

@@ -22,7 +22,7 @@ import numpy as np
 from reid.errors import ModelError
 from reid.models.card import ModelCard, seal_card
 from reid.models.encoder import Encoder, check_embeddings, l2_normalize, preprocess
-from reid.models.runtime import first_line, import_openvino
+from reid.models.runtime import first_line, import_openvino, read_openvino_ir
 from reid.paths import file_sha256
 
 
@@ -44,21 +44,8 @@ class OpenVinoEncoder(Encoder):
 
     def __init__(self, xml: str | Path, card: ModelCard, threads: int | None = None) -> None:
         self.path = Path(xml)
-        weights = self.path.with_suffix(".bin")
-        for path in (self.path, weights):
-            if not path.is_file():
-                raise ModelError(f"{path}: OpenVINO IR file not found")
-        ov = import_openvino(f"{self.path}: running an OpenVINO IR model")
-        core = ov.Core()
-        try:
-            model = core.read_model(str(self.path), str(weights))
-        except Exception as exc:
-            raise ModelError(f"{self.path}: not a readable OpenVINO IR ({first_line(exc)})") from None
-        if len(model.inputs) != 1 or len(model.outputs) != 1:
-            raise ModelError(
-                f"{self.path}: expected one image input and one embedding output, the model has "
-                f"{len(model.inputs)} and {len(model.outputs)}"
-            )
+        core, model = read_openvino_ir(self.path, "an image encoder")
+        ov = import_openvino(f"{self.path}: an image encoder")
         shape = model.inputs[0].get_partial_shape()
         height, width = card.input_size
         if shape.rank.get_length() != 4 or shape[1].get_length() != 3 or (shape[2].get_length(), shape[3].get_length()) != (height, width):
@@ -77,7 +64,7 @@ class OpenVinoEncoder(Encoder):
             raise ModelError(f"{self.path}: output has shape {list(probe.shape)}, expected a 2-D (N, D) embedding")
         self.card = seal_card(
             replace(card, embedding_dim=int(probe.shape[1]), format="openvino", normalized_output=False),
-            ir_fingerprint(self.path, weights),
+            ir_fingerprint(self.path, self.path.with_suffix(".bin")),
         )
 
     def _run(self, batch: np.ndarray) -> np.ndarray:

@@ -43,10 +43,10 @@ def test_settings_are_checked() -> None:
 
 def test_missing_parts_are_one_line(tmp_path) -> None:
     xml = tmp_path / "model.xml"
-    with pytest.raises(ModelError, match="model.xml: Open Model Zoo detector file not found"):
+    with pytest.raises(ModelError, match="model.xml: OpenVINO IR file not found"):
         OmzDetector(xml)
     xml.write_text("<net/>")
-    with pytest.raises(ModelError, match=r"model\.bin: Open Model Zoo detector file not found \(an IR is an .xml beside its .bin\)"):
+    with pytest.raises(ModelError, match=r"model\.bin: OpenVINO IR file not found \(an IR is an .xml beside its .bin\)"):
         build_detector(f"person-detection-retail-0013:{xml}", "person")
     (tmp_path / "model.bin").write_bytes(b"\0" * 8)
     with pytest.raises(ModelError, match="model.xml: not a readable OpenVINO IR") as caught:

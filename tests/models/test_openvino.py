@@ -34,7 +34,7 @@ def _card(size: tuple[int, int] = (256, 128)) -> ModelCard:
 
 def test_an_ir_without_its_weights_is_refused(ir: Path) -> None:
     ir.with_suffix(".bin").unlink()
-    with pytest.raises(ModelError, match=rf"^{ir.with_suffix('.bin')}: OpenVINO IR file not found$"):
+    with pytest.raises(ModelError, match=rf"^{ir.with_suffix('.bin')}: OpenVINO IR file not found \(an IR is an .xml beside its .bin\)$"):
         OpenVinoEncoder(ir, _card())
 
 
