@@ -8,6 +8,8 @@ from typing import Protocol
 
 import numpy as np
 
+from reid.errors import ConfigError
+
 Box = tuple[int, int, int, int]
 """A box as (x, y, width, height) in pixels of the image it was found in."""
 
@@ -132,3 +134,18 @@ def clipped_detection(
     x0, y0 = max(0, x), max(0, y)
     x1, y1 = min(shape[1], x + w), min(shape[0], y + h)
     return Detection(box=(x0, y0, max(0, x1 - x0), max(0, y1 - y0)), score=score, kind=kind, landmarks=landmarks)
+
+
+def check_score_tiers(detector: str, min_score: float, weak_score: float | None) -> None:
+    """A detector's two score tiers, each in [0, 1): ``min_score`` from which a box is
+    confident, ``weak_score`` (None: no weak tier) from which weaker boxes are returned for
+    tracks to continue; ConfigError naming ``detector`` and the setting otherwise."""
+    for name, value in (("min_score", min_score), ("weak_score", weak_score)):
+        if value is not None and not 0 <= value < 1:
+            raise ConfigError(f"{detector} {name} must be in [0, 1), got {value}")
+
+
+def score_floor(min_score: float, weak_score: float | None) -> float:
+    """The lowest score a detector returns a box with: ``weak_score``, or ``min_score``
+    when there is no weak tier (or the weak one is above it)."""
+    return min_score if weak_score is None else min(weak_score, min_score)

@@ -18,7 +18,7 @@ from pathlib import Path
 import cv2
 import numpy as np
 
-from reid.detect.base import Detection, clipped_detection
+from reid.detect.base import Detection, check_score_tiers, clipped_detection, score_floor
 from reid.errors import ConfigError, ModelError
 from reid.models.runtime import first_line, read_openvino_ir
 
@@ -43,9 +43,7 @@ class OmzDetectorConfig:
     threads: int | None = None
 
     def __post_init__(self) -> None:
-        for name, value in (("min_score", self.min_score), ("weak_score", self.weak_score)):
-            if value is not None and not 0 <= value < 1:
-                raise ConfigError(f"Open Model Zoo detector {name} must be in [0, 1), got {value}")
+        check_score_tiers("Open Model Zoo detector", self.min_score, self.weak_score)
         if self.threads is not None and self.threads < 1:
             raise ConfigError(f"Open Model Zoo detector threads must be at least 1, got {self.threads}")
 
@@ -53,7 +51,7 @@ class OmzDetectorConfig:
     def floor(self) -> float:
         """The lowest score a box is returned with: ``weak_score``, or ``min_score`` when
         there is no weak tier."""
-        return self.min_score if self.weak_score is None else min(self.weak_score, self.min_score)
+        return score_floor(self.min_score, self.weak_score)
 
 
 @dataclass

@@ -25,7 +25,7 @@ from pathlib import Path
 import cv2
 import numpy as np
 
-from reid.detect.base import Detection, clipped_detection, non_max_suppression
+from reid.detect.base import Detection, check_score_tiers, clipped_detection, non_max_suppression, score_floor
 from reid.detect.ssd import SSDAnchors, ssd_text_graph
 from reid.errors import ConfigError, ModelError
 from reid.models.registry import SSDLITE_PERSON, cached, fetch_artefact, get_artefact
@@ -63,9 +63,7 @@ class SSDLiteConfig:
     nms_iou: float = 0.45
 
     def __post_init__(self) -> None:
-        for name, value in (("min_score", self.min_score), ("weak_score", self.weak_score)):
-            if value is not None and not 0 <= value < 1:
-                raise ConfigError(f"ssdlite {name} must be in [0, 1), got {value}")
+        check_score_tiers("ssdlite", self.min_score, self.weak_score)
         if self.min_height is not None and self.min_height < 8:
             raise ConfigError(f"ssdlite min_height must be at least 8 pixels, got {self.min_height}")
 
@@ -73,7 +71,7 @@ class SSDLiteConfig:
     def floor(self) -> float:
         """The lowest score a box is returned with: ``weak_score``, or ``min_score`` when
         there is no weak tier."""
-        return self.min_score if self.weak_score is None else min(self.weak_score, self.min_score)
+        return score_floor(self.min_score, self.weak_score)
 
 
 def model_file(name: str) -> Path:

@@ -34,7 +34,7 @@ from typing import Any
 import cv2
 import numpy as np
 
-from reid.detect.base import Detection, clipped_detection, non_max_suppression
+from reid.detect.base import Detection, check_score_tiers, clipped_detection, non_max_suppression, score_floor
 from reid.errors import ConfigError, ModelError
 from reid.models.runtime import first_line, import_onnxruntime
 
@@ -87,15 +87,13 @@ class YoloConfig:
             raise ConfigError(f"unknown YOLO pixels {self.pixels!r}; choose one of {', '.join(PIXELS)}")
         if self.threads is not None and self.threads < 1:
             raise ConfigError(f"YOLO threads must be at least 1, got {self.threads}")
-        for name, value in (("min_score", self.min_score), ("weak_score", self.weak_score)):
-            if value is not None and not 0 <= value < 1:
-                raise ConfigError(f"YOLO {name} must be in [0, 1), got {value}")
+        check_score_tiers("YOLO", self.min_score, self.weak_score)
 
     @property
     def floor(self) -> float:
         """The lowest score a box is returned with: ``weak_score``, or ``min_score`` when
         there is no weak tier."""
-        return self.min_score if self.weak_score is None else min(self.weak_score, self.min_score)
+        return score_floor(self.min_score, self.weak_score)
 
 
 @dataclass
