@@ -125,7 +125,7 @@ class QueryConfig:
     embed_every: EmbedEvery = option(
         StreamConfig.embed_every,
         help="Embed a track's crop in one of N of its frames (videos, cameras, streams); the others are answered "
-        "by its mean so far. 2 halves the embedding work.",
+        "by its mean so far; untracked, every crop is embedded.",
     )
     one_per_frame: bool = option(
         True,
