@@ -26,13 +26,14 @@ from __future__ import annotations
 import argparse
 import os
 import tempfile
+from dataclasses import replace
 from pathlib import Path
 
 from reid.data import load_dataset, read_image
 from reid.detect import default_detector
 from reid.evaluation.mot import score_tracks, scored_truth
 from reid.gallery import Gallery, ItemMeta
-from reid.models import load_encoder
+from reid.models import Encoder, load_encoder
 from reid.pipeline import QueryConfig, QueryOutputs, QueryRun, open_source
 from reid.pipeline.embed import embed_images
 from reid.track import TrackerConfig
@@ -47,7 +48,7 @@ GALLERY_PEOPLE = 5
 LIVE_FPS = 10.0
 
 
-def market_gallery(folder: Path, encoder) -> None:
+def market_gallery(folder: Path, encoder: Encoder) -> None:
     """The first :data:`GALLERY_PEOPLE` identities of Market-1501's gallery split."""
     records = [r for r in load_dataset(f"market1501:{MARKET}").gallery if r.pid > 0]
     people = sorted({r.pid for r in records})[:GALLERY_PEOPLE]
@@ -74,7 +75,7 @@ def main() -> None:
     config = QueryConfig(**{k: v for k, v in options.items() if v is not None}, tracker=TrackerConfig())
     media = open_source(VIDEO, max_frames=args.max_frames)
     if args.fps is not None:
-        media = type(media)(**{**media.__dict__, "fps": args.fps})
+        media = replace(media, fps=args.fps)
     load_before = os.getloadavg()
     with tempfile.TemporaryDirectory() as tmp:
         work = Path(tmp)
