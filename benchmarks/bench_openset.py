@@ -324,7 +324,8 @@ def main() -> None:
             summary = json.loads(stem.with_suffix(".json").read_text())
             events = read_events(stem.with_suffix(".jsonl"))
             lines.append(row(name, summary["threshold"], summary["threshold_source"], score(events, truth, people)))
-        print(f"\nPETS09-S2L1 frames {QUERY_FRAMES[0]}-{QUERY_FRAMES[1]}, {args.model.name}, --detector {args.detector or 'default'}, "
+        print(f"\nPETS09-S2L1 frames {QUERY_FRAMES[0]}-{QUERY_FRAMES[1]}, {args.model.name}, "
+              f"--detector {args.detector or 'default'}, "
               f"IoU >= {IOU}; aim: strangers named wrongly in at most {AIM:.0%} of their tracks")
         print("| " + " | ".join(header) + " |")
         print("|" + "---|" * len(header))

@@ -243,7 +243,9 @@ def test_a_frame_names_each_enrolled_identity_once(tmp_path: Path, encoder: Enco
         for d in result.detections:
             if d.identity is None and d.track is not None:
                 barred_from.setdefault(d.track, result.frame)
-    later = [d for r in runs[True][0] for d in r.detections if d.track in barred_from and r.frame > barred_from[d.track]]
+    later = [
+        d for r in runs[True][0] for d in r.detections if d.track in barred_from and r.frame > barred_from[d.track]
+    ]
     assert later, "a track that lost red is seen again"
     assert {d.identity for d in later} == {None}
     alone = [r for r in runs[False][0] if len(r.detections) == 2]

@@ -108,7 +108,8 @@ def test_embedded_first_the_tracker_links_by_appearance_and_every_crop_is_embedd
 ) -> None:
     video, _ = street_with_gallery(tmp_path, encoder, "street.mp4", count=7, fps=10)
     stream = DetectionStream(
-        open_source(video), WalkerAndStray(), encoder, StreamConfig(batch_size=4, tracker=TrackerConfig(min_boxes=1), embed_every=1),
+        open_source(video), WalkerAndStray(), encoder,
+        StreamConfig(batch_size=4, tracker=TrackerConfig(min_boxes=1), embed_every=1),
         threaded=threaded,
     )  # fmt: skip
     frames = list(stream)
