@@ -93,7 +93,8 @@ class QueryConfig:
     single pass).
     ``one_per_frame``: on tracked sources, name each enrolled identity at most once among
     the detections of one frame (:func:`reid.decision.one_identity_each`: a person is in
-    one place at a time, so two tracks seen together are not one person); False, or
+    one place at a time, so two tracks seen together are not one person), and never give
+    a track an identity it lost so in an earlier frame (:func:`reid.decision.taken_from`); False, or
     untracked, names each detection alone (:func:`reid.decision.nearest_identity`).
     """
 
@@ -130,7 +131,8 @@ class QueryConfig:
     one_per_frame: bool = option(
         True,
         help="Tracked sources: name each enrolled identity at most once among one frame's detections, the nearest "
-        "taking it (a person is in one place at a time); --no-one-per-frame names each detection alone.",
+        "taking it (a person is in one place at a time), and never give a track a name it lost so; "
+        "--no-one-per-frame names each detection alone.",
         default_text="on",
     )
 
