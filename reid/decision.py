@@ -28,7 +28,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from collections.abc import Iterable, Sequence
+from collections.abc import Collection, Iterable, Sequence
 from typing import Any, Protocol, TypeVar
 
 import numpy as np
@@ -368,7 +368,9 @@ def nearest_identity(matches: list[Any], threshold: Threshold) -> str | None:
     return nearest.identity
 
 
-def one_identity_each(answers: Sequence[Sequence[Any]], threshold: Threshold) -> list[str | None]:
+def one_identity_each(
+    answers: Sequence[Sequence[Any]], threshold: Threshold, barred: Sequence[Collection[str]] | None = None
+) -> list[str | None]:
     """Name people seen at the same time (the tracks of one frame of one camera), each
     enrolled identity at most once: a person is in one place at a time.
 
@@ -379,8 +381,9 @@ def one_identity_each(answers: Sequence[Sequence[Any]], threshold: Threshold) ->
     this chooses the one of least total distance, an unknown person counting as the
     threshold (a hair more, so that a person at it is named): the optimal assignment
     (Kuhn 1955, the Hungarian method; scipy's ``linear_sum_assignment``).  So a name goes
-    where it is nearest, and no one is named who would not be named alone.  Returns one
-    identity (None: unknown) per answer, in order; raises nothing.
+    where it is nearest, and no one is named who would not be named alone.  ``barred``:
+    per answer, identities it may not take (see :func:`taken_from`); None bars none.
+    Returns one identity (None: unknown) per answer, in order; raises nothing.
     """
     # Imported here: every command imports reid.decision, few of them assign.
     from scipy.optimize import linear_sum_assignment
@@ -398,7 +401,7 @@ def one_identity_each(answers: Sequence[Sequence[Any]], threshold: Threshold) ->
     cost[:, len(names) :] = np.where(np.eye(people, dtype=bool), threshold.value + UNKNOWN_MARGIN, 2 * beyond)
     for row, answer in enumerate(answers):
         for match in answer:
-            if match.distance <= threshold.value:
+            if match.distance <= threshold.value and (barred is None or match.identity not in barred[row]):
                 cost[row, column[match.identity]] = min(cost[row, column[match.identity]], match.distance)
     rows, cols = linear_sum_assignment(cost)
     named: list[str | None] = [None] * people
@@ -406,6 +409,19 @@ def one_identity_each(answers: Sequence[Sequence[Any]], threshold: Threshold) ->
         if col < len(names) and cost[row, col] <= threshold.value:
             named[row] = names[col]
     return named
+
+
+def taken_from(answers: Sequence[Sequence[Any]], named: Sequence[str | None], threshold: Threshold) -> list[set[str]]:
+    """Per answer, the identities within ``threshold`` that :func:`one_identity_each` gave
+    to another person of the same frame (``named``, its result): a track that lost an
+    identity to someone seen beside it is someone else, and stays barred from that
+    identity for the rest of its life (the rule of one place at a time carried across
+    frames).  On PETS09-S2L1 a stranger who walked beside an enrolled person took that
+    person's name once they left (docs/models.md, "Strangers called unknown")."""
+    return [
+        {m.identity for m in answer if m.distance <= threshold.value and m.identity in named and m.identity != own}
+        for answer, own in zip(answers, named, strict=True)
+    ]
 
 
 def one_identity_each_together(

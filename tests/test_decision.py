@@ -271,6 +271,28 @@ def test_one_identity_each_gives_a_name_to_the_nearest_of_people_seen_together()
     assert one_identity_each([], rule) == []
 
 
+def test_an_identity_taken_by_someone_seen_beside_a_track_is_barred_to_it() -> None:
+    from reid.decision import one_identity_each, taken_from
+    from reid.gallery import IdentityMatch
+
+    rule = Threshold(0.5, "given")
+    enrolled = [IdentityMatch("ann", 0.2, 1)]
+    stranger = [IdentityMatch("ann", 0.4, 1), IdentityMatch("bob", 0.45, 2)]
+    beside = [IdentityMatch("ann", 0.45, 1), IdentityMatch("cat", 0.9, 3)]
+    named = one_identity_each([enrolled, stranger, beside], rule)
+    assert named == ["ann", "bob", None]
+    # The stranger lost ann and the third lost ann to the enrolled person beside them; what
+    # they took or what lies beyond the threshold is not barred.
+    assert taken_from([enrolled, stranger, beside], named, rule) == [set(), {"ann"}, {"ann"}]
+    # Later, alone, the stranger would be ann; barred from ann, the next within the
+    # threshold names them, and with nothing else within it they stay unknown.
+    assert one_identity_each([stranger], rule) == ["ann"]
+    assert one_identity_each([stranger], rule, [{"ann"}]) == ["bob"]
+    assert one_identity_each([beside], rule, [{"ann"}]) == [None]
+    assert one_identity_each([beside, enrolled], rule, [{"ann"}, set()]) == [None, "ann"]
+    assert taken_from([], [], rule) == []
+
+
 def test_one_identity_each_is_the_least_total_distance_assignment() -> None:
     from itertools import product
 

@@ -20,7 +20,7 @@ linking and embedding are the tracked-detection stream's
 from __future__ import annotations
 
 import time
-from collections import Counter
+from collections import Counter, defaultdict
 from contextlib import closing
 from collections.abc import Iterator
 from dataclasses import dataclass, field, replace
@@ -32,7 +32,7 @@ from pydantic import Field
 from reid.decision import (
     FAR_HELP, MODEL_CARD, THRESHOLD_HELP, Threshold, check_distance_threshold, check_far,
     check_threshold_or_far, nearest_identity,
-    one_identity_each,
+    one_identity_each, taken_from,
 )  # fmt: skip
 from reid.decision import resolve_threshold as resolve_distance_threshold
 from reid.detect import Box, Detector, SSDLiteConfig, build_detector
@@ -44,7 +44,7 @@ from reid.models.encoder import Encoder
 from reid.pipeline.frames import ScaledDetector
 from reid.pipeline.sources import MediaSource
 from reid.pipeline.stages import EMBED_THREADS, intra_op_threads, stage_timer
-from reid.pipeline.stream import BatchSize, DetectionStream, EmbedEvery, StreamConfig, TrackedFrame
+from reid.pipeline.stream import BatchSize, DetectionStream, EmbedEvery, Sighting, StreamConfig, TrackedFrame
 from reid.options import check_fields, option
 from reid.pipeline.subject import (
     ALIGNING_FACE_DETECTOR,
@@ -93,7 +93,8 @@ class QueryConfig:
     single pass).
     ``one_per_frame``: on tracked sources, name each enrolled identity at most once among
     the detections of one frame (:func:`reid.decision.one_identity_each`: a person is in
-    one place at a time, so two tracks seen together are not one person); False, or
+    one place at a time, so two tracks seen together are not one person), and never give
+    a track an identity it lost so in an earlier frame (:func:`reid.decision.taken_from`); False, or
     untracked, names each detection alone (:func:`reid.decision.nearest_identity`).
     """
 
@@ -125,12 +126,13 @@ class QueryConfig:
     embed_every: EmbedEvery = option(
         StreamConfig.embed_every,
         help="Embed a track's crop in one of N of its frames (videos, cameras, streams); the others are answered "
-        "by its mean so far. 2 halves the embedding work.",
+        "by its mean so far; untracked, every crop is embedded.",
     )
     one_per_frame: bool = option(
         True,
         help="Tracked sources: name each enrolled identity at most once among one frame's detections, the nearest "
-        "taking it (a person is in one place at a time); --no-one-per-frame names each detection alone.",
+        "taking it (a person is in one place at a time), and never give a track a name it lost so; "
+        "--no-one-per-frame names each detection alone.",
         default_text="on",
     )
 
@@ -410,6 +412,8 @@ class QueryRun:
             unreadable=source.unreadable, stage_seconds=self.stream.timing, no_face=self.stream.no_face
         )
         self._answered: int | None = None
+        # Per track id, the identities another track seen beside it took (one_per_frame).
+        self._barred: dict[int, set[str]] = defaultdict(set)
         self._started = time.perf_counter()
 
     def __iter__(self) -> Iterator[FrameResult]:
@@ -440,7 +444,8 @@ class QueryRun:
             result.ended_tracks = [s for t in tracked.ended if (s := TrackSummary.of(frame.source, t)) is not None]
             self.stats.tracks += len(tracked.ended)
             tops = [next(answers) for _ in tracked.sightings]
-            for sighting, top, identity in zip(tracked.sightings, tops, self._decide(tops), strict=True):
+            decided = self._decide(tracked.sightings, tops)
+            for sighting, top, identity in zip(tracked.sightings, tops, decided, strict=True):
                 distance = distance_of(identity, top)
                 number = None
                 if sighting.track is not None:
@@ -455,13 +460,20 @@ class QueryRun:
             self._answered = frame.index
             yield result
 
-    def _decide(self, tops: list[list[IdentityMatch]]) -> list[str | None]:
+    def _decide(self, sightings: list[Sighting], tops: list[list[IdentityMatch]]) -> list[str | None]:
         """The identity (None: unknown) named by each top-k list of one frame's detections:
-        each identity at most once among tracked detections (``one_per_frame``), else the
-        nearest within the threshold, each alone."""
-        if self.tracker is not None and self.config.one_per_frame:
-            return one_identity_each(tops, self.chosen_threshold)
-        return [nearest_identity(top, self.chosen_threshold) for top in tops]
+        each identity at most once among tracked detections (``one_per_frame``), never one
+        that another track seen beside the same track took in an earlier frame
+        (:func:`reid.decision.taken_from`); else the nearest within the threshold, each alone."""
+        if self.tracker is None or not self.config.one_per_frame:
+            return [nearest_identity(top, self.chosen_threshold) for top in tops]
+        tracks = [s.track.id if s.track is not None else None for s in sightings]
+        barred = [self._barred[t] if t is not None else set() for t in tracks]
+        named = one_identity_each(tops, self.chosen_threshold, barred)
+        for track, lost in zip(tracks, taken_from(tops, named, self.chosen_threshold), strict=True):
+            if track is not None:
+                self._barred[track] |= lost
+        return named
 
     def finish_tracks(self) -> list[TrackSummary]:
         """End every track still open (at the end of the source, or when a run is stopped)

@@ -6,13 +6,15 @@ score, crop, track and embedding) and passes, a batch of frames at a time:
     link (:func:`link_frame`) -> choose which to embed (:func:`choose_to_embed`,
     ``--embed-every``) -> embed in batches -> attach to its track
 
-With ``embed_every`` 1 (the default) every crop is embedded first and linked with its
-embedding, so the tracker orders boxes that overlap a track alike and re-finds lost tracks
-by appearance (:class:`reid.track.Tracker`); the order is then embed -> link -> attach.
-With ``embed_every`` N > 1 (and no appearance gate) tracks are linked on boxes alone and
-only the crops they need are embedded: of each track's boxes the first, then one in N, and
-the next box of a track whose embedded crops all failed, since successive frames of one
-person add little to its mean.
+With ``embed_every`` 1 every crop is embedded first and linked with its embedding, so the
+tracker orders boxes that overlap a track alike and re-finds lost tracks by appearance
+(:class:`reid.track.Tracker`); the order is then embed -> link -> attach.  With
+``embed_every`` N > 1 (and no appearance gate) tracks are linked on boxes alone and only
+the crops they need are embedded: of each track's boxes the first, then one in N, and the
+next box of a track whose embedded crops all failed, since successive frames of one person
+add little to its mean.  The default is 2: on PETS09-S2L1 with ByteTrack-Nano's boxes and
+a published Re-ID model, 1 and 2 give the same tracks to the digit while 2 halves the
+embedding, the live path's slowest stage (docs/tracking.md, "End to end").
 
 The detector's weak boxes (below its ``confident_score``) reach the tracker, which
 continues tracks with them but starts none; a weak box no track took is noise and makes no
@@ -36,7 +38,7 @@ import numpy as np
 from pydantic import Field
 
 from reid.detect import Box, Detector
-from reid.errors import ConfigError, ConfigValueError, DataError
+from reid.errors import ConfigError, DataError
 from reid.models.encoder import NO_FACE_CHOICES, Encoder, embed_images
 from reid.options import check_fields
 from reid.pipeline.frames import FrameCrops, frame_crops, margin_for
@@ -65,7 +67,8 @@ class StreamConfig:
     None becomes the detector's ``confident_score`` (:func:`tracker_for`).
     ``embed_every``: embed a track's crop in one of this many of its boxes (its first
     included); above 1 tracks are linked on boxes alone (unless ``tracker.appearance`` is
-    set, which needs every embedding).  ``batch_size``: crops embedded together (a live
+    set, which needs every embedding).  Untracked, there is no track to sample and every
+    crop is embedded, whatever it says.  ``batch_size``: crops embedded together (a live
     source does not wait to fill one).  ``no_face``: what the encoder does with a crop it
     refuses (:data:`reid.models.encoder.NO_FACE_CHOICES`).  ``thumbnails``: keep each
     track's largest crop.  Raises ConfigError for a value out of range.
@@ -73,15 +76,13 @@ class StreamConfig:
 
     track: bool = True
     tracker: TrackerConfig = field(default_factory=TrackerConfig)
-    embed_every: EmbedEvery = 1
+    embed_every: EmbedEvery = 2
     batch_size: BatchSize = 32
     no_face: Literal[NO_FACE_CHOICES] = "skip"
     thumbnails: bool = False
 
     def __post_init__(self) -> None:
         check_fields(self)
-        if self.embed_every > 1 and not self.track:
-            raise ConfigValueError("embed_every", "samples the crops of tracks; it does not work without tracking", sep=" ")
 
 
 @dataclass

@@ -237,6 +237,17 @@ def test_a_frame_names_each_enrolled_identity_once(tmp_path: Path, encoder: Enco
         assert nearer.top_k[0].distance < farther.top_k[0].distance
         assert (nearer.identity, farther.identity) == ("red", None)
         assert farther.distance == farther.top_k[0].distance
+    # A track that lost red to the walker beside it is never red after, whoever is nearer.
+    barred_from: dict[int, int] = {}
+    for result in together:
+        for d in result.detections:
+            if d.identity is None and d.track is not None:
+                barred_from.setdefault(d.track, result.frame)
+    later = [
+        d for r in runs[True][0] for d in r.detections if d.track in barred_from and r.frame > barred_from[d.track]
+    ]
+    assert later, "a track that lost red is seen again"
+    assert {d.identity for d in later} == {None}
     alone = [r for r in runs[False][0] if len(r.detections) == 2]
     assert [d.identity for r in alone for d in r.detections] == ["red"] * 2 * len(alone)
     # A track's summary carries the decision of its last frame, made under the same rule.

@@ -96,8 +96,6 @@ def test_the_tracker_takes_the_detectors_confident_score_unless_told() -> None:
 def test_stream_settings_are_checked() -> None:
     with pytest.raises(ConfigError, match="^embed_every: input should be greater than or equal to 1"):
         StreamConfig(embed_every=0)
-    with pytest.raises(ConfigError, match="^embed_every samples the crops of tracks"):
-        StreamConfig(embed_every=2, track=False)
     with pytest.raises(ConfigError, match="^batch_size: input should be greater than or equal to 1"):
         StreamConfig(batch_size=0)
     with pytest.raises(ConfigError, match="^no_face: input should be 'whole', 'skip' or 'error'"):
@@ -110,7 +108,8 @@ def test_embedded_first_the_tracker_links_by_appearance_and_every_crop_is_embedd
 ) -> None:
     video, _ = street_with_gallery(tmp_path, encoder, "street.mp4", count=7, fps=10)
     stream = DetectionStream(
-        open_source(video), WalkerAndStray(), encoder, StreamConfig(batch_size=4, tracker=TrackerConfig(min_boxes=1)),
+        open_source(video), WalkerAndStray(), encoder,
+        StreamConfig(batch_size=4, tracker=TrackerConfig(min_boxes=1), embed_every=1),
         threaded=threaded,
     )  # fmt: skip
     frames = list(stream)
@@ -149,9 +148,11 @@ def test_sampled_the_stream_links_first_and_embeds_one_in_n_of_a_tracks_crops(
 
 def test_untracked_only_confident_boxes_come_each_searched_alone(tmp_path: Path, encoder: Encoder) -> None:
     video, _ = street_with_gallery(tmp_path, encoder, "street.mp4", count=7, fps=10)
-    stream = DetectionStream(open_source(video), WalkerAndStray(), encoder, StreamConfig(track=False))
+    # embed_every samples tracks (2 by default); with none, every crop is embedded.
+    stream = DetectionStream(open_source(video), WalkerAndStray(), encoder, StreamConfig(track=False, embed_every=2))
     frames = list(stream)
     assert stream.tracker is None and stream.finish() == []
+    assert stream.embedded == 4, "untracked, each confident crop is embedded"
     assert [len(f.sightings) for f in frames] == [1] * 4 + [0] * 3, "no tracker: weak boxes are not cut"
     for s in (s for f in frames for s in f.sightings):
         assert s.track is None and s.query is s.embedding and s.score == pytest.approx(0.9)
