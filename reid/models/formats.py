@@ -100,7 +100,9 @@ class CheckpointFormat:
     :data:`CLASSIFIER`, :data:`ON_CARD`, None for no place) and the tensor as ReidNet holds
     it; ``head(state, architecture, path)`` the source network's head; ``prepare``
     renames a file to its architecture's own names first (ordered formats); ``read``
-    reads a file that is no PyTorch checkpoint into the names ``rename`` reads.
+    reads a file that is no PyTorch checkpoint into the names ``rename`` reads;
+    ``folded_norms`` says its BatchNorms come folded into the convolutions (identity plus
+    bias, no statistics), so training keeps them in eval mode.
     """
 
     name: str
@@ -110,6 +112,7 @@ class CheckpointFormat:
     head: Callable[[State, str, Path], Head]
     prepare: Callable[[State, str, Path], State] | None = None
     read: Callable[[Path, str], State] | None = None
+    folded_norms: bool = False
 
     def place(self, state: State, architecture: str) -> Placed:
         """Rename ``state``'s tensors to ReidNet's names for ``architecture``."""
@@ -319,7 +322,7 @@ _ENTRIES = [
     ),
     CheckpointFormat(
         "torchreid-onnx", "an ONNX export of torchreid's OSNet", None, _torchreid_rename, _torchreid_head,
-        read=_read_osnet_onnx,
+        read=_read_osnet_onnx, folded_norms=True,
     ),
 ]
 # Recognition tries them in this order; the plain state_dict is the last resort.

@@ -147,5 +147,6 @@ def load_start(network: nn.Module, start: Start | None) -> str:
         notes = fit(network, placed, architecture, start.label, exact=False)
         note = f"started from {start.label}" + (f"; {', '.join(notes)}" if notes else "")
     network.pretrained_note = note
+    network.frozen_norms = start is not None and FORMATS[start.format].folded_norms
     network.input_mean, network.input_std = start_normalisation(start)
     return note

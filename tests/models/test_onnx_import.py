@@ -140,6 +140,11 @@ def test_a_few_training_steps_from_the_export(exported: tuple[OSNet, Path], tmp_
     result = train(config, TrainCallbacks(on_step=lambda step: losses.append(step.loss)))
     assert len(losses) >= 2 and all(np.isfinite(losses))
     assert f"started from {exported[1]}" in result.pretrained_note
+    # The folded BatchNorms have no statistics to learn from: training keeps the start's.
+    state = result.network.state_dict()
+    assert torch.equal(state["backbone.conv1.bn.running_mean"], torch.zeros(16))
+    assert torch.equal(state["backbone.conv1.bn.running_var"], torch.full((16,), 1 - 1e-5))
+    assert not torch.equal(state["backbone.conv1.conv.weight"], osnet_onnx_state(exported[1], "osnet_x0_25")["conv1.conv.weight"])
 
 
 @pytest.mark.skipif(not SHARED.is_file(), reason="the published OSNet x0_25 MSMT17 export is not in shared/weights")
