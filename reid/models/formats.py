@@ -21,6 +21,9 @@ through :data:`FORMATS`; adding a source is adding one entry.
   (torchvision, timm), ImageNet classifier included.
 - ``efficientnet-lite0-ordered``, ``mobilenetv2-ordered``: registry artefacts whose layers
   are named otherwise but created in the same order as timm's / torchvision's.
+- ``torchreid-onnx``: an ONNX export of torchreid's OSNet, its BatchNorms folded into the
+  convolutions; read back into torchreid's names by :mod:`reid.models.onnx_import`, checked
+  by running both, then placed as ``torchreid``.
 """
 
 from __future__ import annotations
@@ -96,7 +99,10 @@ class CheckpointFormat:
     only when named); ``rename(key, state, mapper)`` gives a tensor's ReidNet name (or
     :data:`CLASSIFIER`, :data:`ON_CARD`, None for no place) and the tensor as ReidNet holds
     it; ``head(state, architecture, path)`` the source network's head; ``prepare``
-    renames a file to its architecture's own names first (ordered formats).
+    renames a file to its architecture's own names first (ordered formats); ``read``
+    reads a file that is no PyTorch checkpoint into the names ``rename`` reads;
+    ``folded_norms`` says its BatchNorms come folded into the convolutions (identity plus
+    bias, no statistics), so training keeps them in eval mode.
     """
 
     name: str
@@ -105,6 +111,8 @@ class CheckpointFormat:
     rename: Callable[[str, State, Mapper], tuple[str, torch.Tensor] | str | None]
     head: Callable[[State, str, Path], Head]
     prepare: Callable[[State, str, Path], State] | None = None
+    read: Callable[[Path, str], State] | None = None
+    folded_norms: bool = False
 
     def place(self, state: State, architecture: str) -> Placed:
         """Rename ``state``'s tensors to ReidNet's names for ``architecture``."""
@@ -294,6 +302,12 @@ def _torchvision_features_order(state: State, architecture: str, path: Path) -> 
     return ordered_rename(state, target, path)
 
 
+def _read_osnet_onnx(path: Path, architecture: str) -> State:
+    from reid.models.onnx_import import osnet_onnx_state  # onnx is an extra: imported when such a file is read
+
+    return osnet_onnx_state(path, architecture)
+
+
 _ENTRIES = [
     CheckpointFormat("reid", "reid", _reid_recognises, _reid_rename, _reid_head),
     CheckpointFormat("fastreid", "fast-reid", _fastreid_recognises, _fastreid_rename, _fastreid_head),
@@ -305,6 +319,10 @@ _ENTRIES = [
     CheckpointFormat(
         "mobilenetv2-ordered", "MobileNetV2 features in creation order", None, _plain_rename, _plain_head,
         _torchvision_features_order,
+    ),
+    CheckpointFormat(
+        "torchreid-onnx", "an ONNX export of torchreid's OSNet", None, _torchreid_rename, _torchreid_head,
+        read=_read_osnet_onnx, folded_norms=True,
     ),
 ]
 # Recognition tries them in this order; the plain state_dict is the last resort.
@@ -386,8 +404,11 @@ def fit(network: nn.Module, placed: Placed, architecture: str, source: Path | st
 
 
 def artefact_format(artefact: Artefact) -> CheckpointFormat:
-    """The format of a registry artefact's checkpoint (its ``layout``); ModelError for an
-    artefact that is not a PyTorch checkpoint (a TensorFlow graph, an ONNX file)."""
+    """The format of a registry artefact's weights (its ``layout``; an ONNX export of an
+    OSNet reads as ``torchreid-onnx``); ModelError for an artefact whose weights do not
+    import (a TensorFlow graph, an OpenVINO IR, another network's ONNX file)."""
+    if artefact.layout == "onnx" and backbone_spec(artefact.architecture).family == "osnet":
+        return FORMATS["torchreid-onnx"]
     if artefact.layout not in FORMATS:
         raise ModelError(f"{artefact.name} is a {artefact.layout} file, not a PyTorch checkpoint")
     return FORMATS[artefact.layout]
@@ -396,7 +417,15 @@ def artefact_format(artefact: Artefact) -> CheckpointFormat:
 def artefact_state(artefact: Artefact, path: Path) -> State:
     """A registry artefact's tensors under the names its format's ``rename`` reads (the
     architecture's own names for the ordered formats)."""
-    return prepared(artefact_format(artefact), read_state(path), artefact.architecture, path)
+    return read_weights(artefact_format(artefact), path, artefact.architecture)
+
+
+def read_weights(fmt: CheckpointFormat, path: Path, architecture: str) -> State:
+    """The tensors of ``path``, a file of format ``fmt``, under the names ``fmt.rename``
+    reads. Raises ModelError naming the file."""
+    if fmt.read is not None:
+        return fmt.read(path, architecture)
+    return prepared(fmt, read_state(path), architecture, path)
 
 
 def fit_artefact(artefact: Artefact, state: State, path: Path) -> None:

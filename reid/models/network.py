@@ -106,8 +106,22 @@ class ReidNet(nn.Module):
         if self.classifier is not None:
             nn.init.normal_(self.classifier.weight, std=0.001)
         self.pretrained_note = "random initialisation (--pretrained none)"
+        # Set by load_start for a start whose BatchNorms were folded into its convolutions:
+        # their statistics are gone, so the backbone's BatchNorms keep the running ones.
+        self.frozen_norms = False
         self.input_mean: tuple[float, float, float] = IMAGENET_MEAN
         self.input_std: tuple[float, float, float] = IMAGENET_STD
+
+    def train(self, mode: bool = True) -> ReidNet:
+        """As nn.Module's; with ``frozen_norms`` the backbone's BatchNorms stay in eval mode
+        (their running statistics normalise, and are not updated), so training sees the
+        start's own forward."""
+        super().train(mode)
+        if mode and self.frozen_norms:
+            for module in self.backbone.modules():
+                if isinstance(module, nn.modules.batchnorm._BatchNorm):
+                    module.eval()
+        return self
 
     def forward(self, images: torch.Tensor) -> NetOutput:
         feature = self.reduction(self.pool(self.backbone(images)))

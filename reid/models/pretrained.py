@@ -18,7 +18,7 @@ from reid.errors import ModelError
 from reid.models.backbones import architecture_available, backbone_spec
 from reid.models.card import IMAGENET_MEAN, IMAGENET_STD
 from reid.models.checkpoints import read_state
-from reid.models.formats import FORMATS, artefact_state, checkpoint_format, fit, prepared
+from reid.models.formats import FORMATS, artefact_format, artefact_state, checkpoint_format, fit, prepared, read_weights
 from reid.models.registry import (
     ARTEFACTS,
     Artefact,
@@ -55,7 +55,7 @@ def start_normalisation(start: Start | None) -> tuple[tuple[float, float, float]
 
 def _artefact_start(artefact: Artefact, path: Path) -> Start:
     return Start(
-        artefact_state(artefact, path), artefact.layout, f"{artefact.name} ({artefact.description}, {artefact.licence})",
+        artefact_state(artefact, path), artefact_format(artefact).name, f"{artefact.name} ({artefact.description}, {artefact.licence})",
         mean=artefact.mean, std=artefact.std,
     )
 
@@ -102,9 +102,9 @@ def imagenet_start(architecture: str) -> Start:
 
 def resolve_start(architecture: str, pretrained: str | Path | Start | None, source: str | None = None) -> Start | None:
     """Turn a ``--pretrained`` value into tensors: None/``none`` for random weights,
-    ``imagenet``, a registry name (``osnet_x1_0.market1501``) or a checkpoint file whose
-    format is recognised unless ``source`` (a format name: reid, fastreid, torchreid,
-    torchvision) says it. A Start already resolved is returned as it is."""
+    ``imagenet``, a registry name (``osnet_x1_0.market1501``, ``osnet_x0_25.msmt17-onnx``),
+    a checkpoint file whose format is recognised unless ``source`` (a format name: reid,
+    fastreid, torchreid, torchvision) says it, or an ``.onnx`` export of torchreid's OSNet. A Start already resolved is returned as it is."""
     if isinstance(pretrained, Start):
         return pretrained
     backbone_spec(architecture)  # an unknown architecture is named as such, not as missing weights
@@ -120,6 +120,11 @@ def resolve_start(architecture: str, pretrained: str | Path | Start | None, sour
     path = Path(pretrained)
     if not path.is_file():
         raise ModelError(f"{path}: pretrained weights file not found (nor a registry name; see `reid models list`)")
+    if source is None and path.suffix.lower() == ".onnx":
+        source = "torchreid-onnx"
+    if source in FORMATS and FORMATS[source].read is not None:
+        fmt = FORMATS[source]
+        return Start(read_weights(fmt, path, architecture), fmt.name, str(path))
     state = read_state(path)
     fmt = checkpoint_format(state, architecture, source)
     return Start(prepared(fmt, state, architecture, path), fmt.name, str(path))
@@ -142,5 +147,6 @@ def load_start(network: nn.Module, start: Start | None) -> str:
         notes = fit(network, placed, architecture, start.label, exact=False)
         note = f"started from {start.label}" + (f"; {', '.join(notes)}" if notes else "")
     network.pretrained_note = note
+    network.frozen_norms = start is not None and FORMATS[start.format].folded_norms
     network.input_mean, network.input_std = start_normalisation(start)
     return note
