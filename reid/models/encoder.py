@@ -8,7 +8,7 @@ resizes and normalizes them as its card says.
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 import cv2
@@ -136,6 +136,19 @@ def l2_normalize(features: np.ndarray) -> np.ndarray:
     """(N, D) rows scaled to unit Euclidean norm, as float32; an all-zero row stays zero."""
     norms = np.linalg.norm(features, axis=1, keepdims=True)
     return (features / np.maximum(norms, 1e-12)).astype(np.float32)
+
+
+def embed_with_runtime(
+    encoder: Encoder, images: Sequence[np.ndarray], run: Callable[[np.ndarray], np.ndarray]
+) -> np.ndarray:
+    """(N, D) float32 unit rows of ``images`` from a graph runtime's ``run`` over the
+    card's preprocessed (N, 3, H, W) batch (ONNX, OpenVINO), checked by
+    :func:`check_embeddings` before they are normalized; (0, D) for no images."""
+    if len(images) == 0:
+        return np.zeros((0, encoder.dim), dtype=np.float32)
+    features = run(preprocess(images, encoder.card))
+    check_embeddings(encoder, features, len(images))
+    return l2_normalize(features)
 
 
 class TorchEncoder(Encoder):

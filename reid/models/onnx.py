@@ -25,7 +25,7 @@ import numpy as np
 
 from reid.errors import ConfigError, ModelError
 from reid.models.card import ModelCard, file_fingerprint, read_card_json, seal_card, validate_card, verify_card
-from reid.models.encoder import Encoder, check_embeddings, l2_normalize, preprocess
+from reid.models.encoder import Encoder, embed_with_runtime
 from reid.models.runtime import first_line, import_onnxruntime
 from reid.paths import write_bytes_atomic
 
@@ -198,8 +198,4 @@ class OnnxEncoder(Encoder):
         return np.concatenate(outputs).astype(np.float32)
 
     def embed(self, images: Sequence[np.ndarray]) -> np.ndarray:
-        if len(images) == 0:
-            return np.zeros((0, self.dim), dtype=np.float32)
-        features = self._run(preprocess(images, self.card))
-        check_embeddings(self, features, len(images))
-        return l2_normalize(features)
+        return embed_with_runtime(self, images, self._run)

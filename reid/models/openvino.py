@@ -21,7 +21,7 @@ import numpy as np
 
 from reid.errors import ModelError
 from reid.models.card import ModelCard, seal_card
-from reid.models.encoder import Encoder, check_embeddings, l2_normalize, preprocess
+from reid.models.encoder import Encoder, embed_with_runtime
 from reid.models.runtime import first_line, import_openvino, read_openvino_ir
 from reid.paths import file_sha256
 
@@ -74,8 +74,4 @@ class OpenVinoEncoder(Encoder):
             raise ModelError(f"{self.path}: OpenVINO failed on a batch of shape {list(batch.shape)} ({first_line(exc)})") from None
 
     def embed(self, images: Sequence[np.ndarray]) -> np.ndarray:
-        if len(images) == 0:
-            return np.zeros((0, self.dim), dtype=np.float32)
-        features = self._run(preprocess(images, self.card))
-        check_embeddings(self, features, len(images))
-        return l2_normalize(features)
+        return embed_with_runtime(self, images, self._run)
