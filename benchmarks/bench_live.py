@@ -25,38 +25,27 @@ from __future__ import annotations
 
 import argparse
 import os
+import sys
 import tempfile
 from dataclasses import replace
 from pathlib import Path
 
-from reid.data import load_dataset, read_image
 from reid.detect import default_detector
 from reid.evaluation.mot import score_tracks, scored_truth
-from reid.gallery import Gallery, ItemMeta
-from reid.models import Encoder, load_encoder
+from reid.gallery import Gallery
+from reid.models import load_encoder
 from reid.pipeline import QueryConfig, QueryOutputs, QueryRun, open_source
-from reid.pipeline.embed import embed_images
 from reid.track import TrackerConfig
 from reid.track.mot import read_mot
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from bench_mot import market_gallery  # noqa: E402
 
 SHARED = Path(__file__).resolve().parents[1].parent / "shared" / "data"
 VIDEO = SHARED / "video" / "vtest.avi"
 TRUTH = SHARED / "video" / "pets09-s2l1" / "gt.txt"
-MARKET = SHARED / "market1501-mini"
-GALLERY_PEOPLE = 5
 # The rate a live camera asks of the path.
 LIVE_FPS = 10.0
-
-
-def market_gallery(folder: Path, encoder: Encoder) -> None:
-    """The first :data:`GALLERY_PEOPLE` identities of Market-1501's gallery split."""
-    records = [r for r in load_dataset(f"market1501:{MARKET}").gallery if r.pid > 0]
-    people = sorted({r.pid for r in records})[:GALLERY_PEOPLE]
-    chosen = [r for r in records if r.pid in people]
-    images = [read_image(r.path) for r in chosen]
-    features = embed_images(encoder, images, [str(r.path) for r in chosen], "whole").features
-    with Gallery.create(folder, encoder.card) as gallery:
-        gallery.add(features, [ItemMeta(f"market-{r.pid:04d}") for r in chosen])
 
 
 def main() -> None:

@@ -52,7 +52,7 @@ import numpy as np
 from reid.data import load_dataset, read_image
 from reid.evaluation.mot import MotScore, score_tracks, scored_truth
 from reid.gallery import Gallery, ItemMeta
-from reid.models import BACKBONES, ModelCard, embed_images, load_encoder, stand_in_model
+from reid.models import BACKBONES, Encoder, ModelCard, embed_images, load_encoder, stand_in_model
 from reid.models.folder import save_model
 from reid.models.stand_in import untrained_network
 from reid.pipeline import QueryConfig, QueryOutputs, QueryRun, open_source
@@ -77,9 +77,8 @@ APART = 10
 BYTETRACK_SCORES = TrackerConfig(high_score=0.6, start_score=0.7)
 
 
-def market_gallery(folder: Path, model: Path) -> None:
+def market_gallery(folder: Path, encoder: Encoder) -> None:
     """A gallery of the first :data:`GALLERY_PEOPLE` identities of Market-1501's gallery split."""
-    encoder = load_encoder(model, device="cpu")
     records = [r for r in load_dataset(f"market1501:{MARKET}").gallery if r.pid > 0]
     people = sorted({r.pid for r in records})[:GALLERY_PEOPLE]
     chosen = [r for r in records if r.pid in people]
@@ -254,7 +253,7 @@ def main() -> None:
         f"{other:.3f} (the tracker re-finds at <= 0.2)"
     )
     if detectors:
-        market_gallery(work / "gallery", model)
+        market_gallery(work / "gallery", load_encoder(model, device="cpu"))
     for detector in detectors:
         name = None if detector == "default" else detector
         score, fps = query_row(work, model, work / "gallery", name, args.embed_every)

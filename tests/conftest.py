@@ -9,6 +9,7 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
 SHARED_DATA = ROOT.parent / "shared" / "data"
+SHARED_WEIGHTS = ROOT.parent / "shared" / "weights"
 
 
 def _shared(relative: str) -> Path:
@@ -16,6 +17,15 @@ def _shared(relative: str) -> Path:
     if not path.exists():
         pytest.skip(f"real data {relative} not present beside the project (../shared/data/{relative})")
     return path
+
+
+def shared_weights(*relatives: str) -> Path:
+    """The shared copy of published weights ``relatives[0]`` (the others: files that must be
+    beside it, such as an IR's .bin); the test is skipped, with the reason, when one is absent."""
+    for relative in relatives:
+        if not (SHARED_WEIGHTS / relative).exists():
+            pytest.skip(f"published weights {relative} not present beside the project (../shared/weights/{relative})")
+    return SHARED_WEIGHTS / relatives[0]
 
 
 @pytest.fixture

@@ -8,6 +8,8 @@ import cv2
 import numpy as np
 import pytest
 
+from tests.conftest import shared_weights
+
 
 @pytest.fixture(scope="session")
 def ssdlite_cache(isolated_caches: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
@@ -57,7 +59,6 @@ def video_frames(path: Path, indices: tuple[int, ...]) -> list[np.ndarray]:
     return frames
 
 
-SHARED_WEIGHTS = Path(__file__).resolve().parents[2].parent / "shared" / "weights"
 # Each published detector's file among the shared weights.
 PUBLISHED_FILES = {
     "bytetrack-nano": "bytetrack_nano_mot17.onnx",
@@ -70,8 +71,7 @@ PUBLISHED_FILES = {
 def published_file(name: str) -> Path:
     """The shared copy of detector ``name``'s published file (an IR's .bin beside its .xml);
     the test is skipped, with the reason, when it is absent."""
-    path = SHARED_WEIGHTS / PUBLISHED_FILES[name]
-    for part in (path, path.with_suffix(".bin")) if path.suffix == ".xml" else (path,):
-        if not part.is_file():
-            pytest.skip(f"published weights {part.relative_to(SHARED_WEIGHTS)} not present beside the project (../shared/weights)")
-    return path
+    relative = PUBLISHED_FILES[name]
+    if relative.endswith(".xml"):
+        return shared_weights(relative, relative[: -len(".xml")] + ".bin")
+    return shared_weights(relative)

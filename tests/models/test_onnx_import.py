@@ -15,12 +15,13 @@ from reid.models.onnx_import import MIN_COSINE, osnet_onnx_state
 from reid.models.osnet import OSNet
 from reid.models.pretrained import load_start, resolve_start
 from reid.models.network import ReidNet
+from tests.conftest import SHARED_WEIGHTS
 
 onnx = pytest.importorskip("onnx")
 ort = pytest.importorskip("onnxruntime")
 
 SIZE = (64, 32)
-SHARED = Path(__file__).resolve().parents[2] / ".." / "shared" / "weights" / "osnet_x0_25_msmt17.onnx"
+SHARED = SHARED_WEIGHTS / "osnet_x0_25_msmt17.onnx"
 
 
 def _torchreid_like(architecture: str, seed: int) -> OSNet:

@@ -11,17 +11,15 @@ import pytest
 from reid.errors import ModelError
 from reid.models.card import ModelCard
 from reid.models.openvino import OpenVinoEncoder, ir_fingerprint
+from tests.conftest import shared_weights
 
-WEIGHTS = Path(__file__).resolve().parents[2].parent / "shared" / "weights"
 NAME = "person-reidentification-retail-0288"
 
 
 @pytest.fixture
 def ir(tmp_path: Path) -> Path:
     pytest.importorskip("openvino", reason="the openvino extra is not installed")
-    folder = WEIGHTS / "omz" / NAME / "FP32"
-    if not folder.is_dir():
-        pytest.skip(f"published weights omz/{NAME} not present beside the project (../shared/weights/omz/{NAME})")
+    folder = shared_weights(f"omz/{NAME}/FP32")
     for path in folder.iterdir():
         shutil.copy(path, tmp_path / path.name)
     return tmp_path / f"{NAME}.xml"

@@ -16,16 +16,9 @@ from reid.errors import ModelError
 from reid.models import load_encoder
 from reid.models.registry import add, cached_files
 from reid.models.zoo import is_zoo_model, zoo_encoder
+from tests.conftest import shared_weights
 
-WEIGHTS = Path(__file__).resolve().parents[2].parent / "shared" / "weights"
 OMZ_REID = ("0277", "0286", "0287", "0288")
-
-
-def _weights(relative: str) -> Path:
-    path = WEIGHTS / relative
-    if not path.exists():
-        pytest.skip(f"published weights {relative} not present beside the project (../shared/weights/{relative})")
-    return path
 
 
 @pytest.fixture
@@ -59,7 +52,7 @@ def _separates(features: np.ndarray, labels: list[int]) -> float:
 def test_open_model_zoo_reid_by_name(number: str, cache: Path, market1501_mini: Path) -> None:
     pytest.importorskip("openvino", reason="the openvino extra is not installed")
     name = f"person-reidentification-retail-{number}"
-    folder = _weights(f"omz/{name}")
+    folder = shared_weights(f"omz/{name}")
     assert cached_files(name) is None
     assert add(name, folder) == cached_files(name)
     encoder = load_encoder(name)
@@ -82,7 +75,7 @@ def test_the_four_open_model_zoo_models_have_their_own_fingerprints(cache: Path)
     prints = set()
     for number in OMZ_REID:
         name = f"person-reidentification-retail-{number}"
-        add(name, _weights(f"omz/{name}"))
+        add(name, shared_weights(f"omz/{name}"))
         prints.add(zoo_encoder(name).fingerprint)
     assert len(prints) == 4
 
@@ -90,7 +83,7 @@ def test_the_four_open_model_zoo_models_have_their_own_fingerprints(cache: Path)
 def test_bgr_matters_for_the_open_model_zoo_models(cache: Path, market1501_mini: Path) -> None:
     pytest.importorskip("openvino", reason="the openvino extra is not installed")
     name = "person-reidentification-retail-0277"
-    add(name, _weights(f"omz/{name}"))
+    add(name, shared_weights(f"omz/{name}"))
     encoder = zoo_encoder(name)
     images, _ = _people(market1501_mini)
     as_given = encoder.embed(images[:2])
@@ -100,7 +93,7 @@ def test_bgr_matters_for_the_open_model_zoo_models(cache: Path, market1501_mini:
 
 def test_osnet_onnx_export_by_name(cache: Path, market1501_mini: Path) -> None:
     pytest.importorskip("onnxruntime", reason="the onnx extra is not installed")
-    export = _weights("osnet_x0_25_msmt17.onnx")
+    export = shared_weights("osnet_x0_25_msmt17.onnx")
     add("osnet_x0_25.msmt17-onnx", export)
     encoder = load_encoder("osnet_x0_25.msmt17-onnx")
     assert encoder.dim == 512 and encoder.card.channel_order == "rgb" and encoder.card.mean == (0.485, 0.456, 0.406)
@@ -168,7 +161,7 @@ def test_a_published_model_is_calibrated_through_a_folder_holding_its_card(
     from reid.pipeline.calibrate import calibrate_model
 
     name = "person-reidentification-retail-0288"
-    add(name, _weights(f"omz/{name}"))
+    add(name, shared_weights(f"omz/{name}"))
     folder = tmp_path / "omz-0288"
     save_card(load_encoder(name).card, folder)
     paths = sorted((market1501_mini / "query").glob("*.jpg"))[:12]
