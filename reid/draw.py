@@ -29,8 +29,8 @@ BGR = tuple[int, int, int]
 
 FONT = cv2.FONT_HERSHEY_SIMPLEX
 # Height of a capital letter as a share of the frame's height, and the smallest that
-# stays legible (pixels): 7 px on 160x120, 11 on 576 lines, 22 on 1080.
-TEXT_SHARE = 0.02
+# stays legible (pixels): 7 px on 160x120, 10 on 576 lines, 19 on 1080.
+TEXT_SHARE = 0.018
 MIN_TEXT_PX = 7
 # Cap height of FONT at scale 1 (cv2.getTextSize("H", FONT, 1, 1) is 22 pixels high).
 FONT_PX = 22
@@ -154,24 +154,19 @@ def make_label(box: Sequence[int], track: int | None, identity: str | None, dist
     return Label((x, y, w, h), label_texts(track, identity, distance), colour_of(track, identity), identity is not None)
 
 
-def _overlaps(a: Rect, b: Rect) -> bool:
-    return a[0] < b[0] + b[2] and b[0] < a[0] + a[2] and a[1] < b[1] + b[3] and b[1] < a[1] + a[3]
-
-
-def _candidates(box: Rect, size: tuple[int, int], frame: tuple[int, int]) -> list[tuple[int, int]]:
-    """Top-left corners for a label of ``size`` (w, h) by ``box`` in a ``frame`` (h, w),
-    best first, each moved inside the frame: above the box, inside its top, below it,
-    inside its bottom, then stacked further above and below; left-aligned, then right."""
+def _candidates(box: Rect, size: tuple[int, int], frame: tuple[int, int]) -> np.ndarray:
+    """Top-left corners (K, 2) int64 for a label of ``size`` (w, h) by ``box`` in a ``frame``
+    (h, w), best first, each moved inside the frame: rows above the box, inside its top,
+    below it, inside its bottom, then stacked further above and below; in each row the
+    label left-aligned with the box, right-aligned, centred, then beside it."""
     x, y, w, h = box
     lw, lh = size
     height, width = frame
     rows = [y - lh, y, y + h, y + h - lh, y - 2 * lh, y - 3 * lh, y + h + lh, y + h + 2 * lh, y + lh, y + 2 * lh]
-    corners: list[tuple[int, int]] = []
-    for row in rows:
-        for column in (x, x + w - lw):
-            corner = (min(max(column, 0), width - lw), min(max(row, 0), height - lh))
-            if corner not in corners:
-                corners.append(corner)
+    columns = [x, x + w - lw, x + (w - lw) // 2, x - lw, x + w]
+    corners = np.array([(c, r) for r in rows for c in columns], np.int64)
+    corners[:, 0] = np.clip(corners[:, 0], 0, width - lw)
+    corners[:, 1] = np.clip(corners[:, 1], 0, height - lh)
     return corners
 
 
@@ -185,21 +180,21 @@ def place_labels(labels: Sequence[Label], frame: tuple[int, int], style: Style) 
     """
     height, width = frame
     order = sorted(range(len(labels)), key=lambda i: (not labels[i].named, -labels[i].box[2] * labels[i].box[3], i))
-    taken: list[Rect] = []
+    taken = np.zeros((0, 4), np.int64)  # x0, y0, x1, y1 of the labels placed so far
     placed: list[Placed | None] = [None] * len(labels)
     for i in order:
         for text in labels[i].texts:
             lw, lh = style.label_size(text)
             if lw > width or lh > height:
                 continue
-            free = next(
-                (c for c in _candidates(labels[i].box, (lw, lh), frame) if not any(_overlaps((*c, lw, lh), t) for t in taken)),
-                None,
-            )
-            if free is not None:
-                rect = (free[0], free[1], lw, lh)
-                taken.append(rect)
-                placed[i] = Placed(text, rect)
+            corners = _candidates(labels[i].box, (lw, lh), frame)
+            x0, y0 = corners[:, :1], corners[:, 1:]
+            hits = (x0 < taken[:, 2]) & (taken[:, 0] < x0 + lw) & (y0 < taken[:, 3]) & (taken[:, 1] < y0 + lh)
+            free = np.flatnonzero(~hits.any(axis=1))
+            if free.size:
+                cx, cy = (int(v) for v in corners[free[0]])
+                taken = np.vstack([taken, [(cx, cy, cx + lw, cy + lh)]])
+                placed[i] = Placed(text, (cx, cy, lw, lh))
                 break
     return placed
 

@@ -17,14 +17,13 @@ import cv2
 import numpy as np
 
 from reid import ConfigError, DataError, write_bytes_atomic
-from reid.pipeline import VideoWriter, draw_box, identity_colour, open_source
+from reid.draw import Label, draw, make_label
+from reid.pipeline import VideoWriter, open_source
 
 from apps.camera_search.search import CameraRun, SearchConfig, SearchResult, TrackEvent
 
-# The annotated videos' formats (suffix picks the codec; see reid.pipeline.FOURCC), and
-# the colour (BGR) of a reference camera's tracks, which name themselves.
+# The annotated videos' formats (suffix picks the codec; see reid.pipeline.FOURCC).
 VIDEO_FORMATS = (".avi", ".mp4")
-REFERENCE_COLOUR = (220, 140, 30)
 EVENT_COLUMNS = (
     ("camera", "INTEGER NOT NULL"),
     ("source", "TEXT NOT NULL"),
@@ -115,12 +114,10 @@ def write_events_sqlite(result: SearchResult, path: Path) -> None:
     os.replace(tmp, path)
 
 
-def _label(event: TrackEvent) -> tuple[str, tuple[int, int, int]]:
-    if event.role == "reference":
-        return f"#{event.track} {event.identity}", REFERENCE_COLOUR
-    name = event.identity if event.identity is not None else "unknown"
-    text = f"#{event.track} {name}" + (f" {event.distance:.2f}" if event.distance is not None else "")
-    return text, identity_colour(event.identity)
+def _label(event: TrackEvent, box: tuple[int, int, int, int]) -> Label:
+    """A reference track names itself (no distance); a searched one shows its answer."""
+    distance = None if event.role == "reference" else event.distance
+    return make_label(box, event.track, event.identity, distance)
 
 
 def write_annotated_video(run: CameraRun, events: list[TrackEvent], config: SearchConfig, path: Path) -> int:
@@ -132,12 +129,11 @@ def write_annotated_video(run: CameraRun, events: list[TrackEvent], config: Sear
     """
     if path.suffix.lower() not in VIDEO_FORMATS:
         raise ConfigError(f"{path}: annotated videos must end in {', '.join(VIDEO_FORMATS)}")
-    labels = {e.track: _label(e) for e in events if e.camera == run.camera}
-    per_frame: dict[int, list[tuple[tuple[int, int, int, int], str, tuple[int, int, int]]]] = defaultdict(list)
+    answers = {e.track: e for e in events if e.camera == run.camera}
+    per_frame: dict[int, list[Label]] = defaultdict(list)
     for track in run.tracks:
-        text, colour = labels[track.id]
         for o in track.observations:
-            per_frame[o.frame].append((o.box, text, colour))
+            per_frame[o.frame].append(_label(answers[track.id], o.box))
     fps = (run.fps or 10.0 * config.every) / config.every
     source = open_source(run.source, every=config.every, max_frames=run.frames)
     writer = VideoWriter(path, fps)
@@ -145,8 +141,7 @@ def write_annotated_video(run: CameraRun, events: list[TrackEvent], config: Sear
     try:
         for frame in frames:
             canvas = cv2.cvtColor(frame.image, cv2.COLOR_RGB2BGR)
-            for box, text, colour in per_frame.get(frame.index, []):
-                draw_box(canvas, box, text, colour)
+            draw(canvas, per_frame.get(frame.index, []))
             writer.write(canvas)
     finally:
         frames.close()

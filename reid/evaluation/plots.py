@@ -1,7 +1,7 @@
 """PNG pictures of evaluation results: ranked lists, CMC, ROC and distance histograms.
 
 Curves use matplotlib's object API with the Agg canvas (no pyplot state, no display);
-the ranked-list mosaic is drawn with OpenCV.
+the ranked-list mosaic is drawn with OpenCV, its captions by :func:`reid.draw.caption`.
 """
 
 from __future__ import annotations
@@ -18,6 +18,7 @@ from matplotlib.ticker import MaxNLocator
 
 from reid.data.io import read_image
 from reid.data.records import ImageRecord
+from reid.draw import Style, caption
 from reid.errors import DataError
 from reid.evaluation.ranking import RankedList, RankingResult, ranked_lists
 from reid.evaluation.verification import VerificationResult
@@ -26,6 +27,8 @@ from reid.paths import write_bytes_atomic
 CELL = (128, 64)  # (height, width) of one image in the ranked-list mosaic
 BORDER = 4
 GREEN, RED, GREY = (40, 170, 40), (210, 40, 40), (90, 90, 90)
+# Captions in the letters reid.draw gives a picture of one cell's height.
+CAPTION = Style.for_frame(CELL[0])
 
 
 def _save_figure(fig: Figure, path: Path) -> Path:
@@ -66,9 +69,7 @@ def _cell(path: Path, colour: tuple[int, int, int]) -> np.ndarray:
 
 
 def _caption(text: str, width: int) -> np.ndarray:
-    strip = np.full((16, width, 3), 255, np.uint8)
-    cv2.putText(strip, text, (2, 12), cv2.FONT_HERSHEY_SIMPLEX, 0.35, (0, 0, 0), 1, cv2.LINE_AA)
-    return strip
+    return caption(text, width, CAPTION)
 
 
 def plot_ranked_lists(
@@ -83,15 +84,16 @@ def plot_ranked_lists(
         raise DataError("no queries to draw")
     top_k = max(len(lst.gallery) for lst in lists)
     height, width = CELL
+    tall = height + CAPTION.label_size("0")[1]
     rows = []
     for lst in lists:
         cells = [np.vstack([_cell(Path(query_paths[lst.query]), GREY), _caption(f"query {lst.query}", width)])]
-        cells.append(np.full((height + 16, width // 4, 3), 255, np.uint8))
+        cells.append(np.full((tall, width // 4, 3), 255, np.uint8))
         for g, dist, match in zip(lst.gallery, lst.distances, lst.matches):
             cell = _cell(Path(gallery_paths[g]), GREEN if match else RED)
             cells.append(np.vstack([cell, _caption(f"{dist:.3f}", width)]))
         for _ in range(top_k - len(lst.gallery)):
-            cells.append(np.full((height + 16, width, 3), 255, np.uint8))
+            cells.append(np.full((tall, width, 3), 255, np.uint8))
         rows.append(np.hstack(cells))
     mosaic = np.vstack(rows)
     path = Path(path)

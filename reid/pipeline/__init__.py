@@ -3,7 +3,7 @@
 Library functions return data or yield results and never print; ``reid enroll`` and
 ``reid query`` are thin layers over them, and the apps build on the same parts: the frame
 loop (:func:`frame_crops`), the tracked-detection stream (:class:`DetectionStream`), the
-box drawing and video writer (:func:`draw_box`, :class:`VideoWriter`), enrolment
+annotated frames and video writer (:func:`annotate` over :mod:`reid.draw`, :class:`VideoWriter`), enrolment
 (:func:`enrol`) and the stand-in model for demos.
 """
 
@@ -54,8 +54,6 @@ from reid.pipeline.frames import (
 from reid.pipeline.live import FramePipeline
 from reid.pipeline.outputs import (
     FOURCC,
-    KNOWN_COLOUR,
-    UNKNOWN_COLOUR,
     CropWriter,
     JsonlWriter,
     QueryOutputs,
@@ -64,8 +62,6 @@ from reid.pipeline.outputs import (
     VideoWriter,
     annotate,
     check_outputs,
-    draw_box,
-    identity_colour,
     safe_name,
 )
 from reid.pipeline.query import (
@@ -104,9 +100,7 @@ __all__ = [
     "DETECT_CHOICES",
     "DUPLICATE",
     "FOURCC",
-    "KNOWN_COLOUR",
     "STAGES",
-    "UNKNOWN_COLOUR",
     "ChooseCrop",
     "CropWriter",
     "DetectionResult",
@@ -140,11 +134,9 @@ __all__ = [
     "check_outputs",
     "choose_detector",
     "cut_frame",
-    "draw_box",
     "enrol",
     "enrol_into",
     "frame_crops",
-    "identity_colour",
     "intra_op_threads",
     "largest_detection",
     "link_frame",

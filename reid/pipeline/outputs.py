@@ -24,7 +24,7 @@ from types import TracebackType
 import cv2
 import numpy as np
 
-from reid.detect import Box
+from reid.draw import Trails, draw, make_label
 from reid.errors import ConfigError, DataError
 from reid.paths import (
     TEMP_MARK,
@@ -39,9 +39,6 @@ from reid.pipeline.query import FrameResult, TrackSummary
 from reid.track.mot import MotRow, finish_tracks, write_mot
 
 FOURCC = {".mp4": "mp4v", ".m4v": "mp4v", ".mov": "mp4v", ".avi": "MJPG", ".mkv": "XVID"}
-# BGR colours of boxes: named, unknown.
-KNOWN_COLOUR = (40, 200, 40)
-UNKNOWN_COLOUR = (40, 40, 220)
 SAFE_NAME = re.compile(r"[^A-Za-z0-9._-]+")
 # A text used as a name as it is: safe characters, not starting with "." (".", "..",
 # hidden) or "-" (read as an option), and not ending like a hashed name.
@@ -88,32 +85,19 @@ def check_outputs(
         check_output_folder(Path(crops), "--save-crops")
 
 
-def draw_box(canvas: np.ndarray, box: Box, text: str, colour: tuple[int, int, int]) -> None:
-    """Draw ``box`` (x, y, w, h) in ``colour`` (BGR) on the BGR ``canvas``, in place, with
-    ``text`` in white on a filled label above it; line and letters grow with the frame."""
-    x, y, w, h = box
-    scale = max(0.4, min(canvas.shape[:2]) / 600)
-    cv2.rectangle(canvas, (x, y), (x + w, y + h), colour, max(1, round(scale * 2)))
-    (tw, th), base = cv2.getTextSize(text, cv2.FONT_HERSHEY_SIMPLEX, scale, 1)
-    top = max(0, y - th - base - 2)
-    cv2.rectangle(canvas, (x, top), (x + tw + 2, top + th + base + 2), colour, cv2.FILLED)
-    cv2.putText(canvas, text, (x + 1, top + th + 1), cv2.FONT_HERSHEY_SIMPLEX, scale, (255, 255, 255), 1, cv2.LINE_AA)
-
-
-def identity_colour(identity: str | None) -> tuple[int, int, int]:
-    """Green for a named detection or track, red for an unknown one (BGR)."""
-    return KNOWN_COLOUR if identity is not None else UNKNOWN_COLOUR
-
-
-def annotate(result: FrameResult) -> np.ndarray:
-    """The frame as BGR with each detection's box, label and distance drawn on it; a
-    tracked detection's label starts with its track number and names the track's identity."""
+def annotate(result: FrameResult, trails: Trails | None = None) -> np.ndarray:
+    """The frame as BGR with each detection's box and label drawn by :func:`reid.draw.draw`
+    (``#<track> <identity or unknown> <distance>``, shortened or left out where labels
+    would collide); with ``trails``, each track's recent centres are added to them and
+    drawn behind the boxes."""
     canvas = cv2.cvtColor(result.image, cv2.COLOR_RGB2BGR)
-    for detection in result.detections:
-        text = f"{detection.label} {detection.distance:.2f}" if np.isfinite(detection.distance) else detection.label
-        if detection.track is not None:
-            text = f"#{detection.track} {text}"
-        draw_box(canvas, detection.box, text, identity_colour(detection.identity))
+    labels = [
+        make_label(d.box, d.track, d.identity, d.distance if np.isfinite(d.distance) else None) for d in result.detections
+    ]
+    if trails is not None:
+        trails.update((d.track, d.box) for d in result.detections if d.track is not None)
+        trails.draw(canvas)
+    draw(canvas, labels)
     return canvas
 
 
@@ -257,18 +241,20 @@ class MotWriter:
 
 
 class VideoOutput:
-    """Annotated frames (:func:`annotate`) into a video file (:class:`VideoWriter`)."""
+    """Annotated frames (:func:`annotate`) into a video file (:class:`VideoWriter`);
+    ``trail`` > 0 draws each track's last ``trail`` centres."""
 
-    def __init__(self, path: Path, fps: float) -> None:
+    def __init__(self, path: Path, fps: float, trail: int = 0) -> None:
         self._video = VideoWriter(path, fps)
         self.path = self._video.path
+        self._trails = Trails(trail) if trail > 0 else None
 
     @property
     def frames(self) -> int:
         return self._video.frames
 
     def write(self, result: FrameResult) -> None:
-        self._video.write(annotate(result))
+        self._video.write(annotate(result, self._trails))
 
     def close(self) -> None:
         self._video.close()
@@ -322,6 +308,7 @@ class QueryOutputs:
     a kept frame stands for (a source read with ``every``).  The MOT file counts decoded
     frames, so its tracks are joined, filled and smoothed in decoded frames: a bridge of
     ``max_gap`` kept frames spans ``(max_gap + 1) * frame_step - 1`` decoded ones.
+    ``trail``: in the video, each track's last this many centres drawn as a line (0: none).
     """
 
     def __init__(
@@ -335,6 +322,7 @@ class QueryOutputs:
         min_boxes: int = 1,
         max_gap: int = 0,
         frame_step: int = 1,
+        trail: int = 0,
     ) -> None:
         self.jsonl: JsonlWriter | None = None
         self.video: VideoOutput | None = None
@@ -342,7 +330,7 @@ class QueryOutputs:
         self.tracks: TracksWriter | None = None
         self.mot: MotWriter | None = None
         try:
-            self.video = VideoOutput(video, fps) if video else None
+            self.video = VideoOutput(video, fps, trail) if video else None
             self.crops = CropWriter(crops) if crops else None
             self.jsonl = JsonlWriter(jsonl) if jsonl else None
             self.tracks = TracksWriter(tracks) if tracks else None

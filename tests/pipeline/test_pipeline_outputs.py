@@ -12,18 +12,15 @@ import cv2
 import numpy as np
 import pytest
 
+from reid.draw import colour_of, draw, make_label
 from reid.errors import ConfigError
 from reid.pipeline import (
-    KNOWN_COLOUR,
-    UNKNOWN_COLOUR,
     CropWriter,
     DetectionResult,
     FrameResult,
     QueryOutputs,
     VideoWriter,
     check_outputs,
-    draw_box,
-    identity_colour,
     safe_name,
 )
 from reid.pipeline.outputs import CROP_MAP_FILE, MAX_NAME, UNKNOWN_FOLDER
@@ -107,11 +104,10 @@ def test_outputs_that_cannot_be_written_are_refused_before_work(tmp_path: Path) 
     assert not (tmp_path / "new").exists(), "checking makes nothing"
 
 
-def test_draw_box_and_the_video_writer_fit_every_frame(tmp_path: Path) -> None:
+def test_drawn_boxes_and_the_video_writer_fit_every_frame(tmp_path: Path) -> None:
     canvas = np.zeros((120, 160, 3), np.uint8)
-    draw_box(canvas, (40, 50, 30, 40), "#1 ann 0.20", KNOWN_COLOUR)
-    assert tuple(canvas[90, 55]) == KNOWN_COLOUR and tuple(canvas[70, 55]) == (0, 0, 0)
-    assert identity_colour(None) == UNKNOWN_COLOUR and identity_colour("ann") == KNOWN_COLOUR
+    draw(canvas, [make_label((40, 50, 30, 40), 1, "ann", 0.2)])
+    assert tuple(canvas[90, 55]) == colour_of(1, "ann") and tuple(canvas[70, 55]) == (0, 0, 0)
     writer = VideoWriter(tmp_path / "v.avi", fps=5)
     writer.write(canvas)
     writer.write(np.full((60, 60, 3), 255, np.uint8))
