@@ -220,7 +220,7 @@ def draw_label(canvas: np.ndarray, placed: Placed, colour: BGR, named: bool, sty
     )
 
 
-def draw(canvas: np.ndarray, labels: Sequence[Label], style: Style | None = None) -> list[Placed | None]:
+def draw_labels(canvas: np.ndarray, labels: Sequence[Label], style: Style | None = None) -> list[Placed | None]:
     """Every label's box, then its placed text (:func:`place_labels`), on the BGR ``canvas``
     (H, W, 3) uint8, in place; boxes first so that no box line crosses a label.  ``style``
     defaults to the canvas height's.  Returns the placements, in the order of ``labels``."""

@@ -21,7 +21,7 @@ from reid.draw import (
     Trails,
     caption,
     colour_of,
-    draw,
+    draw_labels,
     label_layout,
     label_texts,
     make_label,
@@ -60,7 +60,7 @@ def pictures(tmp_path: Path) -> Path:
 def test_crowded_labels_stay_inside_the_frame_and_never_overlap(height: int, width: int, tmp_path: Path) -> None:
     labels = crowd(height, width)
     canvas = np.zeros((height, width, 3), np.uint8)
-    placed = draw(canvas, labels)
+    placed = draw_labels(canvas, labels)
     cv2.imwrite(str(pictures(tmp_path) / f"crowd_{width}x{height}.png"), canvas)
     rects = [p.rect for p in placed if p is not None]
     assert all(x >= 0 and y >= 0 and x + w <= width and y + h <= height for x, y, w, h in rects)
@@ -115,8 +115,8 @@ def test_colours_follow_tracks_and_tell_named_from_unknown() -> None:
     assert colour_of(None, "ann") == colour_of(None, "ann") != colour_of(None, None)
     style = Style.for_frame(576)
     named, unknown = np.zeros((576, 768, 3), np.uint8), np.zeros((576, 768, 3), np.uint8)
-    [p] = draw(named, [make_label((300, 200, 60, 150), 4, "ann", 0.5)], style)
-    [q] = draw(unknown, [make_label((300, 200, 60, 150), 4, None, 0.5)], style)
+    [p] = draw_labels(named, [make_label((300, 200, 60, 150), 4, "ann", 0.5)], style)
+    [q] = draw_labels(unknown, [make_label((300, 200, 60, 150), 4, None, 0.5)], style)
     assert p is not None and q is not None
     # The middle of a label's left margin: the fill, the track's colour when named.
     x, y, _, h = p.rect

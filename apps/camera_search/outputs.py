@@ -17,8 +17,7 @@ import cv2
 import numpy as np
 
 from reid import ConfigError, DataError, write_bytes_atomic
-from reid.draw import Label, draw, make_label
-from reid.pipeline import VideoWriter, open_source
+from reid.pipeline import Label, VideoWriter, draw_labels, make_label, open_source
 
 from apps.camera_search.search import CameraRun, SearchConfig, SearchResult, TrackEvent
 
@@ -141,7 +140,7 @@ def write_annotated_video(run: CameraRun, events: list[TrackEvent], config: Sear
     try:
         for frame in frames:
             canvas = cv2.cvtColor(frame.image, cv2.COLOR_RGB2BGR)
-            draw(canvas, per_frame.get(frame.index, []))
+            draw_labels(canvas, per_frame.get(frame.index, []))
             writer.write(canvas)
     finally:
         frames.close()

@@ -51,6 +51,7 @@ from reid.pipeline.frames import (
     margin_for,
     whole_box,
 )
+from reid.draw import Label, Trails, draw_labels, make_label
 from reid.pipeline.live import FramePipeline
 from reid.pipeline.outputs import (
     FOURCC,
@@ -114,6 +115,7 @@ __all__ = [
     "FramePipeline",
     "FrameResult",
     "JsonlWriter",
+    "Label",
     "MediaSource",
     "QueryConfig",
     "QueryOutputs",
@@ -124,10 +126,12 @@ __all__ = [
     "StreamConfig",
     "TrackSummary",
     "TrackedFrame",
+    "Trails",
     "TracksWriter",
     "VideoOutput",
     "VideoWriter",
     "annotate",
+    "draw_labels",
     "calibrate_on_scene",
     "camera_of",
     "choose_to_embed",
@@ -140,6 +144,7 @@ __all__ = [
     "intra_op_threads",
     "largest_detection",
     "link_frame",
+    "make_label",
     "margin_for",
     "open_source",
     "parse_frames",

@@ -24,7 +24,7 @@ from types import TracebackType
 import cv2
 import numpy as np
 
-from reid.draw import Trails, draw, make_label
+from reid.draw import Trails, draw_labels, make_label
 from reid.errors import ConfigError, DataError
 from reid.paths import (
     TEMP_MARK,
@@ -86,7 +86,7 @@ def check_outputs(
 
 
 def annotate(result: FrameResult, trails: Trails | None = None) -> np.ndarray:
-    """The frame as BGR with each detection's box and label drawn by :func:`reid.draw.draw`
+    """The frame as BGR with each detection's box and label drawn by :func:`reid.draw.draw_labels`
     (``#<track> <identity or unknown> <distance>``, shortened or left out where labels
     would collide); with ``trails``, each track's recent centres are added to them and
     drawn behind the boxes."""
@@ -97,7 +97,7 @@ def annotate(result: FrameResult, trails: Trails | None = None) -> np.ndarray:
     if trails is not None:
         trails.update((d.track, d.box) for d in result.detections if d.track is not None)
         trails.draw(canvas)
-    draw(canvas, labels)
+    draw_labels(canvas, labels)
     return canvas
 
 

@@ -11,8 +11,11 @@ from pathlib import Path
 import cv2
 import numpy as np
 import pytest
+from pipeline_helpers import build_encoder, street_with_gallery
+from typer.testing import CliRunner
 
-from reid.draw import colour_of, draw, make_label
+from reid.cli.app import app
+from reid.draw import UNKNOWN_FILL, Style, colour_of, draw_labels, make_label, place_labels
 from reid.errors import ConfigError
 from reid.pipeline import (
     CropWriter,
@@ -106,7 +109,7 @@ def test_outputs_that_cannot_be_written_are_refused_before_work(tmp_path: Path) 
 
 def test_drawn_boxes_and_the_video_writer_fit_every_frame(tmp_path: Path) -> None:
     canvas = np.zeros((120, 160, 3), np.uint8)
-    draw(canvas, [make_label((40, 50, 30, 40), 1, "ann", 0.2)])
+    draw_labels(canvas, [make_label((40, 50, 30, 40), 1, "ann", 0.2)])
     assert tuple(canvas[90, 55]) == colour_of(1, "ann") and tuple(canvas[70, 55]) == (0, 0, 0)
     writer = VideoWriter(tmp_path / "v.avi", fps=5)
     writer.write(canvas)
@@ -295,3 +298,54 @@ def test_the_hidden_file_of_a_killed_video_write_is_removed_by_the_next(tmp_path
     writer.write(np.zeros((48, 64, 3), np.uint8))
     writer.close()
     assert not stale.exists() and ours.exists() and (tmp_path / "annot.mp4").is_file()
+
+
+@pytest.mark.parametrize("scene", ["street", "vtest"])
+def test_saved_video_labels_lie_inside_each_frame_and_apart(scene: str, tmp_path: Path, request: pytest.FixtureRequest) -> None:
+    """``reid query --save-video`` on a few frames: each frame's labels, laid out again from
+    the JSON lines, lie inside the frame and apart, and the video shows each label's fill
+    there.  The frames are written as PNGs ($REID_DRAW_PICTURES, else the test's folder)."""
+    video = request.getfixturevalue("pedestrian_video") if scene == "vtest" else None
+    model = tmp_path / "model"
+    street, gallery = street_with_gallery(tmp_path, build_encoder(model), "street.avi", count=10, fps=8)
+    source = video or street
+    events, saved = tmp_path / "events.jsonl", tmp_path / "annotated.avi"
+    args = ["query", "--model", str(model), "--gallery", str(gallery), str(source), "--every", "1", "--max-frames", "6"]
+    result = CliRunner().invoke(app, [*args, "--jsonl", str(events), "--save-video", str(saved)])
+    assert result.exit_code == 0, result.output
+    lines = [json.loads(line) for line in events.read_text().splitlines()]
+    assert lines, "somebody is found"
+    capture = cv2.VideoCapture(str(saved))
+    frames = []
+    while True:
+        ok, frame = capture.read()
+        if not ok:
+            break
+        frames.append(frame)
+    capture.release()
+    height, width = frames[0].shape[:2]
+    style = Style.for_frame(height)
+    folder = Path(os.environ.get("REID_DRAW_PICTURES") or tmp_path) / f"query_{scene}"
+    folder.mkdir(parents=True, exist_ok=True)
+    checked = 0
+    for n, frame in enumerate(frames):
+        cv2.imwrite(str(folder / f"frame_{n}.png"), frame)
+        labels = [make_label(e["box"], e["track"], e["identity"], e["distance"]) for e in lines if e["frame"] == n]
+        placed = place_labels(labels, (height, width), style)
+        rects = [p.rect for p in placed if p is not None]
+        assert all(x >= 0 and y >= 0 and x + w <= width and y + h <= height for x, y, w, h in rects)
+        assert not any(
+            a[0] < b[0] + b[2] and b[0] < a[0] + a[2] and a[1] < b[1] + b[3] and b[1] < a[1] + a[3]
+            for i, a in enumerate(rects)
+            for b in rects[i + 1 :]
+        )
+        for label, where in zip(labels, placed):
+            if where is None:
+                continue
+            x, y, w, h = where.rect
+            # The label's left margin (no letters there), through the video's compression.
+            margin = frame[y + 2 : y + h - 2, x + 1 : x + max(2, style.pad)].reshape(-1, 3).astype(int)
+            fill = label.colour if label.named else UNKNOWN_FILL
+            assert np.abs(np.median(margin, axis=0) - fill).max() < 48, (n, where, fill)
+            checked += 1
+    assert checked >= len(frames)
