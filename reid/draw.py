@@ -88,6 +88,10 @@ class Style:
         (_, height), base = cv2.getTextSize("H", FONT, self.scale, self.thickness)
         return height, base
 
+    def origin(self, rect: Rect) -> tuple[int, int]:
+        """Where the text of a label at ``rect`` starts: (x, y of its baseline) in pixels."""
+        return rect[0] + self.pad, rect[1] + self.pad + self.letters()[0]
+
     def label_size(self, text: str) -> tuple[int, int]:
         """(width, height) in pixels of the filled label holding ``text``."""
         (width, _), _ = cv2.getTextSize(drawable(text), FONT, self.scale, self.thickness)
@@ -213,11 +217,9 @@ def draw_label(canvas: np.ndarray, placed: Placed, colour: BGR, named: bool, sty
     cv2.rectangle(canvas, (x, y), (x + w - 1, y + h - 1), fill, cv2.FILLED)
     if not named:
         cv2.rectangle(canvas, (x, y), (x + w - 1, y + h - 1), colour, 1)
-    text_h, _ = style.letters()
     letters = text_colour(fill) if named else colour
-    cv2.putText(
-        canvas, drawable(placed.text), (x + style.pad, y + style.pad + text_h), FONT, style.scale, letters, style.thickness, cv2.LINE_AA
-    )
+    text, origin = drawable(placed.text), style.origin(placed.rect)
+    cv2.putText(canvas, text, origin, FONT, style.scale, letters, style.thickness, cv2.LINE_AA)
 
 
 def draw_labels(canvas: np.ndarray, labels: Sequence[Label], style: Style | None = None) -> list[Placed | None]:
@@ -243,7 +245,8 @@ def hex_colour(colour: BGR) -> str:
 
 def label_layout(labels: Sequence[Label], frame: tuple[int, int]) -> list[dict[str, object] | None]:
     """The placements of :func:`place_labels` as JSON-ready dicts for a page that draws
-    them itself: ``text``, ``rect`` [x, y, width, height], ``font_px`` (cap height),
+    them itself: ``text``, ``rect`` [x, y, width, height], ``origin`` [x, y] where the
+    text's baseline starts, ``font_px`` (cap height), ``line`` (width of box lines),
     ``colour`` (the subject's), ``fill`` and ``text_colour`` (``#rrggbb``); None for a
     label left out.  ``frame`` is (height, width) in pixels."""
     style = Style.for_frame(frame[0])
@@ -256,7 +259,9 @@ def label_layout(labels: Sequence[Label], frame: tuple[int, int]) -> list[dict[s
         out.append({
             "text": where.text,
             "rect": list(where.rect),
+            "origin": list(style.origin(where.rect)),
             "font_px": style.text_px,
+            "line": style.line,
             "colour": hex_colour(label.colour),
             "fill": hex_colour(fill),
             "text_colour": hex_colour(text_colour(fill) if label.named else label.colour),

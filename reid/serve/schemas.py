@@ -174,6 +174,19 @@ class Match(Strict):
     item: int = Field(description="The identity's nearest item (its thumbnail: .../items/{item}/thumbnail).")
 
 
+class SubjectLabel(Strict):
+    text: str = Field(description="The label: subject number, identity or 'unknown', distance; shortened where it would not fit.")
+    rect: list[int] = Field(
+        description="[x, y, width, height] of the filled label in the photo's pixels: inside the photo, over no other label."
+    )
+    origin: list[int] = Field(description="[x, y] where the text starts: the left end of its baseline, in the photo's pixels.")
+    font_px: int = Field(description="Height of a capital letter in the photo's pixels (sized to the photo).")
+    line: int = Field(description="Width of the subject's box lines in the photo's pixels.")
+    colour: str = Field(description="The subject's colour (#rrggbb), for its box.")
+    fill: str = Field(description="The label's background (#rrggbb): the subject's colour when named, dark when unknown.")
+    text_colour: str = Field(description="The label's letters (#rrggbb).")
+
+
 class Subject(Strict):
     box: list[int]
     detection_score: float | None
@@ -181,6 +194,9 @@ class Subject(Strict):
     decision: Literal["known", "unknown"]
     distance: float | None
     matches: list[Match]
+    label: SubjectLabel | None = Field(
+        None, description="Where to draw this subject's label, laid out as the annotated video's are; null when it fits nowhere."
+    )
 
 
 class SearchOut(Strict):

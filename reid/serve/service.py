@@ -24,6 +24,7 @@ import numpy as np
 from reid.data.io import ImageLimits, bounded_bytes, decode_image
 from reid.decision import Threshold, nearest_identity, pair_distance
 from reid.detect import Detection, Detector
+from reid.draw import label_layout, make_label
 from reid.errors import ConfigError, GalleryError, ReidError
 from reid.gallery import DB_FILE, Gallery, IndexSpec, thumbnails
 from reid.gallery.catalogue import gallery_uid
@@ -472,7 +473,7 @@ class Service:
         model, encoder = self._model(name, gallery)
         chosen = self.threshold(name, gallery, encoder, threshold)
         k = top_k or self.config.settings(name).top_k
-        boxes, scores, features, note = self._subjects(name, model, upload, encoder)
+        boxes, scores, features, note, frame = self._subjects(name, model, upload, encoder)
         found = gallery.search(features, k) if len(features) and len(gallery) else [[] for _ in boxes]
         subjects = []
         for box, score, top in zip(boxes, scores, found, strict=True):
@@ -486,6 +487,10 @@ class Service:
                 "distance": None if nearest is None else round(nearest.distance, 6),
                 "matches": [{**m.to_dict(), "item": m.item_id} for m in top],
             })  # fmt: skip
+        # Numbered from 1, as the page lists them; laid out as the annotated video's labels.
+        labels = [make_label(one["box"], n + 1, one["identity"], one["distance"]) for n, one in enumerate(subjects)]
+        for subject, label in zip(subjects, label_layout(labels, frame), strict=True):
+            subject["label"] = label
         return {"gallery": name, "model": model, "threshold": _threshold(chosen), "subjects": subjects, "note": note}
 
     def verify(
@@ -521,7 +526,7 @@ class Service:
         the model's fingerprint."""
         gallery = self._handle(name)
         model, encoder = self._model(name, gallery)
-        boxes, scores, features, note = self._subjects(name, model, upload, encoder)
+        boxes, scores, features, note, _ = self._subjects(name, model, upload, encoder)
         return {
             "model": model,
             "fingerprint": encoder.card.fingerprint,
@@ -538,19 +543,22 @@ class Service:
 
     def _subjects(
         self, name: str, model: str, upload: Upload, encoder: Encoder
-    ) -> tuple[list[Any], list[float | None], np.ndarray, str | None]:
-        """Boxes, detector scores and embeddings of every subject of the photo, and the
-        photo's note (:meth:`reid.pipeline.Subjects.note`); the crops a face model refuses
-        go by ``no_face`` as in :func:`reid.models.encoder.embed_images`."""
+    ) -> tuple[list[Any], list[float | None], np.ndarray, str | None, tuple[int, int]]:
+        """Boxes, detector scores and embeddings of every subject of the photo, the
+        photo's note (:meth:`reid.pipeline.Subjects.note`) and its (height, width) in
+        pixels; the crops a face model refuses go by ``no_face`` as in
+        :func:`reid.models.encoder.embed_images`."""
         rule = replace(self._rule(name, model), pick="all")
-        cut: Subjects = rule.apply(self._decode(upload), upload.name)
+        image = self._decode(upload)
+        frame = (int(image.shape[0]), int(image.shape[1]))
+        cut: Subjects = rule.apply(image, upload.name)
         if cut.skipped:
-            return [], [], np.zeros((0, encoder.dim), np.float32), cut.note()
+            return [], [], np.zeros((0, encoder.dim), np.float32), cut.note(), frame
         labels = [f"{upload.name} subject {n}" for n in range(len(cut.crops))]
         embedded = embed_images(encoder, cut.crops, labels, rule.none_found)
         boxes = [cut.boxes[p] for p in embedded.kept]
         scores = [None if cut.scores[p] is None else round(float(cut.scores[p]), 4) for p in embedded.kept]
-        return boxes, scores, embedded.features, cut.note()
+        return boxes, scores, embedded.features, cut.note(), frame
 
     def _subject(self, name: str, model: str, upload: Upload, encoder: Encoder) -> np.ndarray:
         """The (1, D) embedding of a photo of one subject: the largest detection, as in

@@ -17,8 +17,10 @@ from serve_helpers import Served, files, serve_root
 from typer.testing import CliRunner
 
 from reid.cli.app import app
+from reid.draw import label_layout, make_label
 from reid.errors import ConfigError
 from reid.models import Encoder
+from reid.pipeline.synthetic import street_frames
 from reid.serve import Service, crop_rules, load_serve_config
 
 runner = CliRunner()
@@ -174,3 +176,27 @@ def test_a_thread_keeps_a_bounded_number_of_gallery_handles_open(served: Served)
     assert open_files() - before <= 8 + 4
     served.service.delete_gallery(names[-1])
     assert served.service.info(names[0])["items"] == 0
+
+
+def test_search_answers_carry_each_subjects_label_laid_out_as_the_video_does(
+    tmp_path: Path, model_folder: Path, encoder: Encoder
+) -> None:
+    """The page draws labels where the answer says: inside the photo, apart, as reid.draw
+    lays out the annotated video's; the whole-photo subject's label goes inside its box."""
+    frame, _ = next(street_frames(1, seed=5))
+    street = tmp_path / "street.png"
+    Image.fromarray(frame).save(street)
+    served = served_with(tmp_path, model_folder, encoder, "whole")
+    for photo in (street, wall(tmp_path / "wall.png", 5)):
+        body = served.client.post("/v1/galleries/g/search", files=files([photo], "image"), headers=served.admin()).json()
+        height, width = np.asarray(Image.open(photo)).shape[:2]
+        subjects = body["subjects"]
+        assert len(subjects) == (2 if photo == street else 1), "each walker, or the wall taken whole"
+        assert all(s["label"] is not None for s in subjects)
+        expected = label_layout(
+            [make_label(s["box"], n + 1, s["identity"], s["distance"]) for n, s in enumerate(subjects)], (height, width)
+        )
+        assert [s["label"] for s in subjects] == expected
+        rects = [s["label"]["rect"] for s in subjects]
+        assert all(x >= 0 and y >= 0 and x + w <= width and y + h <= height for x, y, w, h in rects)
+        assert all(s["label"]["text"].startswith(f"#{n + 1} ") for n, s in enumerate(subjects))

@@ -92,6 +92,30 @@ async function connect(event) {
 
 // ------------------------------------------------------------------ search
 
+// A subject's box, and its label where the server laid it out (the same layout as the
+// annotated video's: inside the photo, over no other label; none where it fits nowhere).
+function drawBox(context, subject) {
+  const [x, y, w, h] = subject.box;
+  const label = subject.label;
+  context.lineWidth = label ? label.line : 1;
+  context.strokeStyle = label ? label.colour : "#aaaaaa";
+  context.strokeRect(x, y, w, h);
+  if (!label) return;
+  const [lx, ly, lw, lh] = label.rect;
+  context.fillStyle = label.fill;
+  context.fillRect(lx, ly, lw, lh);
+  context.strokeStyle = label.colour;
+  context.lineWidth = 1;
+  context.strokeRect(lx + 0.5, ly + 0.5, lw - 1, lh - 1);
+  // Letters of the server's cap height (a sans-serif capital is about 0.7 of the font
+  // size), squeezed into the label if the browser's font runs wider than the layout's.
+  const [ox, oy] = label.origin;
+  context.font = Math.round(label.font_px / 0.7) + "px sans-serif";
+  context.textBaseline = "alphabetic";
+  context.fillStyle = label.text_colour;
+  context.fillText(label.text, ox, oy, lw - 2 * (ox - lx));
+}
+
 async function search(file) {
   if (!file || !state.gallery) return;
   const canvas = $("search-canvas");
@@ -110,17 +134,11 @@ async function search(file) {
     $("search-threshold").textContent = "threshold " + t.value.toFixed(3) + " (" + t.source + (t.detail ? ", " + t.detail : "") + ")";
     if (!answer.subjects.length) list.append(element("li", "nobody found in this photo", "note"));
     answer.subjects.forEach((subject, n) => {
-      const [x, y, w, h] = subject.box;
       const known = subject.decision === "known";
-      context.lineWidth = Math.max(2, picture.width / 200);
-      context.strokeStyle = known ? "#2e7d32" : "#b3261e";
-      context.strokeRect(x, y, w, h);
       const label = known ? subject.identity : "unknown";
-      context.fillStyle = context.strokeStyle;
-      context.font = Math.max(12, picture.width / 30) + "px sans-serif";
-      context.fillText((n + 1) + " " + label, x + 2, Math.max(12, y - 4));
+      drawBox(context, subject);
       const item = element("li", null, "subject");
-      item.append(element("span", label, known ? "known" : "unknown"));
+      item.append(element("span", "#" + (n + 1) + " ", "note"), element("span", label, known ? "known" : "unknown"));
       if (subject.distance !== null) item.append(element("span", " distance " + subject.distance.toFixed(3)));
       const matches = element("ul", null, "matches");
       subject.matches.forEach((match) => {
