@@ -16,6 +16,7 @@ page gets the same placements as data (:func:`label_layout`) and draws them itse
 
 from __future__ import annotations
 
+import functools
 import zlib
 from collections import deque
 from collections.abc import Iterable, Sequence
@@ -82,6 +83,7 @@ class Style:
             line=max(1, round(height / 360)),
         )
 
+    @functools.cached_property
     def letters(self) -> tuple[int, int]:
         """(cap height, depth below the baseline) of the letters in pixels; one for every
         text, so that labels of one frame are of one height."""
@@ -90,12 +92,12 @@ class Style:
 
     def origin(self, rect: Rect) -> tuple[int, int]:
         """Where the text of a label at ``rect`` starts: (x, y of its baseline) in pixels."""
-        return rect[0] + self.pad, rect[1] + self.pad + self.letters()[0]
+        return rect[0] + self.pad, rect[1] + self.pad + self.letters[0]
 
     def label_size(self, text: str) -> tuple[int, int]:
         """(width, height) in pixels of the filled label holding ``text``."""
         (width, _), _ = cv2.getTextSize(drawable(text), FONT, self.scale, self.thickness)
-        height, base = self.letters()
+        height, base = self.letters
         return width + 2 * self.pad, height + base + 2 * self.pad
 
 
@@ -167,11 +169,8 @@ def _candidates(box: Rect, size: tuple[int, int], frame: tuple[int, int]) -> np.
     lw, lh = size
     height, width = frame
     rows = [y - lh, y, y + h, y + h - lh, y - 2 * lh, y - 3 * lh, y + h + lh, y + h + 2 * lh, y + lh, y + 2 * lh]
-    columns = [x, x + w - lw, x + (w - lw) // 2, x - lw, x + w]
-    corners = np.array([(c, r) for r in rows for c in columns], np.int64)
-    corners[:, 0] = np.clip(corners[:, 0], 0, width - lw)
-    corners[:, 1] = np.clip(corners[:, 1], 0, height - lh)
-    return corners
+    columns = [min(max(c, 0), width - lw) for c in (x, x + w - lw, x + (w - lw) // 2, x - lw, x + w)]
+    return np.array([(c, min(max(r, 0), height - lh)) for r in rows for c in columns], np.int64)
 
 
 def place_labels(labels: Sequence[Label], frame: tuple[int, int], style: Style) -> list[Placed | None]:
@@ -277,7 +276,7 @@ def caption(text: str, width: int, style: Style, colour: BGR = (0, 0, 0), backgr
     shown = drawable(text)
     while shown and style.label_size(shown)[0] > width:
         shown = shown[:-1]
-    text_h, _ = style.letters()
+    text_h, _ = style.letters
     cv2.putText(strip, shown, (style.pad, style.pad + text_h), FONT, style.scale, colour, style.thickness, cv2.LINE_AA)
     return strip
 
