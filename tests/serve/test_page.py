@@ -4,14 +4,19 @@ two photos, search and see the match and the unknown, delete with the confirmati
 
 from __future__ import annotations
 
+import os
 import shutil
 from collections.abc import Iterator
 from pathlib import Path
 
+import numpy as np
 import pytest
-from serve_helpers import Served, store_legacy, uvicorn_in_thread
+from PIL import Image
+from serve_helpers import Served, bearer, files, serve_root, store_legacy, uvicorn_in_thread
 
 from reid.gallery import Gallery
+from reid.models import Encoder
+from reid.pipeline.synthetic import street_frames
 
 webdriver = pytest.importorskip("selenium.webdriver", reason="selenium is not installed (pip install selenium)")
 from selenium.webdriver.common.by import By  # noqa: E402
@@ -113,3 +118,42 @@ def test_the_page_deletes_a_person_named_dot_dot_and_only_them(browser, served: 
             wait.until(ready.text_to_be_present_in_element((By.ID, "status"), f"deleted {label} (1 photos)"))
     with Gallery.open(served.root / "staff") as gallery:
         assert [s.identity for s in gallery.identities()] == ["bob"]
+
+
+def test_the_page_draws_each_label_where_the_answer_lays_it_out(  # type: ignore[no-untyped-def]
+    browser, tmp_path: Path, model_folder: Path, encoder: Encoder
+) -> None:
+    """A street photo of two walkers: the canvas shows each label's fill inside the label
+    rectangle the answer gave (reid.draw's layout, as in the annotated video); the page is
+    written as a PNG ($REID_DRAW_PICTURES, else the test's folder) for a person to look at."""
+    frame, _ = next(street_frames(1, seed=5))
+    photo = tmp_path / "street.png"
+    Image.fromarray(frame).save(photo)
+    service, client = serve_root(
+        tmp_path / "root", model_folder, encoder, galleries={"street": {"detect": "person", "detector": "hog"}}
+    )
+    served = Served(tmp_path / "root", service, client, {})
+    served.create("street")
+    key = served.new_key("street", "read")
+    wait = WebDriverWait(browser, 60)
+    with uvicorn_in_thread(served.service) as url:
+        browser.get(url + "/")
+        browser.find_element(By.ID, "key").send_keys(key)
+        browser.find_element(By.CSS_SELECTOR, "#connect button").click()
+        wait.until(ready.text_to_be_present_in_element((By.ID, "status"), "connected"))
+        browser.find_element(By.ID, "search-file").send_keys(str(photo))
+        wait.until(ready.text_to_be_present_in_element((By.ID, "status"), "searched street.png"))
+        folder = Path(os.environ.get("REID_DRAW_PICTURES") or tmp_path)
+        folder.mkdir(parents=True, exist_ok=True)
+        browser.save_screenshot(str(folder / "page_search_street.png"))
+        pixels = "const [x, y, w, h] = arguments; return Array.from(document.getElementById('search-canvas')" \
+                 ".getContext('2d').getImageData(x, y, w, h).data);"  # fmt: skip
+        answer = client.post("/v1/galleries/street/search", files=files([photo], "image"), headers=bearer(key)).json()
+        labels = [s["label"] for s in answer["subjects"]]
+        assert len(labels) == 2 and None not in labels
+        for label in labels:
+            x, y, w, h = label["rect"]
+            expected = [int(label["fill"][i : i + 2], 16) for i in (1, 3, 5)]
+            # Inside the label's 1-pixel border most pixels are its fill (the letters are thin).
+            inside = np.array(browser.execute_script(pixels, x + 1, y + 1, w - 2, h - 2)).reshape(-1, 4)[:, :3]
+            assert np.abs(np.median(inside, axis=0) - expected).max() <= 8, (label, np.median(inside, axis=0))
