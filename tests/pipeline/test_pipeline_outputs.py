@@ -15,7 +15,7 @@ from pipeline_helpers import build_encoder, street_with_gallery
 from typer.testing import CliRunner
 
 from reid.cli.app import app
-from reid.draw import UNKNOWN_FILL, Style, colour_of, draw_labels, make_label, place_labels
+from reid.draw import UNKNOWN_FILL, Style, Trails, colour_of, draw_labels, make_label, place_labels
 from reid.errors import ConfigError
 from reid.pipeline import (
     CropWriter,
@@ -23,6 +23,7 @@ from reid.pipeline import (
     FrameResult,
     QueryOutputs,
     VideoWriter,
+    annotate,
     check_outputs,
     safe_name,
 )
@@ -349,3 +350,16 @@ def test_saved_video_labels_lie_inside_each_frame_and_apart(scene: str, tmp_path
             assert np.abs(np.median(margin, axis=0) - fill).max() < 48, (n, where, fill)
             checked += 1
     assert checked >= len(frames)
+
+
+def test_annotate_draws_trails_behind_tracked_boxes_only_when_asked() -> None:
+    image = np.zeros((240, 320, 3), np.uint8)
+    crop = np.full((8, 4, 3), 128, np.uint8)
+    trails = Trails(5)
+    for number in range(4):
+        result = FrameResult("street.mp4", number, None, image)
+        result.detections.append(DetectionResult((20 + 30 * number, 120, 20, 60), "ann", 0.1, [], 0.9, crop, 4))
+        plain, trailed = annotate(result), annotate(result, trails)
+    # The last box's centre is (120, 150); the trail runs from the first's (30, 150) to it.
+    assert trailed[150, 60:100].any() and not plain[150, 60:100].any()
+    assert np.abs(trailed[150, 75].astype(int) - colour_of(4, "ann")).max() < 64
