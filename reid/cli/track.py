@@ -11,7 +11,7 @@ import typer
 
 from reid.cli.common import err_console, handle_errors, print_table
 from reid.cli.defaults import config_overrides, given, with_config_options
-from reid.errors import ConfigError
+from reid.errors import ConfigError, DataError
 from reid.evaluation.mot import MotScore, score_mot_files
 from reid.models import load_encoder
 from reid.paths import check_output_file
@@ -93,6 +93,9 @@ def track_command(
         )
     if max_frames is not None and gt is None:
         raise ConfigError("--max-frames limits the scoring frames: it goes with --gt")
+    if gt is not None and not gt.is_file():
+        # Before tracking, so that a mistyped ground truth costs no wait.
+        raise DataError(f"{gt}: --gt: no such file")
     check_output_file(out, "--out")
     if (video is None) != (model is None):
         raise ConfigError("--video and --model go together: the model embeds the boxes cut from the video")
@@ -141,7 +144,7 @@ def print_score(score: MotScore, tracks: Path, gt: Path) -> None:
     if 0 < score.last_frame < score.truth_last_frame:
         err_console.print(
             f"note: the tracks end at frame {score.last_frame}, the ground truth at {score.truth_last_frame}: "
-            f"its later boxes count as missed (--max-frames N scores a run's first N frames only)",
+            "its later boxes count as missed (--max-frames N scores a run's first N frames only)",
             soft_wrap=True,
         )
 

@@ -136,6 +136,7 @@ def test_track_scores_a_file_of_tracks_as_it_is(tmp_path: Path) -> None:
         (["-d", "{tracks}", "-o", "{out}", "--max-frames", "5"], "--max-frames limits the scoring frames"),
         (["--mot", "{tracks}", "--gt", "{gt}", "--max-frames", "0"], "--max-frames"),
         (["--mot", "{tracks}", "--gt", "{missing}"], "missing.txt"),
+        (["-d", "{tracks}", "-o", "{out}", "--gt", "{missing}"], "missing.txt: --gt: no such file"),
     ],
 )
 def test_scoring_refusals_are_one_line(tmp_path: Path, arguments: list[str], message: str) -> None:
