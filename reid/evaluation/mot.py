@@ -36,8 +36,8 @@ HOTA_ALPHAS = np.arange(0.05, 0.96, 0.05)
 @dataclass(frozen=True)
 class MotScore:
     """Figures of one tracker output against ground truth; shares in 0..1, MOTA and
-    IDF1 and HOTA in percent as MOTChallenge prints them; the last frame holding a
-    predicted box and a truth box."""
+    IDF1 and HOTA in percent as MOTChallenge prints them; ``last_frame`` and
+    ``truth_last_frame``: the last frame holding a predicted box, a truth box (0: none)."""
 
     precision: float
     recall: float
