@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -10,6 +11,21 @@ import pytest
 ROOT = Path(__file__).resolve().parents[1]
 SHARED_DATA = ROOT.parent / "shared" / "data"
 SHARED_WEIGHTS = ROOT.parent / "shared" / "weights"
+# What the shell or a CI service sets that changes how rich and typer lay out text: a
+# terminal's width and height, colour and terminal forcing (typer reads TERMINAL_WIDTH,
+# FORCE_COLOR, PY_COLORS and GITHUB_ACTIONS once, at import).  Tests that read printed
+# tables or help see the console of a clean environment on every machine; a test about a
+# width sets it itself (CliRunner's ``env``, a subprocess's environment).
+CONSOLE_ENVIRONMENT = (
+    "COLUMNS", "LINES", "TERMINAL_WIDTH", "FORCE_COLOR", "NO_COLOR", "PY_COLORS", "GITHUB_ACTIONS",
+    "TTY_COMPATIBLE", "TTY_INTERACTIVE", "JUPYTER_COLUMNS", "JUPYTER_LINES", "_TYPER_FORCE_DISABLE_TERMINAL",
+)  # fmt: skip
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """Before any test module is imported: the console environment of no machine in particular."""
+    for name in CONSOLE_ENVIRONMENT:
+        os.environ.pop(name, None)
 
 
 def _shared(relative: str) -> Path:

@@ -21,12 +21,13 @@ from __future__ import annotations
 from collections import defaultdict
 from collections.abc import Iterable
 from dataclasses import dataclass
+from pathlib import Path
 
 import numpy as np
 from scipy.optimize import linear_sum_assignment
 
-from reid.errors import ConfigError
-from reid.track.mot import MotRow, by_frame
+from reid.errors import ConfigError, DataError
+from reid.track.mot import MotRow, by_frame, read_mot
 
 MATCH_IOU = 0.5
 HOTA_ALPHAS = np.arange(0.05, 0.96, 0.05)
@@ -35,7 +36,8 @@ HOTA_ALPHAS = np.arange(0.05, 0.96, 0.05)
 @dataclass(frozen=True)
 class MotScore:
     """Figures of one tracker output against ground truth; shares in 0..1, MOTA and
-    IDF1 and HOTA in percent as MOTChallenge prints them."""
+    IDF1 and HOTA in percent as MOTChallenge prints them; ``last_frame`` and
+    ``truth_last_frame``: the last frame holding a predicted box, a truth box (0: none)."""
 
     precision: float
     recall: float
@@ -50,6 +52,27 @@ class MotScore:
     people: int
     boxes: int
     truth_boxes: int
+    last_frame: int = 0
+    truth_last_frame: int = 0
+
+    def named(self) -> dict[str, float | int]:
+        """The figures under the names MOTChallenge and TrackEval print them with, in the
+        order they print them: percentages (0..100) as floats, counts as ints."""
+        return {
+            "HOTA": self.hota,
+            "DetA": self.deta,
+            "AssA": self.assa,
+            "MOTA": self.mota,
+            "IDF1": self.idf1,
+            "Prcn": 100.0 * self.precision,
+            "Rcll": 100.0 * self.recall,
+            "IDSW": self.switches,
+            "Frag": self.fragmentations,
+            "IDs": self.tracks,
+            "GT_IDs": self.people,
+            "Dets": self.boxes,
+            "GT_Dets": self.truth_boxes,
+        }
 
 
 def iou_matrix(a: np.ndarray, b: np.ndarray) -> np.ndarray:
@@ -103,7 +126,27 @@ def score_tracks(truth: Iterable[MotRow], predicted: Iterable[MotRow]) -> MotSco
         people=len({r.id for r in truth}),
         boxes=len(predicted),
         truth_boxes=len(truth),
+        last_frame=max((r.frame for r in predicted), default=0),
+        truth_last_frame=max((r.frame for r in truth), default=0),
     )
+
+
+def score_mot_files(truth: Path, tracks: Path, last_frame: int | None = None) -> MotScore:
+    """Score the tracker output ``tracks`` against the ground truth ``truth`` (both
+    MOTChallenge files, :func:`reid.track.mot.read_mot`) by MOTChallenge's rules: truth rows
+    of flag 0 dropped (:func:`scored_truth`), predictions kept as they are.  ``last_frame``
+    (None: every frame) scores frames 1..last_frame of both only, the frames a run that
+    stopped early covered.  Raises DataError for a malformed file or a truth with no box to
+    score (in those frames), ConfigError without py-motmetrics."""
+    truth_rows = _up_to(scored_truth(read_mot(truth)), last_frame)
+    if not truth_rows:
+        where = "" if last_frame is None else f" in frames 1..{last_frame}"
+        raise DataError(f"{truth}: no ground-truth box to score against{where} (rows of flag 0 are not scored)")
+    return score_tracks(truth_rows, _up_to(read_mot(tracks), last_frame))
+
+
+def _up_to(rows: list[MotRow], last_frame: int | None) -> list[MotRow]:
+    return rows if last_frame is None else [r for r in rows if r.frame <= last_frame]
 
 
 def hota_score(

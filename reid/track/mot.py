@@ -6,7 +6,8 @@ detection file), ``x, y`` is the box's top-left corner and ``w, h`` its size in 
 the full frame, ``score`` is the detector's confidence (in ground truth: 1 to score the box,
 0 to ignore it).  Columns after the seventh (class, visibility, world coordinates) are
 read past.  Written files carry ``-1,-1,-1`` there, as the benchmark's own tracker output
-does.
+does, and write every box and score with :data:`MOT_DECIMALS` decimals (:meth:`MotRow.line`,
+the one formatting of a MOT row), so that a column reads the same on every line.
 
 Reading is bounded: a file over :data:`MAX_MOT_BYTES` or a line over
 :data:`MAX_LINE_CHARS` is refused before it is parsed, and every malformed line raises a
@@ -39,6 +40,9 @@ MAX_MOT_BYTES = 1024 * 1024 * 1024
 # A line of ten numbers is under 100 characters; anything far longer is not a MOT file.
 MAX_LINE_CHARS = 1000
 FIELDS = ("frame", "id", "x", "y", "w", "h", "score")
+# Decimals of every box coordinate and score written: a thousandth of a pixel, far below
+# what moves an overlap, and the same on every line (frame and id are whole numbers).
+MOT_DECIMALS = 3
 # Joining tracklets offline (:func:`link_tracklets`): the next tracklet's first box inside
 # the 95% chi-square gate (4 degrees of freedom) of the earlier one's Kalman prediction,
 # the gate the tracker re-finds lost tracks in; where both have embeddings, DeepSORT's
@@ -90,14 +94,11 @@ class MotRow:
     score: float
 
     def line(self) -> str:
-        """The row as one MOTChallenge line (no newline)."""
-        values = ",".join(_number(v) for v in self.box)
-        return f"{self.frame},{self.id},{values},{_number(self.score)},-1,-1,-1"
-
-
-def _number(value: float) -> str:
-    """Integers without a decimal point, others to three decimals (a thousandth of a pixel)."""
-    return str(int(value)) if float(value).is_integer() else f"{value:.3f}".rstrip("0")
+        """The row as one MOTChallenge line (no newline): frame and id as whole numbers, box
+        and score with :data:`MOT_DECIMALS` decimals, then ``-1,-1,-1``."""
+        # Rounded first and 0.0 added, so that a value rounding to zero is never "-0.000".
+        values = ",".join(f"{round(float(v), MOT_DECIMALS) + 0.0:.{MOT_DECIMALS}f}" for v in (*self.box, self.score))
+        return f"{self.frame},{self.id},{values},-1,-1,-1"
 
 
 def read_mot(path: Path) -> list[MotRow]:

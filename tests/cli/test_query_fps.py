@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import cv2
@@ -10,7 +11,7 @@ from typer.testing import CliRunner
 from reid.cli.app import app
 from reid.models import ModelCard, build_network, save_model
 from reid.pipeline.synthetic import street_frames, write_street_video
-from reid.track.mot import read_mot
+from reid.track.mot import MOT_DECIMALS, read_mot
 
 
 def test_query_takes_the_frame_rate_by_hand_and_refuses_one_not_above_zero(tmp_path: Path) -> None:
@@ -33,6 +34,11 @@ def test_query_takes_the_frame_rate_by_hand_and_refuses_one_not_above_zero(tmp_p
     result = runner.invoke(app, [*base, "--fps", "7", "--mot", str(mot)])
     assert result.exit_code == 0, result.output
     assert mot.is_file() and all(r.frame >= 1 for r in read_mot(mot))
+    # Every box and score of the file with the same decimals (smoothed boxes once gave "249.").
+    lines = mot.read_text().splitlines()
+    assert lines and all(
+        re.fullmatch(rf"\d+,-?\d+(,-?\d+\.\d{{{MOT_DECIMALS}}}){{5}},-1,-1,-1", line) for line in lines
+    ), lines
     refused = runner.invoke(app, [*base, "--fps", "0"])
     lines = [line for line in refused.output.splitlines() if line.strip()]
     assert refused.exit_code != 0 and len(lines) == 1 and "--fps" in lines[0], refused.output

@@ -8,6 +8,7 @@ from __future__ import annotations
 import logging
 import socket
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import httpx
@@ -31,6 +32,15 @@ def _slow_client(url: str, first: bytes) -> socket.socket:
     sock = socket.create_connection((host, int(port)), timeout=10)
     sock.sendall(first)
     return sock
+
+
+def _until(reached: Callable[[], bool], failure: str, seconds: float = 30.0) -> None:
+    """Poll until the server reaches a state its own threads bring about, however slow the
+    machine; ``seconds`` only bounds a test that would otherwise hang."""
+    deadline = time.monotonic() + seconds
+    while not reached():
+        assert time.monotonic() < deadline, failure
+        time.sleep(0.05)
 
 
 def _closed_within(sock: socket.socket, seconds: float) -> bool:
@@ -177,8 +187,13 @@ def test_requests_holding_a_body_are_bounded_and_one_more_is_refused_at_once(
     with uvicorn_in_thread(service, QuickDeadlines) as url:
         # Two bodies arriving slowly: as many as one thread and one place in the queue hold.
         held = [_slow_client(url, (head + "Content-Length: 100\r\n\r\n{").encode()) for _ in range(2)]
-        time.sleep(0.3)
         with httpx.Client(base_url=url, headers=bearer(ADMIN), timeout=10) as client:
+            # A body that creates nothing: refused while both places are held, else a 4xx.
+            def probe() -> int:
+                return client.post("/v1/galleries", content=b"{", headers={"Content-Type": "application/json"}).status_code
+
+            # The server's thread takes the two bodies when the machine lets it: wait for that, not a fixed time.
+            _until(lambda: probe() == 503, "the two slow bodies were never held")
             refused = client.post("/v1/galleries", json={"name": "g"})
             assert refused.status_code == 503 and refused.headers["retry-after"] == "1"
             assert refused.json()["error"]["code"] == "busy"
@@ -186,7 +201,7 @@ def test_requests_holding_a_body_are_bounded_and_one_more_is_refused_at_once(
             assert client.get("/v1/galleries").status_code == 200
             for s in held:
                 s.close()
-            time.sleep(0.3)
+            _until(lambda: probe() != 503, "closing the slow bodies gave no place back")
             assert client.post("/v1/galleries", json={"name": "g"}).status_code == 201
 
 

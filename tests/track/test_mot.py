@@ -3,6 +3,7 @@ joining, tracking a detection file."""
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import numpy as np
@@ -11,7 +12,7 @@ import pytest
 from reid.errors import ConfigError, DataError
 from reid.track import Track, TrackerConfig
 from reid.track.mot import (
-    STRONGSORT_TAU, FrameRate, MotRow, detections_fps, file_config, gaussian_smooth, gsi_length_scale, interpolate,
+    MOT_DECIMALS, STRONGSORT_TAU, FrameRate, MotRow, detections_fps, file_config, gaussian_smooth, gsi_length_scale, interpolate,
     link_tracklets, read_mot, track_detection_file, track_looks, write_mot,
 )  # fmt: skip
 
@@ -24,8 +25,31 @@ def test_rows_round_trip_sorted_by_frame_then_id(tmp_path: Path) -> None:
     ]
     path = tmp_path / "t.txt"
     assert write_mot(path, rows) == 3
-    assert path.read_text().splitlines()[0] == "1,1,12,20,30,60,0.75,-1,-1,-1"
+    assert path.read_text().splitlines()[0] == "1,1,12.000,20.000,30.000,60.000,0.750,-1,-1,-1"
     assert read_mot(path) == sorted(rows, key=lambda r: (r.frame, r.id))
+
+
+def test_every_written_number_has_the_same_decimals(tmp_path: Path) -> None:
+    # Whole numbers, a value that rounds to a whole number (249.0004 once gave "249."),
+    # long fractions and a value that rounds to zero from below.
+    rows = [
+        MotRow(1, 1, (499.6414, 249.0004, 40.0, 100.0), 1.0),
+        MotRow(2, 1, (1 / 3, -0.0001, 2 / 3, 99.99951), 0.123456),
+        MotRow(3, -1, (7.0, 8.5, 9.25, 10.125), -1.0),
+    ]
+    path = tmp_path / "t.txt"
+    write_mot(path, rows)
+    lines = path.read_text().splitlines()
+    assert lines[0] == "1,1,499.641,249.000,40.000,100.000,1.000,-1,-1,-1"
+    assert lines[1] == "2,1,0.333,0.000,0.667,100.000,0.123,-1,-1,-1"
+    for line in lines:
+        fields = line.split(",")
+        assert len(fields) == 10
+        assert all(re.fullmatch(r"-?\d+", f) for f in fields[:2] + fields[7:]), line
+        assert all(re.fullmatch(rf"-?\d+\.\d{{{MOT_DECIMALS}}}", f) for f in fields[2:7]), line
+    back = read_mot(path)
+    for written, read in zip(rows, back, strict=True):
+        assert read.box == pytest.approx(written.box, abs=0.5 * 10**-MOT_DECIMALS)
 
 
 def test_ground_truth_lines_with_world_coordinates_are_read(tmp_path: Path) -> None:
