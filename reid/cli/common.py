@@ -31,7 +31,6 @@ from rich.text import Text
 from reid.cli.defaults import given
 from reid.errors import ConfigValueError, ReidError
 from reid.paths import write_bytes_atomic
-from reid.pipeline.subject import DETECTOR_HELP
 from reid.text import printable
 
 # Markup is off: paths, identity labels and sources are printed as they are, never
@@ -223,8 +222,15 @@ def write_json(path: Path, payload: Any) -> None:
     write_bytes_atomic(path, (json.dumps(payload, indent=2, default=str) + "\n").encode("utf-8"))
 
 
-def detector_option(help_text: str = DETECTOR_HELP) -> str | None:
+def detector_help() -> str:
+    """The help of ``--detector``: the names it takes, and what runs when it is not given."""
+    from reid.pipeline.subject import DETECTOR_DEFAULT_TEXT, DETECTOR_NAMES_HELP
+
+    return f"{DETECTOR_NAMES_HELP[:-1]}; default {DETECTOR_DEFAULT_TEXT}."
+
+
+def detector_option(help_text: str | None = None) -> str | None:
     """A ``--detector NAME`` option (default: the detector kind's), for the commands whose
     detector is not a config field (``reid eval``, ``reid verify``, ``reid calibrate``,
     ``reid gallery calibrate``)."""
-    return typer.Option(None, "--detector", help=help_text)
+    return typer.Option(None, "--detector", help=help_text or detector_help())

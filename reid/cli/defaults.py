@@ -3,7 +3,7 @@
 A command's options default to None and only the ones given reach the library
 (:func:`given`); help texts show the library's default (:func:`with_default`). A number
 given is checked against its one range (:func:`option_range`): the one its config field
-declares in its type, else, for an option of no config, its :data:`RANGES` entry.
+declares in its type, else, for an option of no config, its :func:`ranges` entry.
 """
 
 from __future__ import annotations
@@ -22,11 +22,7 @@ from pydantic.fields import FieldInfo
 
 from reid.decision import check_distance_threshold, check_far
 from reid.errors import ConfigError, ConfigValueError
-from reid.models.card import ModelCard, Side
 from reid.options import flag_of, option_fields, option_spec
-from reid.pipeline import EnrolConfig, Every, MaxFrames, QueryConfig, StreamConfig
-from reid.serve.config import ServeConfig
-from reid.track import TrackerConfig
 
 
 @dataclass(frozen=True)
@@ -102,39 +98,69 @@ def _bounded(hint: Any) -> Range:
     return bounds
 
 
-# The configs whose fields are the command line's options, wherever each is taken: a range
-# one of their fields declares in its type (``Annotated[int, Field(ge=1, le=4096)]``) is the
-# range of the option of that key, in every command and app.
-OPTION_CONFIGS: tuple[type, ...] = (QueryConfig, EnrolConfig, StreamConfig, TrackerConfig, ServeConfig, ModelCard)
+@functools.cache
+def option_configs() -> tuple[type, ...]:
+    """The configs whose fields are the command line's options, wherever each is taken: a
+    range one of their fields declares in its type (``Annotated[int, Field(ge=1, le=4096)]``)
+    is the range of the option of that key, in every command and app.  Imported when a
+    command runs, not when help is printed: their modules load the engine."""
+    from reid.models.card import ModelCard
+    from reid.pipeline import EnrolConfig, QueryConfig, StreamConfig
+    from reid.serve.config import ServeConfig
+    from reid.track import TrackerConfig
 
-# The ranges of the numeric options no config of OPTION_CONFIGS declares (a function's
-# parameter, a field checked by hand), each stated only here. A count outside would allocate
-# without bound (ten billion frames, a million folds) or do nothing; a score or fraction
-# outside its interval means nothing.
-RANGES: dict[str, Range] = {
-    # Counts; a source's frames kept and read: the types the apps' configs declare too.
-    "every": _bounded(Every),
-    "max_frames": _bounded(MaxFrames),
-    "demo_frames": Range(2, 100_000),
-    "queries": Range(1, 10_000_000),
-    "folds": Range(2, 1000),
-    "max_items": Range(2, 10**9),
-    "max_impostors": Range(1, 10**9),
-    "win_stride": Range(1, 256),
-    # Index options (reid.gallery.IndexSpec); 0 is the automatic choice where one exists.
-    "nlist": Range(0, 10_000_000),
-    "nprobe": Range(0, 10_000_000),
-    "ef_search": Range(1, 100_000),
-    "train_size": Range(0, 10**9),
-    "pq_m": Range(0, 4096),
-    "pq_bits": Range(1, 16),
-    "refine": Range(0, 1024),
-    "shard_size": Range(0, 10**12),
-    # A fraction: the export's agreement tolerance.
-    "tolerance": Range(0.0, 1.0, low_open=True),
-    # Frames per second of a source.
-    "fps": Range(0.0, 1000.0, low_open=True),
-}
+    return (QueryConfig, EnrolConfig, StreamConfig, TrackerConfig, ServeConfig, ModelCard)
+
+
+@functools.cache
+def ranges() -> dict[str, Range]:
+    """The ranges of the numeric options no config of :func:`option_configs` declares (a
+    function's parameter, a field checked by hand), each stated only here. A count outside
+    would allocate without bound (ten billion frames, a million folds) or do nothing; a score
+    or fraction outside its interval means nothing."""
+    from reid.pipeline.sources import Every, MaxFrames
+
+    return {
+        # Counts; a source's frames kept and read: the types the apps' configs declare too.
+        "every": _bounded(Every),
+        "max_frames": _bounded(MaxFrames),
+        "demo_frames": Range(2, 100_000),
+        "queries": Range(1, 10_000_000),
+        "folds": Range(2, 1000),
+        "max_items": Range(2, 10**9),
+        "max_impostors": Range(1, 10**9),
+        "win_stride": Range(1, 256),
+        # Index options (reid.gallery.IndexSpec); 0 is the automatic choice where one exists.
+        "nlist": Range(0, 10_000_000),
+        "nprobe": Range(0, 10_000_000),
+        "ef_search": Range(1, 100_000),
+        "train_size": Range(0, 10**9),
+        "pq_m": Range(0, 4096),
+        "pq_bits": Range(1, 16),
+        "refine": Range(0, 1024),
+        "shard_size": Range(0, 10**12),
+        # A fraction: the export's agreement tolerance.
+        "tolerance": Range(0.0, 1.0, low_open=True),
+        # Frames per second of a source.
+        "fps": Range(0.0, 1000.0, low_open=True),
+    }
+
+
+@functools.cache
+def side() -> Range:
+    """A model's input side in pixels, as its card bounds it (:data:`reid.models.card.Side`)."""
+    from reid.models.card import Side
+
+    return _bounded(Side)
+
+
+def __getattr__(name: str) -> Any:
+    # The tables above by their names (RANGES, OPTION_CONFIGS, SIDE), built on first use.
+    built = {"RANGES": ranges, "OPTION_CONFIGS": option_configs, "SIDE": side}
+    if name in built:
+        return built[name]()
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
 
 # Distances between unit embeddings and false-accept rates: reid.decision has the one check
 # of each, which the configs call too.
@@ -148,14 +174,14 @@ DECIDED: dict[str, Callable[[float, str], Any]] = {
 def option_range(name: str, config: type | None = None) -> Range | None:
     """The one range of the numeric option ``name``: the :data:`DECIDED` check of a distance
     or rate, else its field's declared range in ``config`` (an app's config), else in the
-    first of :data:`OPTION_CONFIGS` with that key, else its :data:`RANGES` entry (None: the
+    first of :func:`option_configs` with that key, else its :func:`ranges` entry (None: the
     option has no range)."""
     if name in DECIDED:
         return Range(-math.inf, math.inf, check=DECIDED[name])
-    for source in ((config,) if config is not None else ()) + OPTION_CONFIGS:
+    for source in ((config,) if config is not None else ()) + option_configs():
         if (declared := declared_range(source, name)) is not None:
             return declared
-    return RANGES.get(name)
+    return ranges().get(name)
 
 
 def in_range(name: str, config: type | None = None) -> Callable[[Any], Any]:
@@ -306,22 +332,19 @@ def config_overrides(config: type, values: dict[str, Any]) -> dict[str, Any]:
     return overrides
 
 
-# A model's input side in pixels, as its card bounds it.
-SIDE = _bounded(Side)
-
-
 def parse_size(text: str, flag: str = "--input-size") -> tuple[int, int]:
     """``HEIGHTxWIDTH`` as two ints, each within the sides a model card allows
-    (:data:`SIDE`, :data:`reid.models.card.Side`); raises ConfigValueError naming ``flag``
+    (:func:`side`, :data:`reid.models.card.Side`); raises ConfigValueError naming ``flag``
     (an option, or a config key the command line names by its option)."""
     parts = text.lower().split("x")
     try:
         height, width = (int(part) for part in parts)
     except ValueError:
         raise ConfigValueError(flag, f"{text[:40]!r}: expected HEIGHTxWIDTH, e.g. 256x128", sep=" ") from None
-    if SIDE.problem(height) or SIDE.problem(width):
+    bounds = side()
+    if bounds.problem(height) or bounds.problem(width):
         raise ConfigValueError(
-            flag, f"{text[:40]!r}: height and width must be between {SIDE.low} and {SIDE.high} pixels", sep=" "
+            flag, f"{text[:40]!r}: height and width must be between {bounds.low} and {bounds.high} pixels", sep=" "
         )
     return height, width
 

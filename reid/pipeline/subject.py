@@ -60,7 +60,6 @@ DETECTOR_DEFAULT_TEXT = (
     f"for people the first present of {', '.join(DEFAULT_DETECTORS['person'])}, else {FALLBACK_DETECTORS['person']}; "
     f"{DEFAULT_DETECTORS['face'][0]} for faces"
 )
-DETECTOR_HELP = f"{DETECTOR_NAMES_HELP[:-1]}; default {DETECTOR_DEFAULT_TEXT}."
 # The face detector that gives the five landmarks aligned chips are cut by.
 ALIGNING_FACE_DETECTOR = "yunet"
 

@@ -1,0 +1,70 @@
+"""The ``reid`` group: its help and version import no engine (PyTorch, torchvision, OpenCV,
+FAISS), its commands resolve from their modules when used."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from reid.cli import app
+from reid.cli.app import COMMANDS
+
+ROOT = Path(__file__).resolve().parents[2]
+HEAVY = ("torch", "torchvision", "cv2", "faiss", "onnxruntime", "openvino", "reid.engine", "reid.gallery")
+
+
+def loaded_after(code: str) -> list[str]:
+    """The modules of :data:`HEAVY` in sys.modules once ``code`` has run in a fresh interpreter."""
+    probe = f"{code}\nimport json, sys\nprint(json.dumps([m for m in {HEAVY!r} if m in sys.modules]))"
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "COLUMNS": "80"}
+    done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, env=env, timeout=120, check=True)
+    return json.loads(done.stdout.strip().splitlines()[-1])
+
+
+def test_importing_the_command_line_loads_no_engine() -> None:
+    assert loaded_after("import reid.cli") == []
+
+
+@pytest.mark.parametrize("args", [["--help"], ["--version"]])
+def test_help_and_version_load_no_engine(args: list[str]) -> None:
+    code = (
+        "import contextlib, io\nfrom reid.cli import app\n"
+        f"with contextlib.redirect_stdout(io.StringIO()), contextlib.suppress(SystemExit):\n"
+        f"    app({args!r}, prog_name='reid')"
+    )
+    assert loaded_after(code) == []
+
+
+def test_version_is_the_distributions() -> None:
+    result = CliRunner().invoke(app, ["--version"])
+    assert result.exit_code == 0
+    assert re.fullmatch(r"reid \d+\.\d+\.\d+\S*\n", result.output), result.output
+
+
+def test_help_lists_every_command_with_its_summary() -> None:
+    result = CliRunner().invoke(app, ["--help"], env={"COLUMNS": "200"})
+    assert result.exit_code == 0
+    for name, entry in COMMANDS.items():
+        assert re.search(rf"\b{name}\s+{re.escape(entry.summary[:30])}", result.output), name
+
+
+def test_every_listed_command_is_registered_by_its_module() -> None:
+    import typer.main
+
+    group = typer.main.get_command(app)
+    for name in COMMANDS:
+        assert group.commands[name].name == name  # type: ignore[attr-defined]
+
+
+def test_a_command_resolves_on_use_and_a_typo_is_answered_with_the_nearest() -> None:
+    runner = CliRunner()
+    assert runner.invoke(app, ["gallery", "info", "--help"]).exit_code == 0
+    result = runner.invoke(app, ["verfy"])
+    assert result.exit_code == 2 and "'verify'" in result.output, result.output
