@@ -16,7 +16,7 @@ import typer
 import typer.core
 import typer.main
 
-from reid.cli.common import OneLineGroup, console
+from reid.cli.common import CommandTyper, OneLineGroup, console
 
 # The distribution whose metadata holds the version --version prints.
 DISTRIBUTION = "reid-toolkit"
@@ -67,10 +67,9 @@ class CommandTable(MutableMapping[str, Any]):
         return self._built[name]
 
     def _build(self, module: str) -> None:
-        registry = typer.Typer()
+        registry = CommandTyper()
         importlib.import_module(module).register(registry)
-        group = typer.main.get_group(registry)
-        self._built.update(group.commands)
+        self._built.update(typer.main.get_group(registry).commands)
 
     def __setitem__(self, name: str, command: Any) -> None:
         self._built[name] = command

@@ -271,15 +271,18 @@ def config_parameters(
     base: Any | None = None,
     keys: Sequence[str] | None = None,
     helps: dict[str, str] | None = None,
+    panels: dict[str, Sequence[str]] | None = None,
 ) -> list[inspect.Parameter]:
     """Typer options for the fields of dataclass ``config`` that the command line sets
     (:func:`reid.options.option_fields`; only ``keys`` when given), each named by its key,
     defaulting to None (not given) and showing the default of ``base`` (``config()``).
     ``helps`` replaces the whole help of a key, for a command where something other than the
     field's default applies when the option is left out (``reid query``'s tracker takes the
-    detector's confident score)."""
+    detector's confident score).  ``panels`` names the section of help each key's option is
+    listed in (``{"Data": ("data", "p", "k")}``); the others are listed under "Options"."""
     base = config() if base is None else base
     helps = helps or {}
+    panel_of = {key: panel for panel, panel_keys in (panels or {}).items() for key in panel_keys}
     hints = typing.get_type_hints(config)
     parameters = []
     for field in option_fields(config):
@@ -302,7 +305,12 @@ def config_parameters(
         value = getattr(base, field.name)
         # A field left unset that the config fills in from others (out from architecture and data).
         derived = field.default is None and value is not None and value == getattr(config(), field.name)
-        info = typer.Option(None, *declared, help=helps.get(field.name) or option_help(field, value, derived))
+        info = typer.Option(
+            None,
+            *declared,
+            help=helps.get(field.name) or option_help(field, value, derived),
+            rich_help_panel=panel_of.get(field.name),
+        )
         parameters.append(inspect.Parameter(field.name, inspect.Parameter.KEYWORD_ONLY, default=info, annotation=annotation))
     return parameters
 
@@ -372,12 +380,13 @@ def with_config_options(
     keys: Sequence[str] | None = None,
     *,
     more: Sequence[tuple[type, Sequence[str] | None, dict[str, str] | None]] = (),
+    panels: dict[str, Sequence[str]] | None = None,
 ) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
     """Give a command whose last parameter is ``**options`` an option for each field of
     ``config`` (:func:`config_parameters`), then of each ``(config, keys, helps)`` of
     ``more`` (a command whose options are the fields of several configs); the command
     receives them by key in ``options`` and passes each config's on through
-    :func:`config_overrides`.
+    :func:`config_overrides`.  ``panels``: the section of help of each option, by key.
 
     Raises:
         ValueError: two configs state an option of the same key.
@@ -386,13 +395,22 @@ def with_config_options(
     def decorate(command: Callable[..., Any]) -> Callable[..., Any]:
         signature = inspect.signature(command, eval_str=True)
         own = [p for p in signature.parameters.values() if p.kind is not inspect.Parameter.VAR_KEYWORD]
-        built = config_parameters(config, base, keys)
+        built = config_parameters(config, base, keys, panels=panels)
         for other, other_keys, helps in more:
-            built += config_parameters(other, None, other_keys, helps)
+            built += config_parameters(other, None, other_keys, helps, panels)
         names = [p.name for p in [*own, *built]]
         if len(set(names)) != len(names):
             raise ValueError(f"options stated twice: {sorted({n for n in names if names.count(n) > 1})}")
-        command.__signature__ = signature.replace(parameters=[*own, *built])  # type: ignore[attr-defined]
+        # Help lists the sections in the order of ``panels``, the command's own options (their
+        # rich_help_panel) among the config's; typer passes every option by name.
+        order = list(panels or {})
+
+        def rank(parameter: inspect.Parameter) -> int:
+            panel = getattr(parameter.default, "rich_help_panel", None)
+            return order.index(panel) if panel in order else -1
+
+        ordered = [p.replace(kind=inspect.Parameter.KEYWORD_ONLY) for p in sorted([*own, *built], key=rank)]
+        command.__signature__ = signature.replace(parameters=ordered)  # type: ignore[attr-defined]
         command.__annotations__ = {p.name: p.annotation for p in command.__signature__.parameters.values()}  # type: ignore[attr-defined]
         return command
 

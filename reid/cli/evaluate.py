@@ -7,7 +7,7 @@ from typing import Any
 
 import typer
 
-from reid.cli.common import console, detector_option, handle_errors, make_progress, print_skipped, print_table, printable, write_json
+from reid.cli.common import RANKING, console, detector_option, handle_errors, make_progress, percent, print_skipped, print_table, printable, write_json
 from reid.cli.defaults import default_of, given, with_default
 from reid.cli.model_options import INPUT_SIZE_OPTION, MEAN_OPTION, RGB_OPTION, STD_OPTION, preprocessing_from_flags
 from reid.data import ReidDataset, load_dataset
@@ -87,11 +87,7 @@ def eval_command(
         f"{encoder.card.name} on {dataset.name}" + (" (re-ranked)" if rerank else ""),
         ["metric", "value"],
         [
-            ["Rank-1", f"{result.rank1:.2%}"],
-            ["Rank-5", f"{result.rank5:.2%}"],
-            ["Rank-10", f"{result.rank10:.2%}"],
-            ["mAP", f"{result.mAP:.2%}"],
-            ["mINP", f"{result.mINP:.2%}"],
+            *([name, percent(getattr(result, key))] for key, name in RANKING),
             ["queries evaluated", f"{result.num_valid_queries} of {result.num_query}"],
             ["gallery images", result.num_gallery],
             ["same-camera filtering", "on" if dataset.cameras_known else "OFF (no camera ids in file names)"],

@@ -7,12 +7,11 @@ from typing import Any, Optional
 
 import typer
 
-from reid.cli.common import console, handle_errors, print_table, write_json
+from reid.cli.common import RANKING, console, handle_errors, percent, print_table, write_json
 from reid.engine.report import model_report
 from reid.models.card import ModelCard
 from reid.text import printable
 
-RANKING_KEYS = (("rank1", "Rank-1"), ("rank5", "Rank-5"), ("rank10", "Rank-10"), ("mAP", "mAP"), ("mINP", "mINP"))
 EPOCH_KEYS = (("epoch", "epoch"), ("step", "step"), ("loss", "loss"), ("ce", "cross-entropy"), ("metric", "metric loss"),
               ("lr", "learning rate"), ("images_per_second", "images/s"))
 
@@ -72,7 +71,7 @@ def report_command(
     metrics = report.metrics
     if metrics:
         print_table("ranking (Market-1501 protocol)", ["metric", "value"],
-                    [[label, figure(metrics[key], ".2%")] for key, label in RANKING_KEYS if key in metrics])
+                    [[label, percent(metrics[key])] for key, label in RANKING if key in metrics])
     if report.curves is not None:
         console.print(f"curves: {printable(report.curves)}" + (" (drawn now)" if report.curves_written else ""), highlight=False)
     else:

@@ -96,7 +96,7 @@ def _verify_pair_file(
         ["ROC AUC", f"{result.auc:.4f}"],
         ["EER", f"{result.eer:.2%}"],
     ]
-    rows += [[f"TAR @ FAR={far:g}", f"{tar:.2%}"] for far, tar in result.tar_at_far.items()]
+    rows += [[f"TAR@FAR={far:g}", f"{tar:.2%}"] for far, tar in result.tar_at_far.items()]
     rows += [
         ["best-accuracy threshold", f"{result.threshold:.4f}"],
         ["pairs", f"{result.num_pairs} ({result.num_genuine} genuine, {result.num_impostor} impostor)"],
