@@ -149,7 +149,3 @@ def main(
     ),
 ) -> None:
     """Person re-identification and face verification: train, evaluate, enrol, query, verify, export."""
-    # OpenCV's own logging is silenced before any command decodes a file.
-    from reid.data.io import quiet_opencv
-
-    quiet_opencv()

@@ -7,6 +7,7 @@ import inspect
 import json
 import math
 import sys
+import textwrap
 import time
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
@@ -29,6 +30,9 @@ from rich.progress import (
 )
 from rich.table import Table
 from rich.text import Text
+
+# Typer's help formatter is click's, vendored; help is written through a subclass of it.
+from typer._click.formatting import HelpFormatter as ClickHelpFormatter
 
 from reid.cli.defaults import given
 from reid.errors import ConfigValueError, ReidError
@@ -77,6 +81,11 @@ def handle_errors(func: F) -> F:
 
     @functools.wraps(func)
     def wrapper(*args: Any, **kwargs: Any) -> Any:
+        # Commands name every file they skip: OpenCV's own warnings are silenced as one starts
+        # (here, not at the program's start, so that help loads no OpenCV).
+        from reid.data.io import quiet_opencv
+
+        quiet_opencv()
         try:
             # Every number given is checked against its range before anything is read or written.
             given(**kwargs)
@@ -136,12 +145,52 @@ class _OneLineUsageErrors:
         sys.exit(code if isinstance(code, int) else 0)
 
 
+def wrap_words(text: str, width: int) -> list[str]:
+    """``text`` in lines of at most ``width`` characters, broken between words only: a long
+    name (``mobilenet_v3_small``, ``person-detection-retail-0013``) stays whole."""
+    wrapper = textwrap.TextWrapper(width=max(width, 10), break_long_words=False, break_on_hyphens=False)
+    return [line for paragraph in text.split("\n\n") for line in [*wrapper.wrap(" ".join(paragraph.split())), ""]][:-1]
+
+
+class WordFormatter(ClickHelpFormatter):
+    """Click's help formatter, wrapping between words only (:func:`wrap_words`): click's own
+    breaks long words and breaks at hyphens, cutting detector and model names in two."""
+
+    def write_text(self, text: str) -> None:
+        indent = " " * self.current_indent
+        for line in wrap_words(text, self.width - self.current_indent):
+            self.write(f"{indent}{line}\n" if line else "\n")
+
+    def write_dl(self, rows: Sequence[tuple[str, str]], col_max: int = 30, col_spacing: int = 2) -> None:
+        rows = list(rows)
+        first_col = min(max((len(first) for first, _ in rows), default=0), col_max) + col_spacing
+        for first, second in rows:
+            self.write(f"{'':>{self.current_indent}}{first}")
+            if not second:
+                self.write("\n")
+                continue
+            if len(first) <= first_col - col_spacing:
+                self.write(" " * (first_col - len(first)))
+            else:
+                self.write("\n" + " " * (first_col + self.current_indent))
+            lines = wrap_words(second, self.width - first_col - self.current_indent) or [""]
+            self.write(f"{lines[0]}\n")
+            for line in lines[1:]:
+                self.write(f"{'':>{first_col + self.current_indent}}{line}\n")
+
+
+class WordContext(typer.Context):
+    formatter_class = WordFormatter
+
+
 class _PlainHelp:
     """Help as plain text, as git's and pip's: paragraphs wrapped to the terminal's width,
     each option's help wrapped beside or under it (never cut short), a flag bare (``--quiet``,
     no metavar), and options in sections by their panel (``typer.Option(rich_help_panel=)``)
     in the order they are declared; those of no panel (``--help`` among them) last, under
     "Options"."""
+
+    context_class = WordContext
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
@@ -432,8 +481,8 @@ def detector_help() -> str:
     return f"{DETECTOR_NAMES_HELP[:-1]}; default {DETECTOR_DEFAULT_TEXT}."
 
 
-def detector_option(help_text: str | None = None) -> str | None:
+def detector_option(help_text: str | None = None, panel: str | None = None) -> str | None:
     """A ``--detector NAME`` option (default: the detector kind's), for the commands whose
     detector is not a config field (``reid eval``, ``reid verify``, ``reid calibrate``,
-    ``reid gallery calibrate``)."""
-    return typer.Option(None, "--detector", help=help_text or detector_help())
+    ``reid gallery calibrate``); ``panel``: its section of help."""
+    return typer.Option(None, "--detector", help=help_text or detector_help(), rich_help_panel=panel)

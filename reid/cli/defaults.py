@@ -23,6 +23,7 @@ from pydantic.fields import FieldInfo
 from reid.decision import check_distance_threshold, check_far
 from reid.errors import ConfigError, ConfigValueError
 from reid.options import flag_of, option_fields, option_spec
+from reid.photos import CalibrateConfig, PairConfig, PhotoConfig
 
 
 @dataclass(frozen=True)
@@ -109,7 +110,9 @@ def option_configs() -> tuple[type, ...]:
     from reid.serve.config import ServeConfig
     from reid.track import TrackerConfig
 
-    return (QueryConfig, EnrolConfig, StreamConfig, TrackerConfig, ServeConfig, ModelCard)
+    return (
+        QueryConfig, EnrolConfig, StreamConfig, TrackerConfig, ServeConfig, ModelCard, PairConfig, CalibrateConfig, PhotoConfig
+    )
 
 
 @functools.cache
@@ -126,7 +129,6 @@ def ranges() -> dict[str, Range]:
         "max_frames": _bounded(MaxFrames),
         "demo_frames": Range(2, 100_000),
         "queries": Range(1, 10_000_000),
-        "folds": Range(2, 1000),
         "max_items": Range(2, 10**9),
         "max_impostors": Range(1, 10**9),
         "win_stride": Range(1, 256),
