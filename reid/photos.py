@@ -3,7 +3,8 @@ photo is cut to its subject (``--detect``, ``--no-face``), and the pair commands
 as config fields that carry their options (:mod:`reid.options`).
 
 The library's defaults are these fields (:func:`reid.pipeline.subject.photo_rule`,
-:func:`reid.pipeline.verify_pairs`, :func:`reid.pipeline.calibrate_model`), and the command
+:func:`reid.pipeline.verify_pairs`, :func:`reid.pipeline.calibrate_model`,
+:func:`reid.pipeline.evaluate_encoder`), and the command
 line builds its options and help from them.  The module imports no detector, encoder or
 engine, so that help answers before any of them loads.
 """
@@ -57,6 +58,17 @@ class PairConfig:
     file that defines none, ``batch_size`` images per encoder batch."""
 
     folds: Folds = option(10, help="Folds for a CSV pair file (LFW's pairs.txt brings its own).")
+    batch_size: BatchSize = option(64, help="Images per encoder batch.")
+
+    def __post_init__(self) -> None:
+        check_fields(self)
+
+
+@dataclass(frozen=True)
+class EvalConfig:
+    """Ranking evaluation of a data set's query/gallery split
+    (:func:`reid.pipeline.evaluate_encoder`): ``batch_size`` images per encoder batch."""
+
     batch_size: BatchSize = option(64, help="Images per encoder batch.")
 
     def __post_init__(self) -> None:

@@ -23,7 +23,7 @@ from pydantic.fields import FieldInfo
 from reid.decision import check_distance_threshold, check_far
 from reid.errors import ConfigError, ConfigValueError
 from reid.options import flag_of, option_fields, option_spec
-from reid.photos import CalibrateConfig, PairConfig, PhotoConfig
+from reid.photos import CalibrateConfig, EvalConfig, PairConfig, PhotoConfig
 
 
 @dataclass(frozen=True)
@@ -111,8 +111,9 @@ def option_configs() -> tuple[type, ...]:
     from reid.track import TrackerConfig
 
     return (
-        QueryConfig, EnrolConfig, StreamConfig, TrackerConfig, ServeConfig, ModelCard, PairConfig, CalibrateConfig, PhotoConfig
-    )
+        QueryConfig, EnrolConfig, StreamConfig, TrackerConfig, ServeConfig, ModelCard,
+        PairConfig, CalibrateConfig, EvalConfig, PhotoConfig,
+    )  # fmt: skip
 
 
 @functools.cache

@@ -32,7 +32,7 @@ def test_importing_the_command_line_loads_no_engine() -> None:
     assert loaded_after("import reid.cli") == []
 
 
-@pytest.mark.parametrize("args", [["--help"], ["--version"], ["verify", "--help"], ["calibrate", "--help"]])
+@pytest.mark.parametrize("args", [["--help"], ["--version"], ["verify", "--help"], ["calibrate", "--help"], ["report", "--help"]])
 def test_help_and_version_load_no_engine(args: list[str]) -> None:
     code = (
         "import contextlib, io\nfrom reid.cli import app\n"
