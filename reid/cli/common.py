@@ -435,7 +435,7 @@ def print_table(title: str, columns: list[str], rows: Iterable[Iterable[Any]]) -
         longest = max([len(word) for row in cells if index < len(row) for word in row[index].split()] or [0])
         table.add_column(
             column,
-            justify="left" if index == 0 else "right",
+            justify="right" if _figures(cells, index) else "left",
             min_width=max(len(column), longest),
             overflow="fold",
         )
@@ -446,10 +446,9 @@ def print_table(title: str, columns: list[str], rows: Iterable[Iterable[Any]]) -
 
 def plain_table(title: str, columns: list[str], cells: list[list[str]]) -> list[str]:
     """The lines of a table in plain text: the title, the header, dashes under it, one line
-    per row; columns two spaces apart, the first left-aligned, the others right-aligned
-    (a column of words, left-aligned too)."""
+    per row; columns two spaces apart, figures right-aligned and words left-aligned."""
     width = [max([len(column), *(len(row[i]) for row in cells if i < len(row))]) for i, column in enumerate(columns)]
-    numeric = [i > 0 and all(_number_like(row[i]) for row in cells if i < len(row)) for i in range(len(columns))]
+    numeric = [_figures(cells, i) for i in range(len(columns))]
 
     def line(values: Sequence[str]) -> str:
         padded = [
@@ -461,6 +460,12 @@ def plain_table(title: str, columns: list[str], cells: list[list[str]]) -> list[
     lines += [line(columns), line(["-" * w for w in width])]
     lines += [line([*row, *[""] * (len(columns) - len(row))]) for row in cells]
     return lines
+
+
+def _figures(cells: list[list[str]], index: int) -> bool:
+    """Whether column ``index`` (not the first, which names the rows) holds figures only:
+    they are right-aligned, words left-aligned."""
+    return index > 0 and all(_number_like(row[index]) for row in cells if index < len(row))
 
 
 def _number_like(text: str) -> bool:
