@@ -53,10 +53,12 @@ def main() -> None:
     options = parser.parse_args()
     measured = dict(MEASURED)
     if options.all:
-        sys.path.insert(0, str(ROOT))
-        from reid.cli.app import COMMANDS
-
-        measured |= {f"reid {name} --help": [name, "--help"] for name in COMMANDS}
+        # The names are read in a child: a child's peak memory counts what it shared with this
+        # process before it started, which must stay the interpreter alone.
+        listing = "from reid.cli.app import COMMANDS; print(' '.join(COMMANDS))"
+        env = {**os.environ, "PYTHONPATH": str(ROOT)}
+        names = subprocess.run([sys.executable, "-c", listing], capture_output=True, text=True, env=env, check=True)
+        measured |= {f"reid {name} --help": [name, "--help"] for name in names.stdout.split()}
     rows = {name: measure(args, options.repeat) for name, args in PEERS.items()}
     rows |= {name: measure(["-m", "reid", *args], options.repeat) for name, args in measured.items()}
     bare_s, bare_mb = rows["python -c pass"]
