@@ -6,8 +6,6 @@ from pathlib import Path
 
 import typer
 from rich.console import Console
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
-from rich.table import Table
 from rich.text import Text
 
 from reid import THRESHOLD_HELP, ReidError, printable
@@ -15,7 +13,7 @@ from reid.data import quiet_opencv
 from reid.detect import PersonDetectorConfig, detector_names, fallback_note
 from reid.models import load_encoder, stand_in_model
 from reid.track import TrackerConfig
-from reid.cli import OneLineCommand, error_line, in_range, option_flags
+from reid.cli import OneLineCommand, error_line, in_range, make_progress, option_flags, print_table
 
 from apps.camera_search.demo import demo_threshold, score_demo, write_demo_videos
 from apps.camera_search.outputs import VIDEO_FORMATS, write_outputs
@@ -31,24 +29,20 @@ DEMO_WIN_STRIDE = 4
 
 
 def _print_tables(result: SearchResult) -> None:
-    cameras = Table(title="cameras")
-    for column in ("camera", "source", "frames", "detections", "tracks", "frames/s"):
-        cameras.add_column(column, justify="left" if column in ("camera", "source") else "right")
+    rows = []
     for run in result.cameras:
         fps = run.frames / run.wall_seconds if run.wall_seconds > 0 else 0.0
-        cameras.add_row(printable(run.name), printable(run.source), str(run.frames), str(run.detections), str(len(run.tracks)), f"{fps:.1f}")
-    console.print(cameras)
-    identities = Table(title=f"identities (threshold {result.threshold:.4f})")
-    for column in ("identity", "cameras", "tracks"):
-        identities.add_column(column)
+        rows.append([run.name, run.source, run.frames, run.detections, len(run.tracks), f"{fps:.1f}"])
+    print_table("cameras", ["camera", "source", "frames", "detections", "tracks", "frames/s"], rows)
     seen: dict[str, list[str]] = {}
     for event in result.events:
         if event.identity is not None:
             seen.setdefault(event.identity, []).append(f"cam{event.camera}#{event.track}")
-    for identity, tracks in seen.items():
-        cameras_seen = sorted({t.split("#")[0] for t in tracks})
-        identities.add_row(printable(identity), ", ".join(cameras_seen), " ".join(tracks))
-    console.print(identities)
+    print_table(
+        f"identities (threshold {result.threshold:.4f})",
+        ["identity", "cameras", "tracks"],
+        [[identity, ", ".join(sorted({t.split("#")[0] for t in tracks})), " ".join(tracks)] for identity, tracks in seen.items()],
+    )
     unknown = sum(e.identity is None for e in result.events)
     if unknown:
         console.print(f"{unknown} searched tracks matched nobody within the threshold", highlight=False)
@@ -170,10 +164,7 @@ def main(
             tracker=TrackerConfig(iou=iou, lost_seconds=lost_seconds, appearance=appearance, min_boxes=min_boxes),
             one_per_frame=one_per_frame,
         )
-        with Progress(
-            TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
-            console=err_console,
-        ) as progress:
+        with make_progress() as progress:
             tasks = {i: progress.add_task(f"cam{i}", total=None) for i in range(len(config.videos))}
             result = run_search(
                 encoder, config, lambda cam, done, total: progress.update(tasks[cam], completed=done, total=total)

@@ -35,14 +35,13 @@ from typing import Any
 import numpy as np
 import typer
 from rich.console import Console
-from rich.table import Table
 from rich.text import Text
 
 from reid import DataError, ReidError, as_dict, printable, write_bytes_atomic
 from reid.evaluation import ThresholdChoice, read_pairs, verification_metrics
 from reid.models import READY_MADE_FACES, load_encoder, save_card
 from reid.pipeline import NO_FACE_HELP, calibrate_model, model_folder, plan_enrolment, score_pairs
-from reid.cli import OneLineCommand, default_of, in_range
+from reid.cli import OneLineCommand, default_of, in_range, print_table
 
 from apps.face_checkin.checkin import CheckinConfig
 
@@ -247,18 +246,16 @@ def main(
         Console(stderr=True, markup=False).print(error, soft_wrap=True)
         raise typer.Exit(1) from None
     choice, held = report.choice, report.held_out
-    table = Table(title=f"threshold {choice.threshold:.4f} ({choice.criterion}), written into {report.model}")
-    for column in ("pairs", "people", "genuine", "impostor", "FAR", "TAR", "accuracy"):
-        table.add_column(column, justify="left" if column == "pairs" else "right")
-    table.add_row(
-        "calibration", str(len(report.calibration_people)), str(choice.num_genuine), str(choice.num_impostor),
-        f"{choice.far:.4%}", f"{choice.tar:.2%}", f"{choice.accuracy:.2%}",
-    )
-    table.add_row(
-        "held out", str(len(report.held_out_people)), str(held.genuine), str(held.impostor),
-        f"{held.far:.4%}", f"{held.tar:.2%}", f"{held.accuracy:.2%}",
-    )
-    console.print(table)
+    print_table(
+        f"threshold {choice.threshold:.4f} ({choice.criterion}), written into {report.model}",
+        ["pairs", "people", "genuine", "impostor", "FAR", "TAR", "accuracy"],
+        [
+            ["calibration", len(report.calibration_people), choice.num_genuine, choice.num_impostor,
+             f"{choice.far:.4%}", f"{choice.tar:.2%}", f"{choice.accuracy:.2%}"],
+            ["held out", len(report.held_out_people), held.genuine, held.impostor,
+             f"{held.far:.4%}", f"{held.tar:.2%}", f"{held.accuracy:.2%}"],
+        ],
+    )  # fmt: skip
     skipped = report.skipped_images + held.skipped_images
     if skipped:
         console.print(f"{skipped} photos could not be embedded (no face found?); their pairs were left out")

@@ -7,7 +7,6 @@ from pathlib import Path
 
 import typer
 from rich.console import Console
-from rich.table import Table
 from rich.text import Text
 
 from reid import THRESHOLD_HELP, ReidError, printable, write_bytes_atomic
@@ -15,7 +14,7 @@ from reid.data import quiet_opencv
 from reid.gallery import Gallery
 from reid.models import SFACE, load_encoder, stand_in_model
 from reid.pipeline import DUPLICATE, NO_FACE_HELP, plan_enrolment
-from reid.cli import OneLineCommand, error_line, in_range, option_flags
+from reid.cli import OneLineCommand, error_line, in_range, option_flags, print_table
 
 from apps.face_checkin.calibrate import calibrate_on_people
 from apps.face_checkin.checkin import (
@@ -173,12 +172,9 @@ def main(
         line = error_line(exc, option_flags(main)) if isinstance(exc, ReidError) else str(exc)
         err_console.print(Text.assemble(("error:", "bold red"), " ", printable(line)), soft_wrap=True)
         raise typer.Exit(1) from None
-    table = Table(title=f"{config.mode} decisions (threshold {result.threshold:.4f})")
-    table.add_column("decision")
-    table.add_column("faces", justify="right")
-    for name, count in sorted(result.decisions.items()):
-        table.add_row(printable(name), str(count))
-    console.print(table)
+    print_table(
+        f"{config.mode} decisions (threshold {result.threshold:.4f})", ["decision", "faces"], sorted(result.decisions.items())
+    )
     if scene is not None:
         s = summary["demo"]
         console.print(

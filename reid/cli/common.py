@@ -7,8 +7,11 @@ import inspect
 import json
 import math
 import sys
+import textwrap
+import time
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -28,16 +31,20 @@ from rich.progress import (
 from rich.table import Table
 from rich.text import Text
 
+# Typer's help formatter is click's, vendored; help is written through a subclass of it.
+from typer._click.formatting import HelpFormatter as ClickHelpFormatter
+
 from reid.cli.defaults import given
 from reid.errors import ConfigValueError, ReidError
 from reid.paths import write_bytes_atomic
-from reid.pipeline.subject import DETECTOR_HELP
 from reid.text import printable
 
 # Markup is off: paths, identity labels and sources are printed as they are, never
 # interpreted ("[/x]" in a file name is text); styled words are built as rich Text.
-console = Console(markup=False, highlight=False)
-err_console = Console(stderr=True, markup=False, highlight=False)
+# Lines are never broken by the program (soft wrap): a terminal wraps them at its width, and a
+# log or a pipe gets each message whole on one line.
+console = Console(markup=False, highlight=False, soft_wrap=True)
+err_console = Console(stderr=True, markup=False, highlight=False, soft_wrap=True)
 SHOWN_SKIPS = 20
 
 F = TypeVar("F", bound=Callable[..., Any])
@@ -74,6 +81,11 @@ def handle_errors(func: F) -> F:
 
     @functools.wraps(func)
     def wrapper(*args: Any, **kwargs: Any) -> Any:
+        # Commands name every file they skip: OpenCV's own warnings are silenced as one starts
+        # (here, not at the program's start, so that help loads no OpenCV).
+        from reid.data.io import quiet_opencv
+
+        quiet_opencv()
         try:
             # Every number given is checked against its range before anything is read or written.
             given(**kwargs)
@@ -133,12 +145,98 @@ class _OneLineUsageErrors:
         sys.exit(code if isinstance(code, int) else 0)
 
 
-class OneLineGroup(_OneLineUsageErrors, typer.core.TyperGroup):
-    """``typer.Typer(cls=OneLineGroup)``: a command group whose usage errors are one line."""
+def wrap_words(text: str, width: int) -> list[str]:
+    """``text`` in lines of at most ``width`` characters, broken between words only: a long
+    name (``mobilenet_v3_small``, ``person-detection-retail-0013``) stays whole."""
+    wrapper = textwrap.TextWrapper(width=max(width, 10), break_long_words=False, break_on_hyphens=False)
+    return [line for paragraph in text.split("\n\n") for line in [*wrapper.wrap(" ".join(paragraph.split())), ""]][:-1]
 
 
-class OneLineCommand(_OneLineUsageErrors, typer.core.TyperCommand):
-    """``app.command(cls=OneLineCommand)``: a single command whose usage errors are one line."""
+class WordFormatter(ClickHelpFormatter):
+    """Click's help formatter, wrapping between words only (:func:`wrap_words`): click's own
+    breaks long words and breaks at hyphens, cutting detector and model names in two."""
+
+    def write_text(self, text: str) -> None:
+        indent = " " * self.current_indent
+        for line in wrap_words(text, self.width - self.current_indent):
+            self.write(f"{indent}{line}\n" if line else "\n")
+
+    def write_dl(self, rows: Sequence[tuple[str, str]], col_max: int = 30, col_spacing: int = 2) -> None:
+        rows = list(rows)
+        first_col = min(max((len(first) for first, _ in rows), default=0), col_max) + col_spacing
+        for first, second in rows:
+            self.write(f"{'':>{self.current_indent}}{first}")
+            if not second:
+                self.write("\n")
+                continue
+            if len(first) <= first_col - col_spacing:
+                self.write(" " * (first_col - len(first)))
+            else:
+                self.write("\n" + " " * (first_col + self.current_indent))
+            lines = wrap_words(second, self.width - first_col - self.current_indent) or [""]
+            self.write(f"{lines[0]}\n")
+            for line in lines[1:]:
+                self.write(f"{'':>{first_col + self.current_indent}}{line}\n")
+
+
+class WordContext(typer.Context):
+    formatter_class = WordFormatter
+
+
+class _PlainHelp:
+    """Help as plain text, as git's and pip's: paragraphs wrapped to the terminal's width,
+    each option's help wrapped beside or under it (never cut short), a flag bare (``--quiet``,
+    no metavar), and options in sections by their panel (``typer.Option(rich_help_panel=)``)
+    in the order they are declared; those of no panel (``--help`` among them) last, under
+    "Options"."""
+
+    context_class = WordContext
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        # Without a markup mode typer leaves help to click's plain formatter.
+        self.rich_markup_mode = None
+
+    def format_options(self, ctx: Any, formatter: Any) -> None:
+        arguments: list[tuple[str, str]] = []
+        sections: dict[str, list[tuple[str, str]]] = {}
+        for param in self.get_params(ctx):  # type: ignore[attr-defined]
+            record = param.get_help_record(ctx)
+            if record is None:
+                continue
+            if param.param_type_name == "argument":
+                arguments.append(record)
+            else:
+                sections.setdefault(getattr(param, "rich_help_panel", None) or "Options", []).append(record)
+        general = sections.pop("Options", [])
+        for title, rows in [("Arguments", arguments), *sections.items(), ("Options", general)]:
+            if rows:
+                with formatter.section(title):
+                    formatter.write_dl(rows)
+        if isinstance(self, typer.core.TyperGroup):
+            self.format_commands(ctx, formatter)
+
+
+class OneLineGroup(_OneLineUsageErrors, _PlainHelp, typer.core.TyperGroup):
+    """``typer.Typer(cls=OneLineGroup)``: a command group whose usage errors are one line and
+    whose help is plain text."""
+
+
+class OneLineCommand(_OneLineUsageErrors, _PlainHelp, typer.core.TyperCommand):
+    """``app.command(cls=OneLineCommand)``: a single command whose usage errors are one line
+    and whose help is plain text."""
+
+
+class CommandTyper(typer.Typer):
+    """A typer application whose groups and commands are :class:`OneLineGroup` and
+    :class:`OneLineCommand`: the one kind of help and of usage error for every command."""
+
+    def __init__(self, **kwargs: Any) -> None:
+        kwargs.setdefault("cls", OneLineGroup)
+        super().__init__(**kwargs)
+
+    def command(self, name: str | None = None, *, cls: type | None = None, **kwargs: Any) -> Any:
+        return super().command(name, cls=cls or OneLineCommand, **kwargs)
 
 
 def os_error_line(exc: OSError) -> str:
@@ -162,19 +260,133 @@ def print_skipped(skipped: Iterable[tuple[object, str]], what: str = "skipped") 
 
 
 @contextmanager
-def live_display(renderable: Any) -> Iterator[Live]:
-    """A rich Live view on stderr whose last line is always ended, so that what follows
-    (an error line, say) starts on its own line also when stderr is a file or a pipe."""
-    try:
-        with Live(renderable, console=err_console, refresh_per_second=4) as live:
-            yield live
-    finally:
-        if not err_console.is_terminal:
-            err_console.line()
+def live_display(renderable: Any, plain: Callable[[], str] | None = None) -> Iterator[Any]:
+    """A rich Live view on stderr when it is a terminal.  Otherwise (a pipe, a file, CI) a
+    view redrawn in place would reach the log only as its last state: ``plain()``, one line,
+    is printed every :data:`PLAIN_SECONDS` and at the end instead (nothing without it)."""
+    if not err_console.is_terminal:
+        view = PlainLive(plain)
+        try:
+            yield view
+        finally:
+            view.close()
+        return
+    with Live(renderable, console=err_console, refresh_per_second=4) as live:
+        yield live
 
 
-def make_progress(*extra: Any) -> Progress:
-    """A rich progress bar with count, rate-bearing extra columns, elapsed time and ETA."""
+# Without a terminal, progress is a line at most this often (and one when a task ends).
+PLAIN_SECONDS = 10.0
+
+
+def duration(seconds: float) -> str:
+    """``42 s``, ``3 min 05 s``, ``2 h 07 min``."""
+    seconds = max(0, round(seconds))
+    if seconds < 60:
+        return f"{seconds} s"
+    if seconds < 3600:
+        return f"{seconds // 60} min {seconds % 60:02d} s"
+    return f"{seconds // 3600} h {seconds % 3600 // 60:02d} min"
+
+
+class PlainLive:
+    """The stand-in of a Live view off a terminal: ``update`` prints ``plain()`` at most every
+    :data:`PLAIN_SECONDS`; ``close`` prints it once more, the final state."""
+
+    def __init__(self, plain: Callable[[], str] | None) -> None:
+        self._plain, self._printed = plain, time.monotonic()
+
+    def update(self, renderable: Any = None) -> None:
+        if self._plain is not None and time.monotonic() - self._printed >= PLAIN_SECONDS:
+            self._printed = time.monotonic()
+            err_console.print(self._plain(), soft_wrap=True)
+
+    def close(self) -> None:
+        if self._plain is not None:
+            err_console.print(self._plain(), soft_wrap=True)
+
+
+@dataclass
+class PlainTask:
+    """One task of :class:`PlainProgress`, with the attributes of rich's that commands read."""
+
+    description: str
+    total: float | None
+    completed: float = 0.0
+    started: float = field(default_factory=time.monotonic)
+    printed: float = field(default_factory=time.monotonic)
+    fields: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def finished(self) -> bool:
+        return self.total is not None and self.completed >= self.total
+
+    def line(self) -> str:
+        """``embedding 120/500 (24%), 12 s, ETA 38 s``."""
+        elapsed = time.monotonic() - self.started
+        if not self.total:
+            return f"{self.description} {self.completed:.0f}, {duration(elapsed)}"
+        done = self.completed / self.total
+        left = f", ETA {duration(elapsed * (1 - done) / done)}" if 0 < done < 1 else ""
+        return f"{self.description} {self.completed:.0f}/{self.total:.0f} ({done:.0%}), {duration(elapsed)}{left}"
+
+
+class PlainProgress:
+    """Progress as plain lines on stderr, for a pipe, a file or CI (``| tee``, nohup): a
+    task's line at most every :data:`PLAIN_SECONDS` and once when it ends; the subset of
+    rich's Progress the commands use (``add_task``, ``update``, ``advance``, ``tasks``)."""
+
+    def __init__(self) -> None:
+        self.tasks: list[PlainTask] = []
+
+    def __enter__(self) -> PlainProgress:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        # A task that did not reach its total (a stop, an error) says where it was, once.
+        for task in self.tasks:
+            if exc[0] is None and not task.finished and task.completed:
+                err_console.print(task.line(), soft_wrap=True)
+
+    def add_task(self, description: str, total: float | None = None, **fields: Any) -> int:
+        self.tasks.append(PlainTask(description, total, fields=fields))
+        return len(self.tasks) - 1
+
+    def advance(self, task_id: int, advance: float = 1) -> None:
+        self.update(task_id, advance=advance)
+
+    def update(
+        self,
+        task_id: int,
+        *,
+        total: float | None = None,
+        completed: float | None = None,
+        advance: float | None = None,
+        description: str | None = None,
+        **fields: Any,
+    ) -> None:
+        task = self.tasks[task_id]
+        was_finished = task.finished
+        if total is not None:
+            task.total = total
+        if completed is not None:
+            task.completed = completed
+        if advance is not None:
+            task.completed += advance
+        if description is not None:
+            task.description = description
+        task.fields.update(fields)
+        now = time.monotonic()
+        if (task.finished and not was_finished) or now - task.printed >= PLAIN_SECONDS:
+            task.printed = now
+            err_console.print(task.line(), soft_wrap=True)
+
+
+def make_progress(*extra: Any) -> Progress | PlainProgress:
+    """A rich progress bar on a terminal, with count, the ``extra`` columns, elapsed time and
+    ETA; elsewhere (a pipe, a file, CI) the same tasks as plain lines (:class:`PlainProgress`)."""
+    if not err_console.is_terminal:
+        return PlainProgress()
     return Progress(
         TextColumn("[bold]{task.description}"),
         BarColumn(),
@@ -189,32 +401,76 @@ def make_progress(*extra: Any) -> Progress:
     )
 
 
+# The ranking figures: each result key (reid.evaluation) with the name the field uses, in
+# every table and summary line the command line prints, each as a percent (:func:`percent`).
+RANKING = (("rank1", "Rank-1"), ("rank5", "Rank-5"), ("rank10", "Rank-10"), ("mAP", "mAP"), ("mINP", "mINP"))
+
+
+def percent(value: Any, decimals: int = 2) -> str:
+    """A rate in 0..1 as a percent with fixed decimals (``27.91%``); anything else (a
+    hand-edited card may hold text) as it is."""
+    if isinstance(value, (int, float)) and not isinstance(value, bool):
+        return "nan" if math.isnan(value) else f"{value:.{decimals}%}"
+    return printable(value)
+
+
 def fmt(value: Any) -> str:
     if isinstance(value, float):
         return "nan" if math.isnan(value) else f"{value:.4f}"
     return printable(value)
 
 
-# The first column names each row (an artefact, an identity): it keeps this many characters
-# on one line however narrow the terminal or pipe, and longer names wrap, never cut.
-NAME_COLUMN = 64
-
-
 def print_table(title: str, columns: list[str], rows: Iterable[Iterable[Any]]) -> None:
-    """A table on stdout; no cell is ever cut short (narrow columns wrap), and the first
-    column's names stay whole on their line up to :data:`NAME_COLUMN` characters, so that
-    ``| grep NAME`` finds them also in an 80-column terminal or a pipe."""
+    """A table on stdout, its cells never cut short and no word broken inside.
+
+    On a terminal, a rich table whose every column is at least as wide as its longest word
+    (long cells wrap between words).  Otherwise (``| grep``, ``> file``, CI), plain text as
+    ``pip list`` prints it (:func:`plain_table`): no box drawing, one line per row."""
     cells = [[fmt(v) for v in row] for row in rows]
+    if not console.is_terminal:
+        typer.echo("\n".join(plain_table(printable(title), columns, cells)))
+        return
     table = Table(title=printable(title))
-    widest = max([len(columns[0]), *(len(row[0]) for row in cells if row)])
-    for column in columns:
-        if column == columns[0]:
-            table.add_column(column, justify="left", no_wrap=True, min_width=min(widest, NAME_COLUMN), overflow="fold")
-        else:
-            table.add_column(column, justify="right", overflow="fold")
+    for index, column in enumerate(columns):
+        longest = max([len(word) for row in cells if index < len(row) for word in row[index].split()] or [0])
+        table.add_column(
+            column,
+            justify="right" if _figures(cells, index) else "left",
+            min_width=max(len(column), longest),
+            overflow="fold",
+        )
     for row in cells:
         table.add_row(*row)
     console.print(table)
+
+
+def plain_table(title: str, columns: list[str], cells: list[list[str]]) -> list[str]:
+    """The lines of a table in plain text: the title, the header, dashes under it, one line
+    per row; columns two spaces apart, figures right-aligned and words left-aligned."""
+    width = [max([len(column), *(len(row[i]) for row in cells if i < len(row))]) for i, column in enumerate(columns)]
+    numeric = [_figures(cells, i) for i in range(len(columns))]
+
+    def line(values: Sequence[str]) -> str:
+        padded = [
+            value.rjust(width[i]) if numeric[i] else value.ljust(width[i]) for i, value in enumerate(values)
+        ]
+        return "  ".join(padded).rstrip()
+
+    lines = [title] if title else []
+    lines += [line(columns), line(["-" * w for w in width])]
+    lines += [line([*row, *[""] * (len(columns) - len(row))]) for row in cells]
+    return lines
+
+
+def _figures(cells: list[list[str]], index: int) -> bool:
+    """Whether column ``index`` (not the first, which names the rows) holds figures only:
+    they are right-aligned, words left-aligned."""
+    return index > 0 and all(_number_like(row[index]) for row in cells if index < len(row))
+
+
+def _number_like(text: str) -> bool:
+    """A cell that is a figure (``12``, ``0.25``, ``27.91%``, ``1,024``, ``-``, empty)."""
+    return text.replace(",", "").replace(".", "").replace("%", "").replace("-", "").replace("+", "").isdigit() or text in ("", "-", "nan")
 
 
 def write_json(path: Path, payload: Any) -> None:
@@ -223,8 +479,15 @@ def write_json(path: Path, payload: Any) -> None:
     write_bytes_atomic(path, (json.dumps(payload, indent=2, default=str) + "\n").encode("utf-8"))
 
 
-def detector_option(help_text: str = DETECTOR_HELP) -> str | None:
+def detector_help() -> str:
+    """The help of ``--detector``: the names it takes, and what runs when it is not given."""
+    from reid.pipeline.subject import DETECTOR_DEFAULT_TEXT, DETECTOR_NAMES_HELP
+
+    return f"{DETECTOR_NAMES_HELP[:-1]}; default {DETECTOR_DEFAULT_TEXT}."
+
+
+def detector_option(help_text: str | None = None, panel: str | None = None) -> str | None:
     """A ``--detector NAME`` option (default: the detector kind's), for the commands whose
     detector is not a config field (``reid eval``, ``reid verify``, ``reid calibrate``,
-    ``reid gallery calibrate``)."""
-    return typer.Option(None, "--detector", help=help_text)
+    ``reid gallery calibrate``); ``panel``: its section of help."""
+    return typer.Option(None, "--detector", help=help_text or detector_help(), rich_help_panel=panel)

@@ -3,7 +3,7 @@
 A command's options default to None and only the ones given reach the library
 (:func:`given`); help texts show the library's default (:func:`with_default`). A number
 given is checked against its one range (:func:`option_range`): the one its config field
-declares in its type, else, for an option of no config, its :data:`RANGES` entry.
+declares in its type, else, for an option of no config, its :func:`ranges` entry.
 """
 
 from __future__ import annotations
@@ -22,11 +22,8 @@ from pydantic.fields import FieldInfo
 
 from reid.decision import check_distance_threshold, check_far
 from reid.errors import ConfigError, ConfigValueError
-from reid.models.card import ModelCard, Side
 from reid.options import flag_of, option_fields, option_spec
-from reid.pipeline import EnrolConfig, Every, MaxFrames, QueryConfig, StreamConfig
-from reid.serve.config import ServeConfig
-from reid.track import TrackerConfig
+from reid.photos import CalibrateConfig, EvalConfig, PairConfig, PhotoConfig
 
 
 @dataclass(frozen=True)
@@ -102,39 +99,71 @@ def _bounded(hint: Any) -> Range:
     return bounds
 
 
-# The configs whose fields are the command line's options, wherever each is taken: a range
-# one of their fields declares in its type (``Annotated[int, Field(ge=1, le=4096)]``) is the
-# range of the option of that key, in every command and app.
-OPTION_CONFIGS: tuple[type, ...] = (QueryConfig, EnrolConfig, StreamConfig, TrackerConfig, ServeConfig, ModelCard)
+@functools.cache
+def option_configs() -> tuple[type, ...]:
+    """The configs whose fields are the command line's options, wherever each is taken: a
+    range one of their fields declares in its type (``Annotated[int, Field(ge=1, le=4096)]``)
+    is the range of the option of that key, in every command and app.  Imported when a
+    command runs, not when help is printed: their modules load the engine."""
+    from reid.models.card import ModelCard
+    from reid.pipeline import EnrolConfig, QueryConfig, StreamConfig
+    from reid.serve.config import ServeConfig
+    from reid.track import TrackerConfig
 
-# The ranges of the numeric options no config of OPTION_CONFIGS declares (a function's
-# parameter, a field checked by hand), each stated only here. A count outside would allocate
-# without bound (ten billion frames, a million folds) or do nothing; a score or fraction
-# outside its interval means nothing.
-RANGES: dict[str, Range] = {
-    # Counts; a source's frames kept and read: the types the apps' configs declare too.
-    "every": _bounded(Every),
-    "max_frames": _bounded(MaxFrames),
-    "demo_frames": Range(2, 100_000),
-    "queries": Range(1, 10_000_000),
-    "folds": Range(2, 1000),
-    "max_items": Range(2, 10**9),
-    "max_impostors": Range(1, 10**9),
-    "win_stride": Range(1, 256),
-    # Index options (reid.gallery.IndexSpec); 0 is the automatic choice where one exists.
-    "nlist": Range(0, 10_000_000),
-    "nprobe": Range(0, 10_000_000),
-    "ef_search": Range(1, 100_000),
-    "train_size": Range(0, 10**9),
-    "pq_m": Range(0, 4096),
-    "pq_bits": Range(1, 16),
-    "refine": Range(0, 1024),
-    "shard_size": Range(0, 10**12),
-    # A fraction: the export's agreement tolerance.
-    "tolerance": Range(0.0, 1.0, low_open=True),
-    # Frames per second of a source.
-    "fps": Range(0.0, 1000.0, low_open=True),
-}
+    return (
+        QueryConfig, EnrolConfig, StreamConfig, TrackerConfig, ServeConfig, ModelCard,
+        PairConfig, CalibrateConfig, EvalConfig, PhotoConfig,
+    )  # fmt: skip
+
+
+@functools.cache
+def ranges() -> dict[str, Range]:
+    """The ranges of the numeric options no config of :func:`option_configs` declares (a
+    function's parameter, a field checked by hand), each stated only here. A count outside
+    would allocate without bound (ten billion frames, a million folds) or do nothing; a score
+    or fraction outside its interval means nothing."""
+    from reid.pipeline.sources import Every, MaxFrames
+
+    return {
+        # Counts; a source's frames kept and read: the types the apps' configs declare too.
+        "every": _bounded(Every),
+        "max_frames": _bounded(MaxFrames),
+        "demo_frames": Range(2, 100_000),
+        "queries": Range(1, 10_000_000),
+        "max_items": Range(2, 10**9),
+        "max_impostors": Range(1, 10**9),
+        "win_stride": Range(1, 256),
+        # Index options (reid.gallery.IndexSpec); 0 is the automatic choice where one exists.
+        "nlist": Range(0, 10_000_000),
+        "nprobe": Range(0, 10_000_000),
+        "ef_search": Range(1, 100_000),
+        "train_size": Range(0, 10**9),
+        "pq_m": Range(0, 4096),
+        "pq_bits": Range(1, 16),
+        "refine": Range(0, 1024),
+        "shard_size": Range(0, 10**12),
+        # A fraction: the export's agreement tolerance.
+        "tolerance": Range(0.0, 1.0, low_open=True),
+        # Frames per second of a source.
+        "fps": Range(0.0, 1000.0, low_open=True),
+    }
+
+
+@functools.cache
+def side() -> Range:
+    """A model's input side in pixels, as its card bounds it (:data:`reid.models.card.Side`)."""
+    from reid.models.card import Side
+
+    return _bounded(Side)
+
+
+def __getattr__(name: str) -> Any:
+    # The tables above by their names (RANGES, OPTION_CONFIGS, SIDE), built on first use.
+    built = {"RANGES": ranges, "OPTION_CONFIGS": option_configs, "SIDE": side}
+    if name in built:
+        return built[name]()
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
 
 # Distances between unit embeddings and false-accept rates: reid.decision has the one check
 # of each, which the configs call too.
@@ -148,14 +177,14 @@ DECIDED: dict[str, Callable[[float, str], Any]] = {
 def option_range(name: str, config: type | None = None) -> Range | None:
     """The one range of the numeric option ``name``: the :data:`DECIDED` check of a distance
     or rate, else its field's declared range in ``config`` (an app's config), else in the
-    first of :data:`OPTION_CONFIGS` with that key, else its :data:`RANGES` entry (None: the
+    first of :func:`option_configs` with that key, else its :func:`ranges` entry (None: the
     option has no range)."""
     if name in DECIDED:
         return Range(-math.inf, math.inf, check=DECIDED[name])
-    for source in ((config,) if config is not None else ()) + OPTION_CONFIGS:
+    for source in ((config,) if config is not None else ()) + option_configs():
         if (declared := declared_range(source, name)) is not None:
             return declared
-    return RANGES.get(name)
+    return ranges().get(name)
 
 
 def in_range(name: str, config: type | None = None) -> Callable[[Any], Any]:
@@ -245,15 +274,18 @@ def config_parameters(
     base: Any | None = None,
     keys: Sequence[str] | None = None,
     helps: dict[str, str] | None = None,
+    panels: dict[str, Sequence[str]] | None = None,
 ) -> list[inspect.Parameter]:
     """Typer options for the fields of dataclass ``config`` that the command line sets
     (:func:`reid.options.option_fields`; only ``keys`` when given), each named by its key,
     defaulting to None (not given) and showing the default of ``base`` (``config()``).
     ``helps`` replaces the whole help of a key, for a command where something other than the
     field's default applies when the option is left out (``reid query``'s tracker takes the
-    detector's confident score)."""
+    detector's confident score).  ``panels`` names the section of help each key's option is
+    listed in (``{"Data": ("data", "p", "k")}``); the others are listed under "Options"."""
     base = config() if base is None else base
     helps = helps or {}
+    panel_of = {key: panel for panel, panel_keys in (panels or {}).items() for key in panel_keys}
     hints = typing.get_type_hints(config)
     parameters = []
     for field in option_fields(config):
@@ -276,7 +308,12 @@ def config_parameters(
         value = getattr(base, field.name)
         # A field left unset that the config fills in from others (out from architecture and data).
         derived = field.default is None and value is not None and value == getattr(config(), field.name)
-        info = typer.Option(None, *declared, help=helps.get(field.name) or option_help(field, value, derived))
+        info = typer.Option(
+            None,
+            *declared,
+            help=helps.get(field.name) or option_help(field, value, derived),
+            rich_help_panel=panel_of.get(field.name),
+        )
         parameters.append(inspect.Parameter(field.name, inspect.Parameter.KEYWORD_ONLY, default=info, annotation=annotation))
     return parameters
 
@@ -306,22 +343,19 @@ def config_overrides(config: type, values: dict[str, Any]) -> dict[str, Any]:
     return overrides
 
 
-# A model's input side in pixels, as its card bounds it.
-SIDE = _bounded(Side)
-
-
 def parse_size(text: str, flag: str = "--input-size") -> tuple[int, int]:
     """``HEIGHTxWIDTH`` as two ints, each within the sides a model card allows
-    (:data:`SIDE`, :data:`reid.models.card.Side`); raises ConfigValueError naming ``flag``
+    (:func:`side`, :data:`reid.models.card.Side`); raises ConfigValueError naming ``flag``
     (an option, or a config key the command line names by its option)."""
     parts = text.lower().split("x")
     try:
         height, width = (int(part) for part in parts)
     except ValueError:
         raise ConfigValueError(flag, f"{text[:40]!r}: expected HEIGHTxWIDTH, e.g. 256x128", sep=" ") from None
-    if SIDE.problem(height) or SIDE.problem(width):
+    bounds = side()
+    if bounds.problem(height) or bounds.problem(width):
         raise ConfigValueError(
-            flag, f"{text[:40]!r}: height and width must be between {SIDE.low} and {SIDE.high} pixels", sep=" "
+            flag, f"{text[:40]!r}: height and width must be between {bounds.low} and {bounds.high} pixels", sep=" "
         )
     return height, width
 
@@ -349,12 +383,13 @@ def with_config_options(
     keys: Sequence[str] | None = None,
     *,
     more: Sequence[tuple[type, Sequence[str] | None, dict[str, str] | None]] = (),
+    panels: dict[str, Sequence[str]] | None = None,
 ) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
     """Give a command whose last parameter is ``**options`` an option for each field of
     ``config`` (:func:`config_parameters`), then of each ``(config, keys, helps)`` of
     ``more`` (a command whose options are the fields of several configs); the command
     receives them by key in ``options`` and passes each config's on through
-    :func:`config_overrides`.
+    :func:`config_overrides`.  ``panels``: the section of help of each option, by key.
 
     Raises:
         ValueError: two configs state an option of the same key.
@@ -363,13 +398,22 @@ def with_config_options(
     def decorate(command: Callable[..., Any]) -> Callable[..., Any]:
         signature = inspect.signature(command, eval_str=True)
         own = [p for p in signature.parameters.values() if p.kind is not inspect.Parameter.VAR_KEYWORD]
-        built = config_parameters(config, base, keys)
+        built = config_parameters(config, base, keys, panels=panels)
         for other, other_keys, helps in more:
-            built += config_parameters(other, None, other_keys, helps)
+            built += config_parameters(other, None, other_keys, helps, panels)
         names = [p.name for p in [*own, *built]]
         if len(set(names)) != len(names):
             raise ValueError(f"options stated twice: {sorted({n for n in names if names.count(n) > 1})}")
-        command.__signature__ = signature.replace(parameters=[*own, *built])  # type: ignore[attr-defined]
+        # Help lists the sections in the order of ``panels``, the command's own options (their
+        # rich_help_panel) among the config's; typer passes every option by name.
+        order = list(panels or {})
+
+        def rank(parameter: inspect.Parameter) -> int:
+            panel = getattr(parameter.default, "rich_help_panel", None)
+            return order.index(panel) if panel in order else -1
+
+        ordered = [p.replace(kind=inspect.Parameter.KEYWORD_ONLY) for p in sorted([*own, *built], key=rank)]
+        command.__signature__ = signature.replace(parameters=ordered)  # type: ignore[attr-defined]
         command.__annotations__ = {p.name: p.annotation for p in command.__signature__.parameters.values()}  # type: ignore[attr-defined]
         return command
 

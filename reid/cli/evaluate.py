@@ -3,19 +3,21 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import typer
 
-from reid.cli.common import console, detector_option, handle_errors, make_progress, print_skipped, print_table, printable, write_json
-from reid.cli.defaults import default_of, given, with_default
+from reid.cli.common import RANKING, console, detector_option, handle_errors, make_progress, percent, print_skipped, print_table, printable, write_json
+from reid.cli.defaults import default_of, given, with_config_options
 from reid.cli.model_options import INPUT_SIZE_OPTION, MEAN_OPTION, RGB_OPTION, STD_OPTION, preprocessing_from_flags
-from reid.data import ReidDataset, load_dataset
-from reid.evaluation import rerank_distances
-from reid.evaluation.plots import write_ranking_plots
-from reid.models import load_encoder
-from reid.pipeline import evaluate_encoder, photo_rule
-from reid.pipeline.subject import DETECT_HELP, NO_FACE_HELP
+from reid.evaluation.rerank import rerank_distances
+from reid.photos import EvalConfig, PhotoConfig
+
+# The engine is imported when the command runs, never to print help.
+if TYPE_CHECKING:
+    from reid.data import ReidDataset
+
+PHOTOS = "Photos"
 
 
 def evaluated_on(dataset: ReidDataset, training_data: dict[str, Any]) -> dict[str, Any]:
@@ -32,6 +34,7 @@ def evaluated_on(dataset: ReidDataset, training_data: dict[str, Any]) -> dict[st
 
 
 @handle_errors
+@with_config_options(EvalConfig, more=[(PhotoConfig, None, None)], panels={PHOTOS: ("detect", "no_face")})
 def eval_command(
     model: str = typer.Option(
         ..., "--model", "-m", help="Model folder, a model's name under models/, an .onnx file, a ready-made face encoder (sface, dlib-face), or a published Re-ID model by name (`reid models list`)."
@@ -46,21 +49,21 @@ def eval_command(
         + ")."
     ),
     plot: Path | None = typer.Option(None, "--plot", help="Write ranked_list.png and cmc.png into this folder."),
-    batch_size: int | None = typer.Option(
-        None, "--batch-size", help=with_default("Images per encoder batch.", default_of(evaluate_encoder, "batch_size"))
-    ),
-    detect: str | None = typer.Option(None, "--detect", help=with_default(DETECT_HELP, default_of(photo_rule, "detect"))),
-    detector: str | None = detector_option(),
-    no_face: str | None = typer.Option(
-        None, "--no-face", help=with_default(NO_FACE_HELP, default_of(photo_rule, "no_face"))
-    ),
+    detector: str | None = detector_option(panel=PHOTOS),
     input_size: str | None = INPUT_SIZE_OPTION,
     mean: str | None = MEAN_OPTION,
     std: str | None = STD_OPTION,
     rgb: bool | None = RGB_OPTION,
+    **given_options: Any,
 ) -> None:
     """Evaluate a model under the Market-1501 protocol (same-identity same-camera gallery items removed)."""
-    options = given(batch_size=batch_size, no_face=no_face)
+    from reid.data import load_dataset
+    from reid.evaluation.plots import write_ranking_plots
+    from reid.models import load_encoder
+    from reid.pipeline import evaluate_encoder, photo_rule
+
+    detect, no_face = given_options.get("detect"), given_options.get("no_face")
+    options = given(batch_size=given_options.get("batch_size"), no_face=no_face)
     encoder = load_encoder(model, preprocessing=preprocessing_from_flags(input_size, mean, std, rgb))
     subject = photo_rule(
         **given(detect=detect, detector=detector, no_face=no_face),
@@ -87,11 +90,7 @@ def eval_command(
         f"{encoder.card.name} on {dataset.name}" + (" (re-ranked)" if rerank else ""),
         ["metric", "value"],
         [
-            ["Rank-1", f"{result.rank1:.2%}"],
-            ["Rank-5", f"{result.rank5:.2%}"],
-            ["Rank-10", f"{result.rank10:.2%}"],
-            ["mAP", f"{result.mAP:.2%}"],
-            ["mINP", f"{result.mINP:.2%}"],
+            *([name, percent(getattr(result, key))] for key, name in RANKING),
             ["queries evaluated", f"{result.num_valid_queries} of {result.num_query}"],
             ["gallery images", result.num_gallery],
             ["same-camera filtering", "on" if dataset.cameras_known else "OFF (no camera ids in file names)"],

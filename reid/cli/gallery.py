@@ -14,12 +14,14 @@ from rich.table import Table
 from rich.text import Text
 
 from reid.cli.common import (
+    CommandTyper,
     console,
     detector_option,
     err_console,
     handle_errors,
     live_display,
     make_progress,
+    percent,
     print_skipped,
     print_table,
     printable,
@@ -52,36 +54,63 @@ from reid.pipeline import (
 MODEL_HELP = "Model folder (a path such as ./m or a/m), a bare name under models/, or a published Re-ID model by name (`reid models list`)."
 GALLERY_HELP = "Gallery folder (a path such as ./g or a/g), or a bare name under galleries/."
 
+# The sections of the help of enroll and query, each option by its key; the rest under "Options".
+INDEX, SOURCE, DETECTION, NAMING, TRACKING, OUTPUT = "Index", "Source", "Detection", "Identification", "Tracking", "Output"
+ENROL_PANELS: dict[str, tuple[str, ...]] = {DETECTION: ("detect", "detector", "no_face"), INDEX: ()}
+QUERY_PANELS: dict[str, tuple[str, ...]] = {
+    SOURCE: (),
+    DETECTION: ("detect", "detector", "detect_scale", "min_height", "no_face"),
+    NAMING: ("top_k", "threshold", "far", "score", "batch_size", "embed_every", "one_per_frame"),
+    TRACKING: ("track", "high_score", "start_score", "lost_seconds"),
+    OUTPUT: (),
+}
+
 # The index of a new gallery (reid enroll) or of a reindexed one (reid gallery reindex).
-NLIST_OPTION = typer.Option(None, "--nlist", help="IVF / IVF-PQ lists (default: about sqrt(items)).")
-NPROBE_OPTION = typer.Option(None, "--nprobe", help="IVF / IVF-PQ lists searched per query (default: nlist / 32).")
-EF_SEARCH_OPTION = typer.Option(None, "--ef-search", help="HNSW search beam width (default 128).")
+NLIST_OPTION = typer.Option(
+    None, "--nlist", help="IVF / IVF-PQ lists (default: about sqrt(items)).", rich_help_panel=INDEX
+)
+NPROBE_OPTION = typer.Option(
+    None, "--nprobe", help="IVF / IVF-PQ lists searched per query (default: nlist / 32).", rich_help_panel=INDEX
+)
+EF_SEARCH_OPTION = typer.Option(
+    None, "--ef-search", help="HNSW search beam width (default 128).", rich_help_panel=INDEX
+)
 TRAIN_SIZE_OPTION = typer.Option(
     None,
     "--train-size",
     help="IVF / IVF-PQ: items the quantizers train on, sampled when there are more "
     "(default: 64 per list; IVF-PQ at least 65,536).",
+    rich_help_panel=INDEX,
 )
 PQ_M_OPTION = typer.Option(
-    None, "--pq-m", help="IVF-PQ sub-quantizers: bytes per item at 8 bits (default: dimension / 8)."
+    None,
+    "--pq-m",
+    help="IVF-PQ sub-quantizers: bytes per item at 8 bits (default: dimension / 8).",
+    rich_help_panel=INDEX,
 )
-PQ_BITS_OPTION = typer.Option(None, "--pq-bits", help="IVF-PQ bits per sub-quantizer (default 8; GPUs need 8).")
+PQ_BITS_OPTION = typer.Option(
+    None, "--pq-bits", help="IVF-PQ bits per sub-quantizer (default 8; GPUs need 8).", rich_help_panel=INDEX
+)
 REFINE_OPTION = typer.Option(
     None,
     "--refine",
     help="IVF-PQ: re-rank this many times the asked-for neighbours with the stored embeddings "
     "(default 16; 0: codes only).",
+    rich_help_panel=INDEX,
 )
 SHARD_SIZE_OPTION = typer.Option(
-    None, "--shard-size", help="Items per index file; full shards are sealed and searched together (default: one)."
+    None,
+    "--shard-size",
+    help="Items per index file; full shards are sealed and searched together (default: one).",
+    rich_help_panel=INDEX,
 )
 
 
 def index_kind_option(required: bool) -> typer.models.OptionInfo:
     usage = "|".join(INDEX_KINDS)
     if required:
-        return typer.Option(..., "--index", help=usage)
-    return typer.Option(None, "--index", help=f"Index of a new gallery: {usage} (default flat).")
+        return typer.Option(..., "--index", help=usage, rich_help_panel=INDEX)
+    return typer.Option(None, "--index", help=f"Index of a new gallery: {usage} (default flat).", rich_help_panel=INDEX)
 
 
 def spec_from_flags(index: str, **flags: int | None) -> IndexSpec:
@@ -119,7 +148,7 @@ def print_fallback_note(detector: str | None, kind: str | None) -> None:
 
 # The enrolment's options are EnrolConfig's fields that carry them (reid.options).
 @handle_errors
-@with_config_options(EnrolConfig)
+@with_config_options(EnrolConfig, panels=ENROL_PANELS)
 def enroll(
     paths: list[str] = typer.Argument(..., help="Images, folders of ROOT/<identity>/<image>, or globs."),
     model: str = typer.Option(..., "--model", "-m", help=MODEL_HELP),
@@ -192,7 +221,9 @@ def enroll(
 # The query's options are QueryConfig's and TrackerConfig's fields that carry them (reid.options);
 # the tracker's confident score defaults to the detector's, which its help says.
 @handle_errors
-@with_config_options(QueryConfig, more=[(TrackerConfig, None, {"high_score": TRACK_HIGH_SCORE_HELP})])
+@with_config_options(
+    QueryConfig, more=[(TrackerConfig, None, {"high_score": TRACK_HIGH_SCORE_HELP})], panels=QUERY_PANELS
+)
 def query(
     source: str = typer.Argument(
         ..., help="Image, folder or glob of crops, video file, camera index (0) or stream URL."
@@ -200,30 +231,44 @@ def query(
     model: str = typer.Option(..., "--model", "-m", help=MODEL_HELP),
     gallery: str = typer.Option(..., "--gallery", "-g", help=GALLERY_HELP),
     every: int | None = typer.Option(
-        None, "--every", help=with_default("Keep one frame in N.", str(default_of(open_source, "every")))
+        None, "--every", help=with_default("Keep one frame in N.", str(default_of(open_source, "every"))),
+        rich_help_panel=SOURCE,
     ),
-    max_frames: int | None = typer.Option(None, "--max-frames", help="Stop after N kept frames."),
+    max_frames: int | None = typer.Option(
+        None, "--max-frames", help="Stop after N kept frames.", rich_help_panel=SOURCE
+    ),
     fps: float | None = typer.Option(
         None,
         "--fps",
         help="Frames a second of the source, which turns the tracker's times in seconds into frames "
         "(default: what the video or camera reports).",
+        rich_help_panel=SOURCE,
     ),
-    jsonl: Path | None = typer.Option(None, "--jsonl", help="Write one JSON object per detection here."),
+    jsonl: Path | None = typer.Option(
+        None, "--jsonl", help="Write one JSON object per detection here.", rich_help_panel=OUTPUT
+    ),
     save_video: Path | None = typer.Option(
-        None, "--save-video", help="Write the frames with boxes and labels (.mp4, .avi)."
+        None, "--save-video", help="Write the frames with boxes and labels (.mp4, .avi).", rich_help_panel=OUTPUT
     ),
-    save_crops: Path | None = typer.Option(None, "--save-crops", help="Save each crop under DIR/<identity>/."),
+    save_crops: Path | None = typer.Option(
+        None, "--save-crops", help="Save each crop under DIR/<identity>/.", rich_help_panel=OUTPUT
+    ),
     tracks: Path | None = typer.Option(
-        None, "--tracks", help="Write one JSON object per ended track here (videos, cameras, streams)."
+        None,
+        "--tracks",
+        help="Write one JSON object per ended track here (videos, cameras, streams).",
+        rich_help_panel=OUTPUT,
     ),
     mot: Path | None = typer.Option(
         None,
         "--mot",
         help="Write every tracked box here in MOTChallenge format (frame,id,x,y,w,h,score; frames from 1), "
         "for scoring against ground truth.",
+        rich_help_panel=OUTPUT,
     ),
-    json_out: Path | None = typer.Option(None, "--json", help="Also write the summary as JSON here."),
+    json_out: Path | None = typer.Option(
+        None, "--json", help="Also write the summary as JSON here.", rich_help_panel=OUTPUT
+    ),
     **options: Any,
 ) -> None:
     """Find enrolled people in images, a video, a camera or a stream."""
@@ -246,7 +291,10 @@ def query(
             jsonl, save_video, save_crops, fps, tracks, mot, config.tracker.min_boxes, gap, frame_step=media.every
         ) as outputs:
             recent: deque[FrameResult] = deque(maxlen=8)
-            with live_display(_live_view(recent, run.stats, media.expected_frames)) as live:
+            with live_display(
+                _live_view(recent, run.stats, media.expected_frames),
+                plain=lambda: _status_line(run.stats, media.expected_frames),
+            ) as live:
                 try:
                     for result in run:
                         outputs.write(result)
@@ -282,12 +330,16 @@ def _live_view(recent: deque[FrameResult], stats: QueryStats, expected: int | No
         labels = ", ".join(f"{d.label} {d.distance:.2f}" for d in result.detections) or "-"
         name = printable(Path(result.source).name)
         table.add_row(name, str(result.frame), str(len(result.detections)), printable(labels))
+    return Group(table, Text(_status_line(stats, expected)))
+
+
+def _status_line(stats: QueryStats, expected: int | None) -> str:
+    """The run so far in one line: frames, detections, named, unknown, tracks, rate."""
     total = f"/{expected}" if expected else ""
-    line = Text(
+    return (
         f"frames {stats.frames}{total}  detections {stats.detections}  named {stats.identified}  "
         f"unknown {stats.unknown}  tracks ended {stats.tracks}  dropped {stats.dropped}  {stats.fps:.1f} frames/s"
     )
-    return Group(table, line)
 
 
 def _print_summary(stats: QueryStats, threshold: float, threshold_source: str) -> None:
@@ -305,7 +357,7 @@ def _print_summary(stats: QueryStats, threshold: float, threshold_source: str) -
         console.print(f"dropped {stats.dropped} frames of the live source that the pipeline could not keep up with")
 
 
-gallery_app = typer.Typer(help="Inspect and maintain galleries.", no_args_is_help=True)
+gallery_app = CommandTyper(help="Inspect and maintain galleries.", no_args_is_help=True)
 
 
 @gallery_app.command("info")
@@ -341,15 +393,15 @@ def info(
             f"check: {summary['check']['files']} files verified, database {summary['check']['database']}, "
             f"{summary['check']['items']} items of {summary['check']['identities']} identities match the index"
             + ("" if summary["check"]["checksums"] else " (older format: no row checksums until its next write)"),
-            ["index", "queries", "recall@1", f"recall@{recall['k']}", "index q/s", "exact q/s"],
+            ["index", "queries", "Recall@1", f"Recall@{recall['k']}", "index q/s", "exact q/s"],
             [
                 [
                     recall["index"],
                     recall["queries"],
-                    recall["recall_at_1"],
-                    recall["recall_at_k"],
-                    recall["index_qps"],
-                    recall["exact_qps"],
+                    percent(recall["recall_at_1"]),
+                    percent(recall["recall_at_k"]),
+                    f"{recall['index_qps']:.0f}",
+                    f"{recall['exact_qps']:.0f}",
                 ]
             ],
         )
@@ -456,7 +508,7 @@ def reindex(
     console.print(
         f"{printable(store.folder)}: index is now {built} ({len(store)} items"
         f"{f' in {shards} shards' if shards > 1 else ''}); "
-        f"recall@1 {recall.recall_at_1:.4f} against exact search",
+        f"Recall@1 {percent(recall.recall_at_1)} against exact search",
         highlight=False,
         soft_wrap=True,
     )

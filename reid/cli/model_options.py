@@ -2,23 +2,41 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import typer
 
 from reid.cli.defaults import parse_size
 from reid.errors import ConfigError
-from reid.models import Preprocessing
 
+if TYPE_CHECKING:
+    from reid.models import Preprocessing
+
+# Their section of help.
+ONNX_FILE = "ONNX file"
 INPUT_SIZE_OPTION = typer.Option(
-    None, "--input-size", help="ONNX file: input HEIGHTxWIDTH, e.g. 256x128 (default: its card, else 256x128)."
+    None,
+    "--input-size",
+    help="ONNX file: input HEIGHTxWIDTH, e.g. 256x128 (default: its card, else 256x128).",
+    rich_help_panel=ONNX_FILE,
 )
 MEAN_OPTION = typer.Option(
-    None, "--mean", help="ONNX file: per-channel mean R,G,B on 0..1 (default: its card, else ImageNet's)."
+    None,
+    "--mean",
+    help="ONNX file: per-channel mean R,G,B on 0..1 (default: its card, else ImageNet's).",
+    rich_help_panel=ONNX_FILE,
 )
 STD_OPTION = typer.Option(
-    None, "--std", help="ONNX file: per-channel std R,G,B on 0..1 (default: its card, else ImageNet's)."
+    None,
+    "--std",
+    help="ONNX file: per-channel std R,G,B on 0..1 (default: its card, else ImageNet's).",
+    rich_help_panel=ONNX_FILE,
 )
 RGB_OPTION = typer.Option(
-    None, "--rgb/--bgr", help="ONNX file: channel order the model expects (default: its card, else RGB)."
+    None,
+    "--rgb/--bgr",
+    help="ONNX file: channel order the model expects (default: its card, else RGB).",
+    rich_help_panel=ONNX_FILE,
 )
 
 
@@ -40,6 +58,8 @@ def preprocessing_from_flags(
     input_size: str | None, mean: str | None, std: str | None, rgb: bool | None
 ) -> Preprocessing | None:
     """The flags as a Preprocessing override, or None when none was given."""
+    from reid.models import Preprocessing
+
     preprocessing = Preprocessing(
         input_size=None if input_size is None else parse_size(input_size),
         mean=None if mean is None else _triple("--mean", mean),

@@ -8,7 +8,7 @@ from typing import Optional
 import typer
 from rich.progress import BarColumn, DownloadColumn, Progress, TextColumn, TransferSpeedColumn
 
-from reid.cli.common import console, err_console, handle_errors, print_table, write_json
+from reid.cli.common import CommandTyper, console, err_console, handle_errors, print_table, write_json
 from reid.errors import ConfigError
 from reid.models.formats import NAMED_FORMATS
 from reid.models.imports import import_model
@@ -24,7 +24,7 @@ from reid.models.registry import (
 )
 from reid.text import printable
 
-models_app = typer.Typer(
+models_app = CommandTyper(
     help="Pretrained artefacts: list them, show one, fetch them into the cache, add files you bring, show where they are.",
     no_args_is_help=True,
 )
@@ -71,29 +71,25 @@ class _PlainBar:
         err_console.print(f"downloaded {printable(self._name)} ({self.total:,} bytes)", soft_wrap=True)
 
 
-def _hash_text(artefact: Artefact) -> str:
+def _size(artefact: Artefact) -> str:
+    """The artefact's size in MB: its published files', else its cached file's; ``-`` when
+    neither is known."""
     if artefact.files:
-        digests = [f.digest for f in artefact.files if f.digest]
-        if not digests:
-            return "not published (first file checked, then recorded)"
-        algorithm, _, digest = digests[0].partition(":")
-        more = f" (+{len(digests) - 1} file{'s' if len(digests) > 2 else ''})" if len(digests) > 1 else ""
-        return f"{algorithm} {digest[:12]}…{more}"
-    sha256 = artefact.sha256
-    if not sha256:
-        return "not published (first file checked, then recorded)"
-    return f"{sha256[:12]}…" if len(sha256) == 64 else f"{sha256} (prefix)"
+        sizes = [f.size for f in artefact.files]
+        return f"{sum(sizes) / 1e6:.1f} MB" if all(sizes) else "-"
+    path = artefact_path(artefact)
+    return f"{path.stat().st_size / 1e6:.1f} MB" if path.is_file() else "-"
 
 
 @models_app.command("list")
 @handle_errors
 def list_command(json_file: Optional[Path] = typer.Option(None, "--json", help="Also write the registry as JSON.")) -> None:
-    """Every known artefact: task, origin, hash, licence and whether it is cached (`reid models show NAME` says more)."""
-    rows = [
-        [a.name, a.kind, a.where, _hash_text(a), a.licence, cache_state(a)]
-        for a in ARTEFACTS.values()
-    ]
-    print_table("pretrained artefacts", ["name", "kind", "from", "sha256", "licence", "cached"], rows)
+    """One line per model: name, task, size, cached or not (`reid models show NAME` says the rest)."""
+    print_table(
+        "pretrained models (details: reid models show NAME)",
+        ["name", "task", "size", "cached"],
+        [[a.name, a.kind, _size(a), cache_state(a)] for a in ARTEFACTS.values()],
+    )
     if json_file:
         write_json(json_file, [
             {"name": a.name, "kind": a.kind, "architecture": a.architecture, "source": a.source, "from": a.origin,
@@ -119,14 +115,18 @@ def _described(artefact: Artefact) -> list[tuple[str, str]]:
     height, width = artefact.input_size
     rows = [
         ("name", artefact.name),
+        ("architecture", artefact.architecture),
         ("task", artefact.kind),
         ("runtime", artefact.runtime),
         ("description", artefact.description),
         ("licence", artefact.licence),
         ("from", artefact.origin),
+        ("size", _size(artefact)),
         ("input", f"{height}x{width} (height x width), {artefact.channel_order.upper()}, pixels {pixels}"),
         ("cached", f"{cache_state(artefact)} ({artefact_path(artefact).parent if artefact.files else artefact_path(artefact)})"),
     ]
+    if not artefact.files:
+        rows.append(("sha256", artefact.sha256 or "not published (the first file accepted is recorded)"))
     rows += [(f"published {key}", f"{value:g}") for key, value in artefact.metrics]
     for published in artefact.files:
         size = f"{published.size:,} bytes" if published.size else "size not published"

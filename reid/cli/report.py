@@ -3,16 +3,17 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any, Optional
+from typing import TYPE_CHECKING, Any, Optional
 
 import typer
 
-from reid.cli.common import console, handle_errors, print_table, write_json
-from reid.engine.report import model_report
-from reid.models.card import ModelCard
+from reid.cli.common import RANKING, console, handle_errors, percent, print_table, write_json
 from reid.text import printable
 
-RANKING_KEYS = (("rank1", "Rank-1"), ("rank5", "Rank-5"), ("rank10", "Rank-10"), ("mAP", "mAP"), ("mINP", "mINP"))
+# The engine is imported when the command runs, never to print help.
+if TYPE_CHECKING:
+    from reid.models.card import ModelCard
+
 EPOCH_KEYS = (("epoch", "epoch"), ("step", "step"), ("loss", "loss"), ("ce", "cross-entropy"), ("metric", "metric loss"),
               ("lr", "learning rate"), ("images_per_second", "images/s"))
 
@@ -52,6 +53,8 @@ def report_command(
     json_file: Optional[Path] = typer.Option(None, "--json", help="Also write the report as JSON."),
 ) -> None:
     """Print a model's card, its training recipe and its last figures; draw curves.png if it is missing."""
+    from reid.engine.report import model_report
+
     report = model_report(model)
     if report.card is not None:
         print_table(f"model card ({report.folder})", ["field", "value"], card_rows(report.card))
@@ -72,7 +75,7 @@ def report_command(
     metrics = report.metrics
     if metrics:
         print_table("ranking (Market-1501 protocol)", ["metric", "value"],
-                    [[label, figure(metrics[key], ".2%")] for key, label in RANKING_KEYS if key in metrics])
+                    [[label, percent(metrics[key])] for key, label in RANKING if key in metrics])
     if report.curves is not None:
         console.print(f"curves: {printable(report.curves)}" + (" (drawn now)" if report.curves_written else ""), highlight=False)
     else:

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import typer
 
-from reid.cli.common import console, handle_errors, print_table, printable
+from reid.cli.common import CommandTyper, console, handle_errors, print_table, printable
 from reid.cli.defaults import given, with_default
 from reid.errors import ConfigError
 from reid.gallery.catalogue import gallery_uid
@@ -15,8 +15,8 @@ from reid.serve.keys import SCOPES, KeyStore, new_admin_key
 
 CONFIG_HELP = "serve.yaml: root, models, galleries (model, detect, detector, no_face, threshold, top_k), limits; options override it."
 
-serve_app = typer.Typer(help="Serve galleries over HTTP (FastAPI + uvicorn); see docs/serve.md.", no_args_is_help=False)
-keys_app = typer.Typer(help="Per-gallery API keys (stored hashed in the keys file).", no_args_is_help=True)
+serve_app = CommandTyper(help="Serve galleries over HTTP (FastAPI + uvicorn); see docs/serve.md.", no_args_is_help=False)
+keys_app = CommandTyper(help="Per-gallery API keys (stored hashed in the keys file).", no_args_is_help=True)
 serve_app.add_typer(keys_app, name="keys")
 
 

@@ -3,14 +3,15 @@
 from __future__ import annotations
 
 import contextlib
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any, Optional
 
 import typer
-from rich.progress import Progress, TextColumn
+from rich.progress import TextColumn
 
-from reid.cli.common import console, err_console, handle_errors, make_progress, print_table, write_json
+from reid.cli.common import RANKING, PlainProgress, console, duration, err_console, handle_errors, make_progress, percent, print_table, write_json
 from reid.cli.defaults import config_overrides, with_config_options
 from reid.engine import StepInfo, TrainCallbacks, TrainConfig, train
 from reid.engine.config import CONFIG_FILE, resolve_config
@@ -20,13 +21,12 @@ from reid.engine.history import CURVES_FILE, HISTORY_FILE
 from reid.paths import check_output_file
 from reid.text import printable
 
-METRIC_KEYS = ("rank1", "rank5", "rank10", "mAP", "mINP")
 
 
 @contextlib.contextmanager
 def training_progress(quiet: bool) -> Iterator[TrainCallbacks]:
     """Callbacks that drive one rich bar over all steps, plus a bar for evaluation."""
-    progress: Progress = make_progress(TextColumn("{task.fields[status]}"))
+    progress = make_progress(TextColumn("{task.fields[status]}"))
     state: dict[str, Any] = {}
 
     def on_start(info: dict[str, Any]) -> None:
@@ -71,8 +71,41 @@ def training_progress(quiet: bool) -> Iterator[TrainCallbacks]:
     if quiet:
         yield TrainCallbacks()
         return
+    if isinstance(progress, PlainProgress):
+        # Off a terminal (| tee, nohup, CI) a bar redrawn in place reaches the log only as
+        # its last state: one plain line per epoch instead.
+        epochs = EpochLines()
+        with progress:
+            yield TrainCallbacks(on_start=on_start, on_step=epochs.step, on_epoch=epochs.line, on_eval_progress=on_eval)
+        return
     with progress:
         yield TrainCallbacks(on_start=on_start, on_step=on_step, on_eval_progress=on_eval)
+
+
+class EpochLines:
+    """One line on stderr per epoch: ``epoch 3/10: loss 2.345 (ce 1.234, metric 1.111),
+    lr 3.50e-04, 812 images/s, 24 s, ETA 2 min 48 s`` (the ETA from the epochs' mean time)."""
+
+    def __init__(self) -> None:
+        self.epochs: int | None = None
+        self.first_epoch: int | None = None
+        self.started = time.monotonic()
+
+    def step(self, step: StepInfo) -> None:
+        if self.first_epoch is None:
+            self.epochs, self.first_epoch, self.started = step.epochs, step.epoch, time.monotonic()
+
+    def line(self, epoch: int, entry: dict[str, Any]) -> None:
+        elapsed = time.monotonic() - self.started
+        epochs = self.epochs or epoch + 1
+        done = epoch + 1 - (self.first_epoch or 0)
+        left = epochs - epoch - 1
+        eta = f", ETA {duration(elapsed / max(done, 1) * left)}" if left > 0 else ""
+        err_console.print(
+            f"epoch {epoch + 1}/{epochs}: loss {entry['loss']:.3f} (ce {entry['ce']:.3f}, metric {entry['metric']:.3f}), "
+            f"lr {entry['lr']:.2e}, {entry['images_per_second']:.0f} images/s, {duration(elapsed)}{eta}",
+            soft_wrap=True,
+        )
 
 
 def computed_on_line(split: dict[str, Any]) -> str:
@@ -88,7 +121,10 @@ def computed_on_line(split: dict[str, Any]) -> str:
 
 
 def metric_row(label: str, metrics: dict[str, Any]) -> list[Any]:
-    return [label, *(metrics[k] for k in METRIC_KEYS), metrics.get("num_valid_queries", "")]
+    return [label, *(percent(metrics[key]) for key, _ in RANKING), metrics.get("num_valid_queries", "")]
+
+
+METRIC_COLUMNS = [name for _, name in RANKING]
 
 
 def print_recipe(config: TrainConfig) -> None:
@@ -96,15 +132,29 @@ def print_recipe(config: TrainConfig) -> None:
     typer.echo(config.to_yaml(), nl=False)
 
 
+# The sections of train's help (and demo's), each option by its key; the rest under "Options".
+TRAIN_PANELS: dict[str, tuple[str, ...]] = {
+    "Data": ("data", "input_size", "p", "k", "kind", "no_face"),
+    "Network": ("architecture", "pretrained", "pooling", "last_stride", "embedding_dim"),
+    "Optimisation": (
+        "epochs", "max_steps", "optimizer", "lr", "weight_decay", "momentum", "warmup_epochs", "schedule",
+        "milestones", "gamma", "grad_clip", "amp", "seed", "ce_weight", "label_smoothing", "metric_loss",
+        "metric_options", "metric_weight",
+    ),
+    "Output": ("out", "name", "eval_every", "eval_batch_size", "resume", "overwrite", "tensorboard"),
+    "Machine": ("device", "threads", "sync_bn", "gather_embeddings"),
+}  # fmt: skip
+RECIPE = "Recipe"
+
 CONFIG_HELP = "YAML recipe (the keys --print-config prints); options given on the command line override it."
 PRINT_CONFIG_HELP = "Print the effective config (defaults, then --config, then options) as YAML and exit."
 
 
 @handle_errors
-@with_config_options(TrainConfig)
+@with_config_options(TrainConfig, panels=TRAIN_PANELS)
 def train_command(
-    config_file: Optional[Path] = typer.Option(None, "--config", help=CONFIG_HELP),
-    print_config: bool = typer.Option(False, "--print-config", help=PRINT_CONFIG_HELP),
+    config_file: Optional[Path] = typer.Option(None, "--config", help=CONFIG_HELP, rich_help_panel=RECIPE),
+    print_config: bool = typer.Option(False, "--print-config", help=PRINT_CONFIG_HELP, rich_help_panel=RECIPE),
     json_file: Optional[Path] = typer.Option(None, "--json", help="Write the training summary as JSON."),
     quiet: bool = typer.Option(False, "--quiet", help="No progress bar."),
     **options: Any,
@@ -137,7 +187,7 @@ def train_command(
     if config.tensorboard is not None:
         console.print(f"TensorBoard event files in {printable(config.tensorboard)}", highlight=False)
     if last.get("eval"):
-        print_table("evaluation (Market-1501 protocol)", ["model", *METRIC_KEYS, "valid queries"], [metric_row(str(result.model_dir), last["eval"])])
+        print_table("evaluation (Market-1501 protocol)", ["model", *METRIC_COLUMNS, "valid queries"], [metric_row(str(result.model_dir), last["eval"])])
         console.print(computed_on_line(last["eval"].get("computed_on") or {}), highlight=False)
     if json_file:
         write_json(json_file, {
@@ -155,10 +205,10 @@ DEMO_KEYS = ("out", "data", "epochs", "p", "k", "threads")
 
 
 @handle_errors
-@with_config_options(TrainConfig, DEMO_HELP_RECIPE, DEMO_KEYS)
+@with_config_options(TrainConfig, DEMO_HELP_RECIPE, DEMO_KEYS, panels=TRAIN_PANELS)
 def demo_command(
-    config_file: Optional[Path] = typer.Option(None, "--config", help=CONFIG_HELP),
-    print_config: bool = typer.Option(False, "--print-config", help=PRINT_CONFIG_HELP),
+    config_file: Optional[Path] = typer.Option(None, "--config", help=CONFIG_HELP, rich_help_panel=RECIPE),
+    print_config: bool = typer.Option(False, "--print-config", help=PRINT_CONFIG_HELP, rich_help_panel=RECIPE),
     json_file: Optional[Path] = typer.Option(None, "--json", help="Write {untrained, trained, seconds} as JSON."),
     quiet: bool = typer.Option(False, "--quiet", help="No progress bar."),
     **options: Any,
@@ -176,7 +226,7 @@ def demo_command(
         result = run_demo(config, callbacks)
     print_table(
         "reid demo: synthetic person set, Market-1501 protocol (AP = mean precision at each true match)",
-        ["encoder", *METRIC_KEYS, "valid queries"],
+        ["encoder", *METRIC_COLUMNS, "valid queries"],
         [metric_row("untrained", result.untrained.to_dict()), metric_row("trained", result.trained.to_dict())],
     )
     console.print(computed_on_line(result.computed_on), highlight=False)

@@ -3,20 +3,23 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 import typer
 from rich.text import Text
 
 from reid.cli.common import console, detector_option, handle_errors, make_progress, print_table, printable, write_json
-from reid.cli.defaults import default_of, given, with_default
+from reid.cli.defaults import given, with_config_options, with_default
 from reid.cli.model_options import INPUT_SIZE_OPTION, MEAN_OPTION, RGB_OPTION, STD_OPTION, preprocessing_from_flags
 from reid.decision import FAR_HELP, THRESHOLD_HELP, check_far
 from reid.errors import ConfigError
-from reid.evaluation import VerificationResult, read_pairs
-from reid.evaluation.plots import write_verification_plots
-from reid.models import Preprocessing, load_card, load_encoder
-from reid.pipeline import PairScores, calibrate_model, compare_images, model_folder, photo_rule, verify_pairs
-from reid.pipeline.subject import DETECT_HELP, NO_FACE_HELP
+from reid.photos import NO_FACE_HELP, CalibrateConfig, PairConfig, PhotoConfig
+
+# The engine is imported when a command runs, never to print help.
+if TYPE_CHECKING:
+    from reid.evaluation import VerificationResult
+    from reid.models import Preprocessing
+    from reid.pipeline import PairScores
 
 MODEL_HELP = "Model folder, or a model's name under models/."
 ENCODER_HELP = "Model folder, a model's name under models/, an .onnx file, a ready-made face encoder (sface, dlib-face), or a published Re-ID model by name (`reid models list`)."
@@ -24,17 +27,20 @@ FACE_DETECTOR_HELP = "Face detector for the crops: haar (default for --detect fa
 PAIRS_HELP = "Pair file: LFW pairs.txt, or CSV lines 'path_a,path_b,label' (label 1 same, 0 different)."
 ROOT_HELP = "Folder the pair file's paths are relative to (default: the pair file's folder)."
 VERIFY_NO_FACE_HELP = NO_FACE_HELP + " With --pairs a skipped photo's pairs count as unscored; two images: skip is an error."
+# The sections of the help of verify and calibrate; the rest under "Options".
+PAIRS, PHOTOS, DECISION = "Pair file", "Photos", "Decision"
+PHOTO_HELPS = {"no_face": with_default(VERIFY_NO_FACE_HELP, PhotoConfig.no_face)}
 SHOWN_FAILURES = 5
 
 
 def threshold_option(default_text: str) -> float | None:
     """A ``--threshold DISTANCE`` option; ``default_text`` says what applies without it."""
-    return typer.Option(None, "--threshold", help=f"{THRESHOLD_HELP} Default: {default_text}.")
+    return typer.Option(None, "--threshold", help=f"{THRESHOLD_HELP} Default: {default_text}.", rich_help_panel=DECISION)
 
 
 def far_option() -> float | None:
     """A ``--far RATE`` option (a fraction in (0, 1))."""
-    return typer.Option(None, "--far", help=FAR_HELP)
+    return typer.Option(None, "--far", help=FAR_HELP, rich_help_panel=DECISION)
 
 
 def _report_skipped(scores: PairScores) -> None:
@@ -75,6 +81,11 @@ def _verify_pair_file(
     plot: Path | None,
     preprocessing: Preprocessing | None,
 ) -> None:
+    from reid.evaluation import read_pairs
+    from reid.evaluation.plots import write_verification_plots
+    from reid.models import load_encoder
+    from reid.pipeline import photo_rule, verify_pairs
+
     encoder = load_encoder(model, preprocessing=preprocessing)
     pair_set = read_pairs(pairs, root)
     subject = photo_rule(**crop, aligned_face_size=encoder.aligned_face_size, kind=encoder.card.kind)
@@ -96,7 +107,7 @@ def _verify_pair_file(
         ["ROC AUC", f"{result.auc:.4f}"],
         ["EER", f"{result.eer:.2%}"],
     ]
-    rows += [[f"TAR @ FAR={far:g}", f"{tar:.2%}"] for far, tar in result.tar_at_far.items()]
+    rows += [[f"TAR@FAR={far:g}", f"{tar:.2%}"] for far, tar in result.tar_at_far.items()]
     rows += [
         ["best-accuracy threshold", f"{result.threshold:.4f}"],
         ["pairs", f"{result.num_pairs} ({result.num_genuine} genuine, {result.num_impostor} impostor)"],
@@ -124,46 +135,37 @@ def _verify_pair_file(
 
 
 @handle_errors
+@with_config_options(PairConfig, panels={PAIRS: ("folds",), PHOTOS: ("detect", "no_face")}, more=[(PhotoConfig, None, PHOTO_HELPS)])
 def verify_command(
     image_a: Path | None = typer.Argument(None, help="First image (with IMAGE_B; or use --pairs)."),
     image_b: Path | None = typer.Argument(None, help="Second image."),
     model: str = typer.Option(..., "--model", "-m", help=ENCODER_HELP),
     threshold: float | None = threshold_option("the model card's calibrated one"),
     far: float | None = far_option(),
-    pairs: Path | None = typer.Option(None, "--pairs", help=PAIRS_HELP),
-    root: Path | None = typer.Option(None, "--root", help=ROOT_HELP),
-    folds: int | None = typer.Option(
-        None,
-        "--folds",
-        help=with_default(
-            "Folds for a CSV pair file (LFW's pairs.txt brings its own).", str(default_of(verify_pairs, "folds"))
-        ),
-    ),
-    detect: str | None = typer.Option(None, "--detect", help=with_default(DETECT_HELP, default_of(photo_rule, "detect"))),
-    detector: str | None = detector_option(FACE_DETECTOR_HELP),
-    no_face: str | None = typer.Option(
-        None, "--no-face", help=with_default(VERIFY_NO_FACE_HELP, default_of(photo_rule, "no_face"))
-    ),
-    batch_size: int | None = typer.Option(
-        None,
-        "--batch-size",
-        help=with_default("Images per encoder batch.", str(default_of(verify_pairs, "batch_size"))),
-    ),
-    json_file: Path | None = typer.Option(None, "--json", help="Also write the result to this JSON file."),
+    pairs: Path | None = typer.Option(None, "--pairs", help=PAIRS_HELP, rich_help_panel=PAIRS),
+    root: Path | None = typer.Option(None, "--root", help=ROOT_HELP, rich_help_panel=PAIRS),
     plot: Path | None = typer.Option(
-        None, "--plot", help="With --pairs: write roc.png and distance_histogram.png here."
+        None, "--plot", help="With --pairs: write roc.png and distance_histogram.png here.", rich_help_panel=PAIRS
     ),
+    detector: str | None = detector_option(FACE_DETECTOR_HELP, panel=PHOTOS),
+    json_file: Path | None = typer.Option(None, "--json", help="Also write the result to this JSON file."),
     input_size: str | None = INPUT_SIZE_OPTION,
     mean: str | None = MEAN_OPTION,
     std: str | None = STD_OPTION,
     rgb: bool | None = RGB_OPTION,
+    **options: Any,
 ) -> None:
     """Are two images the same identity?  Or, with --pairs, LFW-style verification metrics."""
+    from reid.models import load_encoder
+    from reid.pipeline import compare_images, photo_rule
+
     preprocessing = preprocessing_from_flags(input_size, mean, std, rgb)
-    crop = given(detect=detect, detector=detector, no_face=no_face)
+    no_face = options.get("no_face")
+    crop = given(detect=options.get("detect"), detector=detector, no_face=no_face)
     if pairs is not None:
         if image_a is not None:
             raise ConfigError("give either two images or --pairs FILE, not both")
+        folds, batch_size = options.get("folds"), options.get("batch_size")
         _verify_pair_file(model, pairs, root or pairs.parent, folds, crop, batch_size, json_file, plot, preprocessing)
         return
     if image_a is None or image_b is None:
@@ -208,37 +210,31 @@ def verify_command(
 
 
 @handle_errors
+@with_config_options(CalibrateConfig, panels={PHOTOS: ("detect", "no_face")}, more=[(PhotoConfig, None, PHOTO_HELPS)])
 def calibrate_command(
     model: str = typer.Option(..., "--model", "-m", help=MODEL_HELP),
     pairs: Path = typer.Option(..., "--pairs", help=PAIRS_HELP),
     root: Path | None = typer.Option(None, "--root", help=ROOT_HELP),
-    far: float | None = typer.Option(
-        None,
-        "--far",
-        help=with_default("Target false accept rate.", f"{default_of(calibrate_model, 'target_far'):g}"),
-    ),
     best_accuracy: bool = typer.Option(False, "--best-accuracy", help="Choose the threshold of best accuracy instead."),
-    detect: str | None = typer.Option(None, "--detect", help=with_default(DETECT_HELP, default_of(photo_rule, "detect"))),
-    detector: str | None = detector_option(FACE_DETECTOR_HELP),
-    no_face: str | None = typer.Option(
-        None, "--no-face", help=with_default(VERIFY_NO_FACE_HELP, default_of(photo_rule, "no_face"))
-    ),
-    batch_size: int | None = typer.Option(
-        None,
-        "--batch-size",
-        help=with_default("Images per encoder batch.", str(default_of(calibrate_model, "batch_size"))),
-    ),
+    detector: str | None = detector_option(FACE_DETECTOR_HELP, panel=PHOTOS),
     json_file: Path | None = typer.Option(None, "--json", help="Also write the choice to this JSON file."),
+    **options: Any,
 ) -> None:
     """Choose the model's verification threshold (a Euclidean distance between unit embeddings, in
     (0, 2]) on labelled pairs and write it into its card, with its impostor distance quantiles (for --far)."""
+    from reid.models import load_card
+    from reid.pipeline import calibrate_model, model_folder, photo_rule
+
+    far, no_face, batch_size = options.get("far"), options.get("no_face"), options.get("batch_size")
     if best_accuracy and far is not None:
         raise ConfigError("give --far or --best-accuracy, not both")
-    target = None if best_accuracy else (default_of(calibrate_model, "target_far") if far is None else far)
+    target = None if best_accuracy else (CalibrateConfig.far if far is None else far)
     # The threshold is chosen on the crops the model is given: aligned chips when its card asks.
     card = load_card(model_folder(model))
     subject = photo_rule(
-        **given(detect=detect, detector=detector, no_face=no_face), aligned_face_size=card.aligned_face_size, kind=card.kind
+        **given(detect=options.get("detect"), detector=detector, no_face=no_face),
+        aligned_face_size=card.aligned_face_size,
+        kind=card.kind,
     )
     with make_progress() as progress:
         task = progress.add_task("embedding", total=None)

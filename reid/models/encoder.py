@@ -17,10 +17,9 @@ import torch
 
 from reid.errors import ConfigValueError, DataError, ModelError
 from reid.models.card import ModelCard
-
 # What to do with a photo in which a face model finds no face: embed the whole image,
 # skip it (counted and named), or stop with an error naming it.
-NO_FACE_CHOICES = ("whole", "skip", "error")
+from reid.photos import NO_FACE_CHOICES
 
 
 @dataclass

@@ -14,6 +14,7 @@ from reid.evaluation.verification import ThresholdChoice, choose_threshold
 from reid.models.card import CARD_FILE, load_card, save_card, verify_card
 from reid.models.folder import load_encoder, resolve_model_path
 from reid.pipeline.embed import PairScores, ProgressFn, score_pairs
+from reid.photos import CalibrateConfig
 from reid.pipeline.subject import SubjectRule
 
 
@@ -53,8 +54,8 @@ def calibrate_model(
     pairs_file: str | Path,
     root: str | Path,
     *,
-    target_far: float | None = 1e-3,
-    batch_size: int = 64,
+    target_far: float | None = CalibrateConfig.far,
+    batch_size: int = CalibrateConfig.batch_size,
     on_progress: ProgressFn | None = None,
     subject: SubjectRule | None = None,
     no_face: str = "skip",

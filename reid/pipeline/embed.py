@@ -25,6 +25,7 @@ from reid.evaluation.pairs import PairSet
 from reid.evaluation.ranking import RankingResult, evaluate_features
 from reid.evaluation.verification import VerificationResult, verification_metrics
 from reid.models.encoder import Encoder, embed_images
+from reid.photos import EvalConfig, PairConfig
 from reid.pipeline.subject import SubjectRule
 
 ProgressFn = Callable[[int, int], None]
@@ -148,7 +149,7 @@ def evaluate_encoder(
     query_records: Sequence[ImageRecord],
     gallery_records: Sequence[ImageRecord],
     *,
-    batch_size: int = 64,
+    batch_size: int = EvalConfig.batch_size,
     rerank: bool = False,
     max_rank: int = 50,
     chunk_size: int | None = None,
@@ -282,8 +283,8 @@ def verify_pairs(
     encoder: Encoder,
     pair_set: PairSet,
     *,
-    folds: int = 10,
-    batch_size: int = 64,
+    folds: int = PairConfig.folds,
+    batch_size: int = PairConfig.batch_size,
     on_progress: ProgressFn | None = None,
     subject: SubjectRule | None = None,
     no_face: str = "skip",

@@ -41,6 +41,7 @@ from reid.detect import Box, Detector
 from reid.errors import ConfigError, DataError
 from reid.models.encoder import NO_FACE_CHOICES, Encoder, embed_images
 from reid.options import check_fields
+from reid.photos import BatchSize
 from reid.pipeline.frames import FrameCrops, frame_crops, margin_for
 from reid.pipeline.live import FramePipeline
 from reid.pipeline.sources import Frame, MediaSource
@@ -52,8 +53,6 @@ from reid.track import Observation, Track, Tracker, TrackerConfig
 MAX_PENDING_FRAMES = 16
 
 
-# Crops embedded together: a batch beyond this would allocate without bound.
-BatchSize = Annotated[int, Field(ge=1, le=4096)]
 # One of N of a track's crops embedded.
 EmbedEvery = Annotated[int, Field(ge=1, le=1_000_000)]
 

@@ -34,24 +34,17 @@ from reid.detect import (
 )
 from reid.detect.base import Box, Detection, largest_detection
 from reid.errors import ConfigError, ConfigValueError, DataError
-from reid.models.encoder import NO_FACE_CHOICES, Encoder
+from reid.models.encoder import Encoder
+# The --detect choices and the help of --detect and --no-face live with their config fields;
+# the help is named here too, where the rule that reads them is.
+from reid.photos import DETECT_CHOICES, NO_FACE_CHOICES, PhotoConfig
+from reid.photos import DETECT_HELP as DETECT_HELP, NO_FACE_HELP as NO_FACE_HELP
 from reid.pipeline.frames import ChooseCrop
 
 # What happens to a photo in which the detector finds nobody: the --no-face choices, which
 # also say what happens to a photo a face encoder refuses.
 NONE_FOUND = NO_FACE_CHOICES
 PICKS = ("largest", "all")
-# Where crops come from, for every command (--detect).
-DETECT_CHOICES = ("auto", "person", "face", "none")
-DETECT_HELP = (
-    "auto: photos whole (cut to the aligned chip of their largest face when the model's card asks "
-    "for aligned faces), video frames through the model's kind of detector; person or face: that "
-    "detector on photos too (the largest is used; query and check-in answer each); none: everything whole."
-)
-NO_FACE_HELP = (
-    "A photo in which the detector (or a face model) finds no face or person: whole (take the "
-    "whole photo), skip (leave it out, counted and named), error (stop with one line naming it)."
-)
 # --detector: the names it takes, and what runs when it is not given (each kind's default).
 DETECTOR_NAMES_HELP = (
     f"Detector: {', '.join(detector_names('person'))} (people), {', '.join(detector_names('face'))} (faces)."
@@ -60,7 +53,6 @@ DETECTOR_DEFAULT_TEXT = (
     f"for people the first present of {', '.join(DEFAULT_DETECTORS['person'])}, else {FALLBACK_DETECTORS['person']}; "
     f"{DEFAULT_DETECTORS['face'][0]} for faces"
 )
-DETECTOR_HELP = f"{DETECTOR_NAMES_HELP[:-1]}; default {DETECTOR_DEFAULT_TEXT}."
 # The face detector that gives the five landmarks aligned chips are cut by.
 ALIGNING_FACE_DETECTOR = "yunet"
 
@@ -186,9 +178,9 @@ def check_detect(detect: str, no_face: str = "skip", detector: str | None = None
 
 
 def photo_rule(
-    detect: str = "auto",
+    detect: str = PhotoConfig.detect,
     detector: str | None = None,
-    no_face: str = "skip",
+    no_face: str = PhotoConfig.no_face,
     aligned_face_size: tuple[int, int] | None = None,
     margin: float | None = None,
     pick: str | ChooseCrop = "largest",

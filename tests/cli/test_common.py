@@ -91,3 +91,83 @@ def test_handle_errors_names_an_option_only_when_it_was_given() -> None:
     assert runner.invoke(cli, ["--device", "cuda:9"]).output.strip() == "error: --device cuda:9: this machine has no such device"
     # The default came from the library, not from the user: it is named by its key.
     assert runner.invoke(cli, []).output.strip() == "error: device cuda:7: this machine has no such device"
+
+
+def _console(monkeypatch, name: str, terminal: bool, width: int = 80):
+    """Swap the module's console ``name`` for one writing to a buffer, a terminal or not."""
+    import io
+
+    from rich.console import Console
+
+    import reid.cli.common as common
+
+    buffer = io.StringIO()
+    console = Console(file=buffer, force_terminal=terminal, width=width, markup=False, highlight=False, soft_wrap=True)
+    monkeypatch.setattr(common, name, console)
+    return buffer
+
+
+def test_a_table_off_a_terminal_is_plain_columns_one_line_a_row(monkeypatch, capsys) -> None:
+    from reid.cli.common import print_table
+
+    _console(monkeypatch, "console", terminal=False)
+    long_name = "osnet_ain_x1_0.msmt17-combined-all-the-cameras"
+    print_table("models", ["name", "task", "size"], [[long_name, "person-reid", "8.7 MB"], ["r18", "imagenet-backbone", "-"]])
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[0] == "models" and lines[1].split() == ["name", "task", "size"]
+    assert set(lines[2].replace(" ", "")) == {"-"}
+    assert lines[3].split() == [long_name, "person-reid", "8.7", "MB"] and lines[4].split() == ["r18", "imagenet-backbone", "-"]
+    assert not any(c in "".join(lines) for c in "│┃━─…")
+
+
+def test_a_table_on_a_narrow_terminal_breaks_no_word_inside(monkeypatch) -> None:
+    from reid.cli.common import print_table
+
+    buffer = _console(monkeypatch, "console", terminal=True, width=80)
+    words = ["imagenet-backbone", "MIT-licence-of-torchvision", "person-reid-market1501"]
+    print_table("t", ["name", "kind", "from", "licence", "cached", "size"], [["resnet50.imagenet", *words, "yes", "97.8 MB"]])
+    shown = buffer.getvalue()
+    for word in ["resnet50.imagenet", *words]:
+        assert word in shown, (word, shown)
+
+
+def test_figures_are_named_as_the_field_names_them_in_percent() -> None:
+    from reid.cli.common import RANKING, percent
+
+    assert [name for _, name in RANKING] == ["Rank-1", "Rank-5", "Rank-10", "mAP", "mINP"]
+    assert percent(0.27912) == "27.91%" and percent(1) == "100.00%" and percent("n/a") == "n/a"
+
+
+def test_plain_progress_prints_a_line_when_a_task_ends_and_at_most_every_interval(monkeypatch) -> None:
+    import reid.cli.common as common
+
+    buffer = _console(monkeypatch, "err_console", terminal=False)
+    with common.make_progress() as progress:
+        assert isinstance(progress, common.PlainProgress)
+        task = progress.add_task("embedding", total=4)
+        for _ in range(4):
+            progress.advance(task)
+    lines = buffer.getvalue().splitlines()
+    # Four steps well within the interval: one line, at the end.
+    assert len(lines) == 1 and lines[0].startswith("embedding 4/4 (100%)"), lines
+    monkeypatch.setattr(common, "PLAIN_SECONDS", 0.0)
+    with common.make_progress() as progress:
+        task = progress.add_task("enrol", total=3)
+        progress.update(task, completed=1)
+    assert buffer.getvalue().splitlines()[1].startswith("enrol 1/3 (33%)")
+
+
+def test_a_live_view_off_a_terminal_ends_with_its_plain_line(monkeypatch) -> None:
+    import reid.cli.common as common
+
+    buffer = _console(monkeypatch, "err_console", terminal=False)
+    frames = iter(range(1, 100))
+    with common.live_display("a table", plain=lambda: f"frames {next(frames)}") as live:
+        live.update("another table")
+    assert buffer.getvalue() == "frames 1\n"
+
+
+def test_durations_read_as_people_write_them() -> None:
+    from reid.cli.common import duration
+
+    assert [duration(s) for s in (0.4, 42, 185, 7620)] == ["0 s", "42 s", "3 min 05 s", "2 h 07 min"]

@@ -110,7 +110,7 @@ def test_verify_pairs_on_orl_faces(tmp_path, model, orl_faces):
     result = run("verify", "--pairs", orl_csv(tmp_path), "--root", orl_faces, "--model", model,
                  "--json", tmp_path / "v.json", "--plot", tmp_path / "plots", "--folds", "4")
     assert result.exit_code == 0, result.output
-    assert "accuracy (4-fold" in result.output and "TAR @ FAR=0.001" in result.output
+    assert "accuracy (4-fold" in result.output and "TAR@FAR=0.001" in result.output
     assert "genuine" in result.output and "impostor" in result.output
     figures = json.loads((tmp_path / "v.json").read_text())
     assert figures["num_pairs"] == 48 and figures["num_genuine"] == 24

@@ -195,7 +195,7 @@ def test_reindex_and_check_table(tmp_path: Path, models: tuple[Path, Path]) -> N
     code, out = invoke("gallery", "reindex", gallery, "--index", "hnsw")
     assert code == 0 and "index is now hnsw (6 items)" in out
     code, out = invoke("gallery", "info", gallery, "--check")
-    assert code == 0 and "recall@1" in out and "hnsw" in out
+    assert code == 0 and "Recall@1" in out and "hnsw" in out
 
 
 def test_bad_input_gives_one_line_and_keeps_the_gallery(tmp_path: Path, models: tuple[Path, Path]) -> None:

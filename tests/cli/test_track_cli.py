@@ -76,10 +76,10 @@ def test_track_says_which_frame_rate_it_assumed_and_where_from(tmp_path: Path) -
         return " ".join(result.output.split())
 
     default = rate()
-    assert "frame rate │ 30 fps (default)" in default and "frame rate is unknown" in default
+    assert "frame rate 30 fps (default)" in default and "frame rate is unknown" in default
     (tmp_path / "seqinfo.ini").write_text("[Sequence]\nname=S\nframeRate=14\n")
     assert "14 fps (seqinfo.ini: " in rate() and "unknown" not in rate()
-    assert "frame rate │ 7 fps (given)" in rate("--fps", "7")
+    assert "frame rate 7 fps (given)" in rate("--fps", "7")
 
 
 def figure(output: str, name: str) -> float:

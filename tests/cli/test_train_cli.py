@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import re
 import sys
 from pathlib import Path
 
@@ -209,12 +210,14 @@ def test_a_changed_dataclass_default_reaches_the_cli(monkeypatch: pytest.MonkeyP
 def test_help_shows_the_dataclass_defaults() -> None:
     result = runner.invoke(app, ["train", "--help"], env={"COLUMNS": "400"})
     assert result.exit_code == 0, result.output
+    # Help wraps between words: the text is compared with its line breaks as spaces.
+    shown = " ".join(result.output.split())
     defaults = TrainConfig()
     for text in (f"(default: {defaults.lr})", f"(default: {defaults.epochs})", f"(default: {defaults.optimizer})",
                  "(default: {}x{})".format(*defaults.input_size), f"(default: {defaults.metric_loss})"):
-        assert text in result.output, text
+        assert text in shown, text
     demo = runner.invoke(app, ["demo", "--help"], env={"COLUMNS": "400"})
-    assert f"(default: {demo_config().epochs})" in demo.output
+    assert f"(default: {demo_config().epochs})" in " ".join(demo.output.split())
 
 
 def test_train_into_a_finished_model_is_one_line_and_overwrite_replaces_it(micro: Path, tmp_path: Path) -> None:
@@ -238,3 +241,19 @@ def test_kind_and_no_face_options_reach_the_recipe(tmp_path: Path) -> None:
     assert (recipe["kind"], recipe["no_face"], recipe["input_size"]) == ("face", "whole", [112, 112])
     bad = runner.invoke(app, ["train", "--kind", "faces", "--print-config"])
     assert bad.exit_code != 0 and "--kind: input should be 'person' or 'face' (got 'faces')" in bad.output
+
+
+def test_off_a_terminal_training_prints_one_plain_line_per_epoch(micro: Path, tmp_path: Path) -> None:
+    # CliRunner's output is no terminal, as a pipe (| tee), nohup or CI.
+    result = runner.invoke(app, [
+        "train", "--data", f"market1501:{micro}", "--out", str(tmp_path / "m"), "--arch", "resnet18", "--pretrained", "none",
+        "--size", "64x32", "--p", "4", "--k", "2", "--epochs", "2", "--eval-every", "2", "--threads", "2",
+    ])  # fmt: skip
+    assert result.exit_code == 0, result.output
+    epochs = [line for line in result.output.splitlines() if line.startswith("epoch ")]
+    assert len(epochs) == 2, result.output
+    pattern = r"epoch {}/2: loss \d+\.\d{{3}} \(ce \d+\.\d{{3}}, metric \d+\.\d{{3}}\), lr \d\.\d\de-\d\d, \d+ images/s, \d+ s"
+    assert re.fullmatch(pattern.format(1) + r", ETA \d+ s", epochs[0]) and re.fullmatch(pattern.format(2), epochs[1]), epochs
+    assert not any(c in result.output for c in "━│…"), result.output
+    # The figures are named and written as eval writes them.
+    assert re.search(r"Rank-1 +Rank-5 +Rank-10 +mAP +mINP", result.output) and re.search(r"\d+\.\d\d%", result.output)

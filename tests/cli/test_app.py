@@ -1,0 +1,130 @@
+"""The ``reid`` group: its help and version import no engine (PyTorch, torchvision, OpenCV,
+FAISS), its commands resolve from their modules when used."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from reid.cli import app
+from reid.cli.app import COMMANDS
+
+ROOT = Path(__file__).resolve().parents[2]
+HEAVY = ("torch", "torchvision", "cv2", "faiss", "onnxruntime", "openvino", "reid.engine", "reid.gallery")
+
+
+def loaded_after(code: str) -> list[str]:
+    """The modules of :data:`HEAVY` in sys.modules once ``code`` has run in a fresh interpreter."""
+    probe = f"{code}\nimport json, sys\nprint(json.dumps([m for m in {HEAVY!r} if m in sys.modules]))"
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "COLUMNS": "80"}
+    done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, env=env, timeout=120, check=True)
+    return json.loads(done.stdout.strip().splitlines()[-1])
+
+
+def test_importing_the_command_line_loads_no_engine() -> None:
+    assert loaded_after("import reid.cli") == []
+
+
+@pytest.mark.parametrize("args", [["--help"], ["--version"], ["verify", "--help"], ["calibrate", "--help"], ["report", "--help"]])
+def test_help_and_version_load_no_engine(args: list[str]) -> None:
+    code = (
+        "import contextlib, io\nfrom reid.cli import app\n"
+        f"with contextlib.redirect_stdout(io.StringIO()), contextlib.suppress(SystemExit):\n"
+        f"    app({args!r}, prog_name='reid')"
+    )
+    assert loaded_after(code) == []
+
+
+def test_version_is_the_distributions() -> None:
+    result = CliRunner().invoke(app, ["--version"])
+    assert result.exit_code == 0
+    assert re.fullmatch(r"reid \d+\.\d+\.\d+\S*\n", result.output), result.output
+
+
+def test_help_lists_every_command_with_its_summary() -> None:
+    result = CliRunner().invoke(app, ["--help"], env={"COLUMNS": "200"})
+    assert result.exit_code == 0
+    for name, entry in COMMANDS.items():
+        assert re.search(rf"\b{name}\s+{re.escape(entry.summary[:30])}", result.output), name
+
+
+def test_every_listed_command_is_registered_by_its_module() -> None:
+    import typer.main
+
+    group = typer.main.get_command(app)
+    for name in COMMANDS:
+        assert group.commands[name].name == name  # type: ignore[attr-defined]
+
+
+def test_a_command_resolves_on_use_and_a_typo_is_answered_with_the_nearest() -> None:
+    runner = CliRunner()
+    assert runner.invoke(app, ["gallery", "info", "--help"]).exit_code == 0
+    result = runner.invoke(app, ["verfy"])
+    assert result.exit_code == 2 and "'verify'" in result.output, result.output
+
+
+def command_paths() -> list[list[str]]:
+    """Every command and sub-command of reid, as its words (``["gallery", "info"]``)."""
+    import typer.main
+
+    paths: list[list[str]] = []
+
+    def walk(command: object, path: list[str]) -> None:
+        paths.append(path)
+        for name, sub in (getattr(command, "commands", None) or {}).items():
+            walk(sub, [*path, name])
+
+    walk(typer.main.get_command(app), [])
+    return paths
+
+
+@pytest.mark.parametrize("path", command_paths(), ids=lambda p: " ".join(["reid", *p]))
+def test_every_help_reads_whole_at_80_columns(path: list[str]) -> None:
+    result = CliRunner().invoke(app, [*path, "--help"], env={"COLUMNS": "80"}, terminal_width=80)
+    assert result.exit_code == 0, result.output
+    lines = result.output.splitlines()
+    assert "…" not in result.output and "<bool>" not in result.output
+    assert max(len(line) for line in lines) <= 80, max(lines, key=len)
+    assert not any(c in result.output for c in "│╭╰"), "help is plain text"
+
+
+def test_train_help_lists_its_options_in_sections_and_every_choice_whole() -> None:
+    result = CliRunner().invoke(app, ["train", "--help"], env={"COLUMNS": "80"}, terminal_width=80)
+    sections = [line.rstrip(":") for line in result.output.splitlines() if re.fullmatch(r"[A-Z][a-z]+:", line)]
+    assert sections == ["Recipe", "Data", "Network", "Optimisation", "Output", "Machine", "Options"]
+    for choice in ("mobilenet_v3_small", "mobilenet_v3_large", "efficientnet_lite0", "centroid_triplet"):
+        assert re.search(rf"\b{choice}\b", result.output), choice
+    assert re.search(r"^  --quiet +No progress bar\.$", result.output, re.M)
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        ["verify"],
+        ["verify", "a.jpg", "b.jpg", "-m", "m", "--bogus"],
+        ["eval", "-m", "/nonexistent/m", "-d", "synthetic"],
+        ["report", "/nonexistent/m"],
+        ["train", "--epochs", "0"],
+        ["train", "--data", "market1501:/nonexistent/x", "--pretrained", "none"],
+        ["gallery", "info", "/nonexistent/g"],
+        ["gallery", "nosuch"],
+        ["models", "show", "nope"],
+        ["track", "-d", "/nonexistent/det.txt", "-o", "/nonexistent/out.txt"],
+        ["query", "x.jpg", "-m", "m", "-g", "g", "--top-k", "0"],
+    ],
+    ids=lambda a: " ".join(a[:2]),
+)
+def test_every_error_is_one_line(args: list[str], tmp_path: Path) -> None:
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "COLUMNS": "80"}
+    done = subprocess.run(
+        [sys.executable, "-m", "reid", *args], capture_output=True, text=True, env=env, cwd=tmp_path, timeout=300
+    )
+    assert done.returncode in (1, 2), done
+    assert done.stdout == "" and len(done.stderr.splitlines()) == 1 and done.stderr.startswith("error: "), done.stderr
