@@ -19,7 +19,7 @@ import numpy as np
 from reid.errors import GalleryError
 from reid.gallery.files import FileRecord, verify_file
 from reid.gallery.records import RecallReport
-from reid.gallery.search import Nearest, Originals
+from reid.gallery.search import GalleryView
 from reid.gallery.shards import Shard
 
 
@@ -68,29 +68,21 @@ def exact_knn(
     return heap.D, heap.I
 
 
-def measure_recall(
-    kind: str,
-    ids: np.ndarray,
-    nearest: Nearest,
-    originals: Originals,
-    chunks: Iterable[tuple[np.ndarray, np.ndarray]],
-    queries: int,
-    k: int,
-    seed: int,
-) -> RecallReport:
-    """Recall@1 and @k of ``nearest`` (the index) against :func:`exact_knn`, with up to
-    ``queries`` stored items (drawn from ``ids`` with ``seed``) as queries; each query's
-    own item is left out of both answers.  Queries per second are measured for both."""
+def measure_recall(view: GalleryView, queries: int, k: int, seed: int) -> RecallReport:
+    """Recall@1 and @k of ``view``'s index against :func:`exact_knn` over its chunks, with up
+    to ``queries`` stored items (drawn with ``seed``) as queries; each query's own item is
+    left out of both answers.  Queries per second are measured for both."""
+    kind, ids = view.kind, view.labels.ids
     if len(ids) < 2:
         return RecallReport(kind, 0, k, 1.0, 1.0, 0.0, 0.0)
     k = min(k, len(ids) - 1)
     own = np.sort(np.random.default_rng(seed).choice(ids, min(queries, len(ids)), replace=False))
-    probe = originals(own)
+    probe = view.originals(own)
     start = time.perf_counter()
-    _, approx = nearest(probe, k + 1)
+    _, approx = view.nearest(probe, k + 1)
     index_time = time.perf_counter() - start
     start = time.perf_counter()
-    _, exact = exact_knn(probe, chunks, k + 1)
+    _, exact = exact_knn(probe, view.chunks(), k + 1)
     exact_time = time.perf_counter() - start
     hits_1, hits_k = 0, 0.0
     for i, item in enumerate(own):

@@ -30,7 +30,7 @@ from reid.data.io import ImageLimits, bounded_bytes, decode_image, is_image_file
 from reid.detect import Detector
 from reid.detect.base import largest_detection
 from reid.errors import ConfigError, ConfigValueError, DataError
-from reid.gallery import DB_FILE, Gallery, IndexSpec, ItemMeta, thumbnails
+from reid.gallery import GalleryBackend, IndexSpec, ItemMeta, open_gallery, thumbnails
 from reid.names import identity_name
 from reid.models.encoder import Encoder, embed_images
 from reid.pipeline.frames import ChooseCrop, whole_box
@@ -215,7 +215,7 @@ def _folder_entries(folder: Path, identity: str | None, skipped: list[tuple[str,
 
 
 def enrol(
-    gallery: Gallery,
+    gallery: GalleryBackend,
     encoder: Encoder,
     entries: Sequence[EnrolEntry],
     config: EnrolConfig | None = None,
@@ -244,7 +244,7 @@ def enrol(
     else:
         rule = SubjectRule(detector, config.margin, choose, config.no_face, encoder.aligned_face_size)
     limits = ImageLimits.from_env()
-    report = EnrolReport(gallery=str(gallery.folder), images=len(entries))
+    report = EnrolReport(gallery=gallery.location, images=len(entries))
     if isinstance(entries, EnrolPlan):
         report.not_images = len(entries.skipped)
         report.skipped += entries.skipped
@@ -350,7 +350,7 @@ def _held_bytes(array: np.ndarray) -> int:
 
 
 def enrol_into(
-    folder: str | Path,
+    location: str | Path,
     encoder: Encoder,
     entries: Sequence[EnrolEntry],
     spec: IndexSpec | None = None,
@@ -358,23 +358,23 @@ def enrol_into(
     detector: Detector | None = None,
     on_progress: Callable[[int], None] | None = None,
 ) -> EnrolReport:
-    """Open the gallery at ``folder``, or create it (index ``spec``) for ``encoder``'s
-    model, and :func:`enrol` ``entries`` into it.
+    """Open the gallery at ``location`` (a folder, or a URI :func:`reid.gallery.open_gallery`
+    takes), or create it (index ``spec``) for ``encoder``'s model, and :func:`enrol`
+    ``entries`` into it.
 
     A gallery this call creates is deleted again when nothing was added to it (every image
     unusable, or a failure before the first batch), so a failed enrolment leaves no gallery
-    behind.  Raises what :meth:`Gallery.open_or_create` and :func:`enrol` raise.
+    behind.  Raises what :func:`reid.gallery.open_gallery` and :func:`enrol` raise.
     """
-    folder = Path(folder)
-    new = not (folder / DB_FILE).is_file()
+    gallery = open_gallery(location, encoder.card, spec)
     report: EnrolReport | None = None
     try:
-        with Gallery.open_or_create(folder, encoder.card, spec) as gallery:
+        with gallery:
             report = enrol(gallery, encoder, entries, config, detector, on_progress)
             report.gallery_items, report.gallery_identities = len(gallery), gallery.identity_count
     finally:
-        if new and (report is None or report.added == 0) and (folder / DB_FILE).is_file():
-            Gallery.discard_if_empty(folder)
+        if gallery.created and (report is None or report.added == 0):
+            gallery.remove_if_empty()
     return report
 
 
