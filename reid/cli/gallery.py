@@ -353,6 +353,14 @@ def info(
                 ]
             ],
         )
+        found = summary["check"]
+        if found["same_image_other_identity"] or found["near_duplicates"]:
+            console.print(
+                f"of {found['scanned']} items scanned, {found['same_image_other_identity']} are the same image as an "
+                f"item of another identity, {found['near_duplicates']} near duplicates within their identity",
+                highlight=False,
+                soft_wrap=True,
+            )
 
 
 @gallery_app.command("list")

@@ -22,7 +22,7 @@ import numpy as np
 from reid.errors import ConfigError, GalleryError, NameTakenError
 from reid.gallery.calibration import DEFAULT_FAR, MAX_ITEMS, SEED, GalleryCalibration, SceneTracks, calibrate, identities_needed
 from reid.gallery.catalogue import now
-from reid.gallery.check import measure_recall
+from reid.gallery.check import NEAR_DUPLICATE, SAME_IMAGE, measure_recall, nearest_kept
 from reid.gallery.index import IndexSpec
 from reid.gallery.records import (
     AddResult,
@@ -38,6 +38,12 @@ from reid.gallery.records import (
 )
 from reid.gallery.search import GalleryView, check_search, nearest_identities, nearest_items
 from reid.names import name_key
+
+
+# How add treats an image the gallery already holds (see GalleryBackend.screen).
+SAME_IMAGE_RULES = ("flag", "skip")
+# Named items -> (positions to store, what was left out or flagged)
+Screen = Callable[[Sequence[ItemMeta]], tuple[list[int], AddResult]]
 
 
 class GalleryBackend(ABC):
@@ -62,16 +68,10 @@ class GalleryBackend(ABC):
         """The committed state last loaded (:meth:`refresh` loads a newer one)."""
 
     @abstractmethod
-    def add(
-        self,
-        embeddings: np.ndarray,
-        items: Sequence[ItemMeta],
-        skip_duplicates: bool = True,
-        crops: Sequence[np.ndarray] | None = None,
-    ) -> AddResult:
-        """Store one batch atomically (all of it or none); items whose ``image_hash`` is
-        stored or repeats in the batch are skipped when ``skip_duplicates``. ``crops`` (RGB
-        uint8, one per item) become thumbnails where the gallery keeps them."""
+    def insert(self, vectors: np.ndarray, items: Sequence[ItemMeta], crops: Sequence[np.ndarray] | None, screen: Screen) -> AddResult:
+        """:meth:`add` once its arguments are checked (``vectors``: unit float32 rows): under
+        the writers' lock, the naming and case rules, ``screen`` (:meth:`screen`) of the
+        named items, one commit."""
 
     @abstractmethod
     def remove_identity(self, identity: str) -> int:
@@ -167,6 +167,30 @@ class GalleryBackend(ABC):
     @property
     def index_kind(self) -> str:
         return self.view.kind
+
+    def add(
+        self,
+        embeddings: np.ndarray,
+        items: Sequence[ItemMeta],
+        skip_duplicates: bool = True,
+        crops: Sequence[np.ndarray] | None = None,
+        same_image: str = "flag",
+    ) -> AddResult:
+        """Store one batch atomically: after a crash either all of it is there or none.
+
+        ``embeddings`` (N, D) float32, one row per item.  ``crops`` (RGB uint8, one per
+        item) become the added items' thumbnails when the gallery keeps them, after the
+        commit.  With ``skip_duplicates``, :meth:`screen` leaves out duplicates (their
+        positions in ``duplicates``) and flags, or with ``same_image="skip"`` refuses,
+        images the gallery holds under another identity (``conflicts``).  Raises
+        ConfigError for a count or shape mismatch, an empty identity or non-finite values.
+        """
+        vectors = self.checked_vectors(embeddings)
+        if len(vectors) != len(items):
+            raise ConfigError(f"{len(vectors)} embeddings for {len(items)} items")
+        if crops is not None and len(crops) != len(items):
+            raise ConfigError(f"{len(crops)} crops for {len(items)} items")
+        return self.insert(vectors, items, crops, lambda named: self.screen(named, vectors, skip_duplicates, same_image))
 
     def check_model(self, card: ModelFacts) -> None:
         """Raise GalleryError unless ``card`` is the model this gallery was made with.
@@ -305,18 +329,47 @@ class GalleryBackend(ABC):
                     f"names compare case-insensitively: use {other!r}, or rename it"
                 )
 
-    def split_duplicates(self, items: Sequence[ItemMeta]) -> tuple[list[int], list[int]]:
-        """Positions of ``items`` to keep and of those whose image hash is stored or repeats."""
+    def screen(
+        self, items: Sequence[ItemMeta], vectors: np.ndarray, skip_duplicates: bool = True, same_image: str = "flag"
+    ) -> tuple[list[int], AddResult]:
+        """The positions of ``items`` (with unit ``vectors``) to store, and what was left out
+        or flagged; call it under the writers' lock, so the view is the committed state.
+
+        With ``skip_duplicates`` an item whose ``image_hash`` is stored or repeats in the
+        batch is a duplicate, and photos (items with an image hash) are judged by content:
+        one within :data:`~reid.gallery.check.SAME_IMAGE` of a stored item or an earlier
+        photo of the batch is the same image (the same pixels, saved as another file).
+        ``same_image="skip"``: the same image of its own identity is a duplicate, and of
+        another identity it is refused; ``"flag"``: both are stored.  Either way the
+        positions of the same image under another identity come back in ``conflicts`` (with
+        that identity), and stored photos within :data:`~reid.gallery.check.NEAR_DUPLICATE`
+        of their own identity's nearest item are counted in ``near_duplicates``.
+        """
+        if same_image not in SAME_IMAGE_RULES:
+            raise ConfigError(f"same_image={same_image!r}: choose one of {', '.join(SAME_IMAGE_RULES)}")
+        if not skip_duplicates:
+            return list(range(len(items))), AddResult()
         known = self.known_hashes([i.image_hash for i in items if i.image_hash])
-        keep, duplicates = [], []
+        keep, result = [], AddResult()
         for position, item in enumerate(items):
             if item.image_hash and item.image_hash in known:
-                duplicates.append(position)
+                result.duplicates.append(position)
             else:
                 keep.append(position)
-                if item.image_hash:
-                    known.add(item.image_hash)
-        return keep, duplicates
+                known.add(item.image_hash or "")
+        photos = [p for p in keep if items[p].image_hash]
+        for position, (distance, identity) in zip(photos, nearest_kept(self.view, items, vectors, photos), strict=True):
+            own = identity == items[position].identity
+            if distance <= SAME_IMAGE and not own:
+                result.conflicts.append((position, identity))
+            if distance <= SAME_IMAGE and same_image == "skip":
+                keep.remove(position)
+                if own:
+                    result.duplicates.append(position)
+            elif distance <= NEAR_DUPLICATE and own:
+                result.near_duplicates += 1
+        result.duplicates.sort()
+        return keep, result
 
 
 def named(items: Sequence[ItemMeta], rule: Callable[[str], str]) -> list[ItemMeta]:

@@ -154,12 +154,15 @@ def rerank(queries: np.ndarray, ids: np.ndarray, k: int, originals: Originals) -
 
 
 def group_by_identity(sims: np.ndarray, ids: np.ndarray, labels: IdentityLabels) -> list[IdentityMatch]:
-    """One match per identity among one query's neighbours (nearest first), at the distance
-    of its nearest item."""
+    """One match per identity among one query's neighbours, at the distance of its nearest
+    item; nearest first, and at equal distances the identity of the lower item id first."""
     valid = ids >= 0
     sims, ids = sims[valid], ids[valid]
+    # Nearest first; equal distances (to 6 decimals): the lower item id, enrolled first.
+    order = np.lexsort((ids, -np.round(sims.astype(np.float64), 6)))
+    sims, ids = sims[order], ids[order]
     codes = labels.lookup(ids)
-    # Neighbours come nearest first, so an identity's first hit is its best.
+    # Now an identity's first hit is its best.
     _, first = np.unique(codes, return_index=True)
     first = np.sort(first)
     distances = similarity_to_distance(sims[first])
@@ -178,7 +181,7 @@ def mean_scores(query: np.ndarray, found: list[IdentityMatch], k: int, view: Gal
         vectors = view.originals(view.labels.ids_of(match.identity))
         mean = float(similarity_to_distance(vectors @ query).mean())
         scored.append(IdentityMatch(match.identity, mean, match.item_id))
-    scored.sort(key=lambda m: m.distance)
+    scored.sort(key=lambda m: (round(m.distance, 6), m.item_id))
     return scored[:k]
 
 

@@ -34,6 +34,7 @@ import json
 import os
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager, suppress
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -42,10 +43,10 @@ import numpy as np
 from reid.errors import ConfigError, GalleryError
 from reid.names import identity_name
 from reid.gallery import maintenance, thumbnails as thumbs
-from reid.gallery.base import GalleryBackend, named
+from reid.gallery.base import GalleryBackend, Screen, named
 from reid.gallery.calibration import GalleryCalibration
 from reid.gallery.catalogue import DB_FILE, FORMAT, Catalogue, DiskState, facts_hash, item_row, layout_meta, now
-from reid.gallery.check import verify_files
+from reid.gallery.check import scan_duplicates, verify_files
 from reid.gallery.device import GPU_ENV, GpuSearch, detect_gpus, use_gpu
 from reid.gallery.export import export_suffix, write_jsonl, write_npz
 from reid.gallery.files import new_name, read_segment, write_file_atomic, write_segment, write_snapshot
@@ -294,32 +295,13 @@ class Gallery(GalleryBackend):
                 self._view = None
                 raise
 
-    def add(
-        self,
-        embeddings: np.ndarray,
-        items: Sequence[ItemMeta],
-        skip_duplicates: bool = True,
-        crops: Sequence[np.ndarray] | None = None,
-    ) -> AddResult:
-        """Store one batch atomically: after a crash either all of it is there or none.
-
-        ``embeddings`` (N, D) float32, one row per item.  ``crops`` (RGB uint8, one per
-        item) become the added items' thumbnails when the gallery keeps them, after the commit.  Items whose ``image_hash`` is
-        already stored (or repeats within the batch) are skipped when ``skip_duplicates``;
-        their positions come back in ``duplicates``.  Raises ConfigError for a count or
-        shape mismatch, an empty identity or non-finite values.
-        """
-        vectors = self.checked_vectors(embeddings)
-        if len(vectors) != len(items):
-            raise ConfigError(f"{len(vectors)} embeddings for {len(items)} items")
+    def insert(self, vectors: np.ndarray, items: Sequence[ItemMeta], crops: Sequence[np.ndarray] | None, screen: Screen) -> AddResult:
         items = named(items, identity_name)
-        if crops is not None and len(crops) != len(items):
-            raise ConfigError(f"{len(crops)} crops for {len(items)} items")
         with self._writing() as generation:
             self.check_case({item.identity for item in items})
-            keep, duplicates = self.split_duplicates(items) if skip_duplicates else (list(range(len(items))), [])
+            keep, result = screen(items)
             if not keep:
-                return AddResult([], duplicates)
+                return result
             kept, enrolled = vectors[keep], now()
             rows = [item_row(items[i], enrolled) for i in keep]
             path = self.folder / new_name("seg", generation, ".bin")
@@ -339,7 +321,7 @@ class Gallery(GalleryBackend):
                 self._commit(rewrite, generation)
             if crops is not None:
                 thumbs.write(self.folder, ids.tolist(), [crops[i] for i in keep])
-        return AddResult(ids.tolist(), duplicates)
+        return replace(result, ids=ids.tolist())
 
     def remove_identity(self, identity: str) -> int:
         """Remove every item of ``identity``; returns how many were removed.
@@ -470,7 +452,8 @@ class Gallery(GalleryBackend):
         item row's column types and checksum, and the checksum of the gallery's fixed facts
         (format 3 on); and, reloading the index files from disk, that their ids are exactly
         the items' ids, each once.  Raises GalleryError with the first problem found and how
-        many more there are.
+        many more there are.  Then counts the items that are the same image as an item of
+        another identity, and near duplicates (:func:`reid.gallery.check.scan_duplicates`).
         """
         with gallery_lock(self.folder, exclusive=False, timeout=self.lock_timeout):
             self._sync()
@@ -483,6 +466,7 @@ class Gallery(GalleryBackend):
         if problems:
             more = f" (and {len(problems) - 1} more problems)" if len(problems) > 1 else ""
             raise GalleryError(f"{self.db_path}: database check failed: {problems[0]}{more}")
+        scanned, other_identity, near = scan_duplicates(self.view, seed=seed)
         return CheckReport(
             database="ok",
             items=len(self),
@@ -490,6 +474,9 @@ class Gallery(GalleryBackend):
             files=files,
             identities=self.identity_count,
             checksums=self.meta.format >= FORMAT,
+            scanned=scanned,
+            same_image_other_identity=other_identity,
+            near_duplicates=near,
         )
 
     def export(self, path: str | Path) -> int:
