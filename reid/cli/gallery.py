@@ -29,7 +29,7 @@ from reid.cli.defaults import config_overrides, default_of, given, with_config_o
 from reid.errors import ConfigError, DataError
 from reid.decision import check_far
 from reid.detect import DEFAULT_DETECTORS, DETECTORS, fallback_note
-from reid.gallery import INDEX_KINDS, GalleryBackend, IndexSpec, open_gallery, resolve_gallery_path
+from reid.gallery import INDEX_KINDS, GalleryBackend, IndexSpec, open_gallery
 from reid.gallery.calibration import MIN_ADMITTED, GalleryCalibration, identities_needed
 from reid.models import load_encoder
 from reid.paths import check_output_file
@@ -156,10 +156,9 @@ def enroll(
     entries = plan_enrolment(paths, identity)
     print_fallback_note(config.detector, config.detect)
     encoder = load_encoder(model)
-    folder = resolve_gallery_path(gallery)
     with make_progress() as progress:
         task = progress.add_task("enrol", total=len(entries))
-        report = enrol_into(folder, encoder, entries, spec, config, on_progress=lambda n: progress.advance(task, n))
+        report = enrol_into(gallery, encoder, entries, spec, config, on_progress=lambda n: progress.advance(task, n))
     if json_out:
         write_json(json_out, report.to_dict())
     problems = [(p, r) for p, r in report.skipped if not r.startswith("duplicate")]
@@ -168,7 +167,7 @@ def enroll(
     if report.per_identity:
         print_table("enrolled", ["identity", "added"], sorted(report.per_identity.items()))
     print_table(
-        f"gallery {folder}",
+        f"gallery {report.gallery}",
         ["", "count"],
         [
             ("images given", report.images),
