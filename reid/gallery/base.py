@@ -41,8 +41,8 @@ from reid.names import name_key
 
 
 # How add treats an image the gallery already holds (see GalleryBackend.screen).
-SAME_IMAGE_RULES = ("flag", "skip")
-# Named items -> (positions to store, what was left out or flagged)
+SAME_IMAGE_RULES = ("keep", "skip")
+# Named items -> (positions to store, what was left out)
 Screen = Callable[[Sequence[ItemMeta]], tuple[list[int], AddResult]]
 
 
@@ -174,16 +174,16 @@ class GalleryBackend(ABC):
         items: Sequence[ItemMeta],
         skip_duplicates: bool = True,
         crops: Sequence[np.ndarray] | None = None,
-        same_image: str = "flag",
+        same_image: str = "keep",
     ) -> AddResult:
         """Store one batch atomically: after a crash either all of it is there or none.
 
         ``embeddings`` (N, D) float32, one row per item.  ``crops`` (RGB uint8, one per
         item) become the added items' thumbnails when the gallery keeps them, after the
         commit.  With ``skip_duplicates``, :meth:`screen` leaves out duplicates (their
-        positions in ``duplicates``) and flags, or with ``same_image="skip"`` refuses,
-        images the gallery holds under another identity (``conflicts``).  Raises
-        ConfigError for a count or shape mismatch, an empty identity or non-finite values.
+        positions in ``duplicates``), and with ``same_image="skip"`` judges photos by
+        content, refusing images the gallery holds under another identity (``conflicts``).
+        Raises ConfigError for a count or shape mismatch, an empty identity or non-finite values.
         """
         vectors = self.checked_vectors(embeddings)
         if len(vectors) != len(items):
@@ -330,20 +330,20 @@ class GalleryBackend(ABC):
                 )
 
     def screen(
-        self, items: Sequence[ItemMeta], vectors: np.ndarray, skip_duplicates: bool = True, same_image: str = "flag"
+        self, items: Sequence[ItemMeta], vectors: np.ndarray, skip_duplicates: bool = True, same_image: str = "keep"
     ) -> tuple[list[int], AddResult]:
-        """The positions of ``items`` (with unit ``vectors``) to store, and what was left out
-        or flagged; call it under the writers' lock, so the view is the committed state.
+        """The positions of ``items`` (with unit ``vectors``) to store, and what was left out;
+        call it under the writers' lock, so the view is the committed state.
 
         With ``skip_duplicates`` an item whose ``image_hash`` is stored or repeats in the
-        batch is a duplicate, and photos (items with an image hash) are judged by content:
-        one within :data:`~reid.gallery.check.SAME_IMAGE` of a stored item or an earlier
-        photo of the batch is the same image (the same pixels, saved as another file).
-        ``same_image="skip"``: the same image of its own identity is a duplicate, and of
-        another identity it is refused; ``"flag"``: both are stored.  Either way the
-        positions of the same image under another identity come back in ``conflicts`` (with
-        that identity), and stored photos within :data:`~reid.gallery.check.NEAR_DUPLICATE`
-        of their own identity's nearest item are counted in ``near_duplicates``.
+        batch is a duplicate.  With ``same_image="skip"`` as well, photos (items with an
+        image hash) are judged by content: one within :data:`~reid.gallery.check.SAME_IMAGE`
+        of a stored item or an earlier photo of the batch is the same image (the same pixels
+        saved as another file): of its own identity a duplicate, of another refused (its
+        position and that identity in ``conflicts``); stored photos within
+        :data:`~reid.gallery.check.NEAR_DUPLICATE` of their own identity's nearest item are
+        counted in ``near_duplicates``.  ``"keep"`` judges by hash alone, as add always did
+        (a search per photo saved); :meth:`check` counts what it let in.
         """
         if same_image not in SAME_IMAGE_RULES:
             raise ConfigError(f"same_image={same_image!r}: choose one of {', '.join(SAME_IMAGE_RULES)}")
@@ -357,15 +357,15 @@ class GalleryBackend(ABC):
             else:
                 keep.append(position)
                 known.add(item.image_hash or "")
-        photos = [p for p in keep if items[p].image_hash]
+        photos = [p for p in keep if items[p].image_hash] if same_image == "skip" else []
         for position, (distance, identity) in zip(photos, nearest_kept(self.view, items, vectors, photos), strict=True):
             own = identity == items[position].identity
-            if distance <= SAME_IMAGE and not own:
-                result.conflicts.append((position, identity))
-            if distance <= SAME_IMAGE and same_image == "skip":
+            if distance <= SAME_IMAGE:
                 keep.remove(position)
                 if own:
                     result.duplicates.append(position)
+                else:
+                    result.conflicts.append((position, identity))
             elif distance <= NEAR_DUPLICATE and own:
                 result.near_duplicates += 1
         result.duplicates.sort()

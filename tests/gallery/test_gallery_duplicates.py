@@ -19,7 +19,7 @@ def resaved(vectors: np.ndarray, identity: str, prefix: str) -> list[ItemMeta]:
     return [ItemMeta(identity, source=f"{prefix}/{n}.png", image_hash=f"{prefix}-{n}") for n in range(len(vectors))]
 
 
-def test_the_same_image_under_another_identity_is_refused_when_asked_and_flagged_otherwise(tmp_path: Path) -> None:
+def test_the_same_image_under_another_identity_is_refused_when_asked_and_found_by_check(tmp_path: Path) -> None:
     vectors, labels, _ = clustered(3, 2, seed=1)
     with Gallery.create(tmp_path / "g", make_card()) as gallery:
         gallery.add(vectors, metas(labels))
@@ -30,9 +30,9 @@ def test_the_same_image_under_another_identity_is_refused_when_asked_and_flagged
         assert refused.ids == [] and refused.conflicts == [(0, "id0000"), (1, "id0000")]
         assert len(gallery) == 6 and "mallory" not in {s.identity for s in gallery.identities()}
         assert gallery.check(queries=5).same_image_other_identity == 0
-        # By default (the library's add, as before) it is stored, and flagged.
-        flagged = gallery.add(vectors[:1], resaved(vectors[:1], "mallory", "flag"))
-        assert len(flagged.ids) == 1 and flagged.conflicts == [(0, "id0000")]
+        # The library's add judges by hash alone unless asked, as it always did; check finds it.
+        kept = gallery.add(vectors[:1], resaved(vectors[:1], "mallory", "keep"))
+        assert len(kept.ids) == 1 and kept.conflicts == []
         report = gallery.check(queries=5)
         assert (report.scanned, report.same_image_other_identity) == (7, 2)
 
