@@ -181,11 +181,12 @@ class Gallery(GalleryBackend):
         with gallery_lock(folder, exclusive=True, timeout=lock_timeout):
             catalogue = Catalogue(folder)
             try:
-                count = sum(s.items for s in catalogue.identities()) if catalogue.has_meta() else 0
+                held = catalogue.has_meta() and catalogue.has_items()
+                if only_empty and held:
+                    return None
+                count = sum(s.items for s in catalogue.identities()) if held else 0
             finally:
                 catalogue.close()
-            if only_empty and count:
-                return None
             _remove_gallery_files(folder)
         with suppress(OSError):
             folder.rmdir()
