@@ -13,6 +13,7 @@ one by its location.
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
+from contextlib import AbstractContextManager
 from collections.abc import Callable, Sequence
 from dataclasses import replace
 from pathlib import Path
@@ -42,8 +43,6 @@ from reid.names import name_key
 
 # How add treats an image the gallery already holds (see GalleryBackend.screen).
 SAME_IMAGE_RULES = ("keep", "skip")
-# Named items -> (positions to store, what was left out)
-Screen = Callable[[Sequence[ItemMeta]], tuple[list[int], AddResult]]
 
 
 class GalleryBackend(ABC):
@@ -68,10 +67,12 @@ class GalleryBackend(ABC):
         """The committed state last loaded (:meth:`refresh` loads a newer one)."""
 
     @abstractmethod
-    def insert(self, vectors: np.ndarray, items: Sequence[ItemMeta], crops: Sequence[np.ndarray] | None, screen: Screen) -> AddResult:
+    def insert(
+        self, vectors: np.ndarray, items: Sequence[ItemMeta], crops: Sequence[np.ndarray] | None, skip: bool, same_image: str
+    ) -> AddResult:
         """:meth:`add` once its arguments are checked (``vectors``: unit float32 rows): under
-        the writers' lock, the naming and case rules, ``screen`` (:meth:`screen`) of the
-        named items, one commit."""
+        the writers' lock, the naming and case rules, :meth:`screen` (``skip``: skip_duplicates)
+        of the named items, one commit."""
 
     @abstractmethod
     def remove_identity(self, identity: str) -> int:
@@ -103,8 +104,12 @@ class GalleryBackend(ABC):
         """The stored calibration's JSON text (:meth:`GalleryCalibration.to_json`), or None."""
 
     @abstractmethod
-    def store_calibration(self, compute: Callable[[], GalleryCalibration]) -> GalleryCalibration:
-        """Under the writers' lock, on the committed state: ``compute()``, stored and returned."""
+    def locked(self) -> AbstractContextManager[object]:
+        """The block holds the writers' lock, with the view caught up with the committed state."""
+
+    @abstractmethod
+    def set_calibration_text(self, text: str) -> None:
+        """Store a calibration's JSON text (inside :meth:`locked`)."""
 
     @abstractmethod
     def info(self) -> GalleryInfo: ...
@@ -190,7 +195,9 @@ class GalleryBackend(ABC):
             raise ConfigError(f"{len(vectors)} embeddings for {len(items)} items")
         if crops is not None and len(crops) != len(items):
             raise ConfigError(f"{len(crops)} crops for {len(items)} items")
-        return self.insert(vectors, items, crops, lambda named: self.screen(named, vectors, skip_duplicates, same_image))
+        if same_image not in SAME_IMAGE_RULES:
+            raise ConfigError(f"same_image={same_image!r}: choose one of {', '.join(SAME_IMAGE_RULES)}")
+        return self.insert(vectors, items, crops, skip_duplicates, same_image)
 
     def check_model(self, card: ModelFacts) -> None:
         """Raise GalleryError unless ``card`` is the model this gallery was made with.
@@ -261,7 +268,10 @@ class GalleryBackend(ABC):
         part = None if scene is None else scene.calibrate(far)
         if not store:
             return self.calibrated(far, max_items, seed).with_scene(part)
-        return self.store_calibration(lambda: replace(self.calibrated(far, max_items, seed).with_scene(part), stored=True))
+        with self.locked():
+            calibration = replace(self.calibrated(far, max_items, seed).with_scene(part), stored=True)
+            self.set_calibration_text(calibration.to_json())
+        return calibration
 
     def calibrated(self, far: float, max_items: int = MAX_ITEMS, seed: int = SEED) -> GalleryCalibration:
         """The threshold at ``far`` on the impostor pairs of the loaded state's identities
@@ -345,8 +355,6 @@ class GalleryBackend(ABC):
         counted in ``near_duplicates``.  ``"keep"`` judges by hash alone, as add always did
         (a search per photo saved); :meth:`check` counts what it let in.
         """
-        if same_image not in SAME_IMAGE_RULES:
-            raise ConfigError(f"same_image={same_image!r}: choose one of {', '.join(SAME_IMAGE_RULES)}")
         if not skip_duplicates:
             return list(range(len(items))), AddResult()
         known = self.known_hashes([i.image_hash for i in items if i.image_hash])

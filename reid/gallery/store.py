@@ -32,8 +32,8 @@ from __future__ import annotations
 
 import json
 import os
-from collections.abc import Callable, Iterator, Sequence
-from contextlib import contextmanager, suppress
+from collections.abc import Iterator, Sequence
+from contextlib import AbstractContextManager, contextmanager, suppress
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -43,8 +43,7 @@ import numpy as np
 from reid.errors import ConfigError, GalleryError
 from reid.names import identity_name
 from reid.gallery import maintenance, thumbnails as thumbs
-from reid.gallery.base import GalleryBackend, Screen, named
-from reid.gallery.calibration import GalleryCalibration
+from reid.gallery.base import GalleryBackend, named
 from reid.gallery.catalogue import DB_FILE, FORMAT, Catalogue, DiskState, facts_hash, item_row, layout_meta, now
 from reid.gallery.check import scan_duplicates, verify_files
 from reid.gallery.device import GPU_ENV, GpuSearch, detect_gpus, use_gpu
@@ -220,12 +219,12 @@ class Gallery(GalleryBackend):
     def calibration_text(self) -> str | None:
         return self._catalogue.read_calibration()
 
-    def store_calibration(self, compute: Callable[[], GalleryCalibration]) -> GalleryCalibration:
-        with self._writing():
-            calibration = compute()
-            with self._catalogue.atomic() as catalogue:
-                catalogue.set_calibration(calibration.to_json())
-        return calibration
+    def locked(self) -> AbstractContextManager[int]:
+        return self._writing()
+
+    def set_calibration_text(self, text: str) -> None:
+        with self._catalogue.atomic() as catalogue:
+            catalogue.set_calibration(text)
 
     def info(self) -> GalleryInfo:
         size = sum(p.stat().st_size for p in self.folder.iterdir() if p.is_file() and p.name != LOCK_FILE)
@@ -296,11 +295,13 @@ class Gallery(GalleryBackend):
                 self._view = None
                 raise
 
-    def insert(self, vectors: np.ndarray, items: Sequence[ItemMeta], crops: Sequence[np.ndarray] | None, screen: Screen) -> AddResult:
+    def insert(
+        self, vectors: np.ndarray, items: Sequence[ItemMeta], crops: Sequence[np.ndarray] | None, skip: bool, same_image: str
+    ) -> AddResult:
         items = named(items, identity_name)
         with self._writing() as generation:
             self.check_case({item.identity for item in items})
-            keep, result = screen(items)
+            keep, result = self.screen(items, vectors, skip, same_image)
             if not keep:
                 return result
             kept, enrolled = vectors[keep], now()
