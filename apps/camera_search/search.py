@@ -4,7 +4,7 @@ then name the tracks from a reference camera's tracks or from an existing galler
 Only names that reid's subpackages export are used here: :class:`reid.pipeline.DetectionStream`
 reads each video, cuts out the people :func:`reid.detect.build_detector` finds, links them
 into tracks and embeds their crops (the stream ``reid query`` runs on), and
-:class:`reid.gallery.Gallery` holds and searches the known people.
+:class:`reid.gallery.GalleryBackend` holds and searches the known people.
 """
 
 from __future__ import annotations
@@ -26,7 +26,7 @@ from reid import (
     one_identity_each_together,
 )  # fmt: skip
 from reid.detect import PersonDetectorConfig, build_detector, check_detector
-from reid.gallery import DB_FILE, Gallery, ItemMeta
+from reid.gallery import DB_FILE, GalleryBackend, ItemMeta, open_gallery
 from reid.models import Encoder
 from reid.pipeline import (
     BatchSize, DetectionStream, EmbedEvery, Every, MaxFrames, MediaSource, QueryConfig, StreamConfig, TopK,
@@ -242,20 +242,20 @@ def process_camera(
     return run
 
 
-def choose_threshold(config: SearchConfig, encoder: Encoder, gallery: Gallery) -> Threshold:
+def choose_threshold(config: SearchConfig, encoder: Encoder, gallery: GalleryBackend) -> Threshold:
     """The decision threshold and where it came from: the option, the gallery's own
     calibration, the card, or the gallery (:func:`reid.pipeline.gallery_threshold`)."""
     detail = {} if config.threshold_source is None else {"given_detail": config.threshold_source}
     return gallery_threshold(config.threshold, encoder.card, gallery, **detail)
 
 
-def fresh_reference_gallery(folder: Path, encoder: Encoder) -> Gallery:
+def fresh_reference_gallery(folder: Path, encoder: Encoder) -> GalleryBackend:
     """A new, empty gallery at ``folder``; one left there by an earlier run is replaced."""
     if folder.exists():
         if not (folder / DB_FILE).is_file() and any(folder.iterdir()):
             raise GalleryError(f"{folder}: exists and is not a gallery; choose another output folder")
         shutil.rmtree(folder)
-    return Gallery.create(folder, encoder.card)
+    return open_gallery(folder, encoder.card, create=True)
 
 
 def _event(track: Track, run: CameraRun, role: str) -> TrackEvent:
@@ -275,7 +275,7 @@ def _event(track: Track, run: CameraRun, role: str) -> TrackEvent:
     )
 
 
-def enrol_tracks(gallery: Gallery, run: CameraRun) -> list[TrackEvent]:
+def enrol_tracks(gallery: GalleryBackend, run: CameraRun) -> list[TrackEvent]:
     """Add each track of ``run`` to the gallery as its own identity."""
     events = []
     if run.tracks:
@@ -308,7 +308,7 @@ def seen_together(tracks: list[Track]) -> list[list[int]]:
 
 
 def match_tracks(
-    gallery: Gallery, run: CameraRun, threshold: Threshold, top_k: int, one_per_frame: bool = True
+    gallery: GalleryBackend, run: CameraRun, threshold: Threshold, top_k: int, one_per_frame: bool = True
 ) -> list[TrackEvent]:
     """Search each track of ``run`` in the gallery by its mean embedding; name it when the
     nearest is within ``threshold``, and with ``one_per_frame`` never name two tracks that
@@ -345,7 +345,7 @@ def run_search(
         mode = "reference"
     else:
         folder = config.gallery
-        gallery = Gallery.open(folder)
+        gallery = open_gallery(folder)
         mode = "gallery"
     try:
         gallery.check_model(encoder.card)

@@ -4,7 +4,7 @@ face who it is (1:N) or whether it is the person it claims to be (1:1).
 Only names that reid's subpackages export are used: :func:`reid.pipeline.plan_enrolment`
 and :func:`reid.pipeline.open_source` resolve the inputs, :func:`reid.pipeline.photo_rule`
 chooses the face detector and cuts photos, the Encoder embeds them and
-:class:`reid.gallery.Gallery` stores and searches.
+:class:`reid.gallery.GalleryBackend` stores and searches.
 
 Where faces come from (``detect``, the ``--detect`` of every reid command; photos are cut by
 reid's one crop rule, :func:`reid.pipeline.photo_rule`):
@@ -42,7 +42,7 @@ import numpy as np
 
 from reid import ConfigValueError, Threshold, check_distance_threshold, check_fields, nearest_identity
 from reid.detect import Box, Detector, check_detector
-from reid.gallery import Gallery, IdentityMatch
+from reid.gallery import GalleryBackend, IdentityMatch
 from reid.models import Encoder, embed_images
 from reid.pipeline import (
     BatchSize,
@@ -203,7 +203,7 @@ def embed_each(
     return rows, problems
 
 
-def enrol_people(gallery: Gallery, encoder: Encoder, people: EnrolPlan, config: CheckinConfig) -> EnrolReport:
+def enrol_people(gallery: GalleryBackend, encoder: Encoder, people: EnrolPlan, config: CheckinConfig) -> EnrolReport:
     """Add the photos ``people`` plans (:func:`reid.pipeline.plan_enrolment` of
     ``people/<person>/<photo>``, made before anything is written) to the gallery, one atomic
     batch at a time, each photo cut to its largest face by :meth:`CheckinConfig.photo_rule`.
@@ -257,7 +257,7 @@ class Decision:
         }
 
 
-def resolve_threshold(config: CheckinConfig, encoder: Encoder, gallery: Gallery) -> Threshold:
+def resolve_threshold(config: CheckinConfig, encoder: Encoder, gallery: GalleryBackend) -> Threshold:
     """The threshold and where it came from: the one given, else the gallery's own calibration,
     else the card, else the gallery (:func:`reid.pipeline.gallery_threshold`)."""
     detail = {} if config.threshold_source is None else {"given_detail": config.threshold_source}
@@ -308,13 +308,13 @@ class CheckinResult:
 class CheckinDesk:
     """Answers faces against an open gallery and writes each decision to a JSON-lines log."""
 
-    def __init__(self, gallery: Gallery, encoder: Encoder, config: CheckinConfig) -> None:
+    def __init__(self, gallery: GalleryBackend, encoder: Encoder, config: CheckinConfig) -> None:
         gallery.check_model(encoder.card)
         self.gallery, self.encoder, self.config = gallery, encoder, config
         self.chosen_threshold = resolve_threshold(config, encoder, gallery)
         self.threshold, self.threshold_source = self.chosen_threshold.value, self.chosen_threshold.describe()
         if config.claim is not None and config.claim not in {s.identity for s in gallery.identities()}:
-            raise ConfigValueError("claim", f"{config.claim!r}: nobody of that name is enrolled in {gallery.folder}", sep=" ")
+            raise ConfigValueError("claim", f"{config.claim!r}: nobody of that name is enrolled in {gallery.location}", sep=" ")
 
     def _decide(self, pending: _Pending, embedding: np.ndarray | None, found: list[IdentityMatch]) -> Decision:
         cfg = self.config

@@ -11,7 +11,7 @@ from rich.text import Text
 
 from reid import THRESHOLD_HELP, ReidError, printable, write_bytes_atomic
 from reid.data import quiet_opencv
-from reid.gallery import Gallery
+from reid.gallery import open_gallery
 from reid.models import SFACE, load_encoder, stand_in_model
 from reid.pipeline import DUPLICATE, NO_FACE_HELP, plan_enrolment
 from reid.cli import OneLineCommand, error_line, in_range, option_flags, print_table
@@ -120,9 +120,9 @@ def main(
         plan = plan_enrolment([people]) if people is not None else None
         if people is not None:
             out.mkdir(parents=True, exist_ok=True)
-            store = Gallery.open_or_create(config.gallery_path, encoder.card)
+            store = open_gallery(config.gallery_path, encoder.card)
         else:
-            store = Gallery.open(config.gallery_path)
+            store = open_gallery(config.gallery_path)
             out.mkdir(parents=True, exist_ok=True)
         decisions: list[Decision] = []
         with store:
@@ -134,7 +134,7 @@ def main(
                 console.print(
                     f"enrolled {enrolled.added} new photos of {len(enrolled.per_identity)} people "
                     f"({enrolled.duplicates} already enrolled, {len(enrolled.skipped) - enrolled.duplicates} skipped); "
-                    f"gallery {printable(store.folder)} holds {len(store)} photos of {store.identity_count} people",
+                    f"gallery {printable(store.location)} holds {len(store)} photos of {store.identity_count} people",
                     highlight=False,
                 )
                 problems = [(path, reason) for path, reason in enrolled.skipped if reason != DUPLICATE]

@@ -31,7 +31,7 @@ from reid.cli.defaults import config_overrides, default_of, given, with_config_o
 from reid.errors import ConfigError, DataError
 from reid.decision import check_far
 from reid.detect import DEFAULT_DETECTORS, DETECTORS, fallback_note
-from reid.gallery import INDEX_KINDS, Gallery, IndexSpec, resolve_gallery_path
+from reid.gallery import INDEX_KINDS, GalleryBackend, IndexSpec, open_gallery
 from reid.gallery.calibration import MIN_ADMITTED, GalleryCalibration, identities_needed
 from reid.models import load_encoder
 from reid.paths import check_output_file
@@ -185,10 +185,9 @@ def enroll(
     entries = plan_enrolment(paths, identity)
     print_fallback_note(config.detector, config.detect)
     encoder = load_encoder(model)
-    folder = resolve_gallery_path(gallery)
     with make_progress() as progress:
         task = progress.add_task("enrol", total=len(entries))
-        report = enrol_into(folder, encoder, entries, spec, config, on_progress=lambda n: progress.advance(task, n))
+        report = enrol_into(gallery, encoder, entries, spec, config, on_progress=lambda n: progress.advance(task, n))
     if json_out:
         write_json(json_out, report.to_dict())
     problems = [(p, r) for p, r in report.skipped if not r.startswith("duplicate")]
@@ -197,7 +196,7 @@ def enroll(
     if report.per_identity:
         print_table("enrolled", ["identity", "added"], sorted(report.per_identity.items()))
     print_table(
-        f"gallery {folder}",
+        f"gallery {report.gallery}",
         ["", "count"],
         [
             ("images given", report.images),
@@ -281,7 +280,7 @@ def query(
     if fps is not None:
         media = replace(media, fps=fps)
     encoder = load_encoder(model)
-    with Gallery.open(resolve_gallery_path(gallery)) as store:
+    with open_gallery(gallery) as store:
         run = QueryRun(store, encoder, media, config)
         print_fallback_note(config.detector, run.detector.kind if run.detector is not None else None)
         fps = (media.fps or 10.0) / (media.every if media.fps else 1)
@@ -374,11 +373,11 @@ def info(
     queries: int | None = typer.Option(
         None,
         "--queries",
-        help=with_default("Stored items used as queries by --check.", str(default_of(Gallery.check, "queries"))),
+        help=with_default("Stored items used as queries by --check.", str(default_of(GalleryBackend.check, "queries"))),
     ),
 ) -> None:
     """Items, identities, model, index; with --check, integrity and recall vs flat."""
-    with Gallery.open(resolve_gallery_path(gallery)) as store:
+    with open_gallery(gallery) as store:
         summary = store.info().to_dict()
         if check:
             summary["check"] = store.check(**given(queries=queries)).to_dict()
@@ -405,6 +404,14 @@ def info(
                 ]
             ],
         )
+        found = summary["check"]
+        if found["same_image_other_identity"] or found["near_duplicates"]:
+            console.print(
+                f"of {found['scanned']} items scanned, {found['same_image_other_identity']} are the same image as an "
+                f"item of another identity, {found['near_duplicates']} near duplicates within their identity",
+                highlight=False,
+                soft_wrap=True,
+            )
 
 
 @gallery_app.command("list")
@@ -415,11 +422,11 @@ def list_items(
     as_json: bool = typer.Option(False, "--json", help="Print JSON instead of a table."),
 ) -> None:
     """Identities with their item counts, or one identity's items."""
-    with Gallery.open(resolve_gallery_path(gallery)) as store:
+    with open_gallery(gallery) as store:
         if identity is not None:
             items = store.items(identity)
             if not items:
-                raise ConfigError(f"{store.folder}: no identity {identity!r} in the gallery")
+                raise ConfigError(f"{store.location}: no identity {identity!r} in the gallery")
             payload = [item.to_dict() for item in items]
             rows = [
                 (i.id, i.source, i.camera or "", "" if i.frame is None else i.frame, list(i.box or ()), i.enrolled[:19])
@@ -442,7 +449,7 @@ def list_items(
     if as_json:
         typer.echo(json.dumps(payload, indent=2))
     else:
-        print_table(f"gallery {store.folder}", columns, rows)
+        print_table(f"gallery {store.location}", columns, rows)
 
 
 @gallery_app.command("remove")
@@ -452,7 +459,7 @@ def remove(
     identity: str = typer.Option(..., "--id", help="Identity whose items are removed."),
 ) -> None:
     """Remove every item of one identity."""
-    with Gallery.open(resolve_gallery_path(gallery)) as store:
+    with open_gallery(gallery) as store:
         removed = store.remove_identity(identity)
         left, identities = len(store), store.identity_count
     console.print(
@@ -470,7 +477,7 @@ def export(
     out: Path = typer.Argument(..., help=".npz (embeddings and items) or .jsonl (items only)."),
 ) -> None:
     """Export items (and embeddings) for use elsewhere."""
-    with Gallery.open(resolve_gallery_path(gallery)) as store:
+    with open_gallery(gallery) as store:
         count = store.export(out)
     console.print(f"exported {count} items to {printable(out)}", highlight=False, soft_wrap=True)
 
@@ -501,12 +508,12 @@ def reindex(
         refine=refine,
         shard_size=shard_size,
     )
-    with Gallery.open(resolve_gallery_path(gallery)) as store:
+    with open_gallery(gallery) as store:
         store.reindex(spec)
-        built, shards = store.index_kind, store.shard_count
+        built, shards = store.index_kind, store.info().shards
         recall = store.recall()
     console.print(
-        f"{printable(store.folder)}: index is now {built} ({len(store)} items"
+        f"{printable(store.location)}: index is now {built} ({len(store)} items"
         f"{f' in {shards} shards' if shards > 1 else ''}); "
         f"Recall@1 {percent(recall.recall_at_1)} against exact search",
         highlight=False,
@@ -524,7 +531,7 @@ def calibrate(
         help=with_default(
             "Target false-accept rate: the share of pairs of two different enrolled identities the threshold may "
             "accept. A stranger meets every identity: with N identities, about N times this names a stranger.",
-            f"{default_of(Gallery.calibrate, 'far'):g}",
+            f"{default_of(GalleryBackend.calibrate, 'far'):g}",
         ),
     ),
     max_items: int | None = typer.Option(
@@ -532,7 +539,7 @@ def calibrate(
         "--max-items",
         help=with_default(
             "Items sampled (evenly over identities); every pair of two different identities among them is measured.",
-            str(default_of(Gallery.calibrate, "max_items")),
+            str(default_of(GalleryBackend.calibrate, "max_items")),
         ),
     ),
     scene: str | None = typer.Option(
@@ -563,13 +570,13 @@ def calibrate(
     if frames is not None:
         parse_frames(frames)
     options = given(far=far, max_items=max_items)
-    with Gallery.open(resolve_gallery_path(gallery)) as store:
+    with open_gallery(gallery) as store:
         if scene is not None and model is not None:
             scene_config = QueryConfig(**given(detector=detector))
             calibration = calibrate_on_scene(store, load_encoder(model), scene, frames, scene_config, **options)
         else:
             calibration = store.calibrate(**options)
-        folder = store.folder
+        folder = store.location
     needed = identities_needed(calibration.far)
     if as_json:
         typer.echo(json.dumps({"gallery": str(folder), **calibration.to_dict(), "identities_needed": needed}, indent=2))

@@ -1,6 +1,6 @@
 """Galleries: enrolled embeddings in a FAISS index, their items in SQLite, safe to share.
 
->>> gallery = Gallery.open_or_create("galleries/staff", encoder.card)
+>>> gallery = open_gallery("galleries/staff", encoder.card)   # opened, or made for the model
 >>> gallery.add(encoder.embed(crops), [ItemMeta("alice", source="a.jpg")])
 >>> gallery.search(encoder.embed([probe]), k=5)   # -> [[IdentityMatch(identity, distance, item_id), ...]]
 
@@ -8,11 +8,15 @@ Embeddings go in as float32 (N, D) rows of the gallery's model (L2-normalized on
 in); distances come out as Euclidean between unit embeddings, 0..2
 (:func:`similarity_to_distance` of FAISS's inner product).  A damaged, tampered or
 unwritable gallery raises GalleryError naming the file; a bad argument ConfigError; a
-failed write leaves the gallery as it was.  The parts: :mod:`~reid.gallery.store` (the
-lock and the commit), :mod:`~reid.gallery.catalogue` (SQLite), :mod:`~reid.gallery.search`,
-:mod:`~reid.gallery.check`, :mod:`~reid.gallery.export`, :mod:`~reid.gallery.files`,
-:mod:`~reid.gallery.shards`, :mod:`~reid.gallery.index` and :mod:`~reid.gallery.thumbnails`
-(small JPEGs of enrolled crops, personal data, deleted with their items).
+failed write leaves the gallery as it was.  The seam every backend implements is
+:class:`GalleryBackend` (:mod:`~reid.gallery.base`), opened by location with
+:func:`open_gallery` (:mod:`~reid.gallery.opener`).  The FAISS + SQLite backend's parts:
+:mod:`~reid.gallery.store` (the lock and the commit), :mod:`~reid.gallery.catalogue`
+(SQLite), :mod:`~reid.gallery.view` (the loaded state search reads),
+:mod:`~reid.gallery.maintenance`, :mod:`~reid.gallery.search`, :mod:`~reid.gallery.check`,
+:mod:`~reid.gallery.export`, :mod:`~reid.gallery.files`, :mod:`~reid.gallery.shards`,
+:mod:`~reid.gallery.index` and :mod:`~reid.gallery.thumbnails` (small JPEGs of enrolled
+crops, personal data, deleted with their items).
 """
 
 from reid.decision import similarity_to_distance
@@ -32,7 +36,9 @@ from reid.gallery.records import (
 )
 from reid.gallery.catalogue import DB_FILE
 from reid.gallery.search import SCORES
-from reid.gallery.store import Gallery, open_gallery, resolve_gallery_path
+from reid.gallery.base import GalleryBackend
+from reid.gallery.store import Gallery, resolve_gallery_path
+from reid.gallery.opener import destroy_gallery, open_gallery
 from reid.gallery import thumbnails
 
 __all__ = [
@@ -43,6 +49,7 @@ __all__ = [
     "CheckReport",
     "EmbeddingModel",
     "Gallery",
+    "GalleryBackend",
     "GalleryInfo",
     "GalleryItem",
     "GalleryMeta",
@@ -52,6 +59,7 @@ __all__ = [
     "ItemMeta",
     "ModelFacts",
     "RecallReport",
+    "destroy_gallery",
     "open_gallery",
     "resolve_gallery_path",
     "similarity_to_distance",

@@ -12,7 +12,7 @@
 :class:`Catalogue` is the only code that speaks SQL.  It reads, never trusting what it
 reads (a gallery folder may come from someone else): every file name, size and checksum
 becomes a checked :class:`~reid.gallery.files.FileRecord`, and a malformed value is a
-GalleryError.  It writes only inside transactions the store opens under its lock.
+GalleryError.  It writes only inside :meth:`Catalogue.atomic` blocks the store opens under its lock.
 
 Older formats are upgraded by named steps (:data:`MIGRATIONS`), each bringing the database
 to one format, applied in order in one transaction by the first write.
@@ -25,6 +25,7 @@ import json
 import secrets
 import sqlite3
 from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
@@ -445,25 +446,26 @@ class Catalogue:
 
     # ----------------------------------------------------------------- writing (in a transaction)
 
-    def begin(self) -> None:
-        self.db.execute("BEGIN IMMEDIATE")
-
-    def commit(self) -> None:
-        self.db.execute("COMMIT")
-
-    def rollback(self) -> None:
-        if self.db.in_transaction:
-            self.db.execute("ROLLBACK")
-
-    def write_error(self, exc: BaseException) -> GalleryError | None:
-        """A database that cannot be written (read-only, disk full) as one GalleryError, for
-        the caller to raise after rolling back; None for any other error."""
-        if isinstance(exc, sqlite3.Error):
-            return GalleryError(f"{self.path}: cannot write ({one_line(exc)}); the gallery is unchanged")
-        return None
+    @contextmanager
+    def atomic(self, written: Sequence[Path] = ()) -> Iterator[Catalogue]:
+        """One transaction around the block: committed when it ends; when it raises, rolled
+        back, the files ``written`` for it deleted (no commit names them), and a database
+        that cannot be written (read-only, disk full) raised as one GalleryError."""
+        try:
+            self.db.execute("BEGIN IMMEDIATE")
+            yield self
+            self.db.execute("COMMIT")
+        except BaseException as exc:
+            if self.db.in_transaction:
+                self.db.execute("ROLLBACK")
+            for path in written:
+                path.unlink(missing_ok=True)
+            if isinstance(exc, sqlite3.Error):
+                raise GalleryError(f"{self.path}: cannot write ({one_line(exc)}); the gallery is unchanged") from exc
+            raise
 
     def initialize(self, card: ModelFacts, spec: IndexSpec, active: ShardRecord) -> None:
-        """Create the tables and the facts of a new gallery of ``card``'s model (one transaction)."""
+        """Create the tables and the facts of a new gallery of ``card``'s model (in :meth:`atomic`)."""
         meta = {
             "format": str(FORMAT),
             "model_fingerprint": card.fingerprint,
@@ -478,20 +480,16 @@ class Catalogue:
             **layout_meta(active, None),
         }
         meta["facts_sha256"] = facts_hash(meta)
-        self.begin()
         for statement in SCHEMA:
             self.db.execute(statement)
         self.db.executemany("INSERT INTO meta (key, value) VALUES (?, ?)", meta.items())
-        self.commit()
 
     def upgrade(self, fmt: int) -> None:
-        """Apply the :data:`MIGRATIONS` after format ``fmt`` and record the new format (one transaction)."""
-        self.begin()
+        """Apply the :data:`MIGRATIONS` after format ``fmt`` and record the new format (in :meth:`atomic`)."""
         for step in MIGRATIONS:
             if step.to_format > fmt:
                 step.apply(self)
         self.set_meta({"format": str(FORMAT)})
-        self.commit()
 
     def read_calibration(self) -> str | None:
         """The stored calibration's JSON text, or None when none is stored."""
@@ -499,7 +497,7 @@ class Catalogue:
         return str(rows[0][0]) if rows else None
 
     def set_calibration(self, text: str) -> None:
-        """Store a calibration's JSON text with its checksum (inside a transaction)."""
+        """Store a calibration's JSON text with its checksum (in :meth:`atomic`)."""
         self.set_meta({CALIBRATION_KEY: text, CALIBRATION_SUM: text_hash(text)})
 
     def set_meta(self, values: dict[str, str]) -> None:

@@ -9,6 +9,7 @@ one chunk however large the gallery.  :func:`measure_recall` compares the index'
 
 from __future__ import annotations
 
+import math
 import time
 from collections.abc import Iterable, Sequence
 from pathlib import Path
@@ -16,11 +17,21 @@ from pathlib import Path
 import faiss
 import numpy as np
 
+from reid.decision import similarity_to_distance
 from reid.errors import GalleryError
 from reid.gallery.files import FileRecord, verify_file
-from reid.gallery.records import RecallReport
-from reid.gallery.search import Nearest, Originals
-from reid.gallery.shards import Shard
+from reid.gallery.records import ItemMeta, RecallReport
+from reid.gallery.search import GalleryView
+from reid.gallery.shards import CHUNK, Shard
+
+# Distances (Euclidean between unit embeddings, 0..2) at which two items are the same image
+# (the same pixels, saved as another file, embed alike up to float32 rounding, which the
+# square root of 2 - 2 cos turns into up to a few thousandths), and near duplicates (a
+# re-encoded or barely changed photo: counted, never refused).
+SAME_IMAGE = 0.01
+NEAR_DUPLICATE = 0.1
+# Items the duplicate scan of a check takes as queries (a sample from its seed beyond that).
+SCAN_ITEMS = 10_000
 
 
 def verify_files(folder: Path, records: Iterable[FileRecord]) -> int:
@@ -68,29 +79,21 @@ def exact_knn(
     return heap.D, heap.I
 
 
-def measure_recall(
-    kind: str,
-    ids: np.ndarray,
-    nearest: Nearest,
-    originals: Originals,
-    chunks: Iterable[tuple[np.ndarray, np.ndarray]],
-    queries: int,
-    k: int,
-    seed: int,
-) -> RecallReport:
-    """Recall@1 and @k of ``nearest`` (the index) against :func:`exact_knn`, with up to
-    ``queries`` stored items (drawn from ``ids`` with ``seed``) as queries; each query's
-    own item is left out of both answers.  Queries per second are measured for both."""
+def measure_recall(view: GalleryView, queries: int, k: int, seed: int) -> RecallReport:
+    """Recall@1 and @k of ``view``'s index against :func:`exact_knn` over its chunks, with up
+    to ``queries`` stored items (drawn with ``seed``) as queries; each query's own item is
+    left out of both answers.  Queries per second are measured for both."""
+    kind, ids = view.kind, view.labels.ids
     if len(ids) < 2:
         return RecallReport(kind, 0, k, 1.0, 1.0, 0.0, 0.0)
     k = min(k, len(ids) - 1)
     own = np.sort(np.random.default_rng(seed).choice(ids, min(queries, len(ids)), replace=False))
-    probe = originals(own)
+    probe = view.originals(own)
     start = time.perf_counter()
-    _, approx = nearest(probe, k + 1)
+    _, approx = view.nearest(probe, k + 1)
     index_time = time.perf_counter() - start
     start = time.perf_counter()
-    _, exact = exact_knn(probe, chunks, k + 1)
+    _, exact = exact_knn(probe, view.chunks(), k + 1)
     exact_time = time.perf_counter() - start
     hits_1, hits_k = 0, 0.0
     for i, item in enumerate(own):
@@ -107,3 +110,48 @@ def measure_recall(
         index_qps=len(own) / max(index_time, 1e-9),
         exact_qps=len(own) / max(exact_time, 1e-9),
     )
+
+
+def nearest_kept(
+    view: GalleryView, items: Sequence[ItemMeta], vectors: np.ndarray, photos: Sequence[int]
+) -> list[tuple[float, str]]:
+    """For each position of ``photos`` (into ``items`` and their unit ``vectors`` (N, D)):
+    the distance to, and the identity of, its nearest neighbour among ``view``'s items and
+    the photos before it in the batch; (inf, "") where there is none."""
+    if not photos:
+        return []
+    queries = np.ascontiguousarray(vectors[list(photos)], dtype=np.float32)
+    found = [(math.inf, "")] * len(photos)
+    if len(view):
+        sims, ids = view.nearest(queries, 1)
+        names = [view.labels.names[code] for code in view.labels.lookup(np.maximum(ids[:, 0], 0))]
+        distances = similarity_to_distance(sims[:, 0])
+        found = [(float(d), n) if i >= 0 else (math.inf, "") for d, n, i in zip(distances, names, ids[:, 0], strict=True)]
+    # The batch's own neighbours, nearest first; the first one before a photo is its nearest earlier one.
+    sims, rows = faiss.knn(queries, queries, min(len(photos), 8), metric=faiss.METRIC_INNER_PRODUCT)
+    distances = similarity_to_distance(sims)
+    for j in range(len(photos)):
+        earlier = np.flatnonzero((rows[j] >= 0) & (rows[j] < j))
+        if len(earlier) and distances[j, earlier[0]] < found[j][0]:
+            found[j] = (float(distances[j, earlier[0]]), items[photos[rows[j, earlier[0]]]].identity)
+    return found
+
+
+def scan_duplicates(view: GalleryView, limit: int = SCAN_ITEMS, seed: int = 0) -> tuple[int, int, int]:
+    """(items scanned, items within :data:`SAME_IMAGE` of an item of another identity, items
+    within :data:`NEAR_DUPLICATE` of another item of their own): each item's nearest other
+    items by the index, for every item or ``limit`` drawn with ``seed``."""
+    ids = view.labels.ids
+    if len(ids) > limit:
+        ids = np.sort(np.random.default_rng(seed).choice(ids, limit, replace=False))
+    other_identity, near = 0, 0
+    for start in range(0, len(ids), CHUNK):
+        own = ids[start : start + CHUNK]
+        sims, found = view.nearest(view.originals(own), min(4, len(view)))
+        distances = similarity_to_distance(sims)
+        codes = view.labels.lookup(np.maximum(found, 0))
+        own_codes = view.labels.lookup(own)[:, None]
+        others = (found >= 0) & (found != own[:, None])
+        other_identity += int((others & (distances <= SAME_IMAGE) & (codes != own_codes)).any(axis=1).sum())
+        near += int((others & (distances <= NEAR_DUPLICATE) & (codes == own_codes)).any(axis=1).sum())
+    return len(ids), other_identity, near

@@ -84,10 +84,14 @@ class IdentityMatch:
 
 @dataclass
 class AddResult:
-    """Ids given to the added rows, and the input rows skipped as duplicates."""
+    """Ids given to the added rows; the positions of the input rows skipped as duplicates,
+    and of those refused as the same image as an item of another identity (with it); how
+    many added rows are near duplicates of an item of their own identity."""
 
     ids: list[int] = field(default_factory=list)
     duplicates: list[int] = field(default_factory=list)
+    conflicts: list[tuple[int, str]] = field(default_factory=list)
+    near_duplicates: int = 0
 
 
 @dataclass(frozen=True)
@@ -185,6 +189,11 @@ class CheckReport:
     files: int = 0
     checksums: bool = False
     recall: RecallReport | None = None
+    # The duplicate scan (reid.gallery.check.scan_duplicates): items scanned, items that are
+    # the same image as an item of another identity, near duplicates within an identity.
+    scanned: int = 0
+    same_image_other_identity: int = 0
+    near_duplicates: int = 0
 
     def to_dict(self) -> dict[str, Any]:
         return as_dict(self)

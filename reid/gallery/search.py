@@ -16,8 +16,9 @@ Distances are Euclidean between unit embeddings, 0..2
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
+from typing import Protocol
 
 import numpy as np
 
@@ -29,8 +30,6 @@ SCORES = ("best", "mean")
 # Candidates re-ranked at a time: bounds the float32 copies of their embeddings (128 MiB at 512-d).
 RERANK_ROWS = 65_536
 
-# (queries (Q, D) float32, k) -> (similarities (Q, k) float32, item ids (Q, k) int64; -1 pads)
-Nearest = Callable[[np.ndarray, int], tuple[np.ndarray, np.ndarray]]
 # item ids (N,) int64 -> their stored embeddings (N, D) float32
 Originals = Callable[[np.ndarray], np.ndarray]
 
@@ -103,6 +102,31 @@ class IdentityLabels:
         return {self.names[int(code)] for code in np.unique(self.codes)}
 
 
+class GalleryView(Protocol):
+    """One committed state of a gallery, read only: ``labels`` of its items (ids ascending),
+    ``dim``, the index ``kind``; embeddings are float32 unit rows, similarities inner products."""
+
+    labels: IdentityLabels
+    dim: int
+
+    def __len__(self) -> int: ...
+
+    @property
+    def kind(self) -> str: ...
+
+    def nearest(self, queries: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
+        """(similarities (Q, k) float32, item ids (Q, k) int64, -1 pads) of queries (Q, D)."""
+        ...
+
+    def originals(self, ids: np.ndarray) -> np.ndarray:
+        """Stored embeddings (N, D) float32 of item ``ids`` (N,) int64."""
+        ...
+
+    def chunks(self) -> Iterator[tuple[np.ndarray, np.ndarray]]:
+        """(ids, embeddings) of every item, a chunk at a time."""
+        ...
+
+
 def check_search(k: int, score: str = "best") -> None:
     """Raise ConfigError unless ``k`` >= 1 and ``score`` is one of :data:`SCORES`."""
     if score not in SCORES:
@@ -130,12 +154,15 @@ def rerank(queries: np.ndarray, ids: np.ndarray, k: int, originals: Originals) -
 
 
 def group_by_identity(sims: np.ndarray, ids: np.ndarray, labels: IdentityLabels) -> list[IdentityMatch]:
-    """One match per identity among one query's neighbours (nearest first), at the distance
-    of its nearest item."""
+    """One match per identity among one query's neighbours, at the distance of its nearest
+    item; nearest first, and at equal distances the identity of the lower item id first."""
     valid = ids >= 0
     sims, ids = sims[valid], ids[valid]
+    # Nearest first; equal distances (to 6 decimals): the lower item id, enrolled first.
+    order = np.lexsort((ids, -np.round(sims.astype(np.float64), 6)))
+    sims, ids = sims[order], ids[order]
     codes = labels.lookup(ids)
-    # Neighbours come nearest first, so an identity's first hit is its best.
+    # Now an identity's first hit is its best.
     _, first = np.unique(codes, return_index=True)
     first = np.sort(first)
     distances = similarity_to_distance(sims[first])
@@ -145,43 +172,34 @@ def group_by_identity(sims: np.ndarray, ids: np.ndarray, labels: IdentityLabels)
     ]
 
 
-def mean_scores(
-    query: np.ndarray, found: list[IdentityMatch], k: int, labels: IdentityLabels, originals: Originals
-) -> list[IdentityMatch]:
+def mean_scores(query: np.ndarray, found: list[IdentityMatch], k: int, view: GalleryView) -> list[IdentityMatch]:
     """``found`` re-scored by the mean distance to all items of each identity; the ``k`` nearest."""
     # Exact means over all items of each candidate identity; the candidates are the
     # identities among the nearest items, so an identity with no near item never wins.
     scored = []
     for match in found:
-        vectors = originals(labels.ids_of(match.identity))
+        vectors = view.originals(view.labels.ids_of(match.identity))
         mean = float(similarity_to_distance(vectors @ query).mean())
         scored.append(IdentityMatch(match.identity, mean, match.item_id))
-    scored.sort(key=lambda m: m.distance)
+    scored.sort(key=lambda m: (round(m.distance, 6), m.item_id))
     return scored[:k]
 
 
-def nearest_identities(
-    queries: np.ndarray,
-    k: int,
-    score: str,
-    nearest: Nearest,
-    total: int,
-    labels: IdentityLabels,
-    originals: Originals,
-) -> list[list[IdentityMatch]]:
-    """The ``k`` nearest identities of each of ``queries`` (Q, D) among ``total`` items.
+def nearest_identities(view: GalleryView, queries: np.ndarray, k: int, score: str) -> list[list[IdentityMatch]]:
+    """The ``k`` nearest identities of each of ``queries`` (Q, D) in ``view``.
 
     Starts from the nearest ``max(4 k, 32)`` items and fetches four times more for the
     queries whose neighbours hold fewer than ``k`` identities, until all items are seen.
     """
     results: list[list[IdentityMatch]] = [[] for _ in range(len(queries))]
+    total, labels = len(view), view.labels
     if total == 0 or len(queries) == 0:
         return results
     k = min(k, labels.identity_count)
     fetch = min(total, max(4 * k, 32))
     pending = np.arange(len(queries))
     while len(pending):
-        sims, ids = nearest(queries[pending], fetch)
+        sims, ids = view.nearest(queries[pending], fetch)
         short = []
         for row, query in enumerate(pending):
             found = group_by_identity(sims[row], ids[row], labels)
@@ -191,16 +209,16 @@ def nearest_identities(
         pending = np.asarray(short, dtype=np.int64)
         fetch = min(total, fetch * 4)
     if score == "mean":
-        results = [mean_scores(queries[i], found, k, labels, originals) for i, found in enumerate(results)]
+        results = [mean_scores(queries[i], found, k, view) for i, found in enumerate(results)]
     return results
 
 
-def nearest_items(queries: np.ndarray, k: int, nearest: Nearest, total: int) -> tuple[np.ndarray, np.ndarray]:
+def nearest_items(view: GalleryView, queries: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
     """The ``k`` nearest items of each query: (distances (Q, k) float64, 0..2 and inf where
     none, item ids (Q, k) int64, -1 where none)."""
-    if total == 0:
+    if len(view) == 0:
         return np.full((len(queries), k), np.inf), np.full((len(queries), k), -1, np.int64)
-    sims, ids = nearest(queries, min(k, total))
+    sims, ids = view.nearest(queries, min(k, len(view)))
     distances = similarity_to_distance(sims)
     distances[ids < 0] = np.inf
     return distances, ids

@@ -3,8 +3,9 @@
 Identities come from ``--id NAME`` or from folders: a folder argument must hold
 ``<identity>/<image>`` sub-folders, and a file (or glob match) belongs to the identity named
 by its parent folder.  Duplicate images (same SHA-256 of the file bytes, in the gallery or
-earlier in the run) and unreadable, empty, oversized or corrupt images are skipped and
-counted; so are images where a detector finds nobody or a face model finds no face
+earlier in the run, or the same pixels in another file, as the gallery judges them:
+:meth:`reid.gallery.GalleryBackend.screen`), images the gallery holds under another
+identity, and unreadable, empty, oversized or corrupt images are skipped and counted; so are images where a detector finds nobody or a face model finds no face
 (``no_face``: "skip"; "whole" takes the whole image instead; "error" stops at the first,
 keeping the batches committed before it).  Entries of the folders given that are not
 images (hidden and system files, other kinds of files, unreadable links and folders)
@@ -30,7 +31,7 @@ from reid.data.io import ImageLimits, bounded_bytes, decode_image, is_image_file
 from reid.detect import Detector
 from reid.detect.base import largest_detection
 from reid.errors import ConfigError, ConfigValueError, DataError
-from reid.gallery import DB_FILE, Gallery, IndexSpec, ItemMeta, thumbnails
+from reid.gallery import GalleryBackend, IndexSpec, ItemMeta, open_gallery, thumbnails
 from reid.names import identity_name
 from reid.models.encoder import Encoder, embed_images
 from reid.pipeline.frames import ChooseCrop, whole_box
@@ -61,6 +62,8 @@ class EnrolEntry:
 
 # The reason an image already in the gallery is listed among the skipped.
 DUPLICATE = "duplicate of an enrolled image"
+# The reason an image is refused when the gallery holds it (the same pixels) under another identity.
+OTHER_IDENTITY = "the same image is enrolled as"
 
 
 @dataclass
@@ -103,12 +106,16 @@ class EnrolPlan(list[EnrolEntry]):
 class EnrolReport:
     """What an enrolment did; ``skipped`` lists (path, reason) for every image not added,
     ``several_subjects`` (path, note) for every photo in which the detector found more than
-    one subject (the note says how many and the box of the one enrolled)."""
+    one subject (the note says how many and the box of the one enrolled).  ``other_identity``
+    counts images refused as enrolled under another identity, ``near_duplicates`` the added
+    ones that are near duplicates of an item of their own identity."""
 
     gallery: str
     images: int = 0
     added: int = 0
     duplicates: int = 0
+    other_identity: int = 0
+    near_duplicates: int = 0
     unreadable: int = 0
     no_detection: int = 0
     not_images: int = 0
@@ -125,6 +132,8 @@ class EnrolReport:
             "images": self.images,
             "added": self.added,
             "duplicates": self.duplicates,
+            "other_identity": self.other_identity,
+            "near_duplicates": self.near_duplicates,
             "unreadable": self.unreadable,
             "no_detection": self.no_detection,
             "not_images": self.not_images,
@@ -215,7 +224,7 @@ def _folder_entries(folder: Path, identity: str | None, skipped: list[tuple[str,
 
 
 def enrol(
-    gallery: Gallery,
+    gallery: GalleryBackend,
     encoder: Encoder,
     entries: Sequence[EnrolEntry],
     config: EnrolConfig | None = None,
@@ -244,7 +253,7 @@ def enrol(
     else:
         rule = SubjectRule(detector, config.margin, choose, config.no_face, encoder.aligned_face_size)
     limits = ImageLimits.from_env()
-    report = EnrolReport(gallery=str(gallery.folder), images=len(entries))
+    report = EnrolReport(gallery=gallery.location, images=len(entries))
     if isinstance(entries, EnrolPlan):
         report.not_images = len(entries.skipped)
         report.skipped += entries.skipped
@@ -287,11 +296,17 @@ def enrol(
             embedded.hold(image, ItemMeta(entry.identity, source=str(entry.path), camera=entry.camera, box=box, image_hash=digest))
         embedded.flush()
         if embedded.items:
-            result = gallery.add(np.concatenate(embedded.features), embedded.items, crops=embedded.thumbs)
+            # A photo is enrolled once: the same pixels again are a duplicate, under another name refused.
+            features = np.concatenate(embedded.features)
+            result = gallery.add(features, embedded.items, crops=embedded.thumbs, same_image="skip")
             for position in result.duplicates:
                 report.duplicates += 1
                 report.skipped.append((embedded.items[position].source, DUPLICATE))
-            added = set(range(len(embedded.items))) - set(result.duplicates)
+            for position, other in result.conflicts:
+                report.other_identity += 1
+                report.skipped.append((embedded.items[position].source, f"{OTHER_IDENTITY} {other!r}"))
+            report.near_duplicates += result.near_duplicates
+            added = set(range(len(embedded.items))) - set(result.duplicates) - {p for p, _ in result.conflicts}
             report.added += len(added)
             report.per_identity.update(embedded.items[i].identity for i in added)
         if on_progress is not None:
@@ -350,7 +365,7 @@ def _held_bytes(array: np.ndarray) -> int:
 
 
 def enrol_into(
-    folder: str | Path,
+    location: str | Path,
     encoder: Encoder,
     entries: Sequence[EnrolEntry],
     spec: IndexSpec | None = None,
@@ -358,23 +373,23 @@ def enrol_into(
     detector: Detector | None = None,
     on_progress: Callable[[int], None] | None = None,
 ) -> EnrolReport:
-    """Open the gallery at ``folder``, or create it (index ``spec``) for ``encoder``'s
-    model, and :func:`enrol` ``entries`` into it.
+    """Open the gallery at ``location`` (a folder, or a URI :func:`reid.gallery.open_gallery`
+    takes), or create it (index ``spec``) for ``encoder``'s model, and :func:`enrol`
+    ``entries`` into it.
 
     A gallery this call creates is deleted again when nothing was added to it (every image
     unusable, or a failure before the first batch), so a failed enrolment leaves no gallery
-    behind.  Raises what :meth:`Gallery.open_or_create` and :func:`enrol` raise.
+    behind.  Raises what :func:`reid.gallery.open_gallery` and :func:`enrol` raise.
     """
-    folder = Path(folder)
-    new = not (folder / DB_FILE).is_file()
+    gallery = open_gallery(location, encoder.card, spec)
     report: EnrolReport | None = None
     try:
-        with Gallery.open_or_create(folder, encoder.card, spec) as gallery:
+        with gallery:
             report = enrol(gallery, encoder, entries, config, detector, on_progress)
             report.gallery_items, report.gallery_identities = len(gallery), gallery.identity_count
     finally:
-        if new and (report is None or report.added == 0) and (folder / DB_FILE).is_file():
-            Gallery.discard_if_empty(folder)
+        if gallery.created and (report is None or report.added == 0):
+            gallery.remove_if_empty()
     return report
 
 

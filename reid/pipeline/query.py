@@ -37,7 +37,7 @@ from reid.decision import (
 from reid.decision import resolve_threshold as resolve_distance_threshold
 from reid.detect import Box, Detector, SSDLiteConfig, build_detector
 from reid.errors import ConfigError, ConfigValueError
-from reid.gallery import SCORES, Gallery, IdentityMatch
+from reid.gallery import SCORES, GalleryBackend, IdentityMatch
 from reid.gallery.calibration import synthetic_card_note
 from reid.models.card import ModelCard
 from reid.models.encoder import Encoder
@@ -304,14 +304,14 @@ class QueryStats:
 def gallery_threshold(
     given: float | None,
     card: ModelCard,
-    gallery: Gallery,
+    gallery: GalleryBackend,
     *,
     given_detail: str = "--threshold",
     far: float | None = None,
 ) -> Threshold:
     """The threshold a search of ``gallery`` decides at: ``given`` (or ``far`` read from the
     card's calibration pairs), else the gallery's own calibration
-    (:meth:`Gallery.current_calibration`), else the model card's, else the one the gallery
+    (:meth:`GalleryBackend.current_calibration`), else the model card's, else the one the gallery
     recorded at creation (:func:`reid.decision.resolve_threshold`), with a note when the
     card's threshold comes from synthetic data.  The one rule of query, camera search, face
     check-in and the service; raises ConfigError when none has one."""
@@ -329,7 +329,7 @@ def gallery_threshold(
     return chosen
 
 
-def resolve_threshold(config: QueryConfig, gallery: Gallery, encoder: Encoder) -> Threshold:
+def resolve_threshold(config: QueryConfig, gallery: GalleryBackend, encoder: Encoder) -> Threshold:
     """:func:`gallery_threshold` for a query's --threshold or --far."""
     return gallery_threshold(config.threshold, encoder.card, gallery, far=config.far)
 
@@ -390,7 +390,7 @@ class QueryRun:
 
     def __init__(
         self,
-        gallery: Gallery,
+        gallery: GalleryBackend,
         encoder: Encoder,
         source: MediaSource,
         config: QueryConfig | None = None,

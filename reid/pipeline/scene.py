@@ -15,7 +15,7 @@ from typing import Any
 import numpy as np
 
 from reid.errors import ConfigError, ConfigValueError
-from reid.gallery import Gallery
+from reid.gallery import GalleryBackend
 from reid.gallery.calibration import GalleryCalibration, SceneTrack, SceneTracks
 from reid.models.encoder import Encoder
 from reid.pipeline.query import QueryConfig, query_detector
@@ -91,7 +91,7 @@ def scene_tracks(
 
 
 def calibrate_on_scene(
-    gallery: Gallery,
+    gallery: GalleryBackend,
     encoder: Encoder,
     video: str,
     frames: str | None = None,
@@ -99,6 +99,6 @@ def calibrate_on_scene(
     **options: Any,
 ) -> GalleryCalibration:
     """Store ``gallery``'s own threshold with the impostor pairs of a video of its camera
-    (:func:`scene_tracks` over ``frames``, then :meth:`Gallery.calibrate` with ``options``:
+    (:func:`scene_tracks` over ``frames``, then :meth:`GalleryBackend.calibrate` with ``options``:
     ``far``, ``max_items``).  Raises what those raise."""
     return gallery.calibrate(**options, scene=scene_tracks(encoder, video, frames, config))

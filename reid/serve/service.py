@@ -26,7 +26,7 @@ from reid.decision import Threshold, nearest_identity, pair_distance
 from reid.detect import Detection, Detector
 from reid.draw import label_layout, make_label
 from reid.errors import ConfigError, GalleryError, ReidError
-from reid.gallery import DB_FILE, Gallery, IndexSpec, thumbnails
+from reid.gallery import DB_FILE, GalleryBackend, IndexSpec, destroy_gallery, open_gallery
 from reid.gallery.catalogue import gallery_uid
 from reid.models import Encoder, load_encoder
 from reid.models.encoder import embed_images
@@ -224,14 +224,14 @@ class Service:
         deleting a gallery holds too: a key is never made for a gallery being deleted."""
         return self.keys.create(gallery, tuple(scopes), self.gallery_uid)
 
-    def _handle(self, name: str) -> Gallery:
+    def _handle(self, name: str) -> GalleryBackend:
         """This thread's handle of gallery ``name``, caught up with every commit; NotFound
         when the gallery is not there (or was deleted since the handle was opened).  A
         thread keeps the handles of the :data:`HANDLES_PER_THREAD` galleries it used last
         and closes the others, so the files a server holds open do not grow with the
         number of galleries."""
         folder = self.folder(name)
-        handles: OrderedDict[str, tuple[int, Gallery]] = self._local.__dict__.setdefault("handles", OrderedDict())
+        handles: OrderedDict[str, tuple[int, GalleryBackend]] = self._local.__dict__.setdefault("handles", OrderedDict())
         try:
             inode = (folder / DB_FILE).stat().st_ino
         except OSError:
@@ -249,11 +249,11 @@ class Service:
             return held[1]
         while len(handles) >= HANDLES_PER_THREAD:
             handles.popitem(last=False)[1][1].close()
-        gallery = Gallery.open(folder, self.config.lock_timeout)
+        gallery = open_gallery(folder, lock_timeout=self.config.lock_timeout)
         handles[name] = (inode, gallery)
         return gallery
 
-    def _model(self, name: str, gallery: Gallery) -> tuple[str, Encoder]:
+    def _model(self, name: str, gallery: GalleryBackend) -> tuple[str, Encoder]:
         """The served model that made ``gallery``: its settings' model, else the one whose
         fingerprint it records; Conflict when none is loaded."""
         wanted = self.config.settings(name).model
@@ -277,7 +277,7 @@ class Service:
             raise ConfigError(f"gallery {name!r}: no crop rule was loaded for model {model!r}; build the service with crop_rules")
         return self.rules[key]
 
-    def threshold(self, name: str, gallery: Gallery, encoder: Encoder, given: float | None = None) -> Threshold:
+    def threshold(self, name: str, gallery: GalleryBackend, encoder: Encoder, given: float | None = None) -> Threshold:
         """The threshold a request decides at: the request's, else the server's settings,
         else the gallery's own calibration, the model card's or the gallery's
         (:func:`reid.pipeline.gallery_threshold`)."""
@@ -310,7 +310,7 @@ class Service:
             "detect": settings.detect,
             "detector": settings.detector,
             "no_face": settings.no_face,
-            "thumbnails": thumbnails.enabled(gallery.folder),
+            "thumbnails": gallery.keeps_thumbnails,
         }
 
     def create_gallery(
@@ -331,7 +331,10 @@ class Service:
             )
         spec = IndexSpec(kind=index) if index is not None else None
         try:
-            Gallery.create(folder, self.models[model].card, spec, self.config.lock_timeout, thumbnails=keep_thumbnails).close()
+            open_gallery(
+                folder, self.models[model].card, spec, create=True, lock_timeout=self.config.lock_timeout,
+                thumbnails=keep_thumbnails,
+            ).close()
         except GalleryError as exc:
             raise Conflict(str(exc)) from None
         return self.info(name)
@@ -346,7 +349,7 @@ class Service:
             held = self._local.__dict__.get("handles", {}).pop(name, None)
             if held is not None:
                 held[1].close()
-            return Gallery.destroy(self.folder(name), self.config.lock_timeout)
+            return destroy_gallery(self.folder(name), self.config.lock_timeout)
 
         return self.keys.revoke_gallery(name, destroy)
 
@@ -420,16 +423,16 @@ class Service:
         gallery = self._handle(name)
         if item_id not in gallery.get_items([item_id]):
             raise NotFound(f"no item {item_id} in gallery {name!r}")
-        try:
-            return thumbnails.path_of(gallery.folder, item_id).read_bytes()
-        except OSError:
-            raise NotFound(f"item {item_id} of gallery {name!r} has no thumbnail") from None
+        thumbnail = gallery.thumbnail(item_id)
+        if thumbnail is None:
+            raise NotFound(f"item {item_id} of gallery {name!r} has no thumbnail")
+        return thumbnail
 
     def start_watch(self, name: str, source: str, max_frames: int | None = None) -> Watch:
         """Start a tracked query of ``source`` against gallery ``name`` (see :mod:`reid.serve.watches`)."""
         gallery = self._handle(name)
         _, encoder = self._model(name, gallery)
-        return self.watches.start(name, gallery.folder, encoder, source, self.config.settings(name), max_frames)
+        return self.watches.start(name, self.folder(name), encoder, source, self.config.settings(name), max_frames)
 
     # ----------------------------------------------------------------- images
 

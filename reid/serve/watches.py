@@ -28,7 +28,7 @@ from pathlib import Path
 from typing import Any
 
 from reid.errors import ConfigError, ReidError
-from reid.gallery import Gallery
+from reid.gallery import open_gallery
 from reid.gallery.catalogue import gallery_uid
 from reid.pipeline import QueryConfig, QueryRun, TrackSummary, open_source
 from reid.serve.config import ServeConfig, StreamUrl
@@ -170,7 +170,7 @@ class Watches:
         decided: dict[int, str | None] = {}
         run: QueryRun | None = None
         try:
-            with Gallery.open(folder, self.config.lock_timeout) as gallery:
+            with open_gallery(folder, lock_timeout=self.config.lock_timeout) as gallery:
                 run = QueryRun(gallery, encoder, open_source(watch.opened, max_frames=max_frames), config)
                 watch.state = "paused" if watch._pause.is_set() else "running"
                 refreshed = time.monotonic()

@@ -81,9 +81,19 @@ def test_identities_by_nearest_item_and_by_mean_distance() -> None:
     def originals(wanted: np.ndarray) -> np.ndarray:
         return vectors[np.asarray(wanted) - 1]
 
+    class View:
+        """The loaded view search reads (reid.gallery.search.GalleryView), over one flat index."""
+
+        def __init__(self) -> None:
+            self.labels, self.dim, self.kind = names, vectors.shape[1], "flat"
+            self.nearest, self.originals = index.search, originals
+
+        def __len__(self) -> int:
+            return len(ids)
+
     query = centres[2:3]
-    best = nearest_identities(query, 3, "best", index.search, len(ids), names, originals)[0]
-    mean = nearest_identities(query, 3, "mean", index.search, len(ids), names, originals)[0]
+    best = nearest_identities(View(), query, 3, "best")[0]
+    mean = nearest_identities(View(), query, 3, "mean")[0]
     assert best[0].identity == mean[0].identity == "id0002" and len(best) == len(mean) == 3
     nearest = similarity_to_distance(vectors @ query[0])
     assert best[0].distance == pytest.approx(nearest[10:15].min(), abs=1e-5)

@@ -18,7 +18,7 @@ from reid.gallery import DB_FILE, Gallery, IndexSpec, ItemMeta, open_gallery, re
 from reid.gallery.files import FileRecord, read_snapshot
 from reid.gallery.index import auto_nlist
 from reid.gallery.lock import gallery_lock
-from reid.gallery.store import COMPACT_MIN_ITEMS
+from reid.gallery.maintenance import COMPACT_MIN_ITEMS
 
 
 def snapshot_of(folder: Path) -> Path:

@@ -81,6 +81,25 @@ def test_enrol_counts_duplicates_and_unreadable(tmp_path: Path, encoder: Encoder
     assert payload["added"] == 6 and any(s["reason"].startswith("not a readable image") for s in payload["skipped"])
 
 
+def test_a_photo_saved_again_losslessly_is_a_duplicate_and_never_another_person(tmp_path: Path, encoder: Encoder) -> None:
+    crops = walker_crops(tmp_path / "people")
+    pixels = cv2.imread(str(crops["red"][0]), cv2.IMREAD_COLOR)
+    # The same pixels in other files: other bytes, so other SHA-256s.
+    resaved = tmp_path / "resaved"
+    for name in ("red", "mallory"):
+        (resaved / name).mkdir(parents=True)
+        assert cv2.imwrite(str(resaved / name / "0.png"), pixels, [cv2.IMWRITE_PNG_COMPRESSION, 9])
+    assert (resaved / "red" / "0.png").read_bytes() != crops["red"][0].read_bytes()
+    with Gallery.open_or_create(tmp_path / "g", encoder.card) as gallery:
+        assert enrol(gallery, encoder, plan_enrolment([tmp_path / "people"])).added == 6
+        report = enrol(gallery, encoder, plan_enrolment([resaved]))
+        assert (report.added, report.duplicates, report.other_identity) == (0, 1, 1)
+        assert dict(report.skipped)[str(resaved / "mallory" / "0.png")] == "the same image is enrolled as 'red'"
+        assert {s.identity for s in gallery.identities()} == {"red", "blue"}
+        assert gallery.search(encoder.embed([cv2.cvtColor(pixels, cv2.COLOR_BGR2RGB)]), k=1)[0][0].identity == "red"
+        assert gallery.check(queries=5).same_image_other_identity == 0
+
+
 def test_enrol_takes_images_given_as_bytes(tmp_path: Path, encoder: Encoder) -> None:
     crops = walker_crops(tmp_path / "people")
     good = crops["red"][0].read_bytes()
