@@ -27,11 +27,6 @@ VERIFY_NO_FACE_HELP = NO_FACE_HELP + " With --pairs a skipped photo's pairs coun
 SHOWN_FAILURES = 5
 
 
-def threshold_option(default_text: str) -> float | None:
-    """A ``--threshold DISTANCE`` option; ``default_text`` says what applies without it."""
-    return typer.Option(None, "--threshold", help=f"{THRESHOLD_HELP} Default: {default_text}.")
-
-
 def far_option() -> float | None:
     """A ``--far RATE`` option (a fraction in (0, 1))."""
     return typer.Option(None, "--far", help=FAR_HELP)
@@ -128,7 +123,9 @@ def verify_command(
     image_a: Path | None = typer.Argument(None, help="First image (with IMAGE_B; or use --pairs)."),
     image_b: Path | None = typer.Argument(None, help="Second image."),
     model: str = typer.Option(..., "--model", "-m", help=ENCODER_HELP),
-    threshold: float | None = threshold_option("the model card's calibrated one"),
+    threshold: float | None = typer.Option(
+        None, "--threshold", help=f"{THRESHOLD_HELP} Default: the model card's calibrated one."
+    ),
     far: float | None = far_option(),
     pairs: Path | None = typer.Option(None, "--pairs", help=PAIRS_HELP),
     root: Path | None = typer.Option(None, "--root", help=ROOT_HELP),

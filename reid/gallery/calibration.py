@@ -42,15 +42,13 @@ from __future__ import annotations
 
 import json
 import math
-import re
-from pathlib import Path
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
 import numpy as np
 
-from reid.decision import GALLERY_CALIBRATION, UNIT, Threshold, check_far, pair_distance, similarity_to_distance
+from reid.decision import GALLERY_CALIBRATION, Threshold, check_far, pair_distance, similarity_to_distance
 from reid.errors import ConfigError
 from reid.paths import parse_json_bounded
 from reid.serial import as_dict
@@ -59,7 +57,6 @@ DEFAULT_FAR = 1e-3
 MIN_ADMITTED = 10
 MAX_ITEMS = 2048
 SEED = 0
-SYNTHETIC = "synthetic"  # the data set name of reid's generated people ("synthetic" or "synthetic:DIR")
 GRAM_ROWS = 512  # rows of the Gram matrix computed at a time
 
 Embeddings = Callable[[np.ndarray], np.ndarray]
@@ -426,26 +423,4 @@ def calibrate(
         identity_pairs=sampled_identities * (sampled_identities - 1) // 2,
         admitted=admitted,
         created=created,
-    )
-
-
-def synthetic_card_note(card: Any, gallery: Any) -> str:
-    """One line when ``card``'s threshold was calibrated on reid's generated (synthetic)
-    people and ``gallery`` holds other images (its first item's source lies outside that
-    data set's folder); "" otherwise.
-
-    Generated people are another kind of data than camera images: their distances say
-    nothing of where strangers of a real scene fall, so such a threshold names them.
-    """
-    data = str(getattr(card, "metrics", {}).get("dataset", ""))
-    if data.split(":")[0] != SYNTHETIC and not re.search(rf"\b{SYNTHETIC}\b", card.threshold_source):
-        return ""
-    root = data.partition(":")[2] if data.split(":")[0] == SYNTHETIC else ""
-    first = gallery.items(limit=1)
-    if root and first and Path(first[0].source).resolve().is_relative_to(Path(root).resolve()):
-        return ""
-    return (
-        f"note: {card.name}'s threshold was calibrated on synthetic data (generated people), not on images like "
-        f"this gallery's; strangers may be named: run 'reid gallery calibrate {gallery.folder}', or give --threshold "
-        f"({UNIT}) or --far"
     )

@@ -77,8 +77,6 @@ from reid.pipeline.query import (
     TrackSummary,
     TopK,
     choose_detector,
-    gallery_threshold,
-    resolve_threshold,
 )
 from reid.pipeline.sources import Every, Frame, MaxFrames, MediaSource, open_source
 from reid.pipeline.scene import calibrate_on_scene, parse_frames, scene_tracks
@@ -152,8 +150,6 @@ __all__ = [
     "open_source",
     "parse_frames",
     "plan_enrolment",
-    "gallery_threshold",
-    "resolve_threshold",
     "safe_name",
     "scene_tracks",
     "stage_timer",

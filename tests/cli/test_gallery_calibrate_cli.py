@@ -100,7 +100,7 @@ def test_calibrate_refuses_in_one_line(tmp_path: Path, model: Path, args: list[s
 
 
 def test_no_synthetic_note_for_a_gallery_of_the_synthetic_data_itself(tmp_path: Path, model: Path) -> None:
-    from reid.gallery.calibration import synthetic_card_note
+    from reid.decision import synthetic_card_note
 
     card = load_card(model)
     card.metrics = {"dataset": f"synthetic:{tmp_path / 'data'}"}
