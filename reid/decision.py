@@ -381,7 +381,15 @@ def _threshold_at_far(card: ThresholdCard, gallery: ThresholdGallery | None, far
     if quantiles or gallery is None:
         value = threshold_at_far(quantiles, far, f"{name}'s card")
         return Threshold(value, GIVEN, f"--far {far:g} on the impostor pairs {name}'s card was calibrated on")
-    own = gallery.calibrate(far, store=False).as_threshold()
+    try:
+        own = gallery.calibrate(far, store=False).as_threshold()
+    except ConfigError as exc:
+        raise ConfigValueError(
+            "far",
+            f"{far:g}: {name}'s card records no impostor distances to read a false-accept rate from, and gallery "
+            f"{gallery.folder}: {exc}",
+            sep=" ",
+        ) from None
     return Threshold(own.value, GIVEN, f"--far {far:g} on gallery {gallery.folder}'s own pairs: {own.detail}")
 
 

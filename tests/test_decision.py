@@ -268,7 +268,7 @@ def test_far_reads_the_cards_pairs_first_then_the_gallerys_own() -> None:
     from_gallery = resolve_threshold(None, Card(threshold=0.4), Store(at_rate=0.33), far=1e-2)
     assert from_gallery.value == 0.33 and from_gallery.source == "given"
     assert from_gallery.detail == "--far 0.01 on gallery galleries/g's own pairs: FAR 0.01 on 50 identities"
-    with pytest.raises(ConfigError, match="^too few pairs for FAR 0.01"):
+    with pytest.raises(ConfigError, match="^far 0.01: m's card records no impostor distances .*, and gallery galleries/g: too few"):
         resolve_threshold(None, Card(threshold=0.4), Store(), far=1e-2)
 
 

@@ -91,7 +91,7 @@ def test_verify_two_images(tmp_path, model):
     assert result.exit_code == 0, result.output
     decision = json.loads((tmp_path / "v.json").read_text())
     assert decision["same"] is True and 0.0 <= decision["distance"] <= 2.0
-    assert decision["threshold"] == 2.0 and decision["threshold_source"] == "given"
+    assert decision["threshold"] == 2.0 and decision["threshold_source"] == "given (--threshold)"
     result = run("verify", a, tmp_path / "missing.png", "--model", model, "--threshold", "1")
     assert result.exit_code == 1 and "missing.png" in result.output
 
