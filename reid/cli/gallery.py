@@ -121,7 +121,11 @@ def print_fallback_note(detector: str | None, kind: str | None) -> None:
 @handle_errors
 @with_config_options(EnrolConfig)
 def enroll(
-    paths: list[str] = typer.Argument(..., help="Images, folders of ROOT/<identity>/<image>, or globs."),
+    paths: list[str] = typer.Argument(
+        ...,
+        help="Images, folders of ROOT/<identity>/<image>, globs, or a labelled data set as other commands read it "
+        "(market1501:PATH and the like: its gallery images, each under its identity number).",
+    ),
     model: str = typer.Option(..., "--model", "-m", help=MODEL_HELP),
     gallery: str = typer.Option(..., "--gallery", "-g", help=GALLERY_HELP),
     identity: str | None = typer.Option(None, "--id", help="Enrol every image as this identity."),
@@ -235,8 +239,9 @@ def query(
     media = open_source(source, **given(every=every, max_frames=max_frames))
     if fps is not None:
         media = replace(media, fps=fps)
-    encoder = load_encoder(model)
+    # The gallery before the model: a wrong path is named before a published model is downloaded.
     with Gallery.open(resolve_gallery_path(gallery)) as store:
+        encoder = load_encoder(model)
         run = QueryRun(store, encoder, media, config)
         print_fallback_note(config.detector, run.detector.kind if run.detector is not None else None)
         fps = (media.fps or 10.0) / (media.every if media.fps else 1)

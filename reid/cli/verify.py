@@ -11,17 +11,22 @@ from reid.cli.common import console, detector_option, handle_errors, make_progre
 from reid.cli.defaults import default_of, given, with_default
 from reid.cli.model_options import INPUT_SIZE_OPTION, MEAN_OPTION, RGB_OPTION, STD_OPTION, preprocessing_from_flags
 from reid.decision import FAR_HELP, THRESHOLD_HELP, check_far
-from reid.errors import ConfigError
+from reid.errors import ConfigError, DataError
 from reid.evaluation import VerificationResult, read_pairs
 from reid.evaluation.plots import write_verification_plots
 from reid.models import Preprocessing, load_card, load_encoder
-from reid.pipeline import PairScores, calibrate_model, compare_images, model_folder, photo_rule, verify_pairs
+from reid.pipeline import PairScores, calibrate_model, calibrate_model_on_data, compare_images, model_folder, photo_rule, verify_pairs
 from reid.pipeline.subject import DETECT_HELP, NO_FACE_HELP
 
 MODEL_HELP = "Model folder, or a model's name under models/."
 ENCODER_HELP = "Model folder, a model's name under models/, an .onnx file, a ready-made face encoder (sface, dlib-face), or a published Re-ID model by name (`reid models list`)."
 FACE_DETECTOR_HELP = "Face detector for the crops: haar (default for --detect face) or yunet (default for aligned chips)."
 PAIRS_HELP = "Pair file: LFW pairs.txt, or CSV lines 'path_a,path_b,label' (label 1 same, 0 different)."
+DATA_PAIRS_HELP = (
+    "Instead of --pairs: a labelled data set (market1501:PATH, dukemtmc:PATH, msmt17:PATH, folder:PATH, synthetic); "
+    "every query x gallery pair of its evaluation split is a genuine (one identity, two cameras) or impostor pair. "
+    "Use people the model was not trained on."
+)
 ROOT_HELP = "Folder the pair file's paths are relative to (default: the pair file's folder)."
 VERIFY_NO_FACE_HELP = NO_FACE_HELP + " With --pairs a skipped photo's pairs count as unscored; two images: skip is an error."
 SHOWN_FAILURES = 5
@@ -70,8 +75,8 @@ def _verify_pair_file(
     plot: Path | None,
     preprocessing: Preprocessing | None,
 ) -> None:
-    encoder = load_encoder(model, preprocessing=preprocessing)
     pair_set = read_pairs(pairs, root)
+    encoder = load_encoder(model, preprocessing=preprocessing)
     subject = photo_rule(**crop, aligned_face_size=encoder.aligned_face_size, kind=encoder.card.kind)
     with make_progress() as progress:
         task = progress.add_task("embedding", total=len(pair_set.image_paths()))
@@ -168,6 +173,10 @@ def verify_command(
     if plot is not None:
         raise ConfigError("--plot needs --pairs")
     check_far(far)
+    # The images first: a wrong path is named before a published model is downloaded.
+    for image in (image_a, image_b):
+        if not image.is_file():
+            raise DataError(f"{image}: no such image file")
     encoder = load_encoder(model, preprocessing=preprocessing)
     decision = compare_images(
         encoder,
@@ -207,7 +216,8 @@ def verify_command(
 @handle_errors
 def calibrate_command(
     model: str = typer.Option(..., "--model", "-m", help=MODEL_HELP),
-    pairs: Path = typer.Option(..., "--pairs", help=PAIRS_HELP),
+    pairs: Path | None = typer.Option(None, "--pairs", help=PAIRS_HELP),
+    data: str | None = typer.Option(None, "--data", help=DATA_PAIRS_HELP),
     root: Path | None = typer.Option(None, "--root", help=ROOT_HELP),
     far: float | None = typer.Option(
         None,
@@ -228,9 +238,15 @@ def calibrate_command(
     json_file: Path | None = typer.Option(None, "--json", help="Also write the choice to this JSON file."),
 ) -> None:
     """Choose the model's verification threshold (a Euclidean distance between unit embeddings, in
-    (0, 2]) on labelled pairs and write it into its card, with its impostor distance quantiles (for --far)."""
+    (0, 2]) on labelled pairs (a pair file, or the pairs of a labelled data set) and write it into its
+    card, with its impostor distance quantiles (for --far)."""
     if best_accuracy and far is not None:
         raise ConfigError("give --far or --best-accuracy, not both")
+    if (pairs is None) == (data is None):
+        raise ConfigError("give --pairs FILE or --data KIND:PATH (labelled images, such as market1501:PATH), one of them")
+    if data is not None and root is not None:
+        raise ConfigError("--root is where a pair file's paths start; --data names its own folder")
+    check_far(far)
     target = None if best_accuracy else (default_of(calibrate_model, "target_far") if far is None else far)
     # The threshold is chosen on the crops the model is given: aligned chips when its card asks.
     card = load_card(model_folder(model))
@@ -239,15 +255,16 @@ def calibrate_command(
     )
     with make_progress() as progress:
         task = progress.add_task("embedding", total=None)
-        calibration = calibrate_model(
-            model,
-            pairs,
-            root or pairs.parent,
-            target_far=target,
+        options = {
+            "target_far": target,
             **given(batch_size=batch_size, no_face=no_face),
-            subject=subject,
-            on_progress=lambda done, total: progress.update(task, completed=done, total=total),
-        )
+            "subject": subject,
+            "on_progress": lambda done, total: progress.update(task, completed=done, total=total),
+        }
+        if data is not None:
+            calibration = calibrate_model_on_data(model, data, **options)
+        else:
+            calibration = calibrate_model(model, pairs, root or pairs.parent, **options)
     choice = calibration.choice
     _report_skipped(calibration.scores)
     print_table(

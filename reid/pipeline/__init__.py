@@ -41,7 +41,7 @@ from reid.pipeline.embed import (
     score_pairs,
     verify_pairs,
 )
-from reid.pipeline.calibrate import Calibration, calibrate_model, model_folder
+from reid.pipeline.calibrate import Calibration, calibrate_model, calibrate_model_on_data, choose_on_dataset, model_folder
 from reid.pipeline.frames import (
     ChooseCrop,
     FrameCrops,
@@ -167,6 +167,8 @@ __all__ = [
     "PairScores",
     "PairVerification",
     "calibrate_model",
+    "calibrate_model_on_data",
+    "choose_on_dataset",
     "compare_images",
     "embed_paths",
     "evaluate_encoder",

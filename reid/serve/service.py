@@ -171,8 +171,8 @@ class Service:
                 "no admin key: set REID_SERVE_ADMIN_KEY or REID_SERVE_ADMIN_KEY_FILE (or --admin-key-file), "
                 "or serve a loopback host with --no-auth"
             )
-        models = {name: load_encoder(path) for name, path in config.models.items()}
-        rules = crop_rules(config, models)
+        # The galleries' root and the keys first: a wrong path is named before a published
+        # model is downloaded.
         try:
             config.root.mkdir(parents=True, exist_ok=True)
         except FileExistsError:
@@ -180,6 +180,8 @@ class Service:
         keys = KeyStore(config.keys_path)
         # Keys made before keys were bound to a gallery's id: bound to the gallery there now.
         keys.bind(lambda gallery: gallery_uid(config.root / gallery))
+        models = {name: load_encoder(path) for name, path in config.models.items()}
+        rules = crop_rules(config, models)
         return cls(config, models, rules, keys, admin)
 
     # ----------------------------------------------------------------- galleries
