@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import math
 from collections import deque
 from dataclasses import replace
 from pathlib import Path
@@ -30,7 +31,15 @@ from reid.errors import ConfigError, DataError
 from reid.decision import check_far
 from reid.detect import DEFAULT_DETECTORS, DETECTORS, fallback_note
 from reid.gallery import INDEX_KINDS, Gallery, IndexSpec, resolve_gallery_path
-from reid.gallery.calibration import MIN_ADMITTED, GalleryCalibration, identities_needed
+from reid.gallery.calibration import (
+    MAX_ITEMS,
+    MIN_ADMITTED,
+    GalleryCalibration,
+    identities_needed,
+    round_rate_up,
+    sampled_pairs,
+    smallest_far,
+)
 from reid.models import load_encoder
 from reid.paths import check_output_file
 from reid.track import TrackerConfig
@@ -515,8 +524,14 @@ def calibrate(
         raise ConfigError("--scene needs --model: the scene's people are embedded with the gallery's model")
     if frames is not None:
         parse_frames(frames)
-    options = given(far=far, max_items=max_items)
     with Gallery.open(resolve_gallery_path(gallery)) as store:
+        default_far, asked = default_of(Gallery.calibrate, "far"), far
+        if far is None:
+            # Without --far: the default rate, or the smallest the gallery's pairs resolve when
+            # they are too few for it (said below).
+            least = smallest_far(sampled_pairs([s.items for s in store.identities()], max_items or MAX_ITEMS))
+            far = default_far if least is None or least <= default_far else round_rate_up(least)
+        options = given(far=far, max_items=max_items)
         if scene is not None and model is not None:
             scene_config = QueryConfig(**given(detector=detector))
             calibration = calibrate_on_scene(store, load_encoder(model), scene, frames, scene_config, **options)
@@ -524,6 +539,14 @@ def calibrate(
             calibration = store.calibrate(**options)
         folder = store.folder
     needed = identities_needed(calibration.far)
+    if asked is None and calibration.far != default_far:
+        err_console.print(
+            f"note: {calibration.impostor_pairs:,} impostor pairs cannot resolve the default FAR {default_far:g} (it "
+            f"needs {math.ceil(MIN_ADMITTED / default_far):,}); calibrated at FAR {calibration.far:g}, the smallest "
+            f"they resolve; enrol more identities for a smaller rate",
+            highlight=False,
+            soft_wrap=True,
+        )
     if as_json:
         typer.echo(json.dumps({"gallery": str(folder), **calibration.to_dict(), "identities_needed": needed}, indent=2))
         return

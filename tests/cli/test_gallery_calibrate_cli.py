@@ -99,6 +99,42 @@ def test_calibrate_refuses_in_one_line(tmp_path: Path, model: Path, args: list[s
     assert (gallery / "gallery.db").read_bytes() == before
 
 
+def test_a_small_gallery_calibrates_at_the_smallest_rate_its_pairs_resolve(tmp_path: Path, model: Path) -> None:
+    # 5 identities of 3 items: 90 impostor pairs, too few for the default FAR 1e-3 (10,000).
+    gallery = gallery_of(tmp_path / "g", model, 5)
+    code, out = invoke("gallery", "calibrate", gallery)
+    assert code == 0, out
+    stored = Gallery.open(gallery).calibration
+    # 10 of the 90 pairs within: 0.111..., rounded up to a rate one can type.
+    assert stored is not None and stored.far == 0.12 and stored.impostor_pairs == 90 and stored.admitted >= 10
+    assert "note: 90 impostor pairs cannot resolve the default FAR 0.001 (it needs 10,000); calibrated at FAR 0.12" in out
+    # Asked for a rate the pairs cannot resolve: one line saying which rate they do.
+    code, out = invoke("gallery", "calibrate", gallery, "--far", "1e-3")
+    assert code == 1 and "give --far 0.12 (the smallest these pairs resolve) or enrol more identities" in out
+    code, out = invoke("gallery", "calibrate", gallery, "--far", "0.12")
+    assert code == 0 and Gallery.open(gallery).calibration.far == 0.12
+    # Two identities of one item: one pair, no rate at all; the line says what to do.
+    tiny = tmp_path / "tiny"
+    vectors, labels, _ = clustered(2, 1, dim=64)
+    with Gallery.create(tiny, load_card(model)) as store:
+        store.add(vectors, [ItemMeta(label, source=f"p/{n}.jpg") for n, label in enumerate(labels)])
+    code, out = invoke("gallery", "calibrate", tiny)
+    assert code == 1 and "1 impostor pairs cannot resolve FAR 0.001" in out and "enrol more identities" in out
+
+
+def test_the_sampled_pair_count_is_what_a_calibration_measures(tmp_path: Path, model: Path) -> None:
+    from reid.gallery.calibration import sampled_pairs
+
+    for identities, per, max_items in ((5, 3, 2048), (12, 7, 40), (30, 2, 16)):
+        folder = tmp_path / f"g{identities}-{max_items}"
+        vectors, labels, _ = clustered(identities, per, dim=64, seed=identities)
+        with Gallery.create(folder, load_card(model)) as store:
+            store.add(vectors, [ItemMeta(label, source=f"p/{n}.jpg") for n, label in enumerate(labels)])
+            counts = [s.items for s in store.identities()]
+            measured = store.calibrate(far=0.5, max_items=max_items, store=False).impostor_pairs
+        assert sampled_pairs(counts, max_items) == measured
+
+
 def test_no_synthetic_note_for_a_gallery_of_the_synthetic_data_itself(tmp_path: Path, model: Path) -> None:
     from reid.decision import synthetic_card_note
 
