@@ -347,8 +347,9 @@ def info(
     if as_json:
         typer.echo(json.dumps(summary, indent=2))
         return
-    rows = [(k, json.dumps(v) if isinstance(v, dict) else v) for k, v in summary.items() if k != "check"]
-    print_table(f"gallery {summary['path']}", ["field", "value"], rows)
+    print_table(f"gallery {printable(summary['path'])}", ["field", "value"], _info_rows(summary))
+    for line in _info_next(summary):
+        console.print(line, highlight=False, soft_wrap=True)
     if check:
         recall = summary["check"]["recall"]
         print_table(
@@ -367,6 +368,82 @@ def info(
                 ]
             ],
         )
+
+
+# The index parameters that apply to each kind of index (reid.gallery.index.IndexSpec).
+_IVF_PARAMS = ("nlist", "nprobe", "train_min", "train_size")
+INDEX_PARAMS: dict[str, tuple[str, ...]] = {
+    "flat": (),
+    "hnsw": ("hnsw_m", "ef_construction", "ef_search"),
+    "ivf": _IVF_PARAMS,
+    "ivfpq": (*_IVF_PARAMS, "pq_m", "pq_bits", "refine"),
+}
+# Parameters whose 0 means "chosen from the gallery's size".
+_AUTOMATIC = {"nlist", "nprobe", "train_size", "pq_m"}
+
+
+def _index_text(summary: dict[str, Any]) -> str:
+    """The index kind, what is built now when that differs, and the parameters of that kind only."""
+    params = summary.get("index_params") or {}
+    kind, built = summary["index"], summary["index_built"]
+    text = kind if kind == built else f"{kind} (a {built} index until {params.get('train_min', 0):,} items)"
+    shown = [
+        f"{name} {'auto' if name in _AUTOMATIC and not params.get(name) else params.get(name)}"
+        for name in INDEX_PARAMS.get(kind, ())
+        if name in params
+    ]
+    if params.get("shard_size"):
+        shown.append(f"{summary.get('shards', 1)} shards of up to {params['shard_size']:,} items")
+    return text + (f": {', '.join(shown)}" if shown else "")
+
+
+def _threshold_text(summary: dict[str, Any]) -> str:
+    """Which threshold a query of this gallery answers at, as far as the gallery knows it
+    (the model card, read by the query, may hold a newer one)."""
+    calibration = summary.get("calibration")
+    if calibration:
+        return (
+            f"{calibration['threshold']:.4f}, the gallery's own (FAR {calibration['far']:g} on "
+            f"{calibration['sampled_identities']} identities, {calibration['impostor_pairs']:,} impostor pairs)"
+        )
+    if summary.get("threshold") is not None:
+        return f"{summary['threshold']:.4f}, the model card's when the gallery was created"
+    return "none"
+
+
+def _info_rows(summary: dict[str, Any]) -> list[tuple[str, str]]:
+    """``reid gallery info``'s table: only what applies to this gallery."""
+    rows = [
+        ("items", f"{summary['items']:,} of {summary['identities']:,} identities"),
+        ("model", f"{printable(summary['model_name'])} ({summary['model_kind']}, fingerprint {summary['model_fingerprint']})"),
+        ("embedding", f"{summary['dim']} dimensions"),
+        ("index", _index_text(summary)),
+        ("threshold", _threshold_text(summary)),
+        ("files", f"{summary['segments']} segments, {summary['bytes']:,} bytes, generation {summary['generation']}"),
+        ("created", summary["created"][:19].replace("T", " ")),
+    ]
+    if summary.get("search_device", "cpu") != "cpu":
+        rows.insert(4, ("search device", summary["search_device"]))
+    return rows
+
+
+def _info_next(summary: dict[str, Any]) -> list[str]:
+    """What to run next when the gallery lacks something a query wants (one line each)."""
+    path = printable(summary["path"])
+    if summary["identities"] == 0:
+        return [f"next: enrol people with 'reid enroll IMAGES -m {printable(summary['model_name'])} -g {path}'"]
+    if summary.get("calibration"):
+        return []
+    if summary["identities"] < 2:
+        calibrate = "enrol a second identity, then 'reid gallery calibrate " + path + "'"
+    else:
+        calibrate = f"'reid gallery calibrate {path}' (its own threshold, from its {summary['identities']} identities)"
+    if summary.get("threshold") is None:
+        return [
+            f"next: no threshold: run {calibrate}, or 'reid calibrate --model MODEL --data KIND:PATH', "
+            "or give reid query --threshold"
+        ]
+    return [f"tip: queries answer at the model card's threshold; for the gallery's own run {calibrate}"]
 
 
 @gallery_app.command("list")

@@ -21,6 +21,7 @@ from reid.decision import impostor_quantiles, similarity_to_distance
 from reid.errors import DataError, ModelError
 from reid.evaluation.pairs import PairSet, read_pairs
 from reid.evaluation.verification import ThresholdChoice, choose_threshold
+from reid.gallery.calibration import round_rate_up, smallest_far
 from reid.models.card import CARD_FILE, ModelCard, load_card, save_card, verify_card
 from reid.models.encoder import Encoder
 from reid.models.folder import load_encoder, resolve_model_path
@@ -175,12 +176,17 @@ def dataset_pairs(
     return DatasetPairs(scores, identities, int(keep_q.sum() + keep_g.sum()))
 
 
-def describe_dataset_choice(command: str, spec: str, pairs: DatasetPairs, choice: ThresholdChoice, held_out: bool) -> str:
+def describe_dataset_choice(
+    command: str, spec: str, pairs: DatasetPairs, choice: ThresholdChoice, held_out: bool, asked: float | None
+) -> str:
     """One line for the card's ``threshold_source``: what chose it, on which pairs of which
     set (how many, of how many identities, held out of training or not), and what it does there."""
     whose = "held-out identities" if held_out else "identities"
+    criterion = choice.criterion
+    if asked is not None and choice.target_far is not None and choice.target_far != asked:
+        criterion += f" (the smallest rate its {choice.num_impostor:,} impostor pairs resolve; {asked:g} asked)"
     return (
-        f"{command}: {choice.criterion} on the query x gallery pairs of {spec} ({pairs.identities} {whose}, "
+        f"{command}: {criterion} on the query x gallery pairs of {spec} ({pairs.identities} {whose}, "
         f"{pairs.images} images: {choice.num_genuine:,} genuine, {choice.num_impostor:,} impostor pairs); "
         f"there FAR {choice.far:.4g}, TAR {choice.tar:.4g}"
     )
@@ -196,11 +202,21 @@ def choose_on_dataset(
     subject: SubjectRule | None = None,
     no_face: str = "skip",
 ) -> tuple[ThresholdChoice, DatasetPairs]:
-    """The threshold at ``target_far`` (best accuracy when None) on :func:`dataset_pairs`."""
+    """The threshold at ``target_far`` (best accuracy when None) on :func:`dataset_pairs`;
+    at the smallest rate the impostor pairs resolve instead when they are too few for
+    ``target_far`` (:func:`reid.gallery.calibration.smallest_far`; the choice's
+    ``target_far`` says which was used)."""
     pairs = dataset_pairs(
         encoder, dataset, batch_size=batch_size, on_progress=on_progress, subject=subject, no_face=no_face
     )
-    return choose_threshold(pairs.scores.distances, pairs.scores.is_same, target_far), pairs
+    rate = target_far
+    if target_far is not None:
+        # A rate the impostor pairs cannot resolve would admit none of them: the threshold
+        # would refuse most genuine pairs too, and the rate on the card would say nothing.
+        least = smallest_far(int((~pairs.scores.is_same).sum()))
+        if least is not None and least > target_far:
+            rate = round_rate_up(least)
+    return choose_threshold(pairs.scores.distances, pairs.scores.is_same, rate), pairs
 
 
 def calibrate_model_on_data(
@@ -222,5 +238,5 @@ def calibrate_model_on_data(
     choice, pairs = choose_on_dataset(
         encoder, dataset, target_far, batch_size=batch_size, on_progress=on_progress, subject=subject, no_face=no_face
     )
-    source = describe_dataset_choice("reid calibrate", data, pairs, choice, held_out=False)
+    source = describe_dataset_choice("reid calibrate", data, pairs, choice, held_out=False, asked=target_far)
     return _write_choice(folder, encoder, choice, pairs.scores, source, data)

@@ -180,3 +180,30 @@ def test_query_far_reads_the_card_and_refuses_in_one_line(tmp_path: Path, model:
     assert code == 0, out
     summary = json.loads((tmp_path / "q.json").read_text())
     assert summary["threshold"] == pytest.approx(1.0) and summary["threshold_source"].startswith("given (--far 0.01")
+
+
+def test_info_shows_what_applies_and_what_to_run_next(tmp_path: Path, model: Path) -> None:
+    from reid.gallery import IndexSpec
+
+    gallery = gallery_of(tmp_path / "g", model, 5)
+    code, out = invoke("gallery", "info", gallery)
+    assert code == 0, out
+    # A flat index has no parameters: none of HNSW's or IVF-PQ's are shown, nor any JSON.
+    assert "│ index │ flat │" in out and not any(word in out for word in ("hnsw", "ef_search", "pq_m", "{"))
+    assert "1.2000, the model card's when the gallery was created" in out
+    assert f"tip: queries answer at the model card's threshold; for the gallery's own run 'reid gallery calibrate {gallery}'" in out
+    assert invoke("gallery", "calibrate", gallery)[0] == 0
+    code, out = invoke("gallery", "info", gallery)
+    assert code == 0 and "the gallery's own (FAR 0.12 on 5" in out and "tip:" not in out
+    # An HNSW index shows its own parameters only.
+    card = ModelCard(name="bare", architecture="resnet18", embedding_dim=64, input_size=(64, 32))
+    save_model(build_network(card), card, tmp_path / "bare")
+    vectors, labels, _ = clustered(3, 2, dim=64)
+    with Gallery.create(tmp_path / "h", load_card(tmp_path / "bare"), IndexSpec(kind="hnsw")) as store:
+        store.add(vectors, [ItemMeta(label, source=f"p/{n}.jpg") for n, label in enumerate(labels)])
+    code, out = invoke("gallery", "info", tmp_path / "h")
+    assert code == 0 and "hnsw: hnsw_m 32, ef_construction 80, ef_search 128" in out and "pq_m" not in out
+    # No threshold anywhere: the line says how to get one.
+    assert "│ threshold │ none │" in out
+    assert f"next: no threshold: run 'reid gallery calibrate {tmp_path / 'h'}' (its own threshold, from its 3 identities)" in out
+    assert "'reid calibrate --model MODEL --data KIND:PATH', or give reid query --threshold" in out
