@@ -510,7 +510,7 @@ def _save(
     callbacks: TrainCallbacks,
 ) -> tuple[ModelCard, str]:
     """Rank 0 writes the model folder with the history, the last evaluation and the
-    threshold chosen on held-out identities (:func:`_choose_threshold`) on its card, and
+    threshold chosen on held-out identities (:func:`_held_out_threshold`) on its card, and
     returns the card as saved with why it has no threshold ("" when it has one); the other
     processes return theirs unsaved."""
     run.network.eval()
@@ -521,12 +521,12 @@ def _save(
         card.metrics = {"dataset": config.data, "protocol": "market1501", **final_eval}
     note = ""
     if ctx.is_main:
-        note = _choose_threshold(config, ctx, run, callbacks)
+        note = _held_out_threshold(config, ctx, run, callbacks)
         card = save_model(run.network, card, out)
     return card, note
 
 
-def _choose_threshold(config: TrainConfig, ctx: DistributedContext, run: _Run, callbacks: TrainCallbacks) -> str:
+def _held_out_threshold(config: TrainConfig, ctx: DistributedContext, run: _Run, callbacks: TrainCallbacks) -> str:
     """Write on ``run.card`` the threshold at ``config.threshold_far`` on the query x gallery
     pairs of the data set's identities held out of training, with the pairs it was chosen on
     and the impostor quantiles --far reads; return "" then, else one line saying why none
