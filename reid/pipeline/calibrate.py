@@ -158,21 +158,20 @@ def dataset_pairs(
         no_face=no_face,
     )
     keep_q, keep_g = embedded.embedded[: len(query)], embedded.embedded[len(query) :]
-    q_pid = np.array([r.pid for r in query])[keep_q]
-    g_pid = np.array([r.pid for r in gallery])[keep_g]
-    q_cam = np.array([r.camid for r in query])[keep_q]
-    g_cam = np.array([r.camid for r in gallery])[keep_g]
-    q_feat = embedded.features[: len(query)][keep_q]
-    g_feat = embedded.features[len(query) :][keep_g]
+    q_pid, g_pid = np.array([r.pid for r in query]), np.array([r.pid for r in gallery])
+    q_cam, g_cam = np.array([r.camid for r in query]), np.array([r.camid for r in gallery])
     same = q_pid[:, None] == g_pid[None, :]
-    keep = ~(same & (q_cam[:, None] == g_cam[None, :]))
-    distances = similarity_to_distance(q_feat @ g_feat.T)[keep]
-    is_same = same[keep]
+    # Every pair but one identity in one camera; those of an image not embedded are unscored.
+    paired = ~(same & (q_cam[:, None] == g_cam[None, :]))
+    scored = paired & keep_q[:, None] & keep_g[None, :]
+    q_feat, g_feat = embedded.features[: len(query)], embedded.features[len(query) :]
+    distances = similarity_to_distance(q_feat[keep_q] @ g_feat[keep_g].T)[scored[keep_q][:, keep_g]]
+    is_same = same[scored]
     if not is_same.any() or is_same.all():
         kind = "genuine" if not is_same.any() else "impostor"
         raise DataError(f"{dataset.root}: its query and gallery images give no {kind} pair to choose a threshold on")
-    scores = PairScores(distances, is_same, None, len(query) * len(gallery), embedded.failures)
-    identities = len({int(p) for p in (*q_pid.tolist(), *g_pid.tolist()) if p > 0})
+    scores = PairScores(distances, is_same, None, int(paired.sum()), embedded.failures)
+    identities = len({int(p) for p in (*q_pid[keep_q].tolist(), *g_pid[keep_g].tolist()) if p > 0})
     return DatasetPairs(scores, identities, int(keep_q.sum() + keep_g.sum()))
 
 
