@@ -77,7 +77,10 @@ def test_eval_errors_are_one_line(tmp_path, model):
     result = run("eval", "--model", model, "--data", f"market1501:{tmp_path / 'nowhere'}")
     assert result.exit_code == 1
     assert "nowhere" in result.output and "Traceback" not in result.output
+    # The data is read first (before any model is fetched): with both wrong, it is named.
     result = run("eval", "--model", tmp_path / "no-model", "--data", "market1501:x")
+    assert result.exit_code == 1 and "x: dataset folder not found" in result.output
+    result = run("eval", "--model", tmp_path / "no-model", "--data", f"market1501:{market_tree(tmp_path / 'market')}")
     assert result.exit_code == 1 and "no-model" in result.output
 
 
