@@ -202,8 +202,8 @@ def _dataset_entries(spec: str, skipped: list[tuple[str, str]]) -> list[EnrolEnt
     if data_spec_kind(spec) == "folder":
         root = dataset.root / "gallery" if (dataset.root / "gallery").is_dir() else dataset.root
         return _folder_entries(root, None, skipped)
-    skipped += [(str(r.path), "a distractor or junk image, nobody's") for r in dataset.gallery if r.pid <= 0]
-    # What the reader left out of the gallery's folders (files of other kinds) is named too.
+    # Distractors (pid 0) are nobody to enrol, as junk is (the reader drops it); what the
+    # reader left out of the gallery's folders (files of other kinds) is named.
     folders = {r.path.parent for r in dataset.gallery}
     skipped += [(str(path), reason) for path, reason in dataset.skipped if path.parent in folders]
     entries = [_entry(r.path, f"{r.pid:04d}") for r in dataset.gallery if r.pid > 0]

@@ -185,6 +185,7 @@ def test_plan_reads_a_data_set_as_every_command_names_it(tmp_path: Path) -> None
         write_rgb(market / "bounding_box_test" / name, image)
     write_rgb(market / "query" / "0001_c1s1_000009_00.jpg", image)
     write_rgb(market / "bounding_box_train" / "0005_c1s1_000010_00.jpg", image)
+    (market / "bounding_box_test" / "notes.txt").write_text("camera notes")
     for spec in (f"market1501:{market}", f"Market1501:{market}"):
         plan = plan_enrolment([spec])
         # The gallery split, each image under its identity number; distractor and junk are nobody's.
@@ -193,8 +194,8 @@ def test_plan_reads_a_data_set_as_every_command_names_it(tmp_path: Path) -> None
             ("0001_c2s1_000002_00.jpg", "0001", "c2"),
             ("0002_c3s1_000003_00.jpg", "0002", "c3"),
         ]
-        # The reader drops Market-1501's junk (pid -1) as every command does; the distractor is named.
-        assert [Path(p).name for p, _ in plan.skipped] == ["0000_c1s1_000004_00.jpg"]
+        # Distractors and junk are nobody to enrol; a file of another kind in the gallery's folder is named.
+        assert [(Path(p).name, reason) for p, reason in plan.skipped] == [("notes.txt", "not an image file (.txt)")]
     # A folder set gives its identity folders: its gallery/ when it is split.
     for root in (tmp_path / "flat", tmp_path / "split" / "gallery"):
         write_rgb(root / "ann" / "1.png", image)
