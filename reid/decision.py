@@ -27,7 +27,9 @@ a calibrated card carries (:func:`impostor_quantiles`).
 from __future__ import annotations
 
 import math
+import re
 from dataclasses import dataclass
+from pathlib import Path
 from collections.abc import Collection, Iterable, Sequence
 from typing import Any, Protocol, TypeVar
 
@@ -38,6 +40,7 @@ from reid.errors import ConfigError, ConfigValueError
 GIVEN, MODEL_CARD, GALLERY, DEFAULT = "given", "model card", "gallery", "default"
 GALLERY_CALIBRATION = "gallery calibration"
 THRESHOLD_SOURCES = (GIVEN, GALLERY_CALIBRATION, MODEL_CARD, GALLERY, DEFAULT)
+SYNTHETIC = "synthetic"  # the data set name of reid's generated people ("synthetic" or "synthetic:DIR")
 UNIT = "Euclidean distance between unit embeddings, in (0, 2]"
 CONVERSIONS = "cosine similarity s is sqrt(2-2s), cosine distance c is sqrt(2c)"
 # What every --threshold option says (reid's commands and the apps).
@@ -49,7 +52,7 @@ THRESHOLD_HELP = (
 # What every --far option says.
 FAR_HELP = (
     "Instead of --threshold: a target false-accept rate such as 1e-3, read from the impostor pairs the model "
-    "card was calibrated on (cards calibrated by 'reid calibrate' carry them)."
+    "card was calibrated on ('reid train' and 'reid calibrate' record them), else from the gallery's own pairs."
 )
 # The false-accept rates at which a calibration records its impostor distance quantiles:
 # four a decade from 1 down to 1e-6, and every tenth above 0.1 (where a decade spans most
@@ -257,33 +260,50 @@ def squared_distances_from_gram(gram: Matrix, row_norms: Any, col_norms: Any) ->
 
 class ThresholdCard(Protocol):
     """What :func:`resolve_threshold` reads from a model card (and, where it has them, its
-    ``impostor_quantiles``: ``(rate, distance)`` pairs of :func:`impostor_quantiles`)."""
+    ``impostor_quantiles``: ``(rate, distance)`` pairs of :func:`impostor_quantiles`, and
+    its ``metrics["dataset"]``)."""
 
     name: str
     threshold: float | None
     threshold_source: str
 
 
+class GalleryThreshold(Protocol):
+    """A gallery's own calibration as :func:`resolve_threshold` uses it."""
+
+    def as_threshold(self) -> Threshold: ...
+
+
 class ThresholdGallery(Protocol):
-    """What :func:`resolve_threshold` reads from a gallery."""
+    """What :func:`resolve_threshold` reads from a gallery (:class:`reid.gallery.GalleryBackend`):
+    the threshold recorded at its creation, its location (a folder or a URI), its own calibration when it has
+    one (``current_calibration``), one computed at a rate on its own pairs
+    (``calibrate(far, store=False)``), and its first item (``items(limit=1)``)."""
 
     @property
     def threshold(self) -> float | None: ...
 
     @property
-    def folder(self) -> Any: ...
+    def location(self) -> str: ...
+
+    def current_calibration(self) -> GalleryThreshold | None: ...
+
+    def calibrate(self, far: float, *, store: bool) -> GalleryThreshold: ...
+
+    def items(self, identity: str | None = None, limit: int | None = None) -> list[Any]: ...
 
 
 @dataclass(frozen=True)
 class Threshold:
     """A decision threshold (Euclidean distance between unit embeddings, in (0, 2]) and its origin.
 
-    ``source`` is one of :data:`THRESHOLD_SOURCES`: "given" (an option or the caller),
-    "gallery calibration" (the gallery's own, from the impostor pairs of its identities),
-    "model card" (its calibrated threshold), "gallery" (the one recorded at its creation)
-    or "default"; ``detail`` says more where known (the card's ``threshold_source``, the
-    gallery folder, how a given value was chosen).  ``note`` is one line a command should
-    print beside it ("" when none): a given threshold far looser than the card's.
+    ``source`` is one of :data:`THRESHOLD_SOURCES`: "given" (an option or the caller, as a
+    distance or as a false-accept rate), "gallery calibration" (the gallery's own, from the
+    impostor pairs of its identities), "model card" (its calibrated threshold), "gallery"
+    (the one recorded at its creation) or "default"; ``detail`` says more where known (the
+    card's ``threshold_source``, the gallery folder, how a given value was chosen).  ``note``
+    is one line a command should print beside it ("" when none): a given threshold far
+    looser than the card's, a card calibrated on synthetic people deciding on real images.
     """
 
     value: float
@@ -301,49 +321,97 @@ def resolve_threshold(
     card: ThresholdCard,
     gallery: ThresholdGallery | None = None,
     *,
-    given_detail: str = "",
-    default: float | None = None,
-    model_name: str | None = None,
     far: float | None = None,
-    calibrated: Threshold | None = None,
+    given_detail: str = "--threshold",
+    model_name: str | None = None,
+    default: float | None = None,
 ) -> Threshold:
-    """The threshold to decide at: ``given`` (or the card's distance at false-accept rate
-    ``far``), else ``calibrated`` (a gallery's own calibration), else the card's, else the
-    gallery's recorded one, else ``default``.
+    """The one rule for the threshold a decision is taken at, and where it came from.
+
+    In order: ``given`` (an option, a request, a setting; ``given_detail`` says which);
+    else the distance at false-accept rate ``far``, read from the impostor pairs the card
+    was calibrated on (``impostor_quantiles``), or, when the card has none, measured on
+    ``gallery``'s own pairs; else ``gallery``'s own calibration (``current_calibration``:
+    the impostor pairs of the very identities a query is told apart from); else the card's
+    threshold (written by ``reid train`` on held-out identities or by ``reid calibrate``);
+    else the one ``gallery`` recorded at its creation; else ``default``.
 
     The card wins over the threshold a gallery recorded at its creation: recalibrating a
     model keeps its weights and so its fingerprint, and a gallery enrolled before must then
-    answer at the new threshold.  A gallery's own calibration wins over the card: it comes
-    from the impostor pairs of the very identities a query is told apart from.
-    ``given_detail`` describes a given value (e.g. "--threshold"); ``model_name`` names the
-    model in errors (default: the card's name).  A given threshold far looser than the
-    card's on its calibration pairs carries a ``note`` (:func:`far_note`).
+    answer at the new threshold.  ``note``: a given threshold far looser (or far stricter)
+    than the card's (:func:`far_note`), or a card calibrated on synthetic people deciding
+    on a gallery of other images (:func:`synthetic_card_note`).  ``model_name`` names the
+    model in errors (default: the card's name).
 
     Raises ConfigError when ``given`` or ``default`` is outside (0, 2], when both ``given``
-    and ``far`` are set, when ``far`` cannot be read from the card (:func:`threshold_at_far`),
-    and when no source has a threshold (naming the model, and the gallery when one was consulted).
+    and ``far`` are set, when ``far`` can be read neither from the card
+    (:func:`threshold_at_far`) nor from the gallery's pairs, and when no source has a
+    threshold (one line naming the model, the gallery when one was consulted, and what to
+    run to get one).
     """
     name = model_name or card.name
     check_threshold_or_far(given, far)
     if check_distance_threshold(given) is not None:
-        note = far_note(card, float(given), given_detail or "--threshold")  # type: ignore[arg-type]
+        note = far_note(card, float(given), given_detail)  # type: ignore[arg-type]
         return Threshold(float(given), GIVEN, given_detail, note)  # type: ignore[arg-type]
     if far is not None:
-        quantiles = getattr(card, "impostor_quantiles", ())
-        value = threshold_at_far(quantiles, far, f"{name}'s card")
-        return Threshold(value, GIVEN, f"--far {far:g} on the impostor pairs {name}'s card was calibrated on")
-    if calibrated is not None:
-        return calibrated
+        return _threshold_at_far(card, gallery, far, name)
+    own = gallery.current_calibration() if gallery is not None else None
+    if own is not None:
+        return own.as_threshold()
     if card.threshold is not None:
-        return Threshold(float(card.threshold), MODEL_CARD, card.threshold_source)
+        note = synthetic_card_note(card, gallery) if gallery is not None else ""
+        return Threshold(float(card.threshold), MODEL_CARD, card.threshold_source, note)
     if gallery is not None and gallery.threshold is not None:
-        return Threshold(float(gallery.threshold), GALLERY, str(gallery.folder))
+        return Threshold(float(gallery.threshold), GALLERY, str(gallery.location))
     if check_distance_threshold(default, "default threshold") is not None:
         return Threshold(float(default), DEFAULT)  # type: ignore[arg-type]
-    where = f" and gallery {gallery.folder} records none" if gallery is not None else ""
+    where = f" and gallery {gallery.location} records none" if gallery is not None else ""
+    gallery_step = f"'reid gallery calibrate {gallery.location}', " if gallery is not None else ""
     raise ConfigError(
-        f"{name}: the model card has no calibrated threshold{where}; run 'reid calibrate' or pass "
-        f"--threshold ({UNIT})"
+        f"{name}: the model card has no calibrated threshold{where}; run 'reid calibrate --model {name} --data "
+        f"KIND:PATH' (labelled images of people), {gallery_step}or pass --threshold ({UNIT})"
+    )
+
+
+def _threshold_at_far(card: ThresholdCard, gallery: ThresholdGallery | None, far: float, name: str) -> Threshold:
+    """The threshold at rate ``far``: on the card's calibration pairs, else on the gallery's own."""
+    check_far(far)
+    quantiles = getattr(card, "impostor_quantiles", ())
+    if quantiles or gallery is None:
+        value = threshold_at_far(quantiles, far, f"{name}'s card")
+        return Threshold(value, GIVEN, f"--far {far:g} on the impostor pairs {name}'s card was calibrated on")
+    try:
+        own = gallery.calibrate(far, store=False).as_threshold()
+    except ConfigError as exc:
+        raise ConfigValueError(
+            "far",
+            f"{far:g}: {name}'s card records no impostor distances to read a false-accept rate from, and gallery "
+            f"{gallery.location}: {exc}",
+            sep=" ",
+        ) from None
+    return Threshold(own.value, GIVEN, f"--far {far:g} on gallery {gallery.location}'s own pairs: {own.detail}")
+
+
+def synthetic_card_note(card: Any, gallery: Any) -> str:
+    """One line when ``card``'s threshold was calibrated on reid's generated (synthetic)
+    people and ``gallery`` holds other images (its first item's source lies outside that
+    data set's folder); "" otherwise.
+
+    Generated people are another kind of data than camera images: their distances say
+    nothing of where strangers of a real scene fall, so such a threshold names them.
+    """
+    data = str(getattr(card, "metrics", {}).get("dataset", ""))
+    if data.split(":")[0] != SYNTHETIC and not re.search(rf"\b{SYNTHETIC}\b", card.threshold_source or ""):
+        return ""
+    root = data.partition(":")[2] if data.split(":")[0] == SYNTHETIC else ""
+    first = gallery.items(limit=1)
+    if root and first and Path(first[0].source).resolve().is_relative_to(Path(root).resolve()):
+        return ""
+    return (
+        f"note: {card.name}'s threshold was calibrated on synthetic data (generated people), not on images like "
+        f"this gallery's; strangers may be named: run 'reid gallery calibrate {gallery.location}', or give --threshold "
+        f"({UNIT}) or --far"
     )
 
 

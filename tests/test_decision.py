@@ -64,8 +64,35 @@ class Card:
 
 @dataclass
 class Store:
+    """A gallery as the threshold rule reads it: its recorded threshold, its own
+    calibration (``own``), and the threshold its own pairs give at a rate."""
+
     threshold: float | None = None
-    folder: Path = Path("galleries/g")
+    location: str = "galleries/g"
+    own: Threshold | None = None
+    at_rate: float | None = None
+
+    def current_calibration(self) -> Calibrated | None:
+        return None if self.own is None else Calibrated(self.own)
+
+    def calibrate(self, far: float, *, store: bool) -> Calibrated:
+        assert not store, "a query never stores a calibration"
+        if self.at_rate is None:
+            raise ConfigError(f"too few pairs for FAR {far:g}")
+        return Calibrated(Threshold(self.at_rate, GALLERY_CALIBRATION, f"FAR {far:g} on 50 identities"))
+
+    def items(self, identity: str | None = None, limit: int | None = None) -> list[object]:
+        return []
+
+
+@dataclass
+class Calibrated:
+    """A gallery's calibration as the rule reads it."""
+
+    threshold: Threshold
+
+    def as_threshold(self) -> Threshold:
+        return self.threshold
 
 
 def test_resolve_threshold_says_where_the_value_came_from() -> None:
@@ -86,9 +113,13 @@ def test_resolve_threshold_refuses_a_bad_value_and_names_what_has_none() -> None
     # The library names the key; the command line (above) names it by its option.
     with pytest.raises(ConfigError, match="^" + LINE.removeprefix("--").replace("(", r"\(").replace("]", r"\]")):
         resolve_threshold(75.0, Card(threshold=0.4))
-    with pytest.raises(ConfigError, match=r"^m: the model card has no calibrated threshold and gallery galleries/g"):
+    with pytest.raises(
+        ConfigError,
+        match=r"^m: the model card has no calibrated threshold and gallery galleries/g records none; run 'reid calibrate "
+        r"--model m --data KIND:PATH' \(labelled images of people\), 'reid gallery calibrate galleries/g', or pass --threshold",
+    ):
         resolve_threshold(None, Card(), Store())
-    with pytest.raises(ConfigError, match=r"^models/x: the model card has no calibrated threshold; run 'reid calibrate'"):
+    with pytest.raises(ConfigError, match=r"^models/x: the model card has no calibrated threshold; run 'reid calibrate --model"):
         resolve_threshold(None, Card(), model_name="models/x")
     with pytest.raises(ConfigError, match=r"^default threshold is a distance"):
         resolve_threshold(None, Card(), default=3.0)
@@ -222,10 +253,23 @@ def test_far_is_refused_where_the_card_cannot_answer_it() -> None:
 def test_a_galleries_own_calibration_wins_over_the_card_and_loses_to_a_given_value() -> None:
     own = Threshold(0.7, GALLERY_CALIBRATION, "FAR 0.001 on 200 identities")
     card = Card(threshold=0.4, threshold_source="reid calibrate")
-    assert resolve_threshold(None, card, Store(0.9), calibrated=own) == own
-    assert resolve_threshold(0.5, card, Store(0.9), calibrated=own).value == 0.5
+    assert resolve_threshold(None, card, Store(0.9, own=own)) == own
+    assert resolve_threshold(0.5, card, Store(0.9, own=own)).value == 0.5
     assert resolve_threshold(None, card, Store(0.9)).source == "model card"
     assert own.source in THRESHOLD_SOURCES
+
+
+def test_far_reads_the_cards_pairs_first_then_the_gallerys_own() -> None:
+    # A card with impostor quantiles answers a rate itself, even beside a gallery.
+    from_card = resolve_threshold(None, DLIB_LIKE, Store(at_rate=0.33), far=1e-2)
+    assert from_card.source == "given" and "card was calibrated on" in from_card.detail
+    assert from_card.value != 0.33
+    # A card without them: the gallery's own pairs at that rate, saying so.
+    from_gallery = resolve_threshold(None, Card(threshold=0.4), Store(at_rate=0.33), far=1e-2)
+    assert from_gallery.value == 0.33 and from_gallery.source == "given"
+    assert from_gallery.detail == "--far 0.01 on gallery galleries/g's own pairs: FAR 0.01 on 50 identities"
+    with pytest.raises(ConfigError, match="^far 0.01: m's card records no impostor distances .*, and gallery galleries/g: too few"):
+        resolve_threshold(None, Card(threshold=0.4), Store(), far=1e-2)
 
 
 def test_quantiles_descend_and_are_checked() -> None:

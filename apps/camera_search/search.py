@@ -23,14 +23,14 @@ from pydantic import Field
 
 from reid import (
     ConfigError, ConfigValueError, GalleryError, Threshold, check_distance_threshold, check_fields, nearest_identity,
-    one_identity_each_together,
+    one_identity_each_together, resolve_threshold,
 )  # fmt: skip
 from reid.detect import PersonDetectorConfig, build_detector, check_detector
 from reid.gallery import DB_FILE, GalleryBackend, ItemMeta, open_gallery
 from reid.models import Encoder
 from reid.pipeline import (
     BatchSize, DetectionStream, EmbedEvery, Every, MaxFrames, MediaSource, QueryConfig, StreamConfig, TopK,
-    gallery_threshold, open_source, stage_timer,
+    open_source, stage_timer,
 )  # fmt: skip
 from reid.track import Track, TrackerConfig
 
@@ -242,13 +242,6 @@ def process_camera(
     return run
 
 
-def choose_threshold(config: SearchConfig, encoder: Encoder, gallery: GalleryBackend) -> Threshold:
-    """The decision threshold and where it came from: the option, the gallery's own
-    calibration, the card, or the gallery (:func:`reid.pipeline.gallery_threshold`)."""
-    detail = {} if config.threshold_source is None else {"given_detail": config.threshold_source}
-    return gallery_threshold(config.threshold, encoder.card, gallery, **detail)
-
-
 def fresh_reference_gallery(folder: Path, encoder: Encoder) -> GalleryBackend:
     """A new, empty gallery at ``folder``; one left there by an earlier run is replaced."""
     if folder.exists():
@@ -349,7 +342,9 @@ def run_search(
         mode = "gallery"
     try:
         gallery.check_model(encoder.card)
-        threshold = choose_threshold(config, encoder, gallery)
+        threshold = resolve_threshold(
+            config.threshold, encoder.card, gallery, given_detail=config.threshold_source or "--threshold"
+        )
         cameras: list[CameraRun] = []
         for camera, source in enumerate(sources):
             cameras.append(process_camera(encoder, camera, source, config, on_progress))

@@ -40,7 +40,7 @@ from typing import IO, Any
 
 import numpy as np
 
-from reid import ConfigValueError, Threshold, check_distance_threshold, check_fields, nearest_identity
+from reid import ConfigValueError, check_distance_threshold, check_fields, nearest_identity, resolve_threshold
 from reid.detect import Box, Detector, check_detector
 from reid.gallery import GalleryBackend, IdentityMatch
 from reid.models import Encoder, embed_images
@@ -60,7 +60,6 @@ from reid.pipeline import (
     TopK,
     check_detect,
     enrol,
-    gallery_threshold,
     open_source,
     photo_rule,
 )
@@ -257,13 +256,6 @@ class Decision:
         }
 
 
-def resolve_threshold(config: CheckinConfig, encoder: Encoder, gallery: GalleryBackend) -> Threshold:
-    """The threshold and where it came from: the one given, else the gallery's own calibration,
-    else the card, else the gallery (:func:`reid.pipeline.gallery_threshold`)."""
-    detail = {} if config.threshold_source is None else {"given_detail": config.threshold_source}
-    return gallery_threshold(config.threshold, encoder.card, gallery, **detail)
-
-
 @dataclass
 class _Pending:
     source: str
@@ -311,7 +303,9 @@ class CheckinDesk:
     def __init__(self, gallery: GalleryBackend, encoder: Encoder, config: CheckinConfig) -> None:
         gallery.check_model(encoder.card)
         self.gallery, self.encoder, self.config = gallery, encoder, config
-        self.chosen_threshold = resolve_threshold(config, encoder, gallery)
+        self.chosen_threshold = resolve_threshold(
+            config.threshold, encoder.card, gallery, given_detail=config.threshold_source or "--threshold"
+        )
         self.threshold, self.threshold_source = self.chosen_threshold.value, self.chosen_threshold.describe()
         if config.claim is not None and config.claim not in {s.identity for s in gallery.identities()}:
             raise ConfigValueError("claim", f"{config.claim!r}: nobody of that name is enrolled in {gallery.location}", sep=" ")

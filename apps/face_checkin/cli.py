@@ -9,7 +9,7 @@ import typer
 from rich.console import Console
 from rich.text import Text
 
-from reid import THRESHOLD_HELP, ReidError, printable, write_bytes_atomic
+from reid import THRESHOLD_HELP, ReidError, printable, resolve_threshold, write_bytes_atomic
 from reid.data import quiet_opencv
 from reid.gallery import open_gallery
 from reid.models import SFACE, load_encoder, stand_in_model
@@ -22,7 +22,6 @@ from apps.face_checkin.checkin import (
     CheckinDesk,
     Decision,
     enrol_people,
-    resolve_threshold,
 )
 from apps.face_checkin.demo import score_demo, write_demo_inputs
 
@@ -127,7 +126,9 @@ def main(
         decisions: list[Decision] = []
         with store:
             # Fail on a missing threshold before spending time on enrolment.
-            resolve_threshold(config, encoder, store)
+            resolve_threshold(
+                config.threshold, encoder.card, store, given_detail=config.threshold_source or "--threshold"
+            )
             enrolled = None
             if people is not None:
                 enrolled = enrol_people(store, encoder, plan, config)

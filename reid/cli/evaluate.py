@@ -64,13 +64,14 @@ def eval_command(
 
     detect, no_face = given_options.get("detect"), given_options.get("no_face")
     options = given(batch_size=given_options.get("batch_size"), no_face=no_face)
+    # The data first: a wrong path is named before a published model is downloaded.
+    dataset = load_dataset(data)
     encoder = load_encoder(model, preprocessing=preprocessing_from_flags(input_size, mean, std, rgb))
     subject = photo_rule(
         **given(detect=detect, detector=detector, no_face=no_face),
         aligned_face_size=encoder.aligned_face_size,
         kind=encoder.card.kind,
     )
-    dataset = load_dataset(data)
     total = len(dataset.query) + len(dataset.gallery)
     with make_progress() as progress:
         task = progress.add_task("embedding", total=total)

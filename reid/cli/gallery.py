@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import math
 from collections import deque
 from dataclasses import replace
 from pathlib import Path
@@ -32,7 +33,15 @@ from reid.errors import ConfigError, DataError
 from reid.decision import check_far
 from reid.detect import DEFAULT_DETECTORS, DETECTORS, fallback_note
 from reid.gallery import INDEX_KINDS, GalleryBackend, IndexSpec, open_gallery
-from reid.gallery.calibration import MIN_ADMITTED, GalleryCalibration, identities_needed
+from reid.gallery.calibration import (
+    MAX_ITEMS,
+    MIN_ADMITTED,
+    GalleryCalibration,
+    identities_needed,
+    round_rate_up,
+    sampled_pairs,
+    smallest_far,
+)
 from reid.models import load_encoder
 from reid.paths import check_output_file
 from reid.track import TrackerConfig
@@ -150,7 +159,11 @@ def print_fallback_note(detector: str | None, kind: str | None) -> None:
 @handle_errors
 @with_config_options(EnrolConfig, panels=ENROL_PANELS)
 def enroll(
-    paths: list[str] = typer.Argument(..., help="Images, folders of ROOT/<identity>/<image>, or globs."),
+    paths: list[str] = typer.Argument(
+        ...,
+        help="Images, folders of ROOT/<identity>/<image>, globs, or a labelled data set as other commands read it "
+        "(market1501:PATH and the like: its gallery images, each under its identity number).",
+    ),
     model: str = typer.Option(..., "--model", "-m", help=MODEL_HELP),
     gallery: str = typer.Option(..., "--gallery", "-g", help=GALLERY_HELP),
     identity: str | None = typer.Option(None, "--id", help="Enrol every image as this identity."),
@@ -279,8 +292,9 @@ def query(
     media = open_source(source, **given(every=every, max_frames=max_frames))
     if fps is not None:
         media = replace(media, fps=fps)
-    encoder = load_encoder(model)
+    # The gallery before the model: a wrong path is named before a published model is downloaded.
     with open_gallery(gallery) as store:
+        encoder = load_encoder(model)
         run = QueryRun(store, encoder, media, config)
         print_fallback_note(config.detector, run.detector.kind if run.detector is not None else None)
         fps = (media.fps or 10.0) / (media.every if media.fps else 1)
@@ -384,8 +398,9 @@ def info(
     if as_json:
         typer.echo(json.dumps(summary, indent=2))
         return
-    rows = [(k, json.dumps(v) if isinstance(v, dict) else v) for k, v in summary.items() if k != "check"]
-    print_table(f"gallery {summary['path']}", ["field", "value"], rows)
+    print_table(f"gallery {printable(summary['path'])}", ["field", "value"], _info_rows(summary))
+    for line in _info_next(summary):
+        console.print(line, highlight=False, soft_wrap=True)
     if check:
         recall = summary["check"]["recall"]
         print_table(
@@ -412,6 +427,82 @@ def info(
                 highlight=False,
                 soft_wrap=True,
             )
+
+
+# The index parameters that apply to each kind of index (reid.gallery.index.IndexSpec).
+_IVF_PARAMS = ("nlist", "nprobe", "train_min", "train_size")
+INDEX_PARAMS: dict[str, tuple[str, ...]] = {
+    "flat": (),
+    "hnsw": ("hnsw_m", "ef_construction", "ef_search"),
+    "ivf": _IVF_PARAMS,
+    "ivfpq": (*_IVF_PARAMS, "pq_m", "pq_bits", "refine"),
+}
+# Parameters whose 0 means "chosen from the gallery's size".
+_AUTOMATIC = {"nlist", "nprobe", "train_size", "pq_m"}
+
+
+def _index_text(summary: dict[str, Any]) -> str:
+    """The index kind, what is built now when that differs, and the parameters of that kind only."""
+    params = summary.get("index_params") or {}
+    kind, built = summary["index"], summary["index_built"]
+    text = kind if kind == built else f"{kind} (a {built} index until {params.get('train_min', 0):,} items)"
+    shown = [
+        f"{name} {'auto' if name in _AUTOMATIC and not params.get(name) else params.get(name)}"
+        for name in INDEX_PARAMS.get(kind, ())
+        if name in params
+    ]
+    if params.get("shard_size"):
+        shown.append(f"{summary.get('shards', 1)} shards of up to {params['shard_size']:,} items")
+    return text + (f": {', '.join(shown)}" if shown else "")
+
+
+def _threshold_text(summary: dict[str, Any]) -> str:
+    """Which threshold a query of this gallery answers at, as far as the gallery knows it
+    (the model card, read by the query, may hold a newer one)."""
+    calibration = summary.get("calibration")
+    if calibration:
+        return (
+            f"{calibration['threshold']:.4f}, the gallery's own (FAR {calibration['far']:g} on "
+            f"{calibration['sampled_identities']} identities, {calibration['impostor_pairs']:,} impostor pairs)"
+        )
+    if summary.get("threshold") is not None:
+        return f"{summary['threshold']:.4f}, the model card's when the gallery was created"
+    return "none"
+
+
+def _info_rows(summary: dict[str, Any]) -> list[tuple[str, str]]:
+    """``reid gallery info``'s table: only what applies to this gallery."""
+    rows = [
+        ("items", f"{summary['items']:,} of {summary['identities']:,} identities"),
+        ("model", f"{printable(summary['model_name'])} ({summary['model_kind']}, fingerprint {summary['model_fingerprint']})"),
+        ("embedding", f"{summary['dim']} dimensions"),
+        ("index", _index_text(summary)),
+        ("threshold", _threshold_text(summary)),
+        ("files", f"{summary['segments']} segments, {summary['bytes']:,} bytes, generation {summary['generation']}"),
+        ("created", summary["created"][:19].replace("T", " ")),
+    ]
+    if summary.get("search_device", "cpu") != "cpu":
+        rows.insert(4, ("search device", summary["search_device"]))
+    return rows
+
+
+def _info_next(summary: dict[str, Any]) -> list[str]:
+    """What to run next when the gallery lacks something a query wants (one line each)."""
+    path = printable(summary["path"])
+    if summary["identities"] == 0:
+        return [f"next: enrol people with 'reid enroll IMAGES -m {printable(summary['model_name'])} -g {path}'"]
+    if summary.get("calibration"):
+        return []
+    if summary["identities"] < 2:
+        calibrate = "enrol a second identity, then 'reid gallery calibrate " + path + "'"
+    else:
+        calibrate = f"'reid gallery calibrate {path}' (its own threshold, from its {summary['identities']} identities)"
+    if summary.get("threshold") is None:
+        return [
+            f"next: no threshold: run {calibrate}, or 'reid calibrate --model MODEL --data KIND:PATH', "
+            "or give reid query --threshold"
+        ]
+    return [f"tip: queries answer at the model card's threshold; for the gallery's own run {calibrate}"]
 
 
 @gallery_app.command("list")
@@ -569,8 +660,14 @@ def calibrate(
         raise ConfigError("--scene needs --model: the scene's people are embedded with the gallery's model")
     if frames is not None:
         parse_frames(frames)
-    options = given(far=far, max_items=max_items)
     with open_gallery(gallery) as store:
+        default_far, asked = default_of(GalleryBackend.calibrate, "far"), far
+        if far is None:
+            # Without --far: the default rate, or the smallest the gallery's pairs resolve when
+            # they are too few for it (said below).
+            least = smallest_far(sampled_pairs([s.items for s in store.identities()], max_items or MAX_ITEMS))
+            far = default_far if least is None or least <= default_far else round_rate_up(least)
+        options = given(far=far, max_items=max_items)
         if scene is not None and model is not None:
             scene_config = QueryConfig(**given(detector=detector))
             calibration = calibrate_on_scene(store, load_encoder(model), scene, frames, scene_config, **options)
@@ -578,6 +675,14 @@ def calibrate(
             calibration = store.calibrate(**options)
         folder = store.location
     needed = identities_needed(calibration.far)
+    if asked is None and calibration.far != default_far:
+        err_console.print(
+            f"note: {calibration.impostor_pairs:,} impostor pairs cannot resolve the default FAR {default_far:g} (it "
+            f"needs {math.ceil(MIN_ADMITTED / default_far):,}); calibrated at FAR {calibration.far:g}, the smallest "
+            f"they resolve; enrol more identities for a smaller rate",
+            highlight=False,
+            soft_wrap=True,
+        )
     if as_json:
         typer.echo(json.dumps({"gallery": str(folder), **calibration.to_dict(), "identities_needed": needed}, indent=2))
         return

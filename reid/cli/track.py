@@ -100,8 +100,11 @@ def track_command(
     if (video is None) != (model is None):
         raise ConfigError("--video and --model go together: the model embeds the boxes cut from the video")
     config = TrackerConfig(**config_overrides(TrackerConfig, options))
-    appearance = None if video is None or model is None else VideoAppearance(video, load_encoder(model))
+    # The inputs first: a wrong path is named before a published model is downloaded.
+    if not detections.is_file():
+        raise DataError(f"{detections}: no such detection file")
     video_fps = None if video is None else open_source(video).fps
+    appearance = None if video is None or model is None else VideoAppearance(video, load_encoder(model))
     result = track_detection_file(detections, out, config, fps, appearance, **given(link=link), video_fps=video_fps)
     print_table(
         f"tracked {detections}",

@@ -189,10 +189,20 @@ def train_command(
     if last.get("eval"):
         print_table("evaluation (Market-1501 protocol)", ["model", *METRIC_COLUMNS, "valid queries"], [metric_row(str(result.model_dir), last["eval"])])
         console.print(computed_on_line(last["eval"].get("computed_on") or {}), highlight=False)
+    if result.card.threshold is not None:
+        console.print(
+            f"threshold {result.card.threshold:.4f} on the card ({printable(result.card.threshold_source)}); "
+            f"next: reid enroll ... -m {printable(result.model_dir)}, then reid query",
+            highlight=False,
+            soft_wrap=True,
+        )
+    else:
+        err_console.print(f"note: {printable(result.threshold_note)}", highlight=False, soft_wrap=True)
     if json_file:
         write_json(json_file, {
             "model": str(result.model_dir), "fingerprint": result.card.fingerprint, "seconds": result.seconds,
             "world_size": result.world_size, "history": result.history,
+            "threshold": result.card.threshold, "threshold_source": result.card.threshold_source,
         })
 
 

@@ -12,7 +12,7 @@ from reid.cli.common import console, detector_option, handle_errors, make_progre
 from reid.cli.defaults import given, with_config_options, with_default
 from reid.cli.model_options import INPUT_SIZE_OPTION, MEAN_OPTION, RGB_OPTION, STD_OPTION, preprocessing_from_flags
 from reid.decision import FAR_HELP, THRESHOLD_HELP, check_far
-from reid.errors import ConfigError
+from reid.errors import ConfigError, DataError
 from reid.photos import NO_FACE_HELP, CalibrateConfig, PairConfig, PhotoConfig
 
 # The engine is imported when a command runs, never to print help.
@@ -25,17 +25,17 @@ MODEL_HELP = "Model folder, or a model's name under models/."
 ENCODER_HELP = "Model folder, a model's name under models/, an .onnx file, a ready-made face encoder (sface, dlib-face), or a published Re-ID model by name (`reid models list`)."
 FACE_DETECTOR_HELP = "Face detector for the crops: haar (default for --detect face) or yunet (default for aligned chips)."
 PAIRS_HELP = "Pair file: LFW pairs.txt, or CSV lines 'path_a,path_b,label' (label 1 same, 0 different)."
+DATA_PAIRS_HELP = (
+    "Instead of --pairs: a labelled data set (market1501:PATH, dukemtmc:PATH, msmt17:PATH, folder:PATH, synthetic); "
+    "every query x gallery pair of its evaluation split is a genuine (one identity, two cameras) or impostor pair. "
+    "Use people the model was not trained on."
+)
 ROOT_HELP = "Folder the pair file's paths are relative to (default: the pair file's folder)."
 VERIFY_NO_FACE_HELP = NO_FACE_HELP + " With --pairs a skipped photo's pairs count as unscored; two images: skip is an error."
 # The sections of the help of verify and calibrate; the rest under "Options".
 PAIRS, PHOTOS, DECISION = "Pair file", "Photos", "Decision"
 PHOTO_HELPS = {"no_face": with_default(VERIFY_NO_FACE_HELP, PhotoConfig.no_face)}
 SHOWN_FAILURES = 5
-
-
-def threshold_option(default_text: str) -> float | None:
-    """A ``--threshold DISTANCE`` option; ``default_text`` says what applies without it."""
-    return typer.Option(None, "--threshold", help=f"{THRESHOLD_HELP} Default: {default_text}.", rich_help_panel=DECISION)
 
 
 def far_option() -> float | None:
@@ -86,8 +86,8 @@ def _verify_pair_file(
     from reid.models import load_encoder
     from reid.pipeline import photo_rule, verify_pairs
 
-    encoder = load_encoder(model, preprocessing=preprocessing)
     pair_set = read_pairs(pairs, root)
+    encoder = load_encoder(model, preprocessing=preprocessing)
     subject = photo_rule(**crop, aligned_face_size=encoder.aligned_face_size, kind=encoder.card.kind)
     with make_progress() as progress:
         task = progress.add_task("embedding", total=len(pair_set.image_paths()))
@@ -140,7 +140,9 @@ def verify_command(
     image_a: Path | None = typer.Argument(None, help="First image (with IMAGE_B; or use --pairs)."),
     image_b: Path | None = typer.Argument(None, help="Second image."),
     model: str = typer.Option(..., "--model", "-m", help=ENCODER_HELP),
-    threshold: float | None = threshold_option("the model card's calibrated one"),
+    threshold: float | None = typer.Option(
+        None, "--threshold", help=f"{THRESHOLD_HELP} Default: the model card's calibrated one.", rich_help_panel=DECISION
+    ),
     far: float | None = far_option(),
     pairs: Path | None = typer.Option(None, "--pairs", help=PAIRS_HELP, rich_help_panel=PAIRS),
     root: Path | None = typer.Option(None, "--root", help=ROOT_HELP, rich_help_panel=PAIRS),
@@ -173,6 +175,10 @@ def verify_command(
     if plot is not None:
         raise ConfigError("--plot needs --pairs")
     check_far(far)
+    # The images first: a wrong path is named before a published model is downloaded.
+    for image in (image_a, image_b):
+        if not image.is_file():
+            raise DataError(f"{image}: no such image file")
     encoder = load_encoder(model, preprocessing=preprocessing)
     decision = compare_images(
         encoder,
@@ -213,21 +219,27 @@ def verify_command(
 @with_config_options(CalibrateConfig, panels={PHOTOS: ("detect", "no_face")}, more=[(PhotoConfig, None, PHOTO_HELPS)])
 def calibrate_command(
     model: str = typer.Option(..., "--model", "-m", help=MODEL_HELP),
-    pairs: Path = typer.Option(..., "--pairs", help=PAIRS_HELP),
-    root: Path | None = typer.Option(None, "--root", help=ROOT_HELP),
+    pairs: Path | None = typer.Option(None, "--pairs", help=PAIRS_HELP, rich_help_panel=PAIRS),
+    data: str | None = typer.Option(None, "--data", help=DATA_PAIRS_HELP, rich_help_panel=PAIRS),
+    root: Path | None = typer.Option(None, "--root", help=ROOT_HELP, rich_help_panel=PAIRS),
     best_accuracy: bool = typer.Option(False, "--best-accuracy", help="Choose the threshold of best accuracy instead."),
     detector: str | None = detector_option(FACE_DETECTOR_HELP, panel=PHOTOS),
     json_file: Path | None = typer.Option(None, "--json", help="Also write the choice to this JSON file."),
     **options: Any,
 ) -> None:
     """Choose the model's verification threshold (a Euclidean distance between unit embeddings, in
-    (0, 2]) on labelled pairs and write it into its card, with its impostor distance quantiles (for --far)."""
+    (0, 2]) on labelled pairs (a pair file, or the pairs of a labelled data set) and write it into its
+    card, with its impostor distance quantiles (for --far)."""
     from reid.models import load_card
-    from reid.pipeline import calibrate_model, model_folder, photo_rule
+    from reid.pipeline import calibrate_model, calibrate_model_on_data, model_folder, photo_rule
 
     far, no_face, batch_size = options.get("far"), options.get("no_face"), options.get("batch_size")
     if best_accuracy and far is not None:
         raise ConfigError("give --far or --best-accuracy, not both")
+    if (pairs is None) == (data is None):
+        raise ConfigError("give --pairs FILE or --data KIND:PATH (labelled images, such as market1501:PATH), one of them")
+    if data is not None and root is not None:
+        raise ConfigError("--root is where a pair file's paths start; --data names its own folder")
     target = None if best_accuracy else (CalibrateConfig.far if far is None else far)
     # The threshold is chosen on the crops the model is given: aligned chips when its card asks.
     card = load_card(model_folder(model))
@@ -238,15 +250,16 @@ def calibrate_command(
     )
     with make_progress() as progress:
         task = progress.add_task("embedding", total=None)
-        calibration = calibrate_model(
-            model,
-            pairs,
-            root or pairs.parent,
-            target_far=target,
+        options = {
+            "target_far": target,
             **given(batch_size=batch_size, no_face=no_face),
-            subject=subject,
-            on_progress=lambda done, total: progress.update(task, completed=done, total=total),
-        )
+            "subject": subject,
+            "on_progress": lambda done, total: progress.update(task, completed=done, total=total),
+        }
+        if data is not None:
+            calibration = calibrate_model_on_data(model, data, **options)
+        else:
+            calibration = calibrate_model(model, pairs, root or pairs.parent, **options)
     choice = calibration.choice
     _report_skipped(calibration.scores)
     print_table(

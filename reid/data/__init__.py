@@ -25,6 +25,15 @@ def synthetic_home(config: SyntheticConfig) -> Path:
     return cache / "reid" / f"synthetic-{key}"
 
 
+def data_spec_kind(spec: str) -> str | None:
+    """The KIND of a data set named ``KIND:PATH`` (KIND one of :data:`KINDS`, any case) or
+    ``synthetic``; None for any other text (a file, folder or glob).  What every command
+    taking data reads as a data set rather than as a path."""
+    kind, sep, _ = spec.partition(":")
+    kind = kind.strip().lower()
+    return kind if kind in KINDS and (sep or kind == "synthetic") else None
+
+
 def load_dataset(spec: str, synthetic: SyntheticConfig | None = None) -> ReidDataset:
     """Load a dataset named ``KIND:PATH`` (KIND one of :data:`KINDS`) or ``synthetic``
     (optionally ``synthetic:PATH``; the set is generated once and cached).
@@ -63,6 +72,7 @@ __all__ = [
     "ImageRecord",
     "ReidDataset",
     "SyntheticConfig",
+    "data_spec_kind",
     "generate_synthetic",
     "load_dataset",
     "quiet_opencv",

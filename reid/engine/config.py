@@ -162,6 +162,13 @@ class TrainConfig:
     metric_weight: Annotated[float, Field(ge=0, allow_inf_nan=False)] = option(1.0, help="Weight of the metric loss (0 disables it).")
     eval_every: Annotated[int, Field(ge=0)] = option(0, help="Evaluate on the query/gallery split every N epochs (and at the end); 0: never.")
     eval_batch_size: Annotated[int, Field(ge=1, le=65_536)] = option(128, help="Images per batch when evaluating.")
+    # The card's threshold is chosen on the query x gallery pairs of identities held out of
+    # training (reid.pipeline.calibrate.choose_on_dataset), so the rate it states is honest.
+    threshold_far: Annotated[float, Field(gt=0, lt=1, allow_inf_nan=False)] = option(
+        1e-3,
+        help="False-accept rate of the threshold written on the card, chosen on the pairs of the data set's "
+        "held-out identities (its query and gallery) after training; a set without held-out identities gets none.",
+    )
     resume: bool = option(
         False, switch=True, help="Continue from OUT/checkpoint.pt (the config must train what OUT/config.yaml says)."
     )

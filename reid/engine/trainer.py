@@ -43,7 +43,7 @@ from reid.engine.objective import TrainingObjective, build_metric, metric_option
 from reid.engine.optim import build_optimizer, lr_factor, set_learning_rate
 from reid.engine.state import CHECKPOINT_FILE, ResumePoint, capture_state, read_resume_state, restore_state, save_checkpoint
 from reid.detect import build_detector
-from reid.errors import ConfigValueError, ReidError
+from reid.errors import ConfigValueError, DataError, ReidError
 from reid.evaluation import RankingResult
 from reid.pipeline.embed import evaluate_encoder
 from reid.models.card import ModelCard
@@ -53,6 +53,7 @@ from reid.models.folder import check_model_output, save_model
 from reid.models.network import ReidNet
 from reid.models.pretrained import load_start, resolve_start
 from reid.paths import check_output_folder
+from reid.pipeline.calibrate import choose_on_dataset, describe_dataset_choice, record_choice
 from reid.pipeline.subject import ALIGNING_FACE_DETECTOR, SubjectRule
 
 __all__ = [
@@ -120,7 +121,8 @@ class TrainResult:
 
     ``history`` has one entry per epoch (mean ``loss``, ``ce``, ``metric``, ``lr``,
     ``step``, and ``eval`` where evaluated); ``skipped_images`` names each unreadable
-    training image with its reason; ``seconds`` is the wall time of the run.
+    training image with its reason; ``seconds`` is the wall time of the run;
+    ``threshold_note`` says why the card has no threshold ("" when it has one).
     """
 
     model_dir: Path
@@ -132,6 +134,7 @@ class TrainResult:
     network: ReidNet | None = None
     rank: int = 0
     world_size: int = 1
+    threshold_note: str = ""
 
 
 def evaluate_dataset(
@@ -267,14 +270,14 @@ def _train(
             callbacks.on_epoch(epoch, entry)
         if last_epoch:
             break
-    card = _save(config, ctx, run, history, out)
+    card, threshold_note = _save(config, ctx, run, history, out, callbacks)
     if log is not None:
         log.finish()
     # Every process returns once the model folder is written, with the card as saved.
     card = ctx.broadcast(card)
     return TrainResult(
         out, card, history, run.skipped, time.perf_counter() - started, run.network.pretrained_note,
-        network=run.network, rank=ctx.rank, world_size=ctx.world_size,
+        network=run.network, rank=ctx.rank, world_size=ctx.world_size, threshold_note=threshold_note,
     )
 
 
@@ -293,10 +296,11 @@ def _prepare(config: TrainConfig, ctx: DistributedContext, out: Path, checkpoint
 def _setup(config: TrainConfig, ctx: DistributedContext) -> _Run:
     """The data, the network, the losses and the optimizer, in the order that fixes what
     the seed draws (network, then a metric loss's centers)."""
-    # Resolved before the images are decoded, so a missing ImageNet download fails at once.
-    start = resolve_start(config.architecture, config.pretrained)
+    # The data is listed first, so that a wrong path is named before any download; the
+    # start is resolved before the images are decoded, so a failed download fails at once.
     dataset = ctx.rank_zero_first(lambda: load_dataset(config.data))
     _check_training_data(config, dataset)
+    start = resolve_start(config.architecture, config.pretrained)
     subject = _subject_rule(config)
     images, kept, skipped, unfound = load_images(dataset.train, tuple(config.input_size), subject=subject)
     records = [dataset.train[i] for i in kept]
@@ -497,15 +501,55 @@ def _evaluate(config: TrainConfig, ctx: DistributedContext, run: _Run, callbacks
     return ctx.broadcast(evaluation)
 
 
-def _save(config: TrainConfig, ctx: DistributedContext, run: _Run, history: list[dict[str, Any]], out: Path) -> ModelCard:
-    """Rank 0 writes the model folder with the history and the last evaluation on its
-    card, and returns the card as saved; the other processes return theirs unsaved."""
+def _save(
+    config: TrainConfig,
+    ctx: DistributedContext,
+    run: _Run,
+    history: list[dict[str, Any]],
+    out: Path,
+    callbacks: TrainCallbacks,
+) -> tuple[ModelCard, str]:
+    """Rank 0 writes the model folder with the history, the last evaluation and the
+    threshold chosen on held-out identities (:func:`_held_out_threshold`) on its card, and
+    returns the card as saved with why it has no threshold ("" when it has one); the other
+    processes return theirs unsaved."""
     run.network.eval()
     card = run.card
     card.training["history"] = history
     final_eval = next((h["eval"] for h in reversed(history) if "eval" in h), None)
     if final_eval:
         card.metrics = {"dataset": config.data, "protocol": "market1501", **final_eval}
+    note = ""
     if ctx.is_main:
+        note = _held_out_threshold(config, ctx, run, callbacks)
         card = save_model(run.network, card, out)
-    return card
+    return card, note
+
+
+def _held_out_threshold(config: TrainConfig, ctx: DistributedContext, run: _Run, callbacks: TrainCallbacks) -> str:
+    """Write on ``run.card`` the threshold at ``config.threshold_far`` on the query x gallery
+    pairs of the data set's identities held out of training, with the pairs it was chosen on
+    and the impostor quantiles --far reads; return "" then, else one line saying why none
+    was chosen (the evaluation split shares identities with training, or gives no pairs)."""
+    shared_ids, shared_images = run.dataset.evaluation_overlap()
+    if shared_ids or shared_images or not run.dataset.query or not run.dataset.gallery:
+        return (
+            f"{config.data} holds no identities outside its training split, so no threshold was chosen; run "
+            f"'reid calibrate --model {config.out} --data KIND:PATH' on labelled images of other people"
+        )
+    encoder = TorchEncoder(run.network, run.card, ctx.device)
+    try:
+        choice, pairs = choose_on_dataset(
+            encoder,
+            run.dataset,
+            config.threshold_far,
+            batch_size=config.eval_batch_size,
+            on_progress=callbacks.on_eval_progress,
+            subject=_subject_rule(config),
+            no_face=config.no_face,
+        )
+    except DataError as exc:
+        return f"no threshold was chosen ({exc}); run 'reid calibrate --model {config.out} --data KIND:PATH'"
+    source = describe_dataset_choice("reid train", config.data, pairs, choice, held_out=True, asked=config.threshold_far)
+    record_choice(run.card, choice, pairs.scores, source, f"{config.data} query x gallery")
+    return ""

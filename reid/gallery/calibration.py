@@ -42,15 +42,13 @@ from __future__ import annotations
 
 import json
 import math
-import re
-from pathlib import Path
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
 import numpy as np
 
-from reid.decision import GALLERY_CALIBRATION, UNIT, Threshold, check_far, pair_distance, similarity_to_distance
+from reid.decision import GALLERY_CALIBRATION, Threshold, check_far, pair_distance, similarity_to_distance
 from reid.errors import ConfigError
 from reid.paths import parse_json_bounded
 from reid.serial import as_dict
@@ -59,7 +57,6 @@ DEFAULT_FAR = 1e-3
 MIN_ADMITTED = 10
 MAX_ITEMS = 2048
 SEED = 0
-SYNTHETIC = "synthetic"  # the data set name of reid's generated people ("synthetic" or "synthetic:DIR")
 GRAM_ROWS = 512  # rows of the Gram matrix computed at a time
 
 Embeddings = Callable[[np.ndarray], np.ndarray]
@@ -369,6 +366,27 @@ def impostor_distances(vectors: np.ndarray, codes: np.ndarray) -> np.ndarray:
     return np.concatenate(parts) if parts else np.zeros(0)
 
 
+def smallest_far(pairs: int) -> float | None:
+    """The smallest false-accept rate ``pairs`` impostor pairs resolve: the one whose
+    threshold has :data:`MIN_ADMITTED` of them within (:func:`threshold_for_far`); None when
+    they are too few for any rate (at most :data:`MIN_ADMITTED`)."""
+    return MIN_ADMITTED / pairs if pairs > MIN_ADMITTED else None
+
+
+def sampled_pairs(items_per_identity: Sequence[int], max_items: int = MAX_ITEMS) -> int:
+    """How many impostor pairs a calibration measures on identities holding
+    ``items_per_identity`` items: the pairs of two different identities among the items
+    :func:`sample_items` takes (each identity ``max_items // identities`` items, all it
+    has when fewer; with more identities than ``max_items``, one item each of
+    ``max_items`` of them)."""
+    counts = [int(n) for n in items_per_identity if n > 0]
+    if len(counts) > max_items:
+        return max_items * (max_items - 1) // 2
+    share = max_items // max(1, len(counts))
+    taken = [min(n, share) for n in counts]
+    return (sum(taken) ** 2 - sum(n * n for n in taken)) // 2
+
+
 def threshold_for_far(distances: np.ndarray, far: float) -> tuple[float, int]:
     """The largest threshold (halfway to the next distance) that admits at most ``far`` of
     the impostor ``distances``, and how many it admits.
@@ -380,13 +398,21 @@ def threshold_for_far(distances: np.ndarray, far: float) -> tuple[float, int]:
     d = np.sort(np.asarray(distances, dtype=np.float64))
     k = int(math.floor(far * d.size + 1e-9))
     if k < MIN_ADMITTED or k >= d.size:
+        least = smallest_far(int(d.size))
+        instead = f"give --far {round_rate_up(least):g} (the smallest these pairs resolve) or " if least is not None else ""
         raise ConfigError(
             f"{d.size:,} impostor pairs cannot resolve FAR {far:g}: at least {MIN_ADMITTED} of them must lie within "
-            f"the threshold ({math.ceil(MIN_ADMITTED / far):,} pairs); enrol more identities or give a larger --far"
+            f"the threshold ({math.ceil(MIN_ADMITTED / far):,} pairs); {instead}enrol more identities"
         )
     threshold = (d[k - 1] + d[k]) / 2 if d[k] > d[k - 1] else float(np.nextafter(d[k], -np.inf))
     threshold = float(min(max(threshold, 1e-6), 2.0))
     return threshold, int(np.searchsorted(d, threshold, side="right"))
+
+
+def round_rate_up(rate: float) -> float:
+    """``rate`` rounded up to two significant digits (a rate a user can type, no smaller)."""
+    digits = 1 - math.floor(math.log10(rate))
+    return math.ceil(rate * 10**digits - 1e-9) / 10**digits
 
 
 def calibrate(
@@ -426,26 +452,4 @@ def calibrate(
         identity_pairs=sampled_identities * (sampled_identities - 1) // 2,
         admitted=admitted,
         created=created,
-    )
-
-
-def synthetic_card_note(card: Any, gallery: Any) -> str:
-    """One line when ``card``'s threshold was calibrated on reid's generated (synthetic)
-    people and ``gallery`` holds other images (its first item's source lies outside that
-    data set's folder); "" otherwise.
-
-    Generated people are another kind of data than camera images: their distances say
-    nothing of where strangers of a real scene fall, so such a threshold names them.
-    """
-    data = str(getattr(card, "metrics", {}).get("dataset", ""))
-    if data.split(":")[0] != SYNTHETIC and not re.search(rf"\b{SYNTHETIC}\b", card.threshold_source):
-        return ""
-    root = data.partition(":")[2] if data.split(":")[0] == SYNTHETIC else ""
-    first = gallery.items(limit=1)
-    if root and first and Path(first[0].source).resolve().is_relative_to(Path(root).resolve()):
-        return ""
-    return (
-        f"note: {card.name}'s threshold was calibrated on synthetic data (generated people), not on images like "
-        f"this gallery's; strangers may be named: run 'reid gallery calibrate {gallery.folder}', or give --threshold "
-        f"({UNIT}) or --far"
     )

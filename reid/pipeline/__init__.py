@@ -41,7 +41,7 @@ from reid.pipeline.embed import (
     score_pairs,
     verify_pairs,
 )
-from reid.pipeline.calibrate import Calibration, calibrate_model, model_folder
+from reid.pipeline.calibrate import Calibration, calibrate_model, calibrate_model_on_data, choose_on_dataset, model_folder
 from reid.pipeline.frames import (
     ChooseCrop,
     FrameCrops,
@@ -74,8 +74,6 @@ from reid.pipeline.query import (
     TrackSummary,
     TopK,
     choose_detector,
-    gallery_threshold,
-    resolve_threshold,
 )
 from reid.pipeline.sources import Every, Frame, MaxFrames, MediaSource, open_source
 from reid.pipeline.scene import calibrate_on_scene, parse_frames, scene_tracks
@@ -149,8 +147,6 @@ __all__ = [
     "open_source",
     "parse_frames",
     "plan_enrolment",
-    "gallery_threshold",
-    "resolve_threshold",
     "safe_name",
     "scene_tracks",
     "stage_timer",
@@ -168,6 +164,8 @@ __all__ = [
     "PairScores",
     "PairVerification",
     "calibrate_model",
+    "calibrate_model_on_data",
+    "choose_on_dataset",
     "compare_images",
     "embed_paths",
     "evaluate_encoder",

@@ -2,10 +2,16 @@
 
 Identities come from ``--id NAME`` or from folders: a folder argument must hold
 ``<identity>/<image>`` sub-folders, and a file (or glob match) belongs to the identity named
-by its parent folder.  Duplicate images (same SHA-256 of the file bytes, in the gallery or
-earlier in the run, or the same pixels in another file, as the gallery judges them:
+by its parent folder.  A labelled data set, named as every command names one
+(``market1501:PATH``, ``dukemtmc:PATH``, ``msmt17:PATH``, ``folder:PATH``, ``synthetic``;
+:func:`reid.data.load_dataset`), gives its gallery images (Market-1501's
+``bounding_box_test``), each under its identity number (``0002``), leaving out distractors
+and junk; ``folder:PATH`` gives its identity folders (its ``gallery/`` when it is split).
+Duplicate images (same SHA-256 of the file bytes, in the gallery or earlier in the run, or
+the same pixels in another file, as the gallery judges them:
 :meth:`reid.gallery.GalleryBackend.screen`), images the gallery holds under another
-identity, and unreadable, empty, oversized or corrupt images are skipped and counted; so are images where a detector finds nobody or a face model finds no face
+identity, and unreadable, empty, oversized or corrupt images are skipped and counted; so are
+images where a detector finds nobody or a face model finds no face
 (``no_face``: "skip"; "whole" takes the whole image instead; "error" stops at the first,
 keeping the batches committed before it).  Entries of the folders given that are not
 images (hidden and system files, other kinds of files, unreadable links and folders)
@@ -25,6 +31,7 @@ from typing import Any
 
 import numpy as np
 
+from reid.data import data_spec_kind, load_dataset
 from reid.data.cameras import camera_from_name
 from reid.data.folders import identity_folders
 from reid.data.io import ImageLimits, bounded_bytes, decode_image, is_image_file, list_media, read_bytes
@@ -164,7 +171,13 @@ def plan_enrolment(paths: Sequence[str | Path], identity: str | None = None) -> 
     for spec in paths:
         text = str(spec)
         path = Path(text)
-        if GLOB_CHARS & set(text) and not path.exists():
+        if data_spec_kind(text) is not None and not path.exists():
+            if identity is not None:
+                raise ConfigValueError(
+                    "identity", f"{identity}: a data set ({text}) names its own identities; give images or a folder", sep=" "
+                )
+            entries += _dataset_entries(text, skipped)
+        elif GLOB_CHARS & set(text) and not path.exists():
             found = sorted(Path(p) for p in globbing.glob(text, recursive=True))
             matches = [p for p in found if is_image_file(p)]
             if not matches:
@@ -191,6 +204,23 @@ def plan_enrolment(paths: Sequence[str | Path], identity: str | None = None) -> 
             seen.add(key)
             unique.append(entry)
     return EnrolPlan(unique, skipped)
+
+
+def _dataset_entries(spec: str, skipped: list[tuple[str, str]]) -> list[EnrolEntry]:
+    """The images a data set gives to enrol (module docstring), read by the one parser of
+    data sets; raises as :func:`reid.data.load_dataset` (a missing folder named)."""
+    dataset = load_dataset(spec)
+    if data_spec_kind(spec) == "folder":
+        root = dataset.root / "gallery" if (dataset.root / "gallery").is_dir() else dataset.root
+        return _folder_entries(root, None, skipped)
+    # Distractors (pid 0) are nobody to enrol, as junk is (the reader drops it); what the
+    # reader left out of the gallery's folders (files of other kinds) is named.
+    folders = {r.path.parent for r in dataset.gallery}
+    skipped += [(str(path), reason) for path, reason in dataset.skipped if path.parent in folders]
+    entries = [_entry(r.path, f"{r.pid:04d}") for r in dataset.gallery if r.pid > 0]
+    if not entries:
+        raise DataError(f"{dataset.root}: the data set has no gallery images of known identities to enrol")
+    return entries
 
 
 def _entry(path: Path, identity: str) -> EnrolEntry:

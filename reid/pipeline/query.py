@@ -23,23 +23,19 @@ import time
 from collections import Counter, defaultdict
 from contextlib import closing
 from collections.abc import Iterator
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from typing import Annotated, Any, Literal
 
 import numpy as np
 from pydantic import Field
 
 from reid.decision import (
-    FAR_HELP, MODEL_CARD, THRESHOLD_HELP, Threshold, check_distance_threshold, check_far,
-    check_threshold_or_far, nearest_identity,
-    one_identity_each, taken_from,
+    FAR_HELP, THRESHOLD_HELP, check_distance_threshold, check_far,
+    check_threshold_or_far, nearest_identity, one_identity_each, resolve_threshold, taken_from,
 )  # fmt: skip
-from reid.decision import resolve_threshold as resolve_distance_threshold
 from reid.detect import Box, Detector, SSDLiteConfig, build_detector
 from reid.errors import ConfigError, ConfigValueError
 from reid.gallery import SCORES, GalleryBackend, IdentityMatch
-from reid.gallery.calibration import synthetic_card_note
-from reid.models.card import ModelCard
 from reid.models.encoder import Encoder
 from reid.pipeline.frames import ScaledDetector
 from reid.pipeline.sources import MediaSource
@@ -301,39 +297,6 @@ class QueryStats:
         }
 
 
-def gallery_threshold(
-    given: float | None,
-    card: ModelCard,
-    gallery: GalleryBackend,
-    *,
-    given_detail: str = "--threshold",
-    far: float | None = None,
-) -> Threshold:
-    """The threshold a search of ``gallery`` decides at: ``given`` (or ``far`` read from the
-    card's calibration pairs), else the gallery's own calibration
-    (:meth:`GalleryBackend.current_calibration`), else the model card's, else the one the gallery
-    recorded at creation (:func:`reid.decision.resolve_threshold`), with a note when the
-    card's threshold comes from synthetic data.  The one rule of query, camera search, face
-    check-in and the service; raises ConfigError when none has one."""
-    own = gallery.current_calibration() if given is None and far is None else None
-    chosen = resolve_distance_threshold(
-        given,
-        card,
-        gallery,
-        given_detail=given_detail,
-        far=far,
-        calibrated=None if own is None else own.as_threshold(),
-    )
-    if chosen.source == MODEL_CARD:
-        return replace(chosen, note=synthetic_card_note(card, gallery))
-    return chosen
-
-
-def resolve_threshold(config: QueryConfig, gallery: GalleryBackend, encoder: Encoder) -> Threshold:
-    """:func:`gallery_threshold` for a query's --threshold or --far."""
-    return gallery_threshold(config.threshold, encoder.card, gallery, far=config.far)
-
-
 def choose_detector(config: QueryConfig, source: MediaSource, encoder: Encoder) -> Detector | None:
     if config.detect == "none":
         return None
@@ -399,7 +362,7 @@ class QueryRun:
         self.config = config or QueryConfig()
         gallery.check_model(encoder.card)
         self.gallery, self.encoder, self.source = gallery, encoder, source
-        self.chosen_threshold = resolve_threshold(self.config, gallery, encoder)
+        self.chosen_threshold = resolve_threshold(self.config.threshold, encoder.card, gallery, far=self.config.far)
         self.threshold, self.threshold_source = self.chosen_threshold.value, self.chosen_threshold.describe()
         self.threshold_note = self.chosen_threshold.note
         self.detector = query_detector(self.config, source, encoder, detector)

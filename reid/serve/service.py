@@ -22,7 +22,7 @@ from typing import Any
 import numpy as np
 
 from reid.data.io import ImageLimits, bounded_bytes, decode_image
-from reid.decision import Threshold, nearest_identity, pair_distance
+from reid.decision import Threshold, nearest_identity, pair_distance, resolve_threshold
 from reid.detect import Detection, Detector
 from reid.draw import label_layout, make_label
 from reid.errors import ConfigError, GalleryError, ReidError
@@ -30,7 +30,7 @@ from reid.gallery import DB_FILE, GalleryBackend, IndexSpec, destroy_gallery, op
 from reid.gallery.catalogue import gallery_uid
 from reid.models import Encoder, load_encoder
 from reid.models.encoder import embed_images
-from reid.pipeline import DUPLICATE, EnrolConfig, EnrolEntry, SubjectRule, Subjects, enrol, gallery_threshold, photo_rule
+from reid.pipeline import DUPLICATE, EnrolConfig, EnrolEntry, SubjectRule, Subjects, enrol, photo_rule
 from reid.names import (
     FORBIDDEN_CATEGORIES,
     MAX_IDENTITY,
@@ -172,8 +172,8 @@ class Service:
                 "no admin key: set REID_SERVE_ADMIN_KEY or REID_SERVE_ADMIN_KEY_FILE (or --admin-key-file), "
                 "or serve a loopback host with --no-auth"
             )
-        models = {name: load_encoder(path) for name, path in config.models.items()}
-        rules = crop_rules(config, models)
+        # The galleries' root and the keys first: a wrong path is named before a published
+        # model is downloaded.
         try:
             config.root.mkdir(parents=True, exist_ok=True)
         except FileExistsError:
@@ -181,6 +181,8 @@ class Service:
         keys = KeyStore(config.keys_path)
         # Keys made before keys were bound to a gallery's id: bound to the gallery there now.
         keys.bind(lambda gallery: gallery_uid(config.root / gallery))
+        models = {name: load_encoder(path) for name, path in config.models.items()}
+        rules = crop_rules(config, models)
         return cls(config, models, rules, keys, admin)
 
     # ----------------------------------------------------------------- galleries
@@ -277,13 +279,13 @@ class Service:
             raise ConfigError(f"gallery {name!r}: no crop rule was loaded for model {model!r}; build the service with crop_rules")
         return self.rules[key]
 
-    def threshold(self, name: str, gallery: GalleryBackend, encoder: Encoder, given: float | None = None) -> Threshold:
-        """The threshold a request decides at: the request's, else the server's settings,
-        else the gallery's own calibration, the model card's or the gallery's
-        (:func:`reid.pipeline.gallery_threshold`)."""
-        if given is not None:
-            return gallery_threshold(given, encoder.card, gallery, given_detail="request")
-        return gallery_threshold(self.config.settings(name).threshold, encoder.card, gallery, given_detail="serve settings")
+    def given_threshold(self, name: str, request: float | None = None) -> tuple[float | None, str]:
+        """The threshold a request of gallery ``name`` gives (``request``), else the one its
+        serve settings give, with which of them gave it: the ``given`` of
+        :func:`reid.decision.resolve_threshold`, which decides the rest."""
+        if request is not None:
+            return request, "request"
+        return self.config.settings(name).threshold, "serve settings"
 
     def info(self, name: str) -> dict[str, Any]:
         gallery = self._handle(name)
@@ -292,7 +294,8 @@ class Service:
         model, threshold = None, None
         try:
             model, encoder = self._model(name, gallery)
-            threshold = self.threshold(name, gallery, encoder)
+            given, detail = self.given_threshold(name)
+            threshold = resolve_threshold(given, encoder.card, gallery, given_detail=detail)
         except (Conflict, ConfigError):
             pass
         return {
@@ -474,7 +477,8 @@ class Service:
         nothing.  DataError naming the upload when nothing is found and ``no_face`` is "error"."""
         gallery = self._handle(name)
         model, encoder = self._model(name, gallery)
-        chosen = self.threshold(name, gallery, encoder, threshold)
+        given, detail = self.given_threshold(name, threshold)
+        chosen = resolve_threshold(given, encoder.card, gallery, given_detail=detail)
         k = top_k or self.config.settings(name).top_k
         boxes, scores, features, note, frame = self._subjects(name, model, upload, encoder)
         found = gallery.search(features, k) if len(features) and len(gallery) else [[] for _ in boxes]
@@ -508,7 +512,8 @@ class Service:
             raise ConfigError("verify one image against a second image or against an identity, not both or neither")
         gallery = self._handle(name)
         model, encoder = self._model(name, gallery)
-        chosen = self.threshold(name, gallery, encoder, threshold)
+        given, detail = self.given_threshold(name, threshold)
+        chosen = resolve_threshold(given, encoder.card, gallery, given_detail=detail)
         probe = self._subject(name, model, image, encoder)
         if other is not None:
             distance = float(pair_distance(probe, self._subject(name, model, other, encoder))[0])

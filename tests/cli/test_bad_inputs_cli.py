@@ -188,3 +188,38 @@ def test_enroll_as_a_process_prints_no_traceback_and_no_opencv_log(tmp_path: Pat
     assert "Traceback" not in done.stderr and "[ERROR" not in done.stderr and "[ WARN" not in done.stderr
     for entry, word in bad.items():
         assert any(entry in line and word in line for line in done.stderr.splitlines()), entry
+
+
+# A published Re-ID model a command would download before its first use (a fresh machine
+# has no copy); every command names a missing input before it fetches one.
+PUBLISHED = "osnet_x0_5.dukemtmcreid"
+
+
+@pytest.mark.parametrize(
+    ("args", "line"),
+    [
+        (("train", "--data", "market1501:{missing}", "--out", "{tmp}/m", "--quiet"), "{missing}: dataset folder not found"),
+        (("eval", "-m", PUBLISHED, "--data", "market1501:{missing}"), "{missing}: dataset folder not found"),
+        (("enroll", "market1501:{missing}", "-m", PUBLISHED, "-g", "{tmp}/g"), "{missing}: dataset folder not found"),
+        (("enroll", "{missing}", "-m", PUBLISHED, "-g", "{tmp}/g"), "{missing}: no such file or folder"),
+        (("query", "{tmp}/a.png", "-m", PUBLISHED, "-g", "{missing}"), "{missing}: no gallery here"),
+        (("query", "{missing}.mp4", "-m", PUBLISHED, "-g", "{tmp}"), "{missing}.mp4: no such file"),
+        (("verify", "{missing}.jpg", "{missing}.jpg", "-m", PUBLISHED), "{missing}.jpg: no such image file"),
+        (("verify", "--pairs", "{missing}.csv", "-m", PUBLISHED), "{missing}.csv: pair file not found"),
+        (("track", "-d", "{missing}.txt", "--out", "{tmp}/t.txt", "--video", "{tmp}/v.avi", "-m", PUBLISHED),
+         "{missing}.txt: no such detection file"),
+        (("serve", "--root", "{tmp}/file", "-m", PUBLISHED, "--no-auth"), "{tmp}/file: the root of the galleries must be a folder"),
+    ],
+    ids=["train", "eval", "enroll-data", "enroll-path", "query-gallery", "query-source", "verify", "verify-pairs", "track", "serve"],
+)
+def test_a_missing_input_is_named_before_any_download(tmp_path: Path, args: tuple[str, ...], line: str) -> None:
+    # Offline a download fails at once with a line about the network: the line must name the input.
+    import cv2
+    import numpy as np
+
+    (tmp_path / "file").write_text("")
+    cv2.imwrite(str(tmp_path / "a.png"), np.full((64, 32, 3), 90, np.uint8))
+    fill = {"missing": tmp_path / "missing", "tmp": tmp_path}
+    code, out = invoke(*(a.format(**fill) for a in args))
+    assert code == 1 and line.format(**fill) in " ".join(out.split()), out
+    assert not any(word in out for word in ("fetch", "network", "download", "imagenet"))

@@ -77,7 +77,10 @@ def test_eval_errors_are_one_line(tmp_path, model):
     result = run("eval", "--model", model, "--data", f"market1501:{tmp_path / 'nowhere'}")
     assert result.exit_code == 1
     assert "nowhere" in result.output and "Traceback" not in result.output
+    # The data is read first (before any model is fetched): with both wrong, it is named.
     result = run("eval", "--model", tmp_path / "no-model", "--data", "market1501:x")
+    assert result.exit_code == 1 and "x: dataset folder not found" in result.output
+    result = run("eval", "--model", tmp_path / "no-model", "--data", f"market1501:{market_tree(tmp_path / 'market')}")
     assert result.exit_code == 1 and "no-model" in result.output
 
 
@@ -91,7 +94,7 @@ def test_verify_two_images(tmp_path, model):
     assert result.exit_code == 0, result.output
     decision = json.loads((tmp_path / "v.json").read_text())
     assert decision["same"] is True and 0.0 <= decision["distance"] <= 2.0
-    assert decision["threshold"] == 2.0 and decision["threshold_source"] == "given"
+    assert decision["threshold"] == 2.0 and decision["threshold_source"] == "given (--threshold)"
     result = run("verify", a, tmp_path / "missing.png", "--model", model, "--threshold", "1")
     assert result.exit_code == 1 and "missing.png" in result.output
 
@@ -234,3 +237,34 @@ def test_eval_says_what_its_figures_were_computed_on(tmp_path, model):
     assert result.exit_code == 0, result.output
     assert json.loads((tmp_path / "r3.json").read_text())["computed_on"]["held_out"] is False
     assert "NO (the model trained on these identities)" in flat(result.output)
+
+
+def test_calibrate_on_a_labelled_set_needs_no_pair_file(tmp_path, model):
+    import shutil
+
+    data = market_tree(tmp_path / "market")
+    folder = tmp_path / "m"
+    shutil.copytree(model, folder)
+    result = run("calibrate", "--model", folder, "--data", f"market1501:{data}", "--json", tmp_path / "c.json")
+    assert result.exit_code == 0, result.output
+    choice = json.loads((tmp_path / "c.json").read_text())
+    card = load_card(folder)
+    # 4 queries (camera 1) x 9 gallery images (the junk image is nobody's), less the 4 pairs of
+    # one identity in one camera: 4 genuine and 28 impostor pairs (the distractor's included).
+    assert (choice["num_genuine"], choice["num_impostor"]) == (4, 28)
+    assert card.threshold == choice["threshold"] and card.impostor_quantiles
+    assert card.threshold_source.startswith(
+        f"reid calibrate: FAR <= 0.36 (the smallest rate its 28 impostor pairs resolve; 0.001 asked) on the query x "
+        f"gallery pairs of market1501:{data} (4 identities, 13 images: 4 genuine, 28 impostor pairs)"
+    )
+    a = data / "query" / "0001_c1s1_000001_00.jpg"
+    result = run("verify", a, data / "bounding_box_test" / "0001_c2s1_000002_00.jpg", "--model", folder)
+    assert result.exit_code == 0 and "threshold from: model card (reid calibrate: FAR <= 0.36" in " ".join(result.output.split())
+    for args, line in (
+        ((), "give --pairs FILE or --data KIND:PATH"),
+        (("--data", f"market1501:{data}", "--pairs", tmp_path / "p.csv"), "give --pairs FILE or --data KIND:PATH"),
+        (("--data", f"market1501:{data}", "--root", data), "--root is where a pair file's paths start"),
+        (("--data", f"market1501:{tmp_path / 'none'}"), f"{tmp_path / 'none'}: dataset folder not found"),
+    ):
+        result = run("calibrate", "--model", folder, *args)
+        assert result.exit_code == 1 and line in result.output and "Traceback" not in result.output

@@ -99,8 +99,44 @@ def test_calibrate_refuses_in_one_line(tmp_path: Path, model: Path, args: list[s
     assert (gallery / "gallery.db").read_bytes() == before
 
 
+def test_a_small_gallery_calibrates_at_the_smallest_rate_its_pairs_resolve(tmp_path: Path, model: Path) -> None:
+    # 5 identities of 3 items: 90 impostor pairs, too few for the default FAR 1e-3 (10,000).
+    gallery = gallery_of(tmp_path / "g", model, 5)
+    code, out = invoke("gallery", "calibrate", gallery)
+    assert code == 0, out
+    stored = Gallery.open(gallery).calibration
+    # 10 of the 90 pairs within: 0.111..., rounded up to a rate one can type.
+    assert stored is not None and stored.far == 0.12 and stored.impostor_pairs == 90 and stored.admitted >= 10
+    assert "note: 90 impostor pairs cannot resolve the default FAR 0.001 (it needs 10,000); calibrated at FAR 0.12" in out
+    # Asked for a rate the pairs cannot resolve: one line saying which rate they do.
+    code, out = invoke("gallery", "calibrate", gallery, "--far", "1e-3")
+    assert code == 1 and "give --far 0.12 (the smallest these pairs resolve) or enrol more identities" in out
+    code, out = invoke("gallery", "calibrate", gallery, "--far", "0.12")
+    assert code == 0 and Gallery.open(gallery).calibration.far == 0.12
+    # Two identities of one item: one pair, no rate at all; the line says what to do.
+    tiny = tmp_path / "tiny"
+    vectors, labels, _ = clustered(2, 1, dim=64)
+    with Gallery.create(tiny, load_card(model)) as store:
+        store.add(vectors, [ItemMeta(label, source=f"p/{n}.jpg") for n, label in enumerate(labels)])
+    code, out = invoke("gallery", "calibrate", tiny)
+    assert code == 1 and "1 impostor pairs cannot resolve FAR 0.001" in out and "enrol more identities" in out
+
+
+def test_the_sampled_pair_count_is_what_a_calibration_measures(tmp_path: Path, model: Path) -> None:
+    from reid.gallery.calibration import sampled_pairs
+
+    for identities, per, max_items in ((5, 3, 2048), (12, 7, 40), (30, 2, 16)):
+        folder = tmp_path / f"g{identities}-{max_items}"
+        vectors, labels, _ = clustered(identities, per, dim=64, seed=identities)
+        with Gallery.create(folder, load_card(model)) as store:
+            store.add(vectors, [ItemMeta(label, source=f"p/{n}.jpg") for n, label in enumerate(labels)])
+            counts = [s.items for s in store.identities()]
+            measured = store.calibrate(far=0.5, max_items=max_items, store=False).impostor_pairs
+        assert sampled_pairs(counts, max_items) == measured
+
+
 def test_no_synthetic_note_for_a_gallery_of_the_synthetic_data_itself(tmp_path: Path, model: Path) -> None:
-    from reid.gallery.calibration import synthetic_card_note
+    from reid.decision import synthetic_card_note
 
     card = load_card(model)
     card.metrics = {"dataset": f"synthetic:{tmp_path / 'data'}"}
@@ -144,3 +180,30 @@ def test_query_far_reads_the_card_and_refuses_in_one_line(tmp_path: Path, model:
     assert code == 0, out
     summary = json.loads((tmp_path / "q.json").read_text())
     assert summary["threshold"] == pytest.approx(1.0) and summary["threshold_source"].startswith("given (--far 0.01")
+
+
+def test_info_shows_what_applies_and_what_to_run_next(tmp_path: Path, model: Path) -> None:
+    from reid.gallery import IndexSpec
+
+    gallery = gallery_of(tmp_path / "g", model, 5)
+    code, out = invoke("gallery", "info", gallery)
+    assert code == 0, out
+    # A flat index has no parameters: none of HNSW's or IVF-PQ's are shown, nor any JSON.
+    assert "│ index │ flat │" in out and not any(word in out for word in ("hnsw", "ef_search", "pq_m", "{"))
+    assert "1.2000, the model card's when the gallery was created" in out
+    assert f"tip: queries answer at the model card's threshold; for the gallery's own run 'reid gallery calibrate {gallery}'" in out
+    assert invoke("gallery", "calibrate", gallery)[0] == 0
+    code, out = invoke("gallery", "info", gallery)
+    assert code == 0 and "the gallery's own (FAR 0.12 on 5" in out and "tip:" not in out
+    # An HNSW index shows its own parameters only.
+    card = ModelCard(name="bare", architecture="resnet18", embedding_dim=64, input_size=(64, 32))
+    save_model(build_network(card), card, tmp_path / "bare")
+    vectors, labels, _ = clustered(3, 2, dim=64)
+    with Gallery.create(tmp_path / "h", load_card(tmp_path / "bare"), IndexSpec(kind="hnsw")) as store:
+        store.add(vectors, [ItemMeta(label, source=f"p/{n}.jpg") for n, label in enumerate(labels)])
+    code, out = invoke("gallery", "info", tmp_path / "h")
+    assert code == 0 and "hnsw: hnsw_m 32, ef_construction 80, ef_search 128" in out and "pq_m" not in out
+    # No threshold anywhere: the line says how to get one.
+    assert "│ threshold │ none │" in out
+    assert f"next: no threshold: run 'reid gallery calibrate {tmp_path / 'h'}' (its own threshold, from its 3 identities)" in out
+    assert "'reid calibrate --model MODEL --data KIND:PATH', or give reid query --threshold" in out

@@ -319,7 +319,9 @@ def test_index_flags_reach_the_gallery_spec(tmp_path: Path, models: tuple[Path, 
     code, out = invoke("gallery", "reindex", gallery, "--index", "ivfpq", "--shard-size", "10")
     assert code == 1 and "shard_size must be 0 (one shard) or at least 10000" in error_lines(out)[0]
     code, out = invoke("gallery", "info", gallery)
-    assert code == 0 and "shards" in out
+    # The index's own parameters only; no shards in one file.
+    assert code == 0 and "ivfpq (a flat index until" in out and "pq_bits 6" in out and "nprobe 4" in out
+    assert "shards" not in out and "hnsw" not in out
 
 
 def test_check_reports_a_changed_row_and_remove_says_nothing_is_left(

@@ -194,3 +194,40 @@ def test_interrupted_enrolment_keeps_finished_batches(tmp_path: Path, encoder: E
         enrol(gallery, encoder, entries, EnrolConfig(batch_size=3), on_progress=stop_after_two_batches)
     with open_gallery(tmp_path / "g") as reopened:
         assert len(reopened) == 6
+
+
+def test_plan_reads_a_data_set_as_every_command_names_it(tmp_path: Path) -> None:
+    image = np.full((64, 32, 3), 90, np.uint8)
+    market = tmp_path / "market"
+    for name in ("0001_c1s1_000001_00.jpg", "0001_c2s1_000002_00.jpg", "0002_c3s1_000003_00.jpg",
+                 "0000_c1s1_000004_00.jpg", "-1_c2s1_000005_00.jpg"):
+        write_rgb(market / "bounding_box_test" / name, image)
+    write_rgb(market / "query" / "0001_c1s1_000009_00.jpg", image)
+    write_rgb(market / "bounding_box_train" / "0005_c1s1_000010_00.jpg", image)
+    (market / "bounding_box_test" / "notes.txt").write_text("camera notes")
+    for spec in (f"market1501:{market}", f"Market1501:{market}"):
+        plan = plan_enrolment([spec])
+        # The gallery split, each image under its identity number; distractor and junk are nobody's.
+        assert sorted((e.path.name, e.identity, e.camera) for e in plan) == [
+            ("0001_c1s1_000001_00.jpg", "0001", "c1"),
+            ("0001_c2s1_000002_00.jpg", "0001", "c2"),
+            ("0002_c3s1_000003_00.jpg", "0002", "c3"),
+        ]
+        # Distractors and junk are nobody to enrol; a file of another kind in the gallery's folder is named.
+        assert [(Path(p).name, reason) for p, reason in plan.skipped] == [("notes.txt", "not an image file (.txt)")]
+    # A folder set gives its identity folders: its gallery/ when it is split.
+    for root in (tmp_path / "flat", tmp_path / "split" / "gallery"):
+        write_rgb(root / "ann" / "1.png", image)
+        write_rgb(root / "bob" / "1.png", image)
+    write_rgb(tmp_path / "split" / "query" / "ann" / "2.png", image)
+    write_rgb(tmp_path / "split" / "train" / "cy" / "1.png", image)
+    for spec in (f"folder:{tmp_path / 'flat'}", f"folder:{tmp_path / 'split'}"):
+        assert sorted(e.identity for e in plan_enrolment([spec])) == ["ann", "bob"]
+    with pytest.raises(DataError, match=f"^{tmp_path / 'missing'}: dataset folder not found"):
+        plan_enrolment([f"market1501:{tmp_path / 'missing'}"])
+    with pytest.raises(ConfigError, match="^identity ann: a data set .* names its own identities"):
+        plan_enrolment([f"market1501:{market}"], identity="ann")
+    # A path that exists is a path, whatever its name says.
+    odd = tmp_path / "folder:x"
+    write_rgb(odd / "cy" / "1.png", image)
+    assert [e.identity for e in plan_enrolment([str(odd)])] == ["cy"]
