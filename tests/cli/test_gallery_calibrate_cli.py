@@ -189,7 +189,7 @@ def test_info_shows_what_applies_and_what_to_run_next(tmp_path: Path, model: Pat
     code, out = invoke("gallery", "info", gallery)
     assert code == 0, out
     # A flat index has no parameters: none of HNSW's or IVF-PQ's are shown, nor any JSON.
-    assert "│ index │ flat │" in out and not any(word in out for word in ("hnsw", "ef_search", "pq_m", "{"))
+    assert "index flat " in out and not any(word in out for word in ("hnsw", "ef_search", "pq_m", "{"))
     assert "1.2000, the model card's when the gallery was created" in out
     assert f"tip: queries answer at the model card's threshold; for the gallery's own run 'reid gallery calibrate {gallery}'" in out
     assert invoke("gallery", "calibrate", gallery)[0] == 0
@@ -204,6 +204,6 @@ def test_info_shows_what_applies_and_what_to_run_next(tmp_path: Path, model: Pat
     code, out = invoke("gallery", "info", tmp_path / "h")
     assert code == 0 and "hnsw: hnsw_m 32, ef_construction 80, ef_search 128" in out and "pq_m" not in out
     # No threshold anywhere: the line says how to get one.
-    assert "│ threshold │ none │" in out
+    assert "threshold none " in out
     assert f"next: no threshold: run 'reid gallery calibrate {tmp_path / 'h'}' (its own threshold, from its 3 identities)" in out
     assert "'reid calibrate --model MODEL --data KIND:PATH', or give reid query --threshold" in out
