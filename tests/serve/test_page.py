@@ -56,7 +56,7 @@ def test_enter_a_key_enrol_search_and_delete(browser, served: Served, crops: dic
         browser.find_element(By.ID, "enrol-identity").send_keys("Alice <b>")
         browser.find_element(By.ID, "enrol-files").send_keys("\n".join(str(p) for p in crops[known][:2]))
         browser.find_element(By.CSS_SELECTOR, "#enrol-form button").click()
-        wait.until(ready.text_to_be_present_in_element((By.ID, "status"), "enrolled 2 of 2"))
+        wait.until(ready.text_to_be_present_in_element((By.ID, "enrol-status"), "enrolled 2 of 2"))
         outcomes = [td.text for td in browser.find_elements(By.CSS_SELECTOR, "#enrol-outcome td.outcome")]
         assert outcomes == ["added", "added"]
 
@@ -69,7 +69,7 @@ def test_enter_a_key_enrol_search_and_delete(browser, served: Served, crops: dic
         assert "given" in browser.find_element(By.ID, "search-threshold").text
 
         browser.find_element(By.ID, "search-file").send_keys(str(crops[stranger][0]))
-        wait.until(ready.text_to_be_present_in_element((By.ID, "status"), crops[stranger][0].name))
+        wait.until(ready.text_to_be_present_in_element((By.ID, "search-status"), "searched " + crops[stranger][0].name))
         wait.until(ready.presence_of_element_located((By.CSS_SELECTOR, "#search-subjects .unknown")))
         assert browser.find_element(By.CSS_SELECTOR, "#search-subjects .unknown").text == "unknown"
 
@@ -80,7 +80,7 @@ def test_enter_a_key_enrol_search_and_delete(browser, served: Served, crops: dic
         alert = wait.until(ready.alert_is_present())
         assert "Delete Alice <b>" in alert.text
         alert.accept()
-        wait.until(ready.text_to_be_present_in_element((By.ID, "status"), "deleted Alice <b> (2 photos)"))
+        wait.until(ready.text_to_be_present_in_element((By.ID, "people-status"), "deleted Alice <b> (2 photos)"))
         assert browser.find_elements(By.CSS_SELECTOR, "#people-list li") == []
     gone = served.client.get("/v1/galleries/staff/identities/Alice <b>", headers=served.key("read"))
     assert gone.status_code == 404
@@ -115,7 +115,7 @@ def test_the_page_deletes_a_person_named_dot_dot_and_only_them(browser, served: 
             )  # fmt: skip
             entry.find_element(By.CSS_SELECTOR, "button.delete").click()
             wait.until(ready.alert_is_present()).accept()
-            wait.until(ready.text_to_be_present_in_element((By.ID, "status"), f"deleted {label} (1 photos)"))
+            wait.until(ready.text_to_be_present_in_element((By.ID, "people-status"), f"deleted {label} (1 photos)"))
     with Gallery.open(served.root / "staff") as gallery:
         assert [s.identity for s in gallery.identities()] == ["bob"]
 
@@ -142,7 +142,7 @@ def test_the_page_draws_each_label_where_the_answer_lays_it_out(  # type: ignore
         browser.find_element(By.CSS_SELECTOR, "#connect button").click()
         wait.until(ready.text_to_be_present_in_element((By.ID, "status"), "connected"))
         browser.find_element(By.ID, "search-file").send_keys(str(photo))
-        wait.until(ready.text_to_be_present_in_element((By.ID, "status"), "searched street.png"))
+        wait.until(ready.text_to_be_present_in_element((By.ID, "search-status"), "searched street.png"))
         folder = Path(os.environ.get("REID_DRAW_PICTURES") or tmp_path)
         folder.mkdir(parents=True, exist_ok=True)
         browser.save_screenshot(str(folder / "page_search_street.png"))

@@ -21,3 +21,9 @@ router = APIRouter(include_in_schema=False)
 async def page() -> FileResponse:
     """The web page."""
     return FileResponse(STATIC / "index.html", headers=PAGE_HEADERS)
+
+
+@router.get("/favicon.ico")
+async def favicon() -> FileResponse:
+    """The page's icon, where browsers look for it first."""
+    return FileResponse(STATIC / "favicon.svg", media_type="image/svg+xml")
