@@ -251,7 +251,7 @@ async function search(file) {
   try {
     answer = await api("POST", galleryPath("/search"), form);
   } catch (error) {
-    say("search", file.name + ": " + error.message, true);
+    say("search", error.message, true);
     return;
   }
   const shown = await picture(file);
