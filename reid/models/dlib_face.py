@@ -28,12 +28,12 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-import cv2
 import numpy as np
 
-from reid.errors import DataError, ModelError
+from reid.errors import ModelError
 from reid.models.card import ModelCard, file_fingerprint, ready_made_card, seal_card
-from reid.models.encoder import EmbedResult, Encoder, l2_normalize
+from reid.models.encoder import l2_normalize
+from reid.models.face_encoder import FaceEncoder
 
 DLIB_FACE = "dlib-face"
 DLIB_EXTRA = 'pip install "reid-toolkit[dlib]"'
@@ -126,13 +126,15 @@ def dlib_face_card(fingerprint: str) -> ModelCard:
     return seal_card(card, fingerprint)
 
 
-class DlibFaceEncoder(Encoder):
+class DlibFaceEncoder(FaceEncoder):
     """dlib's face detector, 5-point alignment and ResNet descriptor behind the Encoder contract.
 
     ``card`` replaces the built-in card (a calibrated one from a model folder); it must
     describe the installed weights.  ``max_upsample`` and ``max_pixels`` bound how far a
     photo is enlarged to find small faces.
     """
+
+    chip_size = (CHIP_SIZE, CHIP_SIZE)
 
     def __init__(
         self,
@@ -170,16 +172,8 @@ class DlibFaceEncoder(Encoder):
                 return max(found, key=lambda rect: rect.area())
         return None
 
-    def _no_face(self) -> str:
+    def no_face_reason(self) -> str:
         return f"no face found by dlib's HOG detector (upsampled up to {self.max_upsample} times)"
-
-    def face_chip(self, image: np.ndarray, source: str | Path = "image") -> np.ndarray:
-        """The aligned 150x150 RGB chip of the largest face; DataError naming ``source`` if none."""
-        image = _rgb(image, source)
-        face = self.find_face(image)
-        if face is None:
-            raise DataError(f"{source}: {self._no_face()}")
-        return self.chip_of(image, face)
 
     def chip_of(self, image: np.ndarray, face: Any) -> np.ndarray:
         """The aligned 150x150 chip of ``face`` (from :meth:`find_face`) in ``image``."""
@@ -196,39 +190,3 @@ class DlibFaceEncoder(Encoder):
     def embed_chips(self, chips: Sequence[np.ndarray]) -> np.ndarray:
         """Unit-norm descriptors of chips from :meth:`face_chip`."""
         return l2_normalize(self.raw_descriptors(chips))
-
-    def embed_each(self, images: Sequence[np.ndarray], whole_fallback: bool = False) -> EmbedResult:
-        """Chips of the largest faces; a photo without one is a failure, or with
-        ``whole_fallback`` is taken whole (resized to a chip, unaligned)."""
-        chips, kept, failures = [], [], []
-        for position, raw in enumerate(images):
-            image = _rgb(raw, f"image {position + 1} of {len(images)}")
-            face = self.find_face(image)
-            if face is not None:
-                chips.append(self.chip_of(image, face))
-            elif whole_fallback:
-                chips.append(cv2.resize(image, (CHIP_SIZE, CHIP_SIZE), interpolation=cv2.INTER_AREA))
-            else:
-                failures.append((position, self._no_face()))
-                continue
-            kept.append(position)
-        return EmbedResult(self.embed_chips(chips), kept, failures)
-
-    def embed(self, images: Sequence[np.ndarray]) -> np.ndarray:
-        """Embeddings of the largest face of each image; DataError naming the first image
-        (by its position in ``images``) without a face.  :func:`reid.models.encoder.embed_images`
-        names files instead and can skip such images."""
-        result = self.embed_each(images)
-        if result.failures:
-            position, reason = result.failures[0]
-            raise DataError(f"image {position + 1} of {len(images)} in this batch: {reason}")
-        return result.features
-
-
-def _rgb(image: np.ndarray, source: str | Path) -> np.ndarray:
-    """A contiguous RGB uint8 array, grey images repeated over three channels."""
-    if image.ndim == 2:
-        image = np.repeat(image[:, :, None], 3, axis=2)
-    if image.ndim != 3 or image.shape[2] != 3:
-        raise DataError(f"{source}: expected an RGB or grey image, got shape {list(image.shape)}")
-    return np.ascontiguousarray(image, dtype=np.uint8)

@@ -26,17 +26,16 @@ caller asks, embedded whole (resized to a chip, unaligned).
 from __future__ import annotations
 
 from collections.abc import Sequence
-from pathlib import Path
 
-import cv2
 import numpy as np
 
 from reid.detect.align import align_face
 from reid.detect.base import Detection, largest_detection
 from reid.detect.yunet import YuNetConfig, YuNetDetector
-from reid.errors import DataError, ModelError
+from reid.errors import ModelError
 from reid.models.card import ModelCard, file_fingerprint, ready_made_card, seal_card
-from reid.models.encoder import EmbedResult, Encoder, l2_normalize
+from reid.models.encoder import l2_normalize
+from reid.models.face_encoder import FaceEncoder
 from reid.models.runtime import first_line, import_onnxruntime
 from reid.models.registry import SFACE as SFACE_ARTEFACT
 from reid.models.registry import fetch, get_artefact
@@ -96,13 +95,15 @@ def sface_card(fingerprint: str) -> ModelCard:
     return seal_card(card, fingerprint)
 
 
-class SFaceEncoder(Encoder):
+class SFaceEncoder(FaceEncoder):
     """YuNet, the 5-point alignment and SFace behind the Encoder contract.
 
     ``card`` replaces the built-in card (a calibrated one from a model folder); it must
     describe the registry's file.  ``min_score`` (0..1) is YuNet's confidence from which a
     face counts.  The ONNX file is fetched on construction (a one-line error offline).
     """
+
+    chip_size = CHIP
 
     def __init__(self, card: ModelCard | None = None, min_score: float = 0.5, device: str | None = None) -> None:
         path = fetch(SFACE_ARTEFACT)
@@ -133,16 +134,8 @@ class SFaceEncoder(Encoder):
             raise ModelError(f"{path}: not a readable ONNX model ({first_line(exc)})") from exc
         self._input = self._session.get_inputs()[0].name
 
-    def _no_face(self) -> str:
+    def no_face_reason(self) -> str:
         return f"no face found by YuNet (score {self._detector.config.min_score} or more)"
-
-    def face_chip(self, image: np.ndarray, source: str | Path = "image") -> np.ndarray:
-        """The aligned 112x112 RGB chip of the largest face; DataError naming ``source`` if none."""
-        image = _rgb(image, source)
-        face = self.find_face(image)
-        if face is None:
-            raise DataError(f"{source}: {self._no_face()}")
-        return self.chip_of(image, face)
 
     def find_face(self, image: np.ndarray) -> Detection | None:
         """The largest face YuNet finds in an RGB uint8 image (the photo's subject), or None."""
@@ -159,38 +152,3 @@ class SFaceEncoder(Encoder):
         batch = np.stack([np.asarray(chip, dtype=np.float32) for chip in chips]).transpose(0, 3, 1, 2)
         raw = self._session.run(None, {self._input: np.ascontiguousarray(batch)})[0]
         return l2_normalize(np.asarray(raw, dtype=np.float32).reshape(len(chips), -1))
-
-    def embed_each(self, images: Sequence[np.ndarray], whole_fallback: bool = False) -> EmbedResult:
-        """Chips of the largest faces; a photo without one is a failure, or with
-        ``whole_fallback`` is taken whole (resized to a chip, unaligned)."""
-        chips, kept, failures = [], [], []
-        for position, raw in enumerate(images):
-            image = _rgb(raw, f"image {position + 1} of {len(images)}")
-            face = self.find_face(image)
-            chip = None if face is None else self.chip_of(image, face)
-            if chip is None and whole_fallback:
-                chip = cv2.resize(image, (CHIP[1], CHIP[0]), interpolation=cv2.INTER_AREA)
-            if chip is None:
-                failures.append((position, self._no_face()))
-                continue
-            chips.append(chip)
-            kept.append(position)
-        return EmbedResult(self.embed_chips(chips), kept, failures)
-
-    def embed(self, images: Sequence[np.ndarray]) -> np.ndarray:
-        """Embeddings of the largest face of each image; DataError naming the first image
-        (by its position in ``images``) without a face."""
-        result = self.embed_each(images)
-        if result.failures:
-            position, reason = result.failures[0]
-            raise DataError(f"image {position + 1} of {len(images)} in this batch: {reason}")
-        return result.features
-
-
-def _rgb(image: np.ndarray, source: str | Path) -> np.ndarray:
-    """A contiguous RGB uint8 array, grey images repeated over three channels."""
-    if image.ndim == 2:
-        image = np.repeat(image[:, :, None], 3, axis=2)
-    if image.ndim != 3 or image.shape[2] != 3:
-        raise DataError(f"{source}: expected an RGB or grey image, got shape {list(image.shape)}")
-    return np.ascontiguousarray(image, dtype=np.uint8)

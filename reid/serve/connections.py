@@ -158,7 +158,7 @@ def memory_budget(config: ServeConfig, limits: ImageLimits) -> int:
     memory (models loaded, no request), by design: ``threads`` photos decoded at once, each
     within ``limits.max_pixels``, with their threads' working memory, and ``threads +
     queue`` request bodies of at most ``max_body_bytes`` (a request beyond those is a 503,
-    :class:`reid.serve.app.BodyLimit`).  A detector's working memory on a photo is not
+    :class:`reid.serve.middleware.BodyLimit`).  A detector's working memory on a photo is not
     counted (OpenCV's detectors work on a resized copy)."""
     per_thread = DECODE_BYTES_PER_PIXEL * limits.max_pixels + THREAD_WORKING
     return config.threads * per_thread + (config.threads + config.queue) * BODY_COPIES * config.max_body_bytes

@@ -7,6 +7,7 @@ import inspect
 import json
 import logging
 import os
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -70,13 +71,51 @@ def log_config() -> dict[str, Any]:
     return config
 
 
-def serve(config: ServeConfig, admin_key_file: str | Path | None = None) -> None:
+# Galleries named one a line in the start banner; more are counted.
+BANNER_GALLERIES = 20
+
+
+def start_banner(service: Service) -> list[str]:
+    """The lines a server says as it starts: where its page and API docs are, the models it
+    serves, the galleries under its root (people and photos, how subjects are found; at most
+    :data:`BANNER_GALLERIES`, the rest counted) and how keys are checked.  Raises ReidError
+    for a gallery that cannot be read."""
+    config = service.config
+    host = f"[{config.host}]" if ":" in config.host else config.host
+    url = f"http://{host}:{config.port}"
+    lines = [f"page:      {url}/", f"API docs:  {url}/docs (schema {url}/openapi.json)"]
+    for name, encoder in service.models.items():
+        card = encoder.card
+        lines.append(f"model:     {name} = {card.name} ({card.kind}, {encoder.dim}-d, {card.fingerprint[:12]})")
+    names = service.gallery_names()
+    for name in names[:BANNER_GALLERIES]:
+        info = service.info(name)
+        served = info["model"] or "no served model"
+        lines.append(
+            f"gallery:   {name} ({served}; {info['identities']} people, {info['items']} photos; detect {info['detect']})"
+        )
+    if len(names) > BANNER_GALLERIES:
+        lines.append(f"gallery:   and {len(names) - BANNER_GALLERIES} more")
+    if not names:
+        lines.append(f"gallery:   none yet under {config.root} (the admin makes them: the page's Admin tab or POST /v1/galleries)")
+    keys = "none: --no-auth, loopback only" if config.no_auth else "the admin key, and gallery keys from the keys file"
+    lines.append(f"keys:      {keys}")
+    return [printable(line) for line in lines]
+
+
+def serve(
+    config: ServeConfig, admin_key_file: str | Path | None = None, announce: Callable[[str], None] | None = None
+) -> None:
     """Serve ``config`` until interrupted.  The models and detectors are loaded (and every
-    setting checked) before the port opens; with ``workers`` above 1 each uvicorn worker
-    process loads them again, from the same settings.  Raises ConfigError/ModelError with
-    one line for a setting or model that cannot be used."""
+    setting checked) before the port opens; then ``announce`` (if given) is called with each
+    line of :func:`start_banner`.  With ``workers`` above 1 each uvicorn worker process
+    loads them again, from the same settings.  Raises ConfigError/ModelError with one line
+    for a setting or model that cannot be used."""
     admin = AdminKey.from_environment(admin_key_file)
     service = Service.load(config, admin)
+    if announce is not None:
+        for line in start_banner(service):
+            announce(line)
     raise_open_file_limit()
     options = {"host": config.host, "port": config.port, "log_config": log_config(), "access_log": False, **uvicorn_options()}
     if config.workers == 1:

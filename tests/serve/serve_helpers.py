@@ -84,6 +84,12 @@ def serve_root(
     return service, TestClient(create_app(service, pool), base_url="http://127.0.0.1:8000")
 
 
+def routes_of(app: Any) -> list[tuple[str, set[str]]]:
+    """Each route of ``app`` that its OpenAPI schema lists: its path template and methods
+    (routes live in routers; the schema is the one public list of them all)."""
+    return [(path, {m.upper() for m in methods}) for path, methods in app.openapi()["paths"].items()]
+
+
 def shared_encoder(folder: Path) -> Encoder:
     build_model(folder)
     return load_encoder(folder, device="cpu")

@@ -63,3 +63,18 @@ def test_a_flood_of_failures_is_a_line_per_kind_without_tracebacks(uvicorn_log: 
     text = uvicorn_log.getvalue()
     assert "Traceback" not in text and text.count("Too many open files") == 2
     assert text.count("socket.accept() out of system resource") == 1 and text.count("Exception in ASGI application") == 1
+
+
+def test_the_start_banner_names_the_page_docs_models_and_galleries(served) -> None:  # type: ignore[no-untyped-def]
+    from reid.serve.run import start_banner
+
+    lines = start_banner(served.service)
+    assert lines[0] == "page:      http://127.0.0.1:8000/"
+    assert lines[1].startswith("API docs:  http://127.0.0.1:8000/docs")
+    assert any(line.startswith("model:     m = stand-in (person, 64-d") for line in lines)
+    galleries = [line for line in lines if line.startswith("gallery:")]
+    assert galleries == [
+        "gallery:   other (m; 0 people, 0 photos; detect auto)",
+        "gallery:   staff (m; 0 people, 0 photos; detect auto)",
+    ]
+    assert lines[-1] == "keys:      the admin key, and gallery keys from the keys file"
