@@ -73,7 +73,7 @@ def serve(
             cors_origins=cors_origin or None,
         ),
     )  # fmt: skip
-    run_server(settings, admin_key_file)
+    run_server(settings, admin_key_file, announce=typer.echo)
 
 
 def _settings(config: Path | None, root: Path | None, keys_file: Path | None) -> ServeConfig:

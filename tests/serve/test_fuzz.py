@@ -92,6 +92,8 @@ def fuzzed(tmp_path_factory: pytest.TempPathFactory, model_folder: Path, encoder
         yield fuzzed
         log = server.stop()
         assert "Traceback" not in log
+        # reid serve says where its page and API docs are before it answers.
+        assert f"page:      {server.url}/" in log and f"API docs:  {server.url}/docs" in log, log[:2000]
         if group is not None:
             assert group.oom_killed() == 0 and server.process.returncode is not None
 

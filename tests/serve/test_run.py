@@ -78,3 +78,13 @@ def test_the_start_banner_names_the_page_docs_models_and_galleries(served) -> No
         "gallery:   staff (m; 0 people, 0 photos; detect auto)",
     ]
     assert lines[-1] == "keys:      the admin key, and gallery keys from the keys file"
+
+
+def test_reid_serve_prints_the_start_banner_before_it_answers(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    from tests.serve.serve_helpers import Server, build_model
+
+    model = build_model(tmp_path / "model")
+    server = Server(tmp_path / "root", model, tmp_path / "server.log")
+    log = server.stop()
+    assert f"page:      {server.url}/" in log and f"API docs:  {server.url}/docs" in log, log[-2000:]
+    assert "model:     m = " in log and "Traceback" not in log
