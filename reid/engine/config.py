@@ -80,6 +80,7 @@ RESUME_FIXED_KEYS = (
     "pooling",
     "last_stride",
     "embedding_dim",
+    "keep_fc",
     "input_size",
     "optimizer",
     "seed",
@@ -134,6 +135,11 @@ class TrainConfig:
     pooling: Literal[tuple(POOLINGS)] = option("avg", help="Pooling of the last feature map.", choices=POOLINGS)
     last_stride: Literal[1, 2] = option(1, help="Stride of the backbone's last stage (1 keeps twice the resolution).", choices=("1", "2"))
     embedding_dim: Annotated[int, Field(ge=1, le=65_536)] | None = option(None, help="Add a linear reduction to this dimension.", default_text="none, the backbone's")
+    # A start's fc (torchreid's Linear + BatchNorm1d + ReLU) is the layer it embeds with;
+    # kept, the network before training embeds exactly as the start does.
+    keep_fc: bool = option(
+        True, help="From a start with torchreid's fc (Linear + BatchNorm1d + ReLU): keep it as the neck, its output the embedding (else it is dropped for a BNNeck).",
+    )
     input_size: tuple[Side, Side] = option((256, 128), flag="--size", help="Input size HxW.", form="size")
     p: Annotated[int, Field(ge=2, le=100_000)] = option(16, short="-P", help="Identities per batch (per process under torchrun, which needs the spelling -P).")
     k: Annotated[int, Field(ge=1, le=10_000)] = option(4, short="-K", help="Images per identity in a batch.")
@@ -141,6 +147,11 @@ class TrainConfig:
     max_steps: Annotated[int, Field(ge=1)] | None = option(None, help="Stop after this many steps in all.", default_text="none, every epoch")
     optimizer: Literal[OPTIMIZERS] = option("adam", help="Optimizer.", choices=OPTIMIZERS)
     lr: Annotated[float, Field(gt=0, allow_inf_nan=False)] = option(3.5e-4, help="Learning rate.")
+    # A start already embeds well: the layers it fills move at a fraction of the rate of
+    # the fresh head, which must learn from nothing (docs/models.md measures it).
+    backbone_lr_scale: Annotated[float, Field(gt=0, le=1, allow_inf_nan=False)] = option(
+        1.0, help="Learning rate of the layers a start fills (the backbone, a kept fc), as a fraction of --lr; the fresh head keeps --lr.",
+    )
     weight_decay: Annotated[float, Field(ge=0, allow_inf_nan=False)] = option(5e-4, help="Weight decay.")
     momentum: Annotated[float, Field(ge=0, lt=1)] = option(0.9, help="Momentum of SGD.")
     warmup_epochs: Annotated[int, Field(ge=0, le=1_000_000)] = option(10, flag="--warmup", help=f"Warm-up epochs (linear from {WARMUP_START_FACTOR:.0%} of --lr).")

@@ -51,7 +51,7 @@ from reid.paths import remove_stale_temporaries
 from reid.models.encoder import Encoder, TorchEncoder
 from reid.models.folder import check_model_output, save_model
 from reid.models.network import ReidNet
-from reid.models.pretrained import load_start, resolve_start
+from reid.models.pretrained import load_start, resolve_start, start_neck
 from reid.paths import check_output_folder
 from reid.pipeline.subject import ALIGNING_FACE_DETECTOR, SubjectRule
 
@@ -164,6 +164,7 @@ def build_card(
         mean=network.input_mean,
         std=network.input_std,
         pooling=config.pooling,
+        neck=network.neck,
         last_stride=config.last_stride,
         # The card describes the saved network: without cross-entropy it has no classifier.
         num_classes=network.classifier.out_features if network.classifier is not None else 0,
@@ -305,12 +306,14 @@ def _setup(config: TrainConfig, ctx: DistributedContext) -> _Run:
     num_classes = int(labels.max()) + 1
     ctx.check_same((len(records), num_classes), "the number of readable training images and identities")
 
+    neck, embedding_dim = start_neck(start, config.architecture, config.keep_fc, config.embedding_dim)
     network = ReidNet(
         config.architecture,
         num_classes=num_classes if config.ce_weight > 0 else 0,
-        embedding_dim=config.embedding_dim,
+        embedding_dim=embedding_dim,
         pooling=config.pooling,
         last_stride=config.last_stride,
+        neck=neck,
     )
     load_start(network, start)
     network = network.to(ctx.device)

@@ -130,6 +130,19 @@ def resolve_start(architecture: str, pretrained: str | Path | Start | None, sour
     return Start(prepared(fmt, state, architecture, path), fmt.name, str(path))
 
 
+def start_neck(start: Start | None, architecture: str, keep_fc: bool, embedding_dim: int | None) -> tuple[str, int | None]:
+    """The ``(neck, embedding_dim)`` a network trained from ``start`` gets. With
+    ``keep_fc``, a start that embeds with torchreid's ``fc`` (Linear + BatchNorm1d + ReLU,
+    ``reduction.0.`` once placed) keeps it as the ``fc`` neck at its width, so that the
+    network before training embeds as the start does, unless ``embedding_dim`` asks for
+    another width. Otherwise a BNNeck at ``embedding_dim``."""
+    if keep_fc and start is not None:
+        fc = FORMATS[start.format].place(start.state, architecture).state.get("reduction.0.weight")
+        if fc is not None and fc.dim() == 2 and embedding_dim in (None, fc.shape[0]):
+            return "fc", int(fc.shape[0])
+    return "bnneck", embedding_dim
+
+
 def load_start(network: nn.Module, start: Start | None) -> str:
     """Load ``start`` (from :func:`resolve_start`) into a freshly built ReidNet and return
     the provenance note for its card; also records it as ``network.pretrained_note`` and
