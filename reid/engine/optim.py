@@ -1,8 +1,8 @@
 """The optimizer and the learning-rate schedule of a training run.
 
 A :class:`ReidNet`'s parameters form two groups: the layers a start fills (its
-:meth:`~reid.models.network.ReidNet.start_layers`) at ``lr * backbone_lr_scale``, then the
-head at ``lr``; any other module is one group at ``lr``. A metric loss with parameters of
+:meth:`~reid.models.network.ReidNet.start_layers`) at ``lr * backbone_lr_scale`` (by default
+a tenth from a Re-ID model, all of it otherwise), then the head at ``lr``; any other module is one group at ``lr``. A metric loss with parameters of
 its own (SoftTriple's centers) gets a last group with its own learning rate and no weight
 decay.
 Every group keeps its ``base_lr``; the schedule multiplies it by :func:`lr_factor` at every
@@ -16,12 +16,16 @@ import math
 import torch
 from torch import nn
 
-from reid.engine.config import WARMUP_START_FACTOR, TrainConfig
+from reid.engine.config import EMBEDDING_START_LR_SCALE, WARMUP_START_FACTOR, TrainConfig
 from reid.models.network import ReidNet
 
 # The cosine schedule ends at a hundredth of the learning rate instead of zero, so the
 # last epochs still move the weights.
 COSINE_FLOOR_FACTOR = 0.01
+
+# A ReidNet's head group, whose learning rate is --lr's as scheduled (the one a history
+# reports); the start's layers are group 0.
+HEAD_GROUP = 1
 
 # Keeps the cosine span positive when the warm-up takes every epoch.
 _MIN_COSINE_SPAN = 1e-9
@@ -64,11 +68,19 @@ def network_groups(network: nn.Module) -> list[list[nn.Parameter]]:
     return [[p for p in trainable if id(p) in start], [p for p in trainable if id(p) not in start]]
 
 
+def backbone_lr_scale(config: TrainConfig, network: nn.Module) -> float:
+    """``config.backbone_lr_scale``; where it is None, :data:`EMBEDDING_START_LR_SCALE`
+    for a network started from a model that already embeds, else 1."""
+    if config.backbone_lr_scale is not None:
+        return config.backbone_lr_scale
+    return EMBEDDING_START_LR_SCALE if getattr(network, "embedding_start", False) else 1.0
+
+
 def base_lrs(config: TrainConfig, network: nn.Module, metric: nn.Module | None) -> list[float]:
-    """Learning rate of each parameter group: a ReidNet's start layers at
-    ``lr * backbone_lr_scale`` and its head at ``lr`` (another module: one group at
+    """Learning rate of each parameter group: a ReidNet's start layers at ``lr`` times
+    :func:`backbone_lr_scale` and its head at ``lr`` (another module: one group at
     ``lr``), then a loss's own centers (its ``center_lr`` where it has one)."""
-    lrs = [config.lr * config.backbone_lr_scale, config.lr] if isinstance(network, ReidNet) else [config.lr]
+    lrs = [config.lr * backbone_lr_scale(config, network), config.lr] if isinstance(network, ReidNet) else [config.lr]
     if has_parameters(metric):
         lrs.append(float(getattr(metric, "center_lr", config.lr)))
     return lrs

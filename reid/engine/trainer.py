@@ -40,7 +40,7 @@ from reid.engine.distributed import DistributedContext, distributed_session, gat
 from reid.engine.history import TrainingLog, require_tensorboard
 from reid.engine.loading import load_images
 from reid.engine.objective import TrainingObjective, build_metric, metric_options
-from reid.engine.optim import build_optimizer, lr_factor, set_learning_rate
+from reid.engine.optim import HEAD_GROUP, build_optimizer, lr_factor, set_learning_rate
 from reid.engine.state import CHECKPOINT_FILE, ResumePoint, capture_state, read_resume_state, restore_state, save_checkpoint
 from reid.detect import build_detector
 from reid.errors import ConfigValueError, ReidError
@@ -460,14 +460,14 @@ def _train_epoch(
             callbacks.on_step(StepInfo(
                 epoch=epoch, epochs=config.epochs, step=step, steps_per_epoch=steps_per_epoch,
                 loss=loss_value, ce=ce_value, metric=metric_mean,
-                lr=run.optimizer.param_groups[0]["lr"],
+                lr=run.optimizer.param_groups[HEAD_GROUP]["lr"],
                 images_per_second=seen / max(time.perf_counter() - epoch_start, _MIN_SECONDS),
             ))
     steps_done = max(1, min(steps_per_epoch, seen // (batch_size * ctx.world_size)))
     entry: dict[str, Any] = {k: v / steps_done for k, v in sums.items()}
     entry["epoch"] = epoch + 1
     entry["images_per_second"] = seen / max(time.perf_counter() - epoch_start, _MIN_SECONDS)
-    entry["lr"] = run.optimizer.param_groups[0]["lr"]
+    entry["lr"] = run.optimizer.param_groups[HEAD_GROUP]["lr"]
     entry["step"] = step_total
     entry["world_size"] = ctx.world_size
     drawn, total = run.sampler.coverage()

@@ -110,6 +110,8 @@ class ReidNet(nn.Module):
         # Set by load_start for a start whose BatchNorms were folded into its convolutions:
         # their statistics are gone, so the start's BatchNorms keep the running ones.
         self.frozen_norms = False
+        # Set by load_start for a start that already embeds (a Re-ID model, not ImageNet's).
+        self.embedding_start = False
         self.input_mean: tuple[float, float, float] = IMAGENET_MEAN
         self.input_std: tuple[float, float, float] = IMAGENET_STD
 

@@ -9,6 +9,7 @@ import torch
 from torch import nn
 
 from reid.engine import TrainConfig
+from reid.engine.config import EMBEDDING_START_LR_SCALE
 from reid.engine.optim import (
     COSINE_FLOOR_FACTOR,
     WARMUP_START_FACTOR,
@@ -123,3 +124,11 @@ def test_any_other_module_is_one_group() -> None:
     network = nn.Linear(4, 3)
     assert network_groups(network) == [list(network.parameters())]
     assert base_lrs(TrainConfig(lr=0.1, backbone_lr_scale=0.1), network, None) == [0.1]
+
+
+def test_by_default_only_a_start_that_already_embeds_gets_a_scaled_backbone() -> None:
+    network = ReidNet("resnet18", num_classes=5)
+    assert base_lrs(TrainConfig(lr=1e-3), network, None) == pytest.approx([1e-3, 1e-3])
+    network.embedding_start = True  # what load_start records for a Re-ID model
+    assert base_lrs(TrainConfig(lr=1e-3), network, None) == pytest.approx([1e-3 * EMBEDDING_START_LR_SCALE, 1e-3])
+    assert base_lrs(TrainConfig(lr=1e-3, backbone_lr_scale=1.0), network, None) == pytest.approx([1e-3, 1e-3])

@@ -111,6 +111,7 @@ def test_training_keeps_the_starts_fc_and_its_forward(exported: tuple[OSNet, Pat
     network = ReidNet("osnet_x0_25", num_classes=5, embedding_dim=512, neck="fc")
     note = load_start(network, start)
     assert "not used" not in note
+    assert start.embeds and network.embedding_start  # a Re-ID model: its layers learn at a tenth by default
     network.train()
     assert not any(m.training for m in network.modules() if isinstance(m, torch.nn.modules.batchnorm._BatchNorm))
     assert network.classifier is not None and network.classifier.training
