@@ -22,7 +22,7 @@ through :data:`FORMATS`; adding a source is adding one entry.
 - ``efficientnet-lite0-ordered``, ``mobilenetv2-ordered``: registry artefacts whose layers
   are named otherwise but created in the same order as timm's / torchvision's.
 - ``torchreid-onnx``: an ONNX export of torchreid's OSNet, its BatchNorms folded into the
-  convolutions (and, on import, ``fc``'s into its Linear); read back into torchreid's names by :mod:`reid.models.onnx_import`, checked
+  convolutions; read back into torchreid's names by :mod:`reid.models.onnx_import`, checked
   by running both, then placed as ``torchreid``.
 """
 

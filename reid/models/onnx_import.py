@@ -6,8 +6,7 @@ convolution gets weight ``W * g / sqrt(v + e)`` and bias ``b - m * g / sqrt(v + 
 names such as ``onnx::Conv_1257``. The original BatchNorm cannot be recovered from that, but
 the eval forward can: the folded convolution goes into the convolution and its bias into
 the BatchNorm that follows it, which is set to the identity (weight 1, running mean 0,
-running variance ``1 - eps``) plus that bias. ``fc``'s BatchNorm1d, which the exporter
-keeps as a node after the Gemm, is folded the same way into ``fc``'s Linear. Convolutions are matched by the order the
+running variance ``1 - eps``) plus that bias. Convolutions are matched by the order the
 network runs them (the order of the graph's Conv nodes), each checked by shape; a BatchNorm
 the exporter kept is read as it is. The result is then run beside the file (onnxruntime,
 the same input) and refused unless its embedding agrees (cosine >= :data:`MIN_COSINE`, no
@@ -131,24 +130,6 @@ def _identity_norm(state: dict[str, torch.Tensor], prefix: str, bias: np.ndarray
     _put(state, f"{prefix}.running_var", np.full_like(bias, 1.0 - eps), path)
 
 
-def _fold_fc(state: dict[str, torch.Tensor], weight: np.ndarray, bias: np.ndarray, graph: _Graph, node: Any, eps: float) -> None:
-    """fc's Linear with the BatchNorm1d the exporter kept after it folded in, like every
-    other BatchNorm of the file: Linear ``W * s``, ``(b - m) * s``, s = g / sqrt(v + e), and
-    the BatchNorm the identity plus its shift. The file holds that BatchNorm's statistics,
-    but training keeps a folded start's BatchNorms fixed, and left apart its Linear holds
-    weights a hundred times smaller than the ones that act (the statistics' variance is
-    about 1e-4), so that an optimizer's step of one size for every weight (Adam's) would
-    change fc far more than any other layer."""
-    node_eps = graph.attribute(node, "epsilon", 1e-5)
-    if abs(node_eps - eps) > 1e-9:
-        raise ModelError(f"{graph.path}: BatchNormalization {node.name} has epsilon {node_eps}, the network's is {eps}")
-    gamma, beta, mean, var = (np.asarray(graph.array(node, i), dtype=np.float64) for i in (1, 2, 3, 4))
-    scale = gamma / np.sqrt(var + node_eps)
-    _put(state, "fc.0.weight", weight * scale[:, None], graph.path)
-    _put(state, "fc.0.bias", np.zeros_like(bias), graph.path)
-    _identity_norm(state, "fc.1", (bias - mean) * scale + beta, eps, graph.path)
-
-
 def _shape_check(path: Path, what: str, array: np.ndarray | None, expected: torch.Tensor) -> np.ndarray:
     if array is None or tuple(array.shape) != tuple(expected.shape):
         shape = "nothing" if array is None else list(array.shape)
@@ -218,12 +199,12 @@ def osnet_onnx_state(path: Path, architecture: str) -> dict[str, torch.Tensor]:
     weight = graph.array(gemm, 1)
     if weight is not None and not graph.attribute(gemm, "transB", 0):
         weight = weight.T
-    weight = _shape_check(path, "fc.0.weight", weight, target["fc.0.weight"])
-    bias = _shape_check(path, "fc.0.bias", graph.array(gemm, 2), target["fc.0.bias"])
+    _put(state, "fc.0.weight", _shape_check(path, "fc.0.weight", weight, target["fc.0.weight"]), path)
+    _put(state, "fc.0.bias", _shape_check(path, "fc.0.bias", graph.array(gemm, 2), target["fc.0.bias"]), path)
     fc_norm = graph.next_norm(gemm)
     if fc_norm is None:
         raise ModelError(f"{path}: the graph's fully connected layer is not followed by fc's BatchNorm1d")
-    _fold_fc(state, weight, bias, graph, fc_norm, network.fc[1].eps)
+    _norm(state, "fc.1", graph, fc_norm, network.fc[1].eps)
     used_norms.add(fc_norm.name)
     stray = [n.name or n.op_type for n in graph.nodes if n.op_type == "BatchNormalization" and n.name not in used_norms]
     if stray:
