@@ -55,6 +55,11 @@ def default_metric_options() -> dict[str, Any]:
 # random start (Luo et al. 2019, "Bag of Tricks", warm-up from 3.5e-5 to 3.5e-4). (reid.engine.optim).
 WARMUP_START_FACTOR = 0.1
 
+# backbone_lr_scale when none is given and training starts from a model that already
+# embeds (a Re-ID model): measured on Market-1501 in docs/models.md, "Training from a
+# published Re-ID start". From ImageNet, or from scratch, every layer takes lr.
+EMBEDDING_START_LR_SCALE = 0.1
+
 # The bounds of sizes are far above any real run, low enough that a typo cannot ask for
 # terabytes (an input of 100000x100000, a batch of a million identities); they are stated
 # in the field types below, which pydantic checks (:meth:`TrainConfig.validate`).
@@ -80,6 +85,7 @@ RESUME_FIXED_KEYS = (
     "pooling",
     "last_stride",
     "embedding_dim",
+    "keep_fc",
     "input_size",
     "optimizer",
     "seed",
@@ -134,6 +140,11 @@ class TrainConfig:
     pooling: Literal[tuple(POOLINGS)] = option("avg", help="Pooling of the last feature map.", choices=POOLINGS)
     last_stride: Literal[1, 2] = option(1, help="Stride of the backbone's last stage (1 keeps twice the resolution).", choices=("1", "2"))
     embedding_dim: Annotated[int, Field(ge=1, le=65_536)] | None = option(None, help="Add a linear reduction to this dimension.", default_text="none, the backbone's")
+    # A start's fc (torchreid's Linear + BatchNorm1d + ReLU) is the layer it embeds with;
+    # kept, the network before training embeds exactly as the start does.
+    keep_fc: bool = option(
+        True, help="From a start with torchreid's fc (Linear + BatchNorm1d + ReLU): keep it as the neck, its output the embedding (else it is dropped for a BNNeck).",
+    )
     input_size: tuple[Side, Side] = option((256, 128), flag="--size", help="Input size HxW.", form="size")
     p: Annotated[int, Field(ge=2, le=100_000)] = option(16, short="-P", help="Identities per batch (per process under torchrun, which needs the spelling -P).")
     k: Annotated[int, Field(ge=1, le=10_000)] = option(4, short="-K", help="Images per identity in a batch.")
@@ -141,6 +152,12 @@ class TrainConfig:
     max_steps: Annotated[int, Field(ge=1)] | None = option(None, help="Stop after this many steps in all.", default_text="none, every epoch")
     optimizer: Literal[OPTIMIZERS] = option("adam", help="Optimizer.", choices=OPTIMIZERS)
     lr: Annotated[float, Field(gt=0, allow_inf_nan=False)] = option(3.5e-4, help="Learning rate.")
+    # A start that already embeds: the layers it fills move at a fraction of the rate of
+    # the fresh head, which must learn from nothing (docs/models.md measures it).
+    backbone_lr_scale: Annotated[float, Field(gt=0, le=1, allow_inf_nan=False)] | None = option(
+        None, help="Learning rate of the layers a start fills (the backbone, a kept fc), as a fraction of --lr; the fresh head keeps --lr.",
+        default_text=f"{EMBEDDING_START_LR_SCALE} from a Re-ID model, 1 from ImageNet or none",
+    )
     weight_decay: Annotated[float, Field(ge=0, allow_inf_nan=False)] = option(5e-4, help="Weight decay.")
     momentum: Annotated[float, Field(ge=0, lt=1)] = option(0.9, help="Momentum of SGD.")
     warmup_epochs: Annotated[int, Field(ge=0, le=1_000_000)] = option(10, flag="--warmup", help=f"Warm-up epochs (linear from {WARMUP_START_FACTOR:.0%} of --lr).")

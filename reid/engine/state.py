@@ -137,7 +137,7 @@ def restore_state(
         if metric is not None and "metric" in state:
             metric.load_state_dict(state["metric"])
         optimizer.load_state_dict(state["optimizer"])
-        reset_base_lrs(optimizer, config, metric)
+        reset_base_lrs(optimizer, config, network, metric)
     except (KeyError, RuntimeError, ValueError) as exc:
         raise ModelError(
             f"{checkpoint_path}: checkpoint does not match this configuration ({exc.__class__.__name__}: {str(exc).splitlines()[0]})"

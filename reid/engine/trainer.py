@@ -40,7 +40,7 @@ from reid.engine.distributed import DistributedContext, distributed_session, gat
 from reid.engine.history import TrainingLog, require_tensorboard
 from reid.engine.loading import load_images
 from reid.engine.objective import TrainingObjective, build_metric, metric_options
-from reid.engine.optim import build_optimizer, lr_factor, set_learning_rate
+from reid.engine.optim import HEAD_GROUP, build_optimizer, lr_factor, set_learning_rate
 from reid.engine.state import CHECKPOINT_FILE, ResumePoint, capture_state, read_resume_state, restore_state, save_checkpoint
 from reid.detect import build_detector
 from reid.errors import ConfigValueError, DataError, ReidError
@@ -51,7 +51,7 @@ from reid.paths import remove_stale_temporaries
 from reid.models.encoder import Encoder, TorchEncoder
 from reid.models.folder import check_model_output, save_model
 from reid.models.network import ReidNet
-from reid.models.pretrained import load_start, resolve_start
+from reid.models.pretrained import load_start, resolve_start, start_neck
 from reid.paths import check_output_folder
 from reid.pipeline.calibrate import choose_on_dataset, describe_dataset_choice, record_choice
 from reid.pipeline.subject import ALIGNING_FACE_DETECTOR, SubjectRule
@@ -167,6 +167,7 @@ def build_card(
         mean=network.input_mean,
         std=network.input_std,
         pooling=config.pooling,
+        neck=network.neck,
         last_stride=config.last_stride,
         # The card describes the saved network: without cross-entropy it has no classifier.
         num_classes=network.classifier.out_features if network.classifier is not None else 0,
@@ -309,12 +310,14 @@ def _setup(config: TrainConfig, ctx: DistributedContext) -> _Run:
     num_classes = int(labels.max()) + 1
     ctx.check_same((len(records), num_classes), "the number of readable training images and identities")
 
+    neck, embedding_dim = start_neck(start, config.architecture, config.keep_fc, config.embedding_dim)
     network = ReidNet(
         config.architecture,
         num_classes=num_classes if config.ce_weight > 0 else 0,
-        embedding_dim=config.embedding_dim,
+        embedding_dim=embedding_dim,
         pooling=config.pooling,
         last_stride=config.last_stride,
+        neck=neck,
     )
     load_start(network, start)
     network = network.to(ctx.device)
@@ -461,14 +464,14 @@ def _train_epoch(
             callbacks.on_step(StepInfo(
                 epoch=epoch, epochs=config.epochs, step=step, steps_per_epoch=steps_per_epoch,
                 loss=loss_value, ce=ce_value, metric=metric_mean,
-                lr=run.optimizer.param_groups[0]["lr"],
+                lr=run.optimizer.param_groups[HEAD_GROUP]["lr"],
                 images_per_second=seen / max(time.perf_counter() - epoch_start, _MIN_SECONDS),
             ))
     steps_done = max(1, min(steps_per_epoch, seen // (batch_size * ctx.world_size)))
     entry: dict[str, Any] = {k: v / steps_done for k, v in sums.items()}
     entry["epoch"] = epoch + 1
     entry["images_per_second"] = seen / max(time.perf_counter() - epoch_start, _MIN_SECONDS)
-    entry["lr"] = run.optimizer.param_groups[0]["lr"]
+    entry["lr"] = run.optimizer.param_groups[HEAD_GROUP]["lr"]
     entry["step"] = step_total
     entry["world_size"] = ctx.world_size
     drawn, total = run.sampler.coverage()

@@ -102,26 +102,36 @@ class ReidNet(nn.Module):
             nn.init.constant_(self.bnneck.bias, 0.0)
         self.classifier = nn.Linear(embedding_dim, num_classes, bias=False) if num_classes > 0 else None
         self.architecture = architecture
+        self.neck = neck
         self.embedding_dim = embedding_dim
         if self.classifier is not None:
             nn.init.normal_(self.classifier.weight, std=0.001)
         self.pretrained_note = "random initialisation (--pretrained none)"
         # Set by load_start for a start whose BatchNorms were folded into its convolutions:
-        # their statistics are gone, so the backbone's BatchNorms keep the running ones.
+        # their statistics are gone, so the start's BatchNorms keep the running ones.
         self.frozen_norms = False
+        # Set by load_start for a start that already embeds (a Re-ID model, not ImageNet's).
+        self.embedding_start = False
         self.input_mean: tuple[float, float, float] = IMAGENET_MEAN
         self.input_std: tuple[float, float, float] = IMAGENET_STD
 
     def train(self, mode: bool = True) -> ReidNet:
-        """As nn.Module's; with ``frozen_norms`` the backbone's BatchNorms stay in eval mode
-        (their running statistics normalise, and are not updated), so training sees the
-        start's own forward."""
+        """As nn.Module's; with ``frozen_norms`` the BatchNorms of :meth:`start_layers` stay
+        in eval mode (their running statistics normalise, and are not updated), so training
+        sees the start's own forward."""
         super().train(mode)
         if mode and self.frozen_norms:
-            for module in self.backbone.modules():
-                if isinstance(module, nn.modules.batchnorm._BatchNorm):
-                    module.eval()
+            for module in self.start_layers():
+                for layer in module.modules():
+                    if isinstance(layer, nn.modules.batchnorm._BatchNorm):
+                        layer.eval()
         return self
+
+    def start_layers(self) -> list[nn.Module]:
+        """The layers a start's weights fill: the backbone, and ``fc`` under the ``fc`` neck
+        (training builds that neck only to keep a start's own ``fc``). The rest (a BNNeck, a
+        reduction, the classifier) is the head, which starts fresh."""
+        return [self.backbone, self.reduction] if self.neck == "fc" else [self.backbone]
 
     def forward(self, images: torch.Tensor) -> NetOutput:
         feature = self.reduction(self.pool(self.backbone(images)))

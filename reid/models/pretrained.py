@@ -38,13 +38,18 @@ class Start:
     """Tensors to start from, their format (a key of :data:`reid.models.formats.FORMATS`),
     a description for the card, and the input normalisation the tensors were trained with
     (per channel, on pixels scaled to 0..1). Training normalises with it and the model's
-    card records it, so the start sees the inputs it learned from."""
+    card records it, so the start sees the inputs it learned from. ``embeds``: the start
+    is an embedding model (a registry artefact of another kind than an ImageNet backbone,
+    or a checkpoint file in a Re-ID format: reid's, torchreid's, fast-reid's, an OSNet
+    ONNX export), whose layers training moves more gently."""
 
     state: dict[str, torch.Tensor]
     format: str
     label: str
     mean: tuple[float, float, float] = IMAGENET_MEAN
     std: tuple[float, float, float] = IMAGENET_STD
+    # A model that already embeds (a Re-ID model or face encoder), not an ImageNet backbone.
+    embeds: bool = False
 
 
 def start_normalisation(start: Start | None) -> tuple[tuple[float, float, float], tuple[float, float, float]]:
@@ -56,7 +61,7 @@ def start_normalisation(start: Start | None) -> tuple[tuple[float, float, float]
 def _artefact_start(artefact: Artefact, path: Path) -> Start:
     return Start(
         artefact_state(artefact, path), artefact_format(artefact).name, f"{artefact.name} ({artefact.description}, {artefact.licence})",
-        mean=artefact.mean, std=artefact.std,
+        mean=artefact.mean, std=artefact.std, embeds=artefact.kind != "imagenet-backbone",
     )
 
 
@@ -124,10 +129,23 @@ def resolve_start(architecture: str, pretrained: str | Path | Start | None, sour
         source = "torchreid-onnx"
     if source in FORMATS and FORMATS[source].read is not None:
         fmt = FORMATS[source]
-        return Start(read_weights(fmt, path, architecture), fmt.name, str(path))
+        return Start(read_weights(fmt, path, architecture), fmt.name, str(path), embeds=True)
     state = read_state(path)
     fmt = checkpoint_format(state, architecture, source)
-    return Start(prepared(fmt, state, architecture, path), fmt.name, str(path))
+    return Start(prepared(fmt, state, architecture, path), fmt.name, str(path), embeds=fmt.name != "torchvision")
+
+
+def start_neck(start: Start | None, architecture: str, keep_fc: bool, embedding_dim: int | None) -> tuple[str, int | None]:
+    """The ``(neck, embedding_dim)`` a network trained from ``start`` gets. With
+    ``keep_fc``, a start that embeds with torchreid's ``fc`` (Linear + BatchNorm1d + ReLU,
+    ``reduction.0.`` once placed) keeps it as the ``fc`` neck at its width, so that the
+    network before training embeds as the start does, unless ``embedding_dim`` asks for
+    another width. Otherwise a BNNeck at ``embedding_dim``."""
+    if keep_fc and start is not None:
+        fc = FORMATS[start.format].place(start.state, architecture).state.get("reduction.0.weight")
+        if fc is not None and fc.dim() == 2 and embedding_dim in (None, fc.shape[0]):
+            return "fc", int(fc.shape[0])
+    return "bnneck", embedding_dim
 
 
 def load_start(network: nn.Module, start: Start | None) -> str:
@@ -148,5 +166,6 @@ def load_start(network: nn.Module, start: Start | None) -> str:
         note = f"started from {start.label}" + (f"; {', '.join(notes)}" if notes else "")
     network.pretrained_note = note
     network.frozen_norms = start is not None and FORMATS[start.format].folded_norms
+    network.embedding_start = start is not None and start.embeds
     network.input_mean, network.input_std = start_normalisation(start)
     return note

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import cv2
 import numpy as np
 import pytest
 import torch
@@ -13,7 +14,7 @@ from reid.engine import TrainCallbacks, TrainConfig, train
 from reid.errors import ModelError
 from reid.models.onnx_import import MIN_COSINE, osnet_onnx_state
 from reid.models.osnet import OSNet
-from reid.models.pretrained import load_start, resolve_start
+from reid.models.pretrained import load_start, resolve_start, start_neck
 from reid.models.network import ReidNet
 from tests.conftest import SHARED_WEIGHTS
 
@@ -96,6 +97,35 @@ def test_training_start_from_the_export_places_the_backbone(exported: tuple[OSNe
         np.testing.assert_allclose(network(images).feature.numpy(), features.numpy(), atol=1e-4, rtol=1e-3)
 
 
+def test_training_keeps_the_starts_fc_and_its_forward(exported: tuple[OSNet, Path]) -> None:
+    """Trained from a start with fc, the network in training mode is the start's own: every
+    BatchNorm of the start (the backbone's and fc's) normalises by the start's statistics."""
+    original, path = exported
+    start = resolve_start("osnet_x0_25", path)
+    assert start_neck(start, "osnet_x0_25", keep_fc=True, embedding_dim=None) == ("fc", 512)
+    network = ReidNet("osnet_x0_25", num_classes=5, embedding_dim=512, neck="fc")
+    note = load_start(network, start)
+    assert "not used" not in note
+    assert start.embeds and network.embedding_start  # a Re-ID model: its layers learn at a tenth by default
+    network.train()
+    assert not any(m.training for m in network.modules() if isinstance(m, torch.nn.modules.batchnorm._BatchNorm))
+    assert network.classifier is not None and network.classifier.training
+    images = torch.rand(3, 3, *SIZE)
+    with torch.no_grad():
+        expected = original(images)
+        output = network(images)
+    assert output.logits is not None and output.logits.shape == (3, 5)
+    torch.testing.assert_close(output.embedding, expected, rtol=1e-3, atol=1e-5 * expected.abs().max().item())
+    torch.testing.assert_close(output.feature, output.embedding)
+
+
+def test_training_drops_the_fc_when_asked_or_another_width_is_asked(exported: tuple[OSNet, Path]) -> None:
+    start = resolve_start("osnet_x0_25", exported[1])
+    assert start_neck(start, "osnet_x0_25", keep_fc=False, embedding_dim=None) == ("bnneck", None)
+    assert start_neck(start, "osnet_x0_25", keep_fc=True, embedding_dim=256) == ("bnneck", 256)
+    assert start_neck(None, "osnet_x0_25", keep_fc=True, embedding_dim=None) == ("bnneck", None)
+
+
 def test_another_width_is_refused_in_one_line(tmp_path: Path) -> None:
     path = _export(_torchreid_like("osnet_x0_5", seed=4), tmp_path / "x0_5.onnx")
     with pytest.raises(ModelError) as caught:
@@ -146,6 +176,11 @@ def test_a_few_training_steps_from_the_export(exported: tuple[OSNet, Path], tmp_
     assert torch.equal(state["backbone.conv1.bn.running_mean"], torch.zeros(16))
     assert torch.equal(state["backbone.conv1.bn.running_var"], torch.full((16,), 1 - 1e-5))
     assert not torch.equal(state["backbone.conv1.conv.weight"], osnet_onnx_state(exported[1], "osnet_x0_25")["conv1.conv.weight"])
+    # fc is kept as the neck, and its BatchNorm1d keeps the start's statistics too.
+    assert result.card.neck == "fc" and result.card.embedding_dim == 512
+    fc_norm = exported[0].fc[1]
+    assert torch.equal(state["reduction.1.running_mean"], fc_norm.running_mean)
+    assert torch.equal(state["reduction.1.running_var"], fc_norm.running_var)
 
 
 @pytest.mark.skipif(not SHARED.is_file(), reason="the published OSNet x0_25 MSMT17 export is not in shared/weights")
@@ -159,3 +194,24 @@ def test_the_published_export_imports_exactly() -> None:
         got = network(images).numpy()
     expected = session.run(None, {session.get_inputs()[0].name: images.numpy()})[0]
     assert _cosines(expected, got).min() >= MIN_COSINE
+
+
+@pytest.mark.skipif(not SHARED.is_file(), reason="the published OSNet x0_25 MSMT17 export is not in shared/weights")
+def test_training_from_the_published_export_starts_from_its_embedding(market1501_mini: Path) -> None:
+    """The network training builds from the published file, in training mode, embeds a few
+    Market-1501 images as onnxruntime runs the file."""
+    paths = sorted((market1501_mini / "query").glob("*.jpg"))[:4]
+    rgb = [cv2.cvtColor(cv2.resize(cv2.imread(str(p)), (128, 256)), cv2.COLOR_BGR2RGB) for p in paths]
+    mean, std = np.array([0.485, 0.456, 0.406]), np.array([0.229, 0.224, 0.225])
+    batch = np.stack([((image / 255.0 - mean) / std).transpose(2, 0, 1) for image in rgb]).astype(np.float32)
+    start = resolve_start("osnet_x0_25", SHARED)
+    neck, dim = start_neck(start, "osnet_x0_25", keep_fc=True, embedding_dim=None)
+    network = ReidNet("osnet_x0_25", num_classes=50, embedding_dim=dim, neck=neck)
+    load_start(network, start)
+    network.train()
+    with torch.no_grad():
+        got = network(torch.from_numpy(batch)).embedding.numpy()
+    session = ort.InferenceSession(str(SHARED), providers=["CPUExecutionProvider"])
+    expected = session.run(None, {session.get_inputs()[0].name: batch})[0]
+    assert got.shape == expected.shape == (4, 512)
+    assert np.abs(got - expected).max() <= 1e-4 * np.abs(expected).max()

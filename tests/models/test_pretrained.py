@@ -34,6 +34,8 @@ def test_efficientnet_lite0_start_carries_its_own_normalisation(imagenet_wheels:
     assert (net.input_mean, net.input_std) == (artefact.mean, artefact.std)
     scratch = ReidNet("efficientnet_lite0", num_classes=2)
     assert (scratch.input_mean, scratch.input_std) == (IMAGENET_MEAN, IMAGENET_STD)
+    # An ImageNet backbone does not embed: training moves all of it at --lr by default.
+    assert not net.embedding_start and not scratch.embedding_start
 
 
 @pytest.mark.parametrize(
