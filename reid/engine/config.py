@@ -59,6 +59,10 @@ WARMUP_START_FACTOR = 0.1
 # embeds (a Re-ID model): measured on Market-1501 in docs/models.md, "Training from a
 # published Re-ID start". From ImageNet, or from scratch, every layer takes lr.
 EMBEDDING_START_LR_SCALE = 0.1
+# From such a start the metric loss measures on unit vectors (``normalize``) unless the
+# recipe's metric_options say otherwise: the start's embedding is compared on the unit
+# sphere, and the raw feature's triplet moved it away (docs/models.md, the same section).
+EMBEDDING_START_NORMALIZE = True
 
 # The bounds of sizes are far above any real run, low enough that a typo cannot ask for
 # terabytes (an input of 100000x100000, a batch of a million identities); they are stated

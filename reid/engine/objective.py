@@ -12,16 +12,18 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from reid.engine.config import TrainConfig
+from reid.engine.config import EMBEDDING_START_NORMALIZE, TrainConfig
 from reid.losses import build_loss
 from reid.losses.base import MetricLoss
 from reid.losses.registry import loss_options, typed_options
 from reid.models.network import ReidNet
 
 
-def metric_options(config: TrainConfig, num_classes: int, dim: int) -> dict[str, Any] | None:
+def metric_options(config: TrainConfig, num_classes: int, dim: int, embedding_start: bool = False) -> dict[str, Any] | None:
     """The metric loss's typed options, with the class count and dimension a loss with
-    its own centers needs; None when no metric loss is used.
+    its own centers needs; None when no metric loss is used.  From a start that already
+    embeds (``embedding_start``) a loss that can normalise takes its distances on the unit
+    sphere unless the recipe says otherwise (:data:`reid.engine.config.EMBEDDING_START_NORMALIZE`).
 
     Raises:
         ConfigError: an option the loss does not have, or a value of the wrong type.
@@ -34,12 +36,14 @@ def metric_options(config: TrainConfig, num_classes: int, dim: int) -> dict[str,
         options.setdefault("num_classes", num_classes)
     if "embedding_dim" in accepted:
         options.setdefault("embedding_dim", dim)
+    if embedding_start and "normalize" in accepted:
+        options.setdefault("normalize", EMBEDDING_START_NORMALIZE)
     return typed_options(config.metric_loss, **options)
 
 
-def build_metric(config: TrainConfig, num_classes: int, dim: int) -> MetricLoss | None:
-    """The metric loss ``config`` asks for, or None when it uses none."""
-    options = metric_options(config, num_classes, dim)
+def build_metric(config: TrainConfig, num_classes: int, dim: int, embedding_start: bool = False) -> MetricLoss | None:
+    """The metric loss ``config`` asks for (:func:`metric_options`), or None when it uses none."""
+    options = metric_options(config, num_classes, dim, embedding_start)
     if options is None:
         return None
     metric = build_loss(config.metric_loss, **options)

@@ -157,7 +157,7 @@ def build_card(
     ``kind`` "face" with 5-point alignment, and ``faces_not_found`` counts the training
     photos without a face (dealt with as ``config.no_face`` says)."""
     faces = config.kind == "face"
-    options = metric_options(config, num_classes, network.embedding_dim)
+    options = metric_options(config, num_classes, network.embedding_dim, network.embedding_start)
     metric = {} if options is None else {"name": config.metric_loss, "weight": config.metric_weight, **options}
     return ModelCard(
         name=config.name or Path(config.out).name,
@@ -323,7 +323,7 @@ def _setup(config: TrainConfig, ctx: DistributedContext) -> _Run:
     network = network.to(ctx.device)
     if config.sync_bn and ctx.distributed:
         network = nn.SyncBatchNorm.convert_sync_batchnorm(network)
-    metric = build_metric(config, num_classes, network.embedding_dim)
+    metric = build_metric(config, num_classes, network.embedding_dim, getattr(network, "embedding_start", False))
     if metric is not None:
         metric.to(ctx.device)
     return _Run(
