@@ -680,7 +680,9 @@ def connect(where: MilvusLocation, timeout: float) -> Any:
     try:
         return MilvusClient(uri=where.uri, token=token, timeout=timeout)
     except MilvusException as exc:
-        raise GalleryError(f"{where.text}: cannot connect to Milvus: {' '.join(str(exc.message).split())}") from None
+        # milvus-lite opens a file in one process at a time; a server takes many clients.
+        shared = "" if where.server else " (milvus-lite opens a file in one process at a time: is another using it?)"
+        raise GalleryError(f"{where.text}: cannot connect to Milvus: {' '.join(str(exc.message).split())}{shared}") from None
 
 
 def drop(client: Any, where: MilvusLocation) -> None:
@@ -744,7 +746,11 @@ def open_gallery(
     client = connect(where, lock_timeout)
     try:
         gallery = MilvusGallery(where, client)
-        exists = client.has_collection(where.meta_collection) and gallery.read_meta("meta") is not None
+        # A collection is searched and read only once loaded (after a restart, or by another process).
+        exists = client.has_collection(where.meta_collection)
+        if exists:
+            gallery.call("load_collection", where.meta_collection)
+            exists = gallery.read_meta("meta") is not None and client.has_collection(where.collection)
         if exists and create:
             raise GalleryError(f"{location}: a gallery already exists here")
         if not exists:
@@ -755,8 +761,8 @@ def open_gallery(
             drop(client, where)
             create_collections(client, where, card, spec or IndexSpec(), thumbnails)
             gallery.created = True
-        client.load_collection(where.collection)
-        client.load_collection(where.meta_collection)
+        gallery.call("load_collection", where.collection)
+        gallery.call("load_collection", where.meta_collection)
         text = gallery.read_meta("meta")
         try:
             gallery.meta = GalleryMeta(**json.loads(text or ""))
