@@ -26,7 +26,8 @@ readers apply it, and the next writer finishes it.
 What Milvus guarantees and this relies on: reads at consistency level Strong see every
 write acknowledged before them; an upsert is idempotent by primary key (an insert is
 not: Milvus keeps both rows), so every write here is an upsert; an acknowledged write is
-durable in Milvus' write-ahead log without a flush.  Milvus has no transactions over
+durable in Milvus' write-ahead log without a flush (which only seals segments: done after
+large enrolments, see :data:`FLUSH_ROWS`).  Milvus has no transactions over
 rows and no locks: writers are expected one at a time (one enrolling process); a writer
 that finds the state changed under it since it began refuses to commit.
 
@@ -81,6 +82,10 @@ WRITE_ROWS = 1_000
 READ_IDS = 10_000
 # Queries a search sends at a time.
 SEARCH_ROWS = 1_000
+# An enrolment of at least this many items ends with a flush: Milvus then seals its rows into
+# indexed segments at once instead of searching them as a growing segment (on milvus-lite
+# 30 times slower), while small enrolments leave sealing to Milvus (a flush makes a segment).
+FLUSH_ROWS = 10_000
 # reid's index names and Milvus' index types.
 MILVUS_INDEX = {"flat": "FLAT", "ivf": "IVF_FLAT", "hnsw": "HNSW", "ivfpq": "IVF_PQ"}
 # Inverted lists of an IVF collection when --index-nlist is automatic: Milvus fixes them
@@ -396,9 +401,13 @@ class MilvusGallery(GalleryBackend):
     def ids_where(self, expression: str) -> list[int]:
         """Ids of up to :data:`MAX_RESULT` items that ``expression`` selects."""
         rows = self.call(
-            "query", self.where.collection, filter=expression, output_fields=["id"], consistency_level="Strong",
+            "query",
+            self.where.collection,
+            filter=expression,
+            output_fields=["id"],
+            consistency_level="Strong",
             limit=MAX_RESULT,
-        )  # fmt: skip
+        )
         return [int(r["id"]) for r in rows]
 
     def commit(self, started: GalleryState, new: GalleryState) -> None:
@@ -418,10 +427,13 @@ class MilvusGallery(GalleryBackend):
         if "rename" in pending:
             old, new = pending["rename"]
             while rows := self.call(
-                "query", self.where.collection, filter=f"identity == {quoted(old)}",
+                "query",
+                self.where.collection,
+                filter=f"identity == {quoted(old)}",
                 output_fields=["id", "vector", "identity", "batch", "image_hash", "item"],
-                consistency_level="Strong", limit=self.write_rows,
-            ):  # fmt: skip
+                consistency_level="Strong",
+                limit=self.write_rows,
+            ):
                 for row in rows:
                     stored = json.loads(row["item"])
                     stored[0] = new
@@ -450,16 +462,16 @@ class MilvusGallery(GalleryBackend):
             rows = []
             for item_id, position in zip(ids, keep, strict=True):
                 row = item_row(items[position], enrolled)
-                rows.append({
-                    "id": item_id, "vector": vectors[position].tolist(), "identity": row[0], "batch": batch,
-                    "image_hash": row[-1] or "", "item": json.dumps(row),
-                })  # fmt: skip
+                stored = {"identity": row[0], "batch": batch, "image_hash": row[-1] or "", "item": json.dumps(row)}
+                rows.append({"id": item_id, "vector": vectors[position].tolist(), **stored})
             for start in range(0, len(rows), self.write_rows):
                 self.call("upsert", self.where.collection, rows[start : start + self.write_rows])
             if crops is not None and self.keeps_thumbnails:
                 pictures = {f"thumb:{i}": base64.b64encode(thumbs.encode(crops[p])).decode() for i, p in zip(ids, keep, strict=True)}
                 self.write_meta(pictures)
             self.commit(state, replace(state, batch=batch, next_id=ids[-1] + 1, items=state.items + len(ids), generation=state.generation + 1))
+            if len(ids) >= FLUSH_ROWS:
+                self.call("flush", self.where.collection)
             self._view = None
             result.ids = ids
         return result
@@ -518,8 +530,12 @@ class MilvusGallery(GalleryBackend):
     # ----------------------------------------------------------------- reading
 
     def items(self, identity: str | None = None, limit: int | None = None) -> list[GalleryItem]:
-        ids = self.view.labels.ids if identity is None else self.view.labels.ids_of(identity) if identity in self.view.labels.present() else []
-        ids = np.asarray(ids)[:limit] if limit is not None else np.asarray(ids)
+        labels = self.view.labels
+        if identity is None:
+            ids = labels.ids
+        else:
+            ids = labels.ids_of(identity) if identity in labels.present() else np.zeros(0, np.int64)
+        ids = ids[:limit]
         found = self.get_items(ids.tolist())
         return [found[int(i)] for i in ids if int(i) in found]
 
@@ -529,9 +545,13 @@ class MilvusGallery(GalleryBackend):
         rename = self.view.state.pending.get("rename")
         for start in range(0, len(wanted), READ_IDS):
             rows = self.call(
-                "query", self.where.collection, filter=f"id in {wanted[start:start + READ_IDS]} and {self.view.filter}",
-                output_fields=["id", "item"], consistency_level="Strong", limit=READ_IDS,
-            )  # fmt: skip
+                "query",
+                self.where.collection,
+                filter=f"id in {wanted[start : start + READ_IDS]} and {self.view.filter}",
+                output_fields=["id", "item"],
+                consistency_level="Strong",
+                limit=READ_IDS,
+            )
             for row in rows:
                 stored = json.loads(row["item"])
                 if rename and stored[0] == rename[0]:
@@ -552,11 +572,15 @@ class MilvusGallery(GalleryBackend):
         known: set[str] = set()
         wanted = sorted(set(hashes))
         for start in range(0, len(wanted), 1000):
+            listed = json.dumps(wanted[start : start + 1000], ensure_ascii=False)
             rows = self.call(
-                "query", self.where.collection,
-                filter=f"image_hash in {json.dumps(wanted[start:start + 1000], ensure_ascii=False)} and {self.view.filter}",
-                output_fields=["image_hash"], consistency_level="Strong", limit=MAX_RESULT,
-            )  # fmt: skip
+                "query",
+                self.where.collection,
+                filter=f"image_hash in {listed} and {self.view.filter}",
+                output_fields=["image_hash"],
+                consistency_level="Strong",
+                limit=MAX_RESULT,
+            )
             known.update(str(r["image_hash"]) for r in rows)
         return known
 
