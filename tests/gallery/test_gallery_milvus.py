@@ -178,6 +178,20 @@ def test_kill_during_an_enrolment_leaves_no_half_enrolled_identity(tmp_path: Pat
         assert gallery.add(half[:4], metas(["again"] * 4, "again")).ids == [101, 102, 103, 104]
 
 
+def test_a_lite_file_another_process_holds_is_refused_in_one_line(tmp_path: Path) -> None:
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(HERE), os.environ.get("PYTHONPATH", "")])}
+    command = [sys.executable, str(HERE / "milvus_enrol_worker.py"), location(tmp_path), "held", "8", "4", "1"]
+    worker = subprocess.Popen(command, stdout=subprocess.PIPE, text=True, env=env)
+    try:
+        assert worker.stdout is not None and worker.stdout.readline().startswith("wrote")
+        with pytest.raises(GalleryError, match="one process at a time") as caught:
+            open_gallery(location(tmp_path))
+        assert "\n" not in str(caught.value)
+    finally:
+        worker.kill()
+        worker.wait()
+
+
 @pytest.mark.parametrize("kind", ["flat", "ivf", "hnsw", "ivfpq"])
 def test_index_kinds_are_milvus_indexes_of_the_same_names(tmp_path: Path, kind: str) -> None:
     vectors, labels, centres = clustered(40, 4)
