@@ -22,6 +22,12 @@ and, for IVF-PQ, the float16 vector files; no image hashes, whose duplicate chec
   search over the float32 data); identity recall@1: share whose first answer is a view of
   the query's identity (exact search's own figure is printed for reference).
 
+With ``--milvus lite`` (a milvus-lite file beside the galleries) or ``--milvus
+milvus://HOST:PORT`` (a server; token from ``MILVUS_TOKEN``), the same items go into a
+Milvus gallery (:mod:`reid.gallery.milvus`) for each of ``--milvus-kinds``, measured the
+same way beside FAISS in the same run (memory and open time are the server's, not
+measured), and the per-query cost the gallery adds over the raw pymilvus search as a ratio.
+
 Run: ``python benchmarks/bench_gallery_scale.py`` (100k items, flat and IVF-PQ, minutes);
 ``--items 1000000`` for the 1M comparison (13 minutes on 2 shared cores);
 ``--items 10000000 --kinds ivfpq --shard-size 1000000`` for IVF-PQ at 10M (38 minutes:
@@ -224,6 +230,69 @@ def run_kind(
     )
 
 
+# ----------------------------------------------------------------- Milvus
+
+
+def run_milvus(
+    kind: str,
+    data: IdentityData,
+    queries: np.ndarray,
+    truth: tuple[np.ndarray, np.ndarray],
+    who: np.ndarray,
+    args: argparse.Namespace,
+    root: Path,
+) -> tuple[KindResult, float]:
+    """The Milvus gallery of ``kind`` over the same items, and the batch-1 q/s of the raw
+    pymilvus search (no filter, no conversion) on its collection."""
+    from reid.gallery import destroy_gallery, open_gallery
+
+    model = EmbeddingModel(name="bench", fingerprint="benchscale", embedding_dim=data.dim, threshold=1.0)
+    server = args.milvus.rstrip("/") if args.milvus != "lite" else f"milvus:{root / 'milvus.db'}"
+    location = f"{server}/bench_{kind}"
+    start = time.perf_counter()
+    with open_gallery(location, model, IndexSpec(kind, nprobe=args.nprobe), create=True) as gallery:
+        for first, vectors, labels in data.chunks():
+            for lo in range(0, len(labels), args.enrol_batch):
+                rows = range(lo, min(lo + args.enrol_batch, len(labels)))
+                items = [ItemMeta(f"p{labels[i]:08d}", source=f"{first + i}.jpg", camera="c1") for i in rows]
+                gallery.add(vectors[lo : lo + args.enrol_batch], items)
+            print(f"    milvus {kind}: {first + len(labels):,} items, {time.perf_counter() - start:.0f} s", flush=True)
+        build_s = time.perf_counter() - start
+        built = gallery.info().index_built
+        gallery.search_items(queries[:10], 10)
+        start = time.perf_counter()
+        for i in range(args.batch1):
+            gallery.search_items(queries[i : i + 1], 10)
+        batch1_qps = args.batch1 / (time.perf_counter() - start)
+        start = time.perf_counter()
+        _, ids = gallery.search_items(queries, 10)
+        batch_qps = len(queries) / (time.perf_counter() - start)
+        params = {"metric_type": "IP", "params": {"ef": 128} if kind == "hnsw" else {"nprobe": args.nprobe or 32}}
+        start = time.perf_counter()
+        for i in range(args.batch1):
+            gallery.client.search(gallery.where.collection, data=[queries[i].tolist()], limit=10, search_params=params)
+        raw_qps = args.batch1 / (time.perf_counter() - start)
+    if not args.keep:
+        destroy_gallery(location)
+    top = ids[:, 0]
+    result = KindResult(
+        kind=f"mv-{kind}",
+        items=data.items,
+        build_s=build_s,
+        open_s=0.0,
+        memory_per_item=0.0,
+        index_file_per_item=0.0,
+        disk_per_item=0.0,
+        batch1_qps=batch1_qps,
+        batch_qps=batch_qps,
+        recall_at_1=float(np.mean(top == truth[0])),
+        identity_recall_at_1=float(np.mean((top - 1) // data.per_identity == who)),
+        built=built[:6],
+        shards=1,
+    )
+    return result, raw_qps
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--items", type=int, default=100_000)
@@ -240,6 +309,8 @@ def main() -> None:
     parser.add_argument("--nprobe", type=int, default=0, help="lists searched (0: automatic)")
     parser.add_argument("--root", type=Path, default=None, help="where galleries are built (default: a temp folder)")
     parser.add_argument("--keep", action="store_true", help="keep the galleries")
+    parser.add_argument("--milvus", default="", help="also Milvus: 'lite' (milvus-lite) or milvus://HOST:PORT")
+    parser.add_argument("--milvus-kinds", default="flat", help="Milvus index kinds (flat, ivf, hnsw, ivfpq)")
     args = parser.parse_args()
 
     print(
@@ -269,6 +340,12 @@ def main() -> None:
             start = time.perf_counter()
             results.append(run_kind(kind, spec, data, queries, truth, who, args, root))
             print(f"  {kind}: done in {time.perf_counter() - start:.0f} s", flush=True)
+        raw = {}
+        for kind in args.milvus_kinds.split(",") if args.milvus else []:
+            start = time.perf_counter()
+            result, raw[f"mv-{kind}"] = run_milvus(kind, data, queries, truth, who, args, root)
+            results.append(result)
+            print(f"  milvus {kind}: done in {time.perf_counter() - start:.0f} s", flush=True)
     finally:
         if not args.root and not args.keep:
             shutil.rmtree(root, ignore_errors=True)
@@ -294,7 +371,13 @@ def main() -> None:
     flat = next((r for r in results if r.kind == "flat"), None)
     if flat:
         for r in results:
-            if r.kind != "flat":
+            if r.kind.startswith("mv-"):
+                print(
+                    f"{r.kind} vs flat: batch-1 {r.batch1_qps / flat.batch1_qps:.2f}x, batch-{args.queries} "
+                    f"{r.batch_qps / flat.batch_qps:.2f}x the q/s, recall@1 {r.recall_at_1:.3f} vs "
+                    f"{flat.recall_at_1:.3f}, build {r.build_s / flat.build_s:.1f}x the time"
+                )
+            elif r.kind != "flat":
                 print(
                     f"{r.kind} vs flat: memory {flat.memory_per_item / max(r.memory_per_item, 1):.1f}x smaller, "
                     f"batch-1 {r.batch1_qps / flat.batch1_qps:.1f}x, batch-{args.queries} "
@@ -302,6 +385,12 @@ def main() -> None:
                     f"{flat.recall_at_1:.3f}, build {r.build_s / flat.build_s:.1f}x the time"
                 )
     for r in results:
+        if r.kind in raw:
+            print(
+                f"{r.kind}: the gallery's batch-1 search costs {raw[r.kind] / r.batch1_qps:.2f}x the raw pymilvus "
+                f"search ({raw[r.kind]:.1f} q/s raw, {r.batch1_qps:.1f} q/s through the gallery); memory is the server's"
+            )
+            continue
         projected = r.memory_per_item * 10_000_000 / 2**30
         print(
             f"{r.kind}: {r.memory_per_item:.0f} B/item in memory -> {projected:.1f} GiB for 10M items "
