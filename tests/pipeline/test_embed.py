@@ -224,8 +224,11 @@ def test_ranking_plots(tmp_path):
                                 evaluation.gallery_features, query, gallery, top_k=4)
     ranked = cv2.imread(str(paths[0]))
     assert paths[1].name == "cmc.png" and cv2.imread(str(paths[1])) is not None
-    # Five query rows of 128 + 16 pixels; query, gap and 4 results of 64 pixels each.
-    assert ranked.shape == (5 * 144, 64 * 5 + 16, 3)
+    from reid.evaluation.plots import CAPTION, CELL
+
+    # Five query rows of a 128-pixel cell and its caption; query, gap and 4 results of 64 pixels each.
+    assert CELL == (128, 64)
+    assert ranked.shape == (5 * (128 + CAPTION.label_size("0")[1]), 64 * 5 + 16, 3)
     # The first result of the first row is a true match: a green frame (BGR on disk).
     assert tuple(ranked[1, 64 + 16 + 1]) == (40, 170, 40)
     assert json.dumps(evaluation.result.to_dict())
