@@ -188,7 +188,7 @@ def fallback_note(kind: str) -> str | None:
     suggested = DETECTORS[SUGGESTED_DETECTOR[kind]]
     return (
         f"note: {kind} boxes come from {chosen}, a stand-in that misses many people: no published {kind} detector "
-        f"is on this machine; {how_to_get(suggested.model)} once to use {suggested.name}"
+        f"is on this machine; to use {suggested.name}, {how_to_get(suggested.model)}"
     )
 
 

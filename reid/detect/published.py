@@ -14,10 +14,11 @@ from reid.models.registry import cached_files, get_artefact
 
 
 def how_to_get(name: str) -> str:
-    """The command that puts artefact ``name`` in the cache: a fetch for a published file,
-    else ``reid models add`` with the file the user brings."""
+    """The command that puts artefact ``name`` in the cache: a fetch for a published file
+    (or, without internet, ``reid models add`` with a copy of it), else ``reid models add``
+    with the file the user brings."""
     if get_artefact(name).published:
-        return f"run `reid models fetch {name}`"
+        return f"run `reid models fetch {name}` (offline: `reid models add {name} FILE` with a copy of its file)"
     return f"run `reid models add {name} FILE`"
 
 
