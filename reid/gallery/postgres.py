@@ -191,9 +191,8 @@ class PgView:
         ).format(items=self._gallery.table("items"))
         last = int(self.labels.ids[-1])
         gallery = self._gallery
-        with gallery.transaction():
-            gallery.search_settings(k)
-            rows = gallery.rows(statement, [list(np.asarray(queries, np.float32)), last, k])
+        gallery.search_settings(k)
+        rows = gallery.rows(statement, [list(np.asarray(queries, np.float32)), last, k])
         seen = np.zeros(len(queries), np.int64)
         for n, item_id, sim in rows:
             row = n - 1
@@ -248,6 +247,8 @@ class PgGallery(GalleryBackend):
         self.lock_timeout = lock_timeout
         self._conn = connect(conninfo, location)
         self._view: PgView | None = None
+        # The pgvector settings of the session (search_settings); a failed transaction undoes them.
+        self._settings: tuple[tuple[str, str], ...] = ()
 
     # ----------------------------------------------------------------- SQL
 
@@ -278,18 +279,20 @@ class PgGallery(GalleryBackend):
             raise GalleryError(f"{self.catalogue_at}: {one_line(exc)}; the gallery is unchanged") from None
 
     def search_settings(self, k: int) -> None:
-        """This transaction's pgvector search parameters for ``k`` neighbours."""
+        """The connection's pgvector search parameters for ``k`` neighbours, set (for the
+        session, in one round trip) only when they change."""
         view = self._view
         if view is None or view.built == "flat":
             return
         if view.built == "hnsw":
-            ef = min(MAX_EF_SEARCH, max(view.spec.ef_search, k))
-            self.run(f"SET LOCAL hnsw.ef_search = {int(ef)}")
-            self.run("SET LOCAL hnsw.iterative_scan = strict_order")
+            wanted = (("hnsw.ef_search", str(min(MAX_EF_SEARCH, max(view.spec.ef_search, k)))), ("hnsw.iterative_scan", "strict_order"))
         else:
             probes = min(view.spec.nprobe, view.lists) if view.spec.nprobe else auto_nprobe(view.lists)
-            self.run(f"SET LOCAL ivfflat.probes = {int(probes)}")
-            self.run("SET LOCAL ivfflat.iterative_scan = relaxed_order")
+            wanted = (("ivfflat.probes", str(probes)), ("ivfflat.iterative_scan", "relaxed_order"))
+        if self._settings == wanted:
+            return
+        self.rows("SELECT " + ", ".join(["set_config(%s, %s, false)"] * len(wanted)), [v for pair in wanted for v in pair])
+        self._settings = wanted
 
     def _lock(self) -> None:
         """Take the gallery's writers' lock for this transaction (waiting up to lock_timeout)."""
@@ -528,7 +531,7 @@ class PgGallery(GalleryBackend):
             except ConfigError:
                 raise
             except BaseException:
-                self._view = None
+                self._view, self._settings = None, ()
                 raise
 
     def bump(self) -> int:
