@@ -428,7 +428,7 @@ class PgGallery(GalleryBackend):
     @property
     def view(self) -> PgView:
         """The committed state last loaded; loaded afresh after a write that failed midway."""
-        return self._view if self._view is not None else self.load()
+        return self._view if self._view is not None else self.load_snapshot()
 
     @property
     def spec(self) -> IndexSpec:
@@ -659,8 +659,17 @@ class PgGallery(GalleryBackend):
     def refresh(self) -> bool:
         if self._view is not None and self.generation() == self._view.generation:
             return False
-        self.load()
+        self.load_snapshot()
         return True
+
+    def load_snapshot(self) -> PgView:
+        """:meth:`load` from one snapshot of the database (its facts and items read together;
+        inside a transaction, from that transaction's)."""
+        if self._conn.info.transaction_status != psycopg.pq.TransactionStatus.IDLE:
+            return self.load()
+        with self.transaction():
+            self.run("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ, READ ONLY")
+            return self.load()
 
     def remove_if_empty(self) -> bool:
         with self.transaction():
@@ -690,7 +699,7 @@ class PgGallery(GalleryBackend):
             problems.append("the gallery's model, dimension, threshold or index options do not match their checksum")
         if ("calibration" in raw or "calibration_sha256" in raw) and raw.get("calibration_sha256") != text_hash(raw.get("calibration", "")):
             problems.append("the gallery's stored calibration does not match its checksum")
-        view = self.load()
+        view = self.load_snapshot()
         statement = sql.SQL(
             "SELECT " + ITEM_COLUMNS + ", row_sha256, vector_dims(embedding) FROM {items} WHERE id > %s ORDER BY id LIMIT %s"
         ).format(items=self.table("items"))
@@ -793,7 +802,7 @@ def open_gallery(
                     gallery.initialize(card, spec or IndexSpec(), thumbnails)
                 gallery.created = not there
         register_vector(gallery._conn)
-        gallery.load()
+        gallery.load_snapshot()
         if card is not None:
             gallery.check_model(card)
             if spec is not None and spec != gallery.view.spec:
