@@ -584,7 +584,8 @@ class PgGallery(GalleryBackend):
         spec, count = view.spec, len(view)
         if spec.kind != "ivf" or count < spec.training_items:
             return
-        if view.built == "ivf" and (spec.nlist or auto_nlist(count) < 2 * view.lists):
+        # Lists given by nlist stay; automatic ones are re-chosen when the gallery wants twice as many.
+        if view.built == "ivf" and (spec.nlist or (auto_nlist(count) < 2 * view.lists)):
             return
         view.lists = self.build_index(spec, count)
         view.built = "ivf"
