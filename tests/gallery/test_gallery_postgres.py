@@ -296,6 +296,10 @@ def test_the_command_line_on_a_postgresql_gallery(tmp_path: Path, uri: str) -> N
     assert code == 0 and summary["identified"] == 4 and summary["identities"] == {"blue": 2, "red": 2}, out
     code, out = invoke("gallery", "info", uri, "--check")
     assert code == 0 and "4 items of 2 identities match the index" in " ".join(out.split()), out
+    code, out = invoke("gallery", "list", uri, "--json")
+    assert code == 0 and [row["identity"] for row in json.loads(out)] == ["blue", "red"]
+    code, out = invoke("gallery", "reindex", uri, "--index", "flat")
+    assert code == 0 and "index is now flat (4 items)" in " ".join(out.split()), out
     code, out = invoke("gallery", "export", uri, tmp_path / "g.npz")
     assert code == 0 and np.load(tmp_path / "g.npz")["embeddings"].shape == (4, 64)
     code, out = invoke("gallery", "import", tmp_path / "g.npz", tmp_path / "copy", "--index", "flat")
