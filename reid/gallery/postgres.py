@@ -83,6 +83,8 @@ NAME = re.compile(r"[a-z0-9_]{1,40}")
 ITEM_COLUMNS = "id, identity, source, camera, frame, time, box_x, box_y, box_w, box_h, enrolled, image_hash"
 # Binary COPY types of ITEM_COLUMNS, the row checksum and the embedding.
 COPY_TYPES = ["int8", "text", "text", "text", "int8", "float8", "int8", "int8", "int8", "int8", "text", "text", "text", "vector"]
+# The least maintenance_work_mem an index build runs with (the server's, when larger).
+BUILD_MEMORY = "1GB"
 # Both halves of the advisory lock key: this namespace and the gallery's schema.
 LOCK_SPACE = "reid.gallery"
 # pgvector's largest hnsw.ef_search; HNSW returns at most that many rows a scan before its
@@ -405,6 +407,13 @@ class PgGallery(GalleryBackend):
     def build_index(self, spec: IndexSpec, count: int) -> int:
         """Replace the items' vector index by ``spec``'s (none for flat); the IVF lists built (0 for others)."""
         index = sql.Identifier(self.schema, "items_embedding")
+        # Building takes memory that grows with the lists and the graph (IVFFlat's 1,000 lists
+        # of 512-d need about 100 MB); servers default to 64 MB.  For this transaction only.
+        self.run(
+            "SELECT set_config('maintenance_work_mem', (greatest(pg_size_bytes(current_setting('maintenance_work_mem')), "
+            "pg_size_bytes(%s)) / 1024)::bigint || 'kB', true)",
+            [BUILD_MEMORY],
+        )
         self.run(sql.SQL("DROP INDEX IF EXISTS {index}").format(index=index))
         name, items = sql.Identifier("items_embedding"), self.table("items")
         if spec.kind == "hnsw":
