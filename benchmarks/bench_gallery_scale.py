@@ -257,6 +257,17 @@ def start_postgres(root: Path) -> tuple[str, object]:
     return server.get_uri(), server
 
 
+def stop_postgres(pid: int) -> None:
+    """A fast shutdown of the server started here, waited for (its folder is deleted next)."""
+    os.kill(pid, 2)
+    for _ in range(600):
+        try:
+            os.kill(pid, 0)
+        except ProcessLookupError:
+            return
+        time.sleep(0.1)
+
+
 def run_pg_kind(
     kind: str,
     spec: IndexSpec,
@@ -404,7 +415,7 @@ def main() -> None:
                     print(f"  pg-{kind}: done in {time.perf_counter() - start:.0f} s", flush=True)
             finally:
                 if started is not None:
-                    os.kill(started.get_pid(), 2)  # a fast shutdown
+                    stop_postgres(started.get_pid())
     finally:
         if not args.root and not args.keep:
             shutil.rmtree(root, ignore_errors=True)
