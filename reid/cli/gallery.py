@@ -1,4 +1,4 @@
-"""``reid enroll``, ``reid query`` and ``reid gallery info|list|remove|export|reindex``."""
+"""``reid enroll``, ``reid query`` and ``reid gallery info|list|remove|export|import|reindex``."""
 
 from __future__ import annotations
 
@@ -33,6 +33,7 @@ from reid.errors import ConfigError, DataError
 from reid.decision import check_far
 from reid.detect import DEFAULT_DETECTORS, DETECTORS, fallback_note
 from reid.gallery import INDEX_KINDS, GalleryBackend, IndexSpec, open_gallery
+from reid.gallery.transfer import import_gallery
 from reid.gallery.calibration import (
     MAX_ITEMS,
     MIN_ADMITTED,
@@ -571,6 +572,30 @@ def export(
     with open_gallery(gallery) as store:
         count = store.export(out)
     console.print(f"exported {count} items to {printable(out)}", highlight=False, soft_wrap=True)
+
+
+@gallery_app.command("import")
+@handle_errors
+def import_items(
+    source: Path = typer.Argument(..., help="A .npz written by reid gallery export (from any backend)."),
+    gallery: str = typer.Argument(..., help=f"The new gallery: {GALLERY_HELP}"),
+    index: str | None = typer.Option(
+        None, "--index", help=f"Its index: {'|'.join(INDEX_KINDS)} (default: the exported gallery's).", rich_help_panel=INDEX
+    ),
+    ef_search: int | None = EF_SEARCH_OPTION,
+    nprobe: int | None = NPROBE_OPTION,
+    nlist: int | None = NLIST_OPTION,
+) -> None:
+    """Make a new gallery from an export: every item, embedding and enrol time, the model and
+    the calibration, in one atomic write; move a gallery between a folder and a database this way."""
+    spec = optional_spec_from_flags(index, ef_search=ef_search, nprobe=nprobe, nlist=nlist)
+    with import_gallery(source, gallery, spec) as store:
+        count, identities, location = len(store), store.identity_count, store.location
+    console.print(
+        f"imported {count} items of {identities} identities from {printable(source)} into {printable(location)}",
+        highlight=False,
+        soft_wrap=True,
+    )
 
 
 @gallery_app.command("reindex")

@@ -569,7 +569,7 @@ class Catalogue:
 
 
 def item_row(item: ItemMeta, enrolled: str) -> tuple[Any, ...]:
-    """The stored columns of ``item``, typed as SQLite gives them back (so that the row's
+    """The stored columns of ``item`` (enrolled at ``enrolled`` unless it says when), typed as SQLite gives them back (so that the row's
     checksum over what was written equals the one over what is read)."""
     box = item.box if item.box is not None else (None, None, None, None)
     # A file or folder name that is not UTF-8 is stored with its bytes escaped.
@@ -580,7 +580,7 @@ def item_row(item: ItemMeta, enrolled: str) -> tuple[Any, ...]:
         None if item.frame is None else int(item.frame),
         None if item.time is None else float(item.time),
         *(None if v is None else int(v) for v in box),
-        enrolled,
+        enrolled if item.enrolled is None else str(item.enrolled),
         None if item.image_hash is None else str(item.image_hash),
     )
 

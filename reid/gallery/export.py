@@ -10,13 +10,14 @@ from __future__ import annotations
 
 import json
 import zipfile
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Any, BinaryIO
+from typing import Any, BinaryIO, Protocol
 
 import numpy as np
 
 from reid.errors import ConfigError
-from reid.gallery.catalogue import Catalogue, item_from_row
+from reid.gallery.catalogue import item_from_row
 from reid.gallery.records import GalleryInfo
 from reid.gallery.search import Originals
 from reid.gallery.shards import CHUNK
@@ -34,6 +35,19 @@ NPZ_COLUMNS: tuple[tuple[str, str, Any], ...] = (
 )
 
 
+class ItemSource(Protocol):
+    """Where the items are read from: a gallery's catalogue, in any backend that speaks SQL."""
+
+    def item_rows(self) -> Iterator[list[tuple[Any, ...]]]:
+        """Rows of ``id, identity, source, camera, frame, time, box_x, box_y, box_w, box_h,
+        enrolled, image_hash``, ascending by id, a chunk at a time."""
+        ...
+
+    def select(self, sql: str) -> list[tuple[Any, ...]]:
+        """SQL expressions over every item, ascending by id."""
+        ...
+
+
 def export_suffix(path: Path) -> str:
     """``path``'s export format (".npz" or ".jsonl"); ConfigError for any other suffix."""
     suffix = Path(path).suffix.lower()
@@ -42,14 +56,14 @@ def export_suffix(path: Path) -> str:
     return suffix
 
 
-def write_jsonl(handle: BinaryIO, catalogue: Catalogue) -> None:
+def write_jsonl(handle: BinaryIO, catalogue: ItemSource) -> None:
     """One JSON object per item (:meth:`GalleryItem.to_dict`), ascending by id."""
     for rows in catalogue.item_rows():
         handle.write("".join(json.dumps(item_from_row(row).to_dict()) + "\n" for row in rows).encode())
 
 
 def write_npz(
-    handle: BinaryIO, catalogue: Catalogue, ids: np.ndarray, dim: int, originals: Originals, info: GalleryInfo
+    handle: BinaryIO, catalogue: ItemSource, ids: np.ndarray, dim: int, originals: Originals, info: GalleryInfo
 ) -> None:
     """The items as arrays: ``ids`` (N,) int64, ``embeddings`` (N, ``dim``) float32, the
     :data:`NPZ_COLUMNS` (missing values as '' or -1), ``box`` (N, 4) int64 (-1: none) and

@@ -40,7 +40,9 @@ class EmbeddingModel:
 
 @dataclass
 class ItemMeta:
-    """Where an enrolled embedding came from.  ``box`` is (x, y, w, h) in the source image."""
+    """Where an enrolled embedding came from.  ``box`` is (x, y, w, h) in the source image.
+    ``enrolled``: when it was first enrolled (ISO 8601), kept when a gallery is imported
+    (None: now)."""
 
     identity: str
     source: str = ""
@@ -49,6 +51,7 @@ class ItemMeta:
     time: float | None = None
     box: Box | None = None
     image_hash: str | None = None
+    enrolled: str | None = None
 
 
 @dataclass(frozen=True)
