@@ -190,12 +190,14 @@ def train_command(
         print_table("evaluation (Market-1501 protocol)", ["model", *METRIC_COLUMNS, "valid queries"], [metric_row(str(result.model_dir), last["eval"])])
         console.print(computed_on_line(last["eval"].get("computed_on") or {}), highlight=False)
     if result.card.threshold is not None:
+        model = printable(result.model_dir)
         console.print(
-            f"threshold {result.card.threshold:.4f} on the card ({printable(result.card.threshold_source)}); "
-            f"next: reid enroll ... -m {printable(result.model_dir)}, then reid query",
+            f"threshold {result.card.threshold:.4f} on the card ({printable(result.card.threshold_source)})",
             highlight=False,
             soft_wrap=True,
         )
+        console.print(f"next: reid enroll IMAGES -m {model} -g GALLERY", highlight=False, soft_wrap=True)
+        console.print(f"then: reid query SOURCE -m {model} -g GALLERY", highlight=False, soft_wrap=True)
     else:
         err_console.print(f"note: {printable(result.threshold_note)}", highlight=False, soft_wrap=True)
     if json_file:
