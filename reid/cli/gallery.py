@@ -408,7 +408,7 @@ def info(
         print_table(
             f"check: {summary['check']['files']} files verified, database {summary['check']['database']}, "
             f"{summary['check']['items']} items of {summary['check']['identities']} identities match the index"
-            + ("" if summary["check"]["checksums"] else " (older format: no row checksums until its next write)"),
+            + CHECKSUM_NOTES[summary["check"]["checksums"]],
             ["index", "queries", "Recall@1", f"Recall@{recall['k']}", "index q/s", "exact q/s"],
             [
                 [
@@ -429,6 +429,15 @@ def info(
                 highlight=False,
                 soft_wrap=True,
             )
+
+
+# What a check's table says of row checksums: verified, not yet written (an older format),
+# or kept by no such backend (reid.gallery.records.CheckReport).
+CHECKSUM_NOTES = {
+    True: "",
+    False: " (older format: no row checksums until its next write)",
+    None: " (this backend keeps no row checksums)",
+}
 
 
 # The index parameters that apply to each kind of index (reid.gallery.index.IndexSpec).

@@ -645,7 +645,7 @@ class MilvusGallery(GalleryBackend):
             database=self.catalogue_at,
             items=len(view),
             identities=self.identity_count,
-            checksums=False,
+            checksums=None,
             recall=self.recall(queries, k, seed),
             scanned=scanned,
             same_image_other_identity=other,

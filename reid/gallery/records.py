@@ -183,14 +183,15 @@ class RecallReport:
 class CheckReport:
     """A passed gallery check: ``files`` verified by size and SHA-256, ``items`` rows and
     ``identities`` checked against the index, and the index's recall.  ``checksums``: the
-    rows and fixed facts were verified against their checksums (galleries of an older
-    format get them with their first write)."""
+    rows and fixed facts were verified against their checksums (True), not yet (False:
+    galleries of an older format get them with their first write), or the backend keeps
+    none (None)."""
 
     database: str
     items: int
     identities: int = 0
     files: int = 0
-    checksums: bool = False
+    checksums: bool | None = False
     recall: RecallReport | None = None
     # The duplicate scan (reid.gallery.check.scan_duplicates): items scanned, items that are
     # the same image as an item of another identity, near duplicates within an identity.

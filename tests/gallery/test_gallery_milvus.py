@@ -248,4 +248,6 @@ def test_the_cli_enrols_queries_and_checks_a_milvus_gallery(tmp_path: Path) -> N
     info = json.loads(invoke("gallery", "info", where, "--check", "--json"))
     assert info["items"] == 4 and info["index_built"] == "FLAT"
     assert info["check"]["items"] == 4 and info["check"]["leftovers"] == 0 and info["check"]["recall"]["recall_at_1"] == 1.0
-    assert "4 items of 2 identities" in " ".join(invoke("gallery", "info", where, "--check").split())
+    table = " ".join(invoke("gallery", "info", where, "--check").split())
+    assert "4 items of 2 identities" in table and "(this backend keeps no row checksums)" in table
+    assert info["check"]["checksums"] is None and "older format" not in table
