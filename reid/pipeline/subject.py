@@ -22,17 +22,15 @@ from pathlib import Path
 import numpy as np
 
 from reid.detect import (
-    DEFAULT_DETECTORS,
     DEFAULT_MARGIN,
-    FALLBACK_DETECTORS,
     Detector,
     build_detector,
     check_detector,
     confident_detections,
     crop_detection,
-    detector_names,
 )
 from reid.detect.base import Box, Detection, largest_detection
+from reid.detect.names import DETECTOR_DEFAULT_TEXT as DETECTOR_DEFAULT_TEXT, DETECTOR_NAMES_HELP as DETECTOR_NAMES_HELP
 from reid.errors import ConfigError, ConfigValueError, DataError
 from reid.models.encoder import Encoder
 # The --detect choices and the help of --detect and --no-face live with their config fields;
@@ -45,14 +43,6 @@ from reid.pipeline.frames import ChooseCrop
 # also say what happens to a photo a face encoder refuses.
 NONE_FOUND = NO_FACE_CHOICES
 PICKS = ("largest", "all")
-# --detector: the names it takes, and what runs when it is not given (each kind's default).
-DETECTOR_NAMES_HELP = (
-    f"Detector: {', '.join(detector_names('person'))} (people), {', '.join(detector_names('face'))} (faces)."
-)
-DETECTOR_DEFAULT_TEXT = (
-    f"for people the first present of {', '.join(DEFAULT_DETECTORS['person'])}, else {FALLBACK_DETECTORS['person']}; "
-    f"{DEFAULT_DETECTORS['face'][0]} for faces"
-)
 # The face detector that gives the five landmarks aligned chips are cut by.
 ALIGNING_FACE_DETECTOR = "yunet"
 
