@@ -12,10 +12,10 @@ from typing import TYPE_CHECKING
 from reid.lazy import lazy_names
 
 if TYPE_CHECKING:
+    from reid.pipeline.configs import EmbedEvery, EnrolConfig, QueryConfig, StreamConfig, TopK, check_detect
     from reid.detect.base import largest_detection
     from reid.pipeline.enrol import (
         DUPLICATE,
-        EnrolConfig,
         EnrolEntry,
         EnrolPlan,
         EnrolReport,
@@ -31,7 +31,6 @@ if TYPE_CHECKING:
         NONE_FOUND,
         SubjectRule,
         Subjects,
-        check_detect,
         photo_rule,
     )
     from reid.pipeline.embed import (
@@ -73,11 +72,9 @@ if TYPE_CHECKING:
     from reid.pipeline.query import (
         DetectionResult,
         FrameResult,
-        QueryConfig,
         QueryRun,
         QueryStats,
         TrackSummary,
-        TopK,
         choose_detector,
     )
     from reid.pipeline.sources import Every, Frame, MaxFrames, MediaSource, open_source
@@ -86,9 +83,7 @@ if TYPE_CHECKING:
     from reid.pipeline.stream import (
         BatchSize,
         DetectionStream,
-        EmbedEvery,
         Sighting,
-        StreamConfig,
         TrackedFrame,
         choose_to_embed,
         link_frame,
