@@ -82,10 +82,13 @@ def handle_errors(func: F) -> F:
     @functools.wraps(func)
     def wrapper(*args: Any, **kwargs: Any) -> Any:
         # Commands name every file they skip: OpenCV's own warnings are silenced as one starts
-        # (here, not at the program's start, so that help loads no OpenCV).
-        from reid.data.io import quiet_opencv
+        # (here, not at the program's start, so that help loads no OpenCV); a group's callback
+        # that passes on to a sub-command leaves that to it (its help loads none either).
+        context = next((a for a in [*args, *kwargs.values()] if isinstance(a, typer.Context)), None)
+        if context is None or context.invoked_subcommand is None:
+            from reid.data.io import quiet_opencv
 
-        quiet_opencv()
+            quiet_opencv()
         try:
             # Every number given is checked against its range before anything is read or written.
             given(**kwargs)
@@ -481,7 +484,7 @@ def write_json(path: Path, payload: Any) -> None:
 
 def detector_help() -> str:
     """The help of ``--detector``: the names it takes, and what runs when it is not given."""
-    from reid.pipeline.subject import DETECTOR_DEFAULT_TEXT, DETECTOR_NAMES_HELP
+    from reid.detect.names import DETECTOR_DEFAULT_TEXT, DETECTOR_NAMES_HELP
 
     return f"{DETECTOR_NAMES_HELP[:-1]}; default {DETECTOR_DEFAULT_TEXT}."
 

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import difflib
 import functools
-import re
 from dataclasses import asdict, dataclass, fields, replace
 from pathlib import Path
 from typing import Annotated, Any, Literal
@@ -27,7 +26,7 @@ from reid.models.folder import parse_device
 from reid.models.network import POOLINGS
 from reid.options import flag_of, option, value_error
 from reid.paths import read_text_bounded, write_bytes_atomic
-from reid.text import MAX_NUMBER_TEXT
+from reid.serial import MAX_CONFIG_BYTES, check_yaml_shape
 
 CONFIG_FILE = "config.yaml"
 OPTIMIZERS = ("adam", "adamw", "sgd")
@@ -305,47 +304,6 @@ class _UniqueKeyLoader(yaml.SafeLoader):
                 raise yaml.constructor.ConstructorError(None, None, f"key {key!r} appears twice (lines {seen[key]} and {line})")
             seen[key] = line
         return super().construct_mapping(node, deep=deep)
-
-
-# Bounds of a recipe file, checked before its values are built: a recipe is a few dozen
-# keys; aliases are refused outright (nothing needs them, and a few of them nested expand
-# a kilobyte into gigabytes).
-MAX_CONFIG_BYTES = 1 << 20
-MAX_CONFIG_NESTING = 8
-MAX_CONFIG_NODES = 10_000
-
-
-# A plain YAML scalar that YAML 1.1 resolves as a number: signs, digits, '_', ':', '.',
-# exponents, hexadecimal and binary forms.
-LONG_NUMBER = re.compile(r"[-+]?(0x[0-9a-fA-F_]+|0b[01_]+|[0-9_.:]+([eE][-+]?[0-9_]+)?)")
-
-
-def check_yaml_shape(text: str, path: Path | str, what: str = "recipe") -> None:
-    """Refuse, from YAML's event stream (nothing built yet), an alias, nesting deeper than
-    :data:`MAX_CONFIG_NESTING` and more than :data:`MAX_CONFIG_NODES` values, with a
-    ConfigError naming ``path`` and saying what a ``what`` (a recipe, serve settings) may have."""
-    depth = nodes = 0
-    for event in yaml.parse(text, Loader=yaml.SafeLoader):
-        line = event.start_mark.line + 1 if event.start_mark is not None else 0
-        if isinstance(event, yaml.AliasEvent):
-            raise ConfigError(f"{path}: line {line}: YAML aliases (*{event.anchor}) are not taken in a {what}; write the value out")
-        if isinstance(event, (yaml.MappingStartEvent, yaml.SequenceStartEvent)):
-            depth += 1
-            if depth > MAX_CONFIG_NESTING:
-                raise ConfigError(f"{path}: line {line}: nested deeper than the {MAX_CONFIG_NESTING} levels a {what} may have")
-        elif isinstance(event, (yaml.MappingEndEvent, yaml.SequenceEndEvent)):
-            depth -= 1
-        if isinstance(event, yaml.NodeEvent):
-            nodes += 1
-            if nodes > MAX_CONFIG_NODES:
-                raise ConfigError(f"{path}: more than the {MAX_CONFIG_NODES:,} values a {what} may have")
-        # YAML builds a plain scalar of digits as an int: thousands of them are a
-        # ValueError (Python's limit on converting digits), not a value a setting takes.
-        if (
-            isinstance(event, yaml.ScalarEvent) and event.style is None and len(event.value) > MAX_NUMBER_TEXT
-            and LONG_NUMBER.fullmatch(event.value)
-        ):  # fmt: skip
-            raise ConfigError(f"{path}: line {line}: a number longer than {MAX_NUMBER_TEXT} characters")
 
 
 def read_config_file(path: Path) -> dict[str, Any]:

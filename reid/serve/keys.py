@@ -31,7 +31,6 @@ from pathlib import Path
 from typing import TypeVar
 
 from reid.errors import ConfigError
-from reid.gallery.catalogue import now
 from reid.paths import parse_json_bounded, read_text_bounded, write_bytes_atomic
 from reid.names import check_gallery_name
 
@@ -129,6 +128,8 @@ class KeyStore:
             while key_id in keys:
                 key_id = secrets.token_hex(6)
             token = f"rk_{key_id}_{secrets.token_urlsafe(32)}"
+            from reid.gallery.catalogue import now
+
             key = ApiKey(key_id, gallery, tuple(s for s in SCOPES if s in scopes), now(), digest(token), uid)
             keys[key_id] = key
         return key, token
