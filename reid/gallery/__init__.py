@@ -25,7 +25,7 @@ from reid.lazy import lazy_names
 
 if TYPE_CHECKING:
     from reid.decision import similarity_to_distance
-    from reid.gallery.index import INDEX_KINDS, IndexSpec
+    from reid.gallery.spec import INDEX_KINDS, IndexSpec
     from reid.gallery.records import (
         AddResult,
         CheckReport,

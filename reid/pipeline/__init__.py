@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING
 from reid.lazy import lazy_names
 
 if TYPE_CHECKING:
-    from reid.pipeline.configs import EmbedEvery, EnrolConfig, QueryConfig, StreamConfig, TopK, check_detect
+    from reid.pipeline.configs import EmbedEvery, Every, MaxFrames, EnrolConfig, QueryConfig, StreamConfig, TopK, check_detect
     from reid.detect.base import largest_detection
     from reid.pipeline.enrol import (
         DUPLICATE,
@@ -77,7 +77,7 @@ if TYPE_CHECKING:
         TrackSummary,
         choose_detector,
     )
-    from reid.pipeline.sources import Every, Frame, MaxFrames, MediaSource, open_source
+    from reid.pipeline.sources import Frame, MediaSource, open_source
     from reid.pipeline.scene import calibrate_on_scene, parse_frames, scene_tracks
     from reid.pipeline.stages import STAGES, intra_op_threads, stage_timer
     from reid.pipeline.stream import (

@@ -20,6 +20,12 @@ from reid.options import check_fields, option
 from reid.photos import DETECT_CHOICES, DETECT_HELP, NO_FACE_CHOICES, NO_FACE_HELP, BatchSize
 from reid.track.config import TrackerConfig
 
+# Keep one frame in N, and stop after N kept frames: the ranges of every config that sets them;
+# a source keeps every frame unless told otherwise.
+Every = Annotated[int, Field(ge=1, le=1_000_000)]
+MaxFrames = Annotated[int, Field(ge=1, le=10**12)]
+EVERY_FRAME = 1
+
 # PyTorch intra-op threads while embedding (reid.pipeline.stages says why one).
 EMBED_THREADS = 1
 
