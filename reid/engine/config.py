@@ -20,10 +20,9 @@ import yaml
 from pydantic import AfterValidator, Field, TypeAdapter, ValidationError
 
 from reid.errors import ConfigError, ConfigValueError, ModelError
-from reid.losses.registry import LOSS_NAMES, convert_options, loss_options, needs_positives
-from reid.models.backbones import BACKBONES, known_architectures
-from reid.models.folder import parse_device
-from reid.models.network import POOLINGS
+from reid.losses.names import LOSS_NAMES, TRIPLET_MARGIN, TRIPLET_MINING
+from reid.models.card import POOLINGS
+from reid.models.names import BACKBONES, known_architectures
 from reid.options import flag_of, option, value_error
 from reid.paths import read_text_bounded, write_bytes_atomic
 from reid.serial import MAX_CONFIG_BYTES, check_yaml_shape
@@ -39,15 +38,14 @@ KINDS = ("person", "face")
 NO_FACE_CHOICES = ("skip", "whole", "error")
 
 # The metric loss of the strong baseline and the options a recipe spells out for it; their
-# values are the loss's own defaults (batch-hard mining, margin 0.3).
+# values are the loss's own defaults (batch-hard mining, margin 0.3), named where help reads
+# them without PyTorch.
 DEFAULT_METRIC_LOSS = "triplet"
-SHOWN_METRIC_OPTIONS = ("mining", "margin")
 
 
 def default_metric_options() -> dict[str, Any]:
-    """The options of :data:`SHOWN_METRIC_OPTIONS` with the default loss's own defaults."""
-    defaults = loss_options(DEFAULT_METRIC_LOSS)
-    return {key: defaults[key] for key in SHOWN_METRIC_OPTIONS}
+    """The options a recipe spells out for :data:`DEFAULT_METRIC_LOSS`, at its own defaults."""
+    return {"mining": TRIPLET_MINING, "margin": TRIPLET_MARGIN}
 
 # Warm-up starts from a tenth of the learning rate and rises linearly to all of it: a
 # freshly initialised BNNeck and classifier would otherwise take full-size steps on a
@@ -213,12 +211,17 @@ class TrainConfig:
     def needs_positives(self) -> bool:
         """Whether the metric loss in use learns only from two images of an identity in a
         batch (a pair or triplet loss)."""
+        from reid.losses.registry import needs_positives
+
         return self.uses_metric_loss and self.metric_loss in LOSS_NAMES and needs_positives(self.metric_loss)
 
     def validate(self) -> None:
         """Check every value, by the field types (pydantic) and the loss's own option types,
         and that something is trained; raise :class:`ConfigValueError` naming the first key
         whose value is wrong."""
+        from reid.losses.registry import convert_options
+        from reid.models.folder import parse_device
+
         _validated(type(self), {f.name: getattr(self, f.name) for f in fields(self)})
         if self.device is not None:
             # The name only: whether this machine has that device is checked where training starts.
@@ -388,6 +391,8 @@ def resolve_config(base: TrainConfig, config_file: Path | None = None, overrides
             raise ConfigError(f"{config_file}: {exc.key}: {exc.problem}") from None
         raise  # named by its key; the command line names it by its option
     if config.uses_metric_loss:
+        from reid.losses.registry import convert_options
+
         config = replace(config, metric_options=convert_options(config.metric_loss, **config.metric_options))
     return config
 
@@ -421,6 +426,8 @@ def check_resume_config(config: TrainConfig, folder: Path) -> None:
         raise ModelError(f"cannot check the run to resume: {exc}") from None
     current, before = config.to_recipe(), saved.to_recipe()
     if config.uses_metric_loss:
+        from reid.losses.registry import convert_options
+
         current["metric_options"] = convert_options(config.metric_loss, **config.metric_options)
     for key in RESUME_FIXED_KEYS:
         if current[key] != before[key]:

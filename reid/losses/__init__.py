@@ -24,7 +24,8 @@ if TYPE_CHECKING:
     from reid.losses.cross_entropy import CrossEntropyLoss
     from reid.losses.distances import pairwise_distance
     from reid.losses.lifted import LiftedStructuredLoss
-    from reid.losses.registry import LOSS_NAMES, build_loss, loss_options
+    from reid.losses.names import LOSS_NAMES
+    from reid.losses.registry import build_loss, loss_options
     from reid.losses.softtriple import SoftTripleLoss
     from reid.losses.triplet import TripletLoss
 
