@@ -13,6 +13,7 @@ import ast
 import importlib
 import importlib.util
 import sys
+import types
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -44,23 +45,41 @@ def stated_names(package: str, source: str) -> dict[str, tuple[str, str | None]]
     return names
 
 
+class LazyPackage(types.ModuleType):
+    """A package whose stated names win over its submodules of the same name: importing
+    ``reid.pipeline.enrol`` (the module) leaves ``reid.pipeline.enrol`` the function the
+    package states, as the eager ``from reid.pipeline.enrol import enrol`` did."""
+
+    _stated: dict[str, tuple[str, str | None]]
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        stated = self.__dict__.get("_stated", {})
+        if isinstance(value, types.ModuleType) and stated.get(name, ("", None))[1] is not None:
+            return
+        super().__setattr__(name, value)
+
+
 def lazy_names(package: str, init_file: str) -> tuple[Callable[[str], Any], Callable[[], list[str]]]:
     """The module ``__getattr__`` and ``__dir__`` of package ``package`` (its ``__name__``),
     whose ``__init__`` is ``init_file`` (its ``__file__``): a name of its ``TYPE_CHECKING``
-    imports (:func:`stated_names`) is imported when first asked for, as is a submodule."""
+    imports (:func:`stated_names`) is imported when first asked for, as is a submodule.
+    The package becomes a :class:`LazyPackage`."""
     names = stated_names(package, Path(init_file).read_text(encoding="utf-8"))
+    module = sys.modules[package]
+    module._stated = names
+    module.__class__ = LazyPackage
 
     def __getattr__(name: str) -> Any:
         if name in names:
-            module, attribute = names[name]
-            found = importlib.import_module(module)
+            source, attribute = names[name]
+            found = importlib.import_module(source)
             value = found if attribute is None else getattr(found, attribute)
         elif importlib.util.find_spec(f"{package}.{name}") is not None:
             value = importlib.import_module(f"{package}.{name}")
         else:
             raise AttributeError(f"module {package!r} has no attribute {name!r}")
         # Kept, so that the next look-up is an attribute's.
-        setattr(sys.modules[package], name, value)
+        vars(module)[name] = value
         return value
 
     def __dir__() -> list[str]:

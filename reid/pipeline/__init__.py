@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING
 from reid.lazy import lazy_names
 
 if TYPE_CHECKING:
+    from reid.photos import DETECT_CHOICES, BatchSize
     from reid.pipeline.configs import EmbedEvery, Every, MaxFrames, EnrolConfig, QueryConfig, StreamConfig, TopK, check_detect
     from reid.detect.base import largest_detection
     from reid.pipeline.enrol import (
@@ -25,7 +26,6 @@ if TYPE_CHECKING:
         plan_enrolment,
     )
     from reid.pipeline.subject import (
-        DETECT_CHOICES,
         DETECT_HELP,
         NO_FACE_HELP,
         NONE_FOUND,
@@ -81,7 +81,6 @@ if TYPE_CHECKING:
     from reid.pipeline.scene import calibrate_on_scene, parse_frames, scene_tracks
     from reid.pipeline.stages import STAGES, intra_op_threads, stage_timer
     from reid.pipeline.stream import (
-        BatchSize,
         DetectionStream,
         Sighting,
         TrackedFrame,
