@@ -31,6 +31,7 @@ from reid.cli.common import (
 from reid.cli.defaults import config_overrides, given, with_config_options, with_default
 from reid.errors import ConfigError, DataError
 from reid.decision import check_far
+from reid.detect.configs import NAMED_CONFIGS
 from reid.detect.names import DEFAULT_DETECTORS
 from reid.gallery.calibration import (
     DEFAULT_FAR,
@@ -132,8 +133,9 @@ def optional_spec_from_flags(index: str | None, **flags: int | None) -> IndexSpe
 # confident_score (reid.pipeline.stream.tracker_for); None, for HOG and Haar, every detection.
 TRACK_HIGH_SCORE_HELP = (
     "Detector score from which a detection may start a track; weaker ones only continue tracks (default: the "
-    "detector's confident score, its min_score, for those that also give weaker boxes (docs/detectors.md); "
-    "with any other every detection may)."
+    "detector's confident score for those that also give weaker boxes: "
+    + ", ".join(f"{name} {config.min_score:g}" for name, config in NAMED_CONFIGS.items() if hasattr(config, "weak_score"))
+    + "; with any other every detection may)."
 )
 
 

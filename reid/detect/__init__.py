@@ -20,6 +20,20 @@ from typing import TYPE_CHECKING
 from reid.lazy import lazy_names
 
 if TYPE_CHECKING:
+    from reid.detect.configs import (
+        AdasPedestrianConfig,
+        ByteTrackConfig,
+        FaceDetectorConfig,
+        OmzDetectorConfig,
+        PedestrianConfig,
+        PersonDetectorConfig,
+        RetailPersonConfig,
+        SSDLiteConfig,
+        YoloConfig,
+        YoloxConfig,
+        YuNetConfig,
+    )
+    from reid.detect.names import DEFAULT_DETECTORS, DETECTOR_KINDS, FALLBACK_DETECTORS, STAND_INS
     from reid.detect.align import FACE_TEMPLATE_112, align_face, crop_detection, similarity_transform
     from reid.detect.base import (
         Box,
@@ -33,11 +47,7 @@ if TYPE_CHECKING:
         non_max_suppression,
     )
     from reid.detect.build import (
-        DEFAULT_DETECTORS,
-        DETECTOR_KINDS,
         DETECTORS,
-        FALLBACK_DETECTORS,
-        STAND_INS,
         build_detector,
         check_detector,
         default_detector,
@@ -45,18 +55,12 @@ if TYPE_CHECKING:
         detector_names,
         fallback_note,
     )
-    from reid.detect.opencv import (
-        FaceDetector,
-        FaceDetectorConfig,
-        PersonDetector,
-        PersonDetectorConfig,
-        cascade_path,
-    )
-    from reid.detect.omz import AdasPedestrianConfig, OmzDetector, OmzDetectorConfig, RetailPersonConfig
-    from reid.detect.pedestrian import PedestrianConfig, PedestrianDetector
-    from reid.detect.ssdlite import SSDLiteConfig, SSDLiteDetector
-    from reid.detect.yolo import ByteTrackConfig, YoloConfig, YoloDetector, YoloxConfig
-    from reid.detect.yunet import YuNetConfig, YuNetDetector
+    from reid.detect.opencv import FaceDetector, PersonDetector, cascade_path
+    from reid.detect.omz import OmzDetector
+    from reid.detect.pedestrian import PedestrianDetector
+    from reid.detect.ssdlite import SSDLiteDetector
+    from reid.detect.yolo import YoloDetector
+    from reid.detect.yunet import YuNetDetector
 
 __getattr__, __dir__ = lazy_names(__name__, __file__)
 

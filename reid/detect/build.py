@@ -7,6 +7,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from reid.detect.base import Detector
+from reid.detect.configs import NAMED_CONFIGS
 # The names and defaults, stated where help reads them without loading a detector.
 from reid.detect.names import (
     DEFAULT_DETECTORS,
@@ -136,6 +137,8 @@ DETECTORS = {
 DETECTOR_CONFIGS = tuple(entry.config for entry in DETECTORS.values())
 if {kind: tuple(n.name for n in DETECTORS.values() if n.kind == kind) for kind in DETECTOR_KINDS} != DETECTOR_NAMES:
     raise AssertionError("reid.detect.names.DETECTOR_NAMES must list the names of DETECTORS by kind, in its order")
+if {name: entry.config for name, entry in DETECTORS.items()} != NAMED_CONFIGS:
+    raise AssertionError("reid.detect.configs.NAMED_CONFIGS must pair each name of DETECTORS with its config")
 
 
 def detector_names(kind: str | None = None) -> list[str]:
