@@ -63,7 +63,7 @@ QUERY_PANELS: dict[str, tuple[str, ...]] = {
     DETECTION: ("detect", "detector", "detect_scale", "min_height", "no_face"),
     NAMING: ("top_k", "threshold", "far", "score", "batch_size", "embed_every", "one_per_frame"),
     TRACKING: ("track", "high_score", "start_score", "lost_seconds"),
-    OUTPUT: (),
+    OUTPUT: ("trail",),
 }
 
 # The index of a new gallery (reid enroll) or of a reindexed one (reid gallery reindex).
@@ -302,7 +302,8 @@ def query(
         interrupted = False
         gap = run.tracker.max_lost if run.tracker is not None else 0
         with QueryOutputs(
-            jsonl, save_video, save_crops, fps, tracks, mot, config.tracker.min_boxes, gap, frame_step=media.every
+            jsonl, save_video, save_crops, fps, tracks, mot, config.tracker.min_boxes, gap, frame_step=media.every,
+            trail=config.trail,
         ) as outputs:
             recent: deque[FrameResult] = deque(maxlen=8)
             with live_display(

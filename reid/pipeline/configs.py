@@ -117,6 +117,8 @@ class QueryConfig:
     one place at a time, so two tracks seen together are not one person), and never give
     a track an identity it lost so in an earlier frame (:func:`reid.decision.taken_from`); False, or
     untracked, names each detection alone (:func:`reid.decision.nearest_identity`).
+    ``trail``: in the annotated video, each track's last this many centres drawn as a line
+    (:class:`reid.pipeline.outputs.QueryOutputs`; 0: none).
     """
 
     # The fields that carry options (reid.options) are reid query's, with the tracker's.
@@ -155,6 +157,9 @@ class QueryConfig:
         "taking it (a person is in one place at a time), and never give a track a name it lost so; "
         "--no-one-per-frame names each detection alone.",
         default_text="on",
+    )
+    trail: Annotated[int, Field(ge=0, le=1000)] = option(
+        0, help="With --save-video: draw each track's last N centres as a line behind its box (0: none)."
     )
 
     def __post_init__(self) -> None:
