@@ -36,6 +36,7 @@ from typer._click.formatting import HelpFormatter as ClickHelpFormatter
 
 from reid.cli.defaults import given
 from reid.errors import ConfigValueError, ReidError
+from reid.evaluation.names import RANKING_METRICS
 from reid.paths import write_bytes_atomic
 from reid.text import printable
 
@@ -404,9 +405,9 @@ def make_progress(*extra: Any) -> Progress | PlainProgress:
     )
 
 
-# The ranking figures: each result key (reid.evaluation) with the name the field uses, in
+# The ranking figures: each result key with the name the field uses (reid.evaluation.names), in
 # every table and summary line the command line prints, each as a percent (:func:`percent`).
-RANKING = (("rank1", "Rank-1"), ("rank5", "Rank-5"), ("rank10", "Rank-10"), ("mAP", "mAP"), ("mINP", "mINP"))
+RANKING = tuple(RANKING_METRICS.items())
 
 
 def percent(value: Any, decimals: int = 2) -> str:

@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING
 from reid.lazy import lazy_names
 
 if TYPE_CHECKING:
+    from reid.evaluation.names import RANKING_METRICS
     from reid.decision import pair_distance
     from reid.evaluation.pairs import Pair, PairSet, read_pairs
     from reid.evaluation.ranking import (
@@ -34,6 +35,7 @@ if TYPE_CHECKING:
 __getattr__, __dir__ = lazy_names(__name__, __file__)
 
 __all__ = [
+    "RANKING_METRICS",
     "AP_DEFINITION",
     "Pair",
     "PairSet",
