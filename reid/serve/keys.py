@@ -122,14 +122,15 @@ class KeyStore:
         scopes = tuple(dict.fromkeys(scopes))
         if not scopes or any(s not in SCOPES for s in scopes):
             raise ConfigError(f"scopes {list(scopes)}: choose one or more of {', '.join(SCOPES)}")
+        # The catalogue's clock, imported here: the key commands' help loads no gallery engine.
+        from reid.gallery.catalogue import now
+
         with self._locked() as keys:
             uid = uid_of(gallery)
             key_id = secrets.token_hex(6)
             while key_id in keys:
                 key_id = secrets.token_hex(6)
             token = f"rk_{key_id}_{secrets.token_urlsafe(32)}"
-            from reid.gallery.catalogue import now
-
             key = ApiKey(key_id, gallery, tuple(s for s in SCOPES if s in scopes), now(), digest(token), uid)
             keys[key_id] = key
         return key, token
