@@ -9,13 +9,13 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from reid.errors import ConfigValueError
 from reid.lazy import lazy_names
 
 if TYPE_CHECKING:
     from reid.data.io import quiet_opencv, read_image
     from reid.data.records import ImageRecord, ReidDataset, relabel
     from reid.data.synthetic import SyntheticConfig, generate_synthetic
-    from reid.errors import ConfigValueError
 
 __getattr__, __dir__ = lazy_names(__name__, __file__)
 
