@@ -33,7 +33,7 @@ class Entry:
 
 COMMANDS: dict[str, Entry] = {
     "train": Entry("reid.cli.train", "Train an encoder with cross-entropy + a metric loss on P x K batches."),
-    "demo": Entry("reid.cli.train", "The main job on built-in data: generate, evaluate untrained, train, evaluate trained."),
+    "demo": Entry("reid.cli.demo", "The main job on built-in data: generate, evaluate untrained, train, evaluate trained."),
     "eval": Entry("reid.cli.evaluate", "Rank-1/5/10, mAP and mINP of a model under the Market-1501 protocol."),
     "verify": Entry("reid.cli.verify", "Are two images the same identity? Or, with --pairs, LFW-style verification figures."),
     "calibrate": Entry("reid.cli.verify", "Choose a model's verification threshold on labelled pairs; write it into its card."),

@@ -36,6 +36,7 @@ from typer._click.formatting import HelpFormatter as ClickHelpFormatter
 
 from reid.cli.defaults import given
 from reid.errors import ConfigValueError, ReidError
+from reid.evaluation.names import RANKING_METRICS
 from reid.paths import write_bytes_atomic
 from reid.text import printable
 
@@ -82,10 +83,13 @@ def handle_errors(func: F) -> F:
     @functools.wraps(func)
     def wrapper(*args: Any, **kwargs: Any) -> Any:
         # Commands name every file they skip: OpenCV's own warnings are silenced as one starts
-        # (here, not at the program's start, so that help loads no OpenCV).
-        from reid.data.io import quiet_opencv
+        # (here, not at the program's start, so that help loads no OpenCV); a group's callback
+        # that passes on to a sub-command leaves that to it (its help loads none either).
+        context = next((a for a in [*args, *kwargs.values()] if isinstance(a, typer.Context)), None)
+        if context is None or context.invoked_subcommand is None:
+            from reid.data.io import quiet_opencv
 
-        quiet_opencv()
+            quiet_opencv()
         try:
             # Every number given is checked against its range before anything is read or written.
             given(**kwargs)
@@ -401,9 +405,9 @@ def make_progress(*extra: Any) -> Progress | PlainProgress:
     )
 
 
-# The ranking figures: each result key (reid.evaluation) with the name the field uses, in
+# The ranking figures: each result key with the name the field uses (reid.evaluation.names), in
 # every table and summary line the command line prints, each as a percent (:func:`percent`).
-RANKING = (("rank1", "Rank-1"), ("rank5", "Rank-5"), ("rank10", "Rank-10"), ("mAP", "mAP"), ("mINP", "mINP"))
+RANKING = tuple(RANKING_METRICS.items())
 
 
 def percent(value: Any, decimals: int = 2) -> str:
@@ -481,7 +485,7 @@ def write_json(path: Path, payload: Any) -> None:
 
 def detector_help() -> str:
     """The help of ``--detector``: the names it takes, and what runs when it is not given."""
-    from reid.pipeline.subject import DETECTOR_DEFAULT_TEXT, DETECTOR_NAMES_HELP
+    from reid.detect.names import DETECTOR_DEFAULT_TEXT, DETECTOR_NAMES_HELP
 
     return f"{DETECTOR_NAMES_HELP[:-1]}; default {DETECTOR_DEFAULT_TEXT}."
 

@@ -122,7 +122,7 @@ def ranges() -> dict[str, Range]:
     function's parameter, a field checked by hand), each stated only here. A count outside
     would allocate without bound (ten billion frames, a million folds) or do nothing; a score
     or fraction outside its interval means nothing."""
-    from reid.pipeline.sources import Every, MaxFrames
+    from reid.pipeline.configs import Every, MaxFrames
 
     return {
         # Counts; a source's frames kept and read: the types the apps' configs declare too.

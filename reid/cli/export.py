@@ -7,8 +7,8 @@ from pathlib import Path
 import typer
 
 from reid.cli.common import console, handle_errors, print_table, write_json
-from reid.cli.defaults import default_of, given, with_default
-from reid.models.export import DEFAULT_TOLERANCE, export_model
+from reid.cli.defaults import given, with_default
+from reid.models.names import DEFAULT_TOLERANCE, EXPORT_FORMATS
 from reid.text import printable
 
 
@@ -16,7 +16,7 @@ from reid.text import printable
 def export_command(
     model: str = typer.Option(..., "--model", "-m", help="Model folder, or a model's name under models/."),
     fmt: str | None = typer.Option(
-        None, "--format", "-f", help=with_default("onnx or torchscript.", default_of(export_model, "fmt"))
+        None, "--format", "-f", help=with_default(f"{EXPORT_FORMATS[0]} or {EXPORT_FORMATS[1]}.", EXPORT_FORMATS[0])
     ),
     out: Path | None = typer.Option(
         None, "--out", "-o", help="Output file (default: MODEL/NAME.onnx or MODEL/NAME.torchscript.pt)."
@@ -32,6 +32,8 @@ def export_command(
     json_file: Path | None = typer.Option(None, "--json", help="Also write the result to this JSON file."),
 ) -> None:
     """Export a model's embedding (after BNNeck) with a dynamic batch axis and a card beside it."""
+    from reid.models.export import export_model
+
     result = export_model(model, out=out, normalize=normalize, **given(fmt=fmt, tolerance=tolerance))
     print_table(
         f"{result.card.name} exported to {result.format}",

@@ -7,7 +7,7 @@ import math
 from collections import deque
 from dataclasses import replace
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import typer
 from rich.console import Group
@@ -28,13 +28,13 @@ from reid.cli.common import (
     printable,
     write_json,
 )
-from reid.cli.defaults import config_overrides, default_of, given, with_config_options, with_default
+from reid.cli.defaults import config_overrides, given, with_config_options, with_default
 from reid.errors import ConfigError, DataError
 from reid.decision import check_far
-from reid.detect import DEFAULT_DETECTORS, DETECTORS, fallback_note
-from reid.gallery import INDEX_KINDS, GalleryBackend, IndexSpec, open_gallery
-from reid.gallery.transfer import import_gallery
+from reid.detect.configs import NAMED_CONFIGS
+from reid.detect.names import DEFAULT_DETECTORS
 from reid.gallery.calibration import (
+    DEFAULT_FAR,
     MAX_ITEMS,
     MIN_ADMITTED,
     GalleryCalibration,
@@ -43,23 +43,14 @@ from reid.gallery.calibration import (
     sampled_pairs,
     smallest_far,
 )
-from reid.models import load_encoder
+from reid.gallery.records import RECALL_QUERIES
+from reid.gallery.spec import INDEX_KINDS, IndexSpec
 from reid.paths import check_output_file
-from reid.track import TrackerConfig
-from reid.pipeline import (
-    EnrolConfig,
-    FrameResult,
-    QueryConfig,
-    QueryOutputs,
-    QueryRun,
-    QueryStats,
-    check_outputs,
-    enrol_into,
-    open_source,
-    calibrate_on_scene,
-    parse_frames,
-    plan_enrolment,
-)
+from reid.pipeline.configs import EVERY_FRAME, EnrolConfig, QueryConfig
+from reid.track.config import TrackerConfig
+
+if TYPE_CHECKING:
+    from reid.pipeline import FrameResult, QueryStats
 
 MODEL_HELP = "Model folder (a path such as ./m or a/m), a bare name under models/, or a published Re-ID model by name (`reid models list`)."
 GALLERY_HELP = "Gallery folder (a path such as ./g or a/g), or a bare name under galleries/."
@@ -72,7 +63,7 @@ QUERY_PANELS: dict[str, tuple[str, ...]] = {
     DETECTION: ("detect", "detector", "detect_scale", "min_height", "no_face"),
     NAMING: ("top_k", "threshold", "far", "score", "batch_size", "embed_every", "one_per_frame"),
     TRACKING: ("track", "high_score", "start_score", "lost_seconds"),
-    OUTPUT: (),
+    OUTPUT: ("trail",),
 }
 
 # The index of a new gallery (reid enroll) or of a reindexed one (reid gallery reindex).
@@ -143,7 +134,7 @@ def optional_spec_from_flags(index: str | None, **flags: int | None) -> IndexSpe
 TRACK_HIGH_SCORE_HELP = (
     "Detector score from which a detection may start a track; weaker ones only continue tracks (default: the "
     "detector's confident score for those that also give weaker boxes: "
-    + ", ".join(f"{entry.name} {entry.config.min_score:g}" for entry in DETECTORS.values() if hasattr(entry.config, "weak_score"))
+    + ", ".join(f"{name} {config.min_score:g}" for name, config in NAMED_CONFIGS.items() if hasattr(config, "weak_score"))
     + "; with any other every detection may)."
 )
 
@@ -151,6 +142,8 @@ TRACK_HIGH_SCORE_HELP = (
 def print_fallback_note(detector: str | None, kind: str | None) -> None:
     """When no ``--detector`` was given and ``kind``'s default detector cannot run here, say
     in one line on stderr which one runs instead and how to add the default."""
+    from reid.detect import fallback_note
+
     note = fallback_note(kind) if detector is None and kind in DEFAULT_DETECTORS else None
     if note:
         err_console.print(note, soft_wrap=True)
@@ -183,6 +176,9 @@ def enroll(
 
     Index flags describe a new gallery's index; for an existing gallery they must match it.
     """
+    from reid.models import load_encoder
+    from reid.pipeline import enrol_into, plan_enrolment
+
     spec = optional_spec_from_flags(
         index,
         train_size=train_size,
@@ -244,7 +240,7 @@ def query(
     model: str = typer.Option(..., "--model", "-m", help=MODEL_HELP),
     gallery: str = typer.Option(..., "--gallery", "-g", help=GALLERY_HELP),
     every: int | None = typer.Option(
-        None, "--every", help=with_default("Keep one frame in N.", str(default_of(open_source, "every"))),
+        None, "--every", help=with_default("Keep one frame in N.", str(EVERY_FRAME)),
         rich_help_panel=SOURCE,
     ),
     max_frames: int | None = typer.Option(
@@ -285,6 +281,10 @@ def query(
     **options: Any,
 ) -> None:
     """Find enrolled people in images, a video, a camera or a stream."""
+    from reid.gallery import open_gallery
+    from reid.models import load_encoder
+    from reid.pipeline import QueryOutputs, QueryRun, check_outputs, open_source
+
     check_outputs(jsonl, save_video, save_crops, tracks, mot)
     if json_out:
         check_output_file(json_out, "--json")
@@ -302,7 +302,8 @@ def query(
         interrupted = False
         gap = run.tracker.max_lost if run.tracker is not None else 0
         with QueryOutputs(
-            jsonl, save_video, save_crops, fps, tracks, mot, config.tracker.min_boxes, gap, frame_step=media.every
+            jsonl, save_video, save_crops, fps, tracks, mot, config.tracker.min_boxes, gap, frame_step=media.every,
+            trail=config.trail,
         ) as outputs:
             recent: deque[FrameResult] = deque(maxlen=8)
             with live_display(
@@ -389,10 +390,12 @@ def info(
     queries: int | None = typer.Option(
         None,
         "--queries",
-        help=with_default("Stored items used as queries by --check.", str(default_of(GalleryBackend.check, "queries"))),
+        help=with_default("Stored items used as queries by --check.", str(RECALL_QUERIES)),
     ),
 ) -> None:
     """Items, identities, model, index; with --check, integrity and recall vs flat."""
+    from reid.gallery import open_gallery
+
     with open_gallery(gallery) as store:
         summary = store.info().to_dict()
         if check:
@@ -524,6 +527,8 @@ def list_items(
     as_json: bool = typer.Option(False, "--json", help="Print JSON instead of a table."),
 ) -> None:
     """Identities with their item counts, or one identity's items."""
+    from reid.gallery import open_gallery
+
     with open_gallery(gallery) as store:
         if identity is not None:
             items = store.items(identity)
@@ -561,6 +566,8 @@ def remove(
     identity: str = typer.Option(..., "--id", help="Identity whose items are removed."),
 ) -> None:
     """Remove every item of one identity."""
+    from reid.gallery import open_gallery
+
     with open_gallery(gallery) as store:
         removed = store.remove_identity(identity)
         left, identities = len(store), store.identity_count
@@ -579,6 +586,8 @@ def export(
     out: Path = typer.Argument(..., help=".npz (embeddings and items) or .jsonl (items only)."),
 ) -> None:
     """Export items (and embeddings) for use elsewhere."""
+    from reid.gallery import open_gallery
+
     with open_gallery(gallery) as store:
         count = store.export(out)
     console.print(f"exported {count} items to {printable(out)}", highlight=False, soft_wrap=True)
@@ -598,6 +607,8 @@ def import_items(
 ) -> None:
     """Make a new gallery from an export: every item, embedding and enrol time, the model and
     the calibration, in one atomic write; move a gallery between a folder and a database this way."""
+    from reid.gallery.transfer import import_gallery
+
     spec = optional_spec_from_flags(index, ef_search=ef_search, nprobe=nprobe, nlist=nlist)
     with import_gallery(source, gallery, spec) as store:
         count, identities, location = len(store), store.identity_count, store.location
@@ -623,6 +634,8 @@ def reindex(
     shard_size: int | None = SHARD_SIZE_OPTION,
 ) -> None:
     """Rebuild the index as another kind (flat, hnsw, ivf, ivfpq) or sharding, keeping every item."""
+    from reid.gallery import open_gallery
+
     spec = spec_from_flags(
         index,
         ef_search=ef_search,
@@ -657,7 +670,7 @@ def calibrate(
         help=with_default(
             "Target false-accept rate: the share of pairs of two different enrolled identities the threshold may "
             "accept. A stranger meets every identity: with N identities, about N times this names a stranger.",
-            f"{default_of(GalleryBackend.calibrate, 'far'):g}",
+            f"{DEFAULT_FAR:g}",
         ),
     ),
     max_items: int | None = typer.Option(
@@ -665,7 +678,7 @@ def calibrate(
         "--max-items",
         help=with_default(
             "Items sampled (evenly over identities); every pair of two different identities among them is measured.",
-            str(default_of(GalleryBackend.calibrate, "max_items")),
+            str(MAX_ITEMS),
         ),
     ),
     scene: str | None = typer.Option(
@@ -688,6 +701,10 @@ def calibrate(
     """Store the gallery's own threshold (Euclidean distance between unit embeddings), chosen on the
     distances between its enrolled identities (and, with --scene, between people seen together by the
     camera) for a target false-accept rate; queries then answer at it."""
+    from reid.gallery import open_gallery
+    from reid.models import load_encoder
+    from reid.pipeline import calibrate_on_scene, parse_frames
+
     check_far(far)
     if scene is None and (frames is not None or model is not None or detector is not None):
         raise ConfigError("--frames, --model and --detector describe a --scene video; give --scene VIDEO")
@@ -696,7 +713,7 @@ def calibrate(
     if frames is not None:
         parse_frames(frames)
     with open_gallery(gallery) as store:
-        default_far, asked = default_of(GalleryBackend.calibrate, "far"), far
+        default_far, asked = DEFAULT_FAR, far
         if far is None:
             # Without --far: the default rate, or the smallest the gallery's pairs resolve when
             # they are too few for it (said below).

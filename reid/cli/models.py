@@ -3,26 +3,18 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Optional
+from typing import TYPE_CHECKING, Optional
 
 import typer
 from rich.progress import BarColumn, DownloadColumn, Progress, TextColumn, TransferSpeedColumn
 
 from reid.cli.common import CommandTyper, console, err_console, handle_errors, print_table, write_json
 from reid.errors import ConfigError
-from reid.models.formats import NAMED_FORMATS
-from reid.models.imports import import_model
-from reid.models.registry import (
-    ARTEFACTS,
-    Artefact,
-    PublishedFile,
-    add,
-    artefact_path,
-    cache_state,
-    fetch_files,
-    get_artefact,
-)
+from reid.models.names import NAMED_FORMATS
 from reid.text import printable
+
+if TYPE_CHECKING:
+    from reid.models.registry import Artefact, PublishedFile
 
 models_app = CommandTyper(
     help="Pretrained artefacts: list them, show one, fetch them into the cache, add files you bring, show where they are.",
@@ -74,6 +66,8 @@ class _PlainBar:
 def _size(artefact: Artefact) -> str:
     """The artefact's size in MB: its published files', else its cached file's; ``-`` when
     neither is known."""
+    from reid.models.registry import artefact_path
+
     if artefact.files:
         sizes = [f.size for f in artefact.files]
         return f"{sum(sizes) / 1e6:.1f} MB" if all(sizes) else "-"
@@ -85,6 +79,8 @@ def _size(artefact: Artefact) -> str:
 @handle_errors
 def list_command(json_file: Optional[Path] = typer.Option(None, "--json", help="Also write the registry as JSON.")) -> None:
     """One line per model: name, task, size, cached or not (`reid models show NAME` says the rest)."""
+    from reid.models.registry import ARTEFACTS, artefact_path, cache_state
+
     print_table(
         "pretrained models (details: reid models show NAME)",
         ["name", "task", "size", "cached"],
@@ -104,12 +100,16 @@ def list_command(json_file: Optional[Path] = typer.Option(None, "--json", help="
 @handle_errors
 def show_command(name: str = typer.Argument(..., help="Artefact name, as `reid models list` shows it.")) -> None:
     """One artefact: task, runtime, preprocessing, published figures, and each file with its URL, size and hash."""
+    from reid.models.registry import get_artefact
+
     artefact = get_artefact(name)
     for key, value in _described(artefact):
         console.print(f"{key}: {printable(value)}", highlight=False, soft_wrap=True)
 
 
 def _described(artefact: Artefact) -> list[tuple[str, str]]:
+    from reid.models.registry import artefact_path, cache_state
+
     mean_0_255 = all(m == 0 for m in artefact.mean) and all(abs(s * 255 - 1) < 1e-6 for s in artefact.std)
     pixels = "0-255 as they are" if mean_0_255 else f"/255, then mean {artefact.mean}, std {artefact.std}"
     height, width = artefact.input_size
@@ -139,6 +139,8 @@ def _described(artefact: Artefact) -> list[tuple[str, str]]:
 @handle_errors
 def fetch_command(names: list[str] = typer.Argument(..., help="Artefact names, as `reid models list` shows them.")) -> None:
     """Fetch artefacts into the cache (verified by their published hash, with a progress bar) and print where each file is."""
+    from reid.models.registry import fetch_files
+
     for name in names:
         if err_console.is_terminal:
             columns = (TextColumn("{task.description}"), BarColumn(), DownloadColumn(), TransferSpeedColumn())
@@ -157,6 +159,8 @@ def add_command(
     source: Path = typer.Argument(..., help="The file you bring, or a folder holding the artefact's files (an IR's .xml and .bin)."),
 ) -> None:
     """Put a file you bring into the cache once its size and hash check (a model with no published file: its hash is recorded)."""
+    from reid.models.registry import add
+
     for path in add(name, source):
         console.print(f"{printable(name)}: {printable(path)}", highlight=False, soft_wrap=True)
 
@@ -165,6 +169,8 @@ def add_command(
 @handle_errors
 def path_command(name: str = typer.Argument(..., help="Artefact name.")) -> None:
     """Print where an artefact's file lives (or will live once fetched)."""
+    from reid.models.registry import artefact_path, get_artefact
+
     console.print(printable(artefact_path(get_artefact(name))), highlight=False, soft_wrap=True)
 
 
@@ -184,6 +190,8 @@ def import_command(
     json_file: Optional[Path] = typer.Option(None, "--json", help="Also write the card as JSON."),
 ) -> None:
     """Write a model folder from a checkpoint made elsewhere, for eval, enroll, query, verify, calibrate and export."""
+    from reid.models.imports import import_model
+
     if source is not None and source not in NAMED_FORMATS:
         raise ConfigError(f"--from {source!r}: choose one of {', '.join(NAMED_FORMATS)}")
     card = import_model(file, arch, out, source=source, last_stride=last_stride, overwrite=overwrite, pooling=pooling)

@@ -9,7 +9,6 @@ import typer
 from reid.cli.common import CommandTyper, console, handle_errors, print_table, printable
 from reid.cli.defaults import given, with_default
 from reid.errors import ConfigError
-from reid.gallery.catalogue import gallery_uid
 from reid.serve.config import ServeConfig, load_serve_config
 from reid.serve.keys import SCOPES, KeyStore, new_admin_key
 
@@ -102,6 +101,8 @@ def create_key(
 ) -> None:
     """Create a key for one gallery; the key is printed once and stored only hashed."""
     settings = _settings(config, root, keys_file)
+
+    from reid.gallery.catalogue import gallery_uid
 
     def uid_of(name: str) -> str:
         uid = gallery_uid(settings.root / name)

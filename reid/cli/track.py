@@ -5,22 +5,19 @@ alone or with the appearance of each box cut from the video; with ``--gt``, scor
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import typer
 
 from reid.cli.common import err_console, handle_errors, print_table
 from reid.cli.defaults import config_overrides, given, with_config_options
 from reid.errors import ConfigError, DataError
-from reid.evaluation.mot import MotScore, score_mot_files
-from reid.models import load_encoder
 from reid.paths import check_output_file
-from reid.pipeline.sources import open_source
 from reid.text import printable
-from reid.track import TrackerConfig
-from reid.track.appearance import VideoAppearance
-from reid.track.mot import track_detection_file
-from reid.track.tracker import REFERENCE_FPS
+from reid.track.config import REFERENCE_FPS, TrackerConfig
+
+if TYPE_CHECKING:
+    from reid.evaluation.mot import MotScore
 
 
 # The tracker's options are TrackerConfig's fields that carry them (reid.options).
@@ -76,6 +73,12 @@ def track_command(
 ) -> None:
     """Track the people of a detection file (any detector's, e.g. a benchmark's public detections),
     or score a file of tracks against ground truth (--mot FILE --gt gt.txt)."""
+    from reid.evaluation.mot import score_mot_files
+    from reid.models import load_encoder
+    from reid.pipeline.sources import open_source
+    from reid.track.appearance import VideoAppearance
+    from reid.track.mot import track_detection_file
+
     if mot is not None:
         given_for_tracking = {"--detections": detections, "--out": out, "--video": video, "--model": model}
         tracking = [flag for flag, value in given_for_tracking.items() if value is not None]

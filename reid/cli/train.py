@@ -1,4 +1,4 @@
-"""``reid train`` and ``reid demo``."""
+"""``reid train``, and the progress and tables ``reid demo`` shares with it."""
 
 from __future__ import annotations
 
@@ -6,26 +6,27 @@ import contextlib
 import time
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any, Optional
+from typing import TYPE_CHECKING, Any, Optional
 
 import typer
 from rich.progress import TextColumn
 
 from reid.cli.common import RANKING, PlainProgress, console, duration, err_console, handle_errors, make_progress, percent, print_table, write_json
 from reid.cli.defaults import config_overrides, with_config_options
-from reid.engine import StepInfo, TrainCallbacks, TrainConfig, train
-from reid.engine.config import CONFIG_FILE, resolve_config
-from reid.engine.demo import demo_config, run_demo
-from reid.engine.distributed import is_main_process
-from reid.engine.history import CURVES_FILE, HISTORY_FILE
+from reid.engine.config import CONFIG_FILE, TrainConfig, resolve_config
 from reid.paths import check_output_file
 from reid.text import printable
+
+if TYPE_CHECKING:
+    from reid.engine import StepInfo, TrainCallbacks
 
 
 
 @contextlib.contextmanager
 def training_progress(quiet: bool) -> Iterator[TrainCallbacks]:
     """Callbacks that drive one rich bar over all steps, plus a bar for evaluation."""
+    from reid.engine import TrainCallbacks
+
     progress = make_progress(TextColumn("{task.fields[status]}"))
     state: dict[str, Any] = {}
 
@@ -167,6 +168,10 @@ def train_command(
     `torchrun --nproc_per_node N -m reid train ...` it trains in N processes; --p and --k
     are then per process (see docs/scaling.md).
     """
+    from reid.engine import train
+    from reid.engine.distributed import is_main_process
+    from reid.engine.history import CURVES_FILE, HISTORY_FILE
+
     if json_file:
         check_output_file(json_file, "--json")
     overrides = config_overrides(TrainConfig, options)
@@ -208,46 +213,5 @@ def train_command(
         })
 
 
-# Help is built at every start of the program: the recipe it shows looks for an installed
-# ImageNet start without hashing it (the demo itself checks the file).
-DEMO_HELP_RECIPE = demo_config(verify=False)
-
-
-DEMO_KEYS = ("out", "data", "epochs", "p", "k", "threads")
-
-
-@handle_errors
-@with_config_options(TrainConfig, DEMO_HELP_RECIPE, DEMO_KEYS, panels=TRAIN_PANELS)
-def demo_command(
-    config_file: Optional[Path] = typer.Option(None, "--config", help=CONFIG_HELP, rich_help_panel=RECIPE),
-    print_config: bool = typer.Option(False, "--print-config", help=PRINT_CONFIG_HELP, rich_help_panel=RECIPE),
-    json_file: Optional[Path] = typer.Option(None, "--json", help="Write {untrained, trained, seconds} as JSON."),
-    quiet: bool = typer.Option(False, "--quiet", help="No progress bar."),
-    **options: Any,
-) -> None:
-    """The main job on built-in data: generate, evaluate untrained, train, evaluate trained.
-
-    The demo's recipe is `reid demo --print-config` (configs/demo.yaml); --config and the
-    options given override it.
-    """
-    config = resolve_config(demo_config(), config_file, config_overrides(TrainConfig, options))
-    if print_config:
-        print_recipe(config)
-        return
-    with training_progress(quiet) as callbacks:
-        result = run_demo(config, callbacks)
-    print_table(
-        "reid demo: synthetic person set, Market-1501 protocol (AP = mean precision at each true match)",
-        ["encoder", *METRIC_COLUMNS, "valid queries"],
-        [metric_row("untrained", result.untrained.to_dict()), metric_row("trained", result.trained.to_dict())],
-    )
-    console.print(computed_on_line(result.computed_on), highlight=False)
-    console.print(result.start, soft_wrap=True, highlight=False)
-    console.print(f"trained model in {printable(result.model_dir)}; total {result.seconds:.0f} s")
-    if json_file:
-        write_json(json_file, result.to_dict())
-
-
 def register(app: typer.Typer) -> None:
     app.command("train")(train_command)
-    app.command("demo")(demo_command)

@@ -230,6 +230,7 @@ def calibrate_command(
     """Choose the model's verification threshold (a Euclidean distance between unit embeddings, in
     (0, 2]) on labelled pairs (a pair file, or the pairs of a labelled data set) and write it into its
     card, with its impostor distance quantiles (for --far)."""
+    from reid.data import load_dataset
     from reid.models import load_card
     from reid.pipeline import calibrate_model, calibrate_model_on_data, model_folder, photo_rule
 
@@ -241,6 +242,8 @@ def calibrate_command(
     if data is not None and root is not None:
         raise ConfigError("--root is where a pair file's paths start; --data names its own folder")
     target = None if best_accuracy else (CalibrateConfig.far if far is None else far)
+    # A labelled set is read first: a wrong path is named before a model is looked for or a bar drawn.
+    dataset = None if data is None else load_dataset(data)
     # The threshold is chosen on the crops the model is given: aligned chips when its card asks.
     card = load_card(model_folder(model))
     subject = photo_rule(
@@ -257,7 +260,7 @@ def calibrate_command(
             "on_progress": lambda done, total: progress.update(task, completed=done, total=total),
         }
         if data is not None:
-            calibration = calibrate_model_on_data(model, data, **options)
+            calibration = calibrate_model_on_data(model, data, dataset=dataset, **options)
         else:
             calibration = calibrate_model(model, pairs, root or pairs.parent, **options)
     choice = calibration.choice

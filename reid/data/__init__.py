@@ -7,13 +7,17 @@ import json
 import os
 from dataclasses import asdict
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-from reid.data.folders import read_identity_folders
-from reid.data.io import quiet_opencv, read_image
-from reid.data.market import read_market_style, read_msmt17
-from reid.data.records import ImageRecord, ReidDataset, relabel
-from reid.data.synthetic import SyntheticConfig, generate_synthetic
 from reid.errors import ConfigValueError
+from reid.lazy import lazy_names
+
+if TYPE_CHECKING:
+    from reid.data.io import quiet_opencv, read_image
+    from reid.data.records import ImageRecord, ReidDataset, relabel
+    from reid.data.synthetic import SyntheticConfig, generate_synthetic
+
+__getattr__, __dir__ = lazy_names(__name__, __file__)
 
 KINDS = ("synthetic", "market1501", "dukemtmc", "msmt17", "folder")
 
@@ -47,6 +51,10 @@ def load_dataset(spec: str, synthetic: SyntheticConfig | None = None) -> ReidDat
         DataError: a missing folder, or a folder without the expected layout; one line
             naming it.
     """
+    from reid.data.folders import read_identity_folders
+    from reid.data.market import read_market_style, read_msmt17
+    from reid.data.synthetic import SyntheticConfig, generate_synthetic  # noqa: F811
+
     kind, _, path = spec.partition(":")
     kind = kind.strip().lower()
     if kind not in KINDS:

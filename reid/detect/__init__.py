@@ -15,43 +15,54 @@ from __future__ import annotations
 
 import numpy as np
 
-from reid.detect.align import FACE_TEMPLATE_112, align_face, crop_detection, similarity_transform
-from reid.detect.base import (
-    Box,
-    Detection,
-    Detector,
-    Point,
-    clipped_detection,
-    confident_detections,
-    crop,
-    expand_box,
-    non_max_suppression,
-)
-from reid.detect.build import (
-    DEFAULT_DETECTORS,
-    DETECTOR_KINDS,
-    DETECTORS,
-    FALLBACK_DETECTORS,
-    STAND_INS,
-    build_detector,
-    check_detector,
-    default_detector,
-    detector_kind,
-    detector_names,
-    fallback_note,
-)
-from reid.detect.opencv import (
-    FaceDetector,
-    FaceDetectorConfig,
-    PersonDetector,
-    PersonDetectorConfig,
-    cascade_path,
-)
-from reid.detect.omz import AdasPedestrianConfig, OmzDetector, OmzDetectorConfig, RetailPersonConfig
-from reid.detect.pedestrian import PedestrianConfig, PedestrianDetector
-from reid.detect.ssdlite import SSDLiteConfig, SSDLiteDetector
-from reid.detect.yolo import ByteTrackConfig, YoloConfig, YoloDetector, YoloxConfig
-from reid.detect.yunet import YuNetConfig, YuNetDetector
+from typing import TYPE_CHECKING
+
+from reid.lazy import lazy_names
+
+if TYPE_CHECKING:
+    from reid.detect.configs import (
+        AdasPedestrianConfig,
+        ByteTrackConfig,
+        FaceDetectorConfig,
+        OmzDetectorConfig,
+        PedestrianConfig,
+        PersonDetectorConfig,
+        RetailPersonConfig,
+        SSDLiteConfig,
+        YoloConfig,
+        YoloxConfig,
+        YuNetConfig,
+    )
+    from reid.detect.names import DEFAULT_DETECTORS, DETECTOR_KINDS, FALLBACK_DETECTORS, STAND_INS
+    from reid.detect.align import FACE_TEMPLATE_112, align_face, crop_detection, similarity_transform
+    from reid.detect.base import (
+        Box,
+        Detection,
+        Detector,
+        Point,
+        clipped_detection,
+        confident_detections,
+        crop,
+        expand_box,
+        non_max_suppression,
+    )
+    from reid.detect.build import (
+        DETECTORS,
+        build_detector,
+        check_detector,
+        default_detector,
+        detector_kind,
+        detector_names,
+        fallback_note,
+    )
+    from reid.detect.opencv import FaceDetector, PersonDetector, cascade_path
+    from reid.detect.omz import OmzDetector
+    from reid.detect.pedestrian import PedestrianDetector
+    from reid.detect.ssdlite import SSDLiteDetector
+    from reid.detect.yolo import YoloDetector
+    from reid.detect.yunet import YuNetDetector
+
+__getattr__, __dir__ = lazy_names(__name__, __file__)
 
 # Crops a little larger than the box: detectors cut off hair, shoulders and feet.
 DEFAULT_MARGIN = {"person": 0.05, "face": 0.15}
@@ -59,6 +70,8 @@ DEFAULT_MARGIN = {"person": 0.05, "face": 0.15}
 
 def crop_detections(image: np.ndarray, detections: list[Detection], margin: float | None = None) -> list[np.ndarray]:
     """One crop per detection, each grown by ``margin`` (default: per detector kind)."""
+    from reid.detect.base import crop
+
     return [crop(image, d.box, DEFAULT_MARGIN.get(d.kind, 0.0) if margin is None else margin) for d in detections]
 
 

@@ -7,6 +7,17 @@ from dataclasses import dataclass
 from typing import Any
 
 from reid.detect.base import Detector
+from reid.detect.configs import NAMED_CONFIGS
+# The names and defaults, stated where help reads them without loading a detector.
+from reid.detect.names import (
+    DEFAULT_DETECTORS,
+    DETECTOR_KINDS,
+    DETECTOR_NAMES,
+    FALLBACK_DETECTORS,
+    STAND_INS,
+    SUGGESTED_DETECTOR,
+    YOLO_PREFIX,
+)
 from reid.detect.omz import AdasPedestrianConfig, OmzDetector, RetailPersonConfig
 from reid.detect.opencv import FaceDetector, FaceDetectorConfig, PersonDetector, PersonDetectorConfig
 from reid.detect.pedestrian import PedestrianConfig, PedestrianDetector
@@ -16,21 +27,6 @@ from reid.detect.yolo import ByteTrackConfig, YoloConfig, YoloDetector, YoloxCon
 from reid.detect.yunet import YuNetConfig, YuNetDetector
 from reid.errors import ConfigError, ConfigValueError
 from reid.models.registry import SSDLITE_PERSON
-
-DETECTOR_KINDS = ("person", "face")
-# What each kind runs when no detector is named: the first of these whose model is on this
-# machine, best first as measured on PETS09-S2L1 (docs/detectors.md, Measured).
-DEFAULT_DETECTORS = {
-    "person": ("bytetrack-nano", "yolox-nano", "pedestrian-detection-adas-0002", "person-detection-retail-0013", "pedestrian"),
-    "face": ("haar",),
-}
-# What runs when none of them is: a detector that needs nothing installed or fetched.
-FALLBACK_DETECTORS = {"person": "hog"}
-# Detectors that run by default only for want of a published one, with a note that says so
-# (fallback_note) and names the published detector to fetch.
-STAND_INS = ("pedestrian", "hog")
-SUGGESTED_DETECTOR = {"person": "yolox-nano"}
-YOLO_PREFIX = "yolo:"
 
 
 @dataclass(frozen=True)
@@ -139,6 +135,10 @@ DETECTORS = {
     )
 }  # fmt: skip
 DETECTOR_CONFIGS = tuple(entry.config for entry in DETECTORS.values())
+if {kind: tuple(n.name for n in DETECTORS.values() if n.kind == kind) for kind in DETECTOR_KINDS} != DETECTOR_NAMES:
+    raise AssertionError("reid.detect.names.DETECTOR_NAMES must list the names of DETECTORS by kind, in its order")
+if {name: entry.config for name, entry in DETECTORS.items()} != NAMED_CONFIGS:
+    raise AssertionError("reid.detect.configs.NAMED_CONFIGS must pair each name of DETECTORS with its config")
 
 
 def detector_names(kind: str | None = None) -> list[str]:

@@ -12,62 +12,23 @@ runtime fills unused rows with zeros instead (label 0, confidence 0), so rows of
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from pathlib import Path
 
 import cv2
 import numpy as np
 
-from reid.detect.base import Detection, check_score_tiers, clipped_detection, score_floor
-from reid.errors import ConfigError, ModelError
+from reid.detect.base import Detection, clipped_detection
+# The settings live where the command line reads them without this detector; named here too.
+from reid.detect.configs import (
+    AdasPedestrianConfig as AdasPedestrianConfig,
+    OmzDetectorConfig as OmzDetectorConfig,
+    RetailPersonConfig as RetailPersonConfig,
+)
+from reid.errors import ModelError
 from reid.models.runtime import first_line, read_openvino_ir
 
 # The DetectionOutput label of a person in both detectors (0 is the background).
 PERSON_LABEL = 1
-
-
-@dataclass
-class OmzDetectorConfig:
-    """Options of an Open Model Zoo SSD person detector.
-
-    ``min_score``: confidence (0..1) from which a box is a confident detection (the
-    detector's ``confident_score``); ``weak_score``: the floor, from which the boxes below
-    ``min_score`` are returned as weak detections, which only continue tracks (see
-    :class:`reid.detect.Detector`; None, or a score above ``min_score``: no weak ones); both
-    in [0, 1), else ConfigError.  ``threads``: OpenVINO's inference threads (None: its
-    default, every core).
-    """
-
-    min_score: float = 0.5
-    weak_score: float | None = 0.1
-    threads: int | None = None
-
-    def __post_init__(self) -> None:
-        check_score_tiers("Open Model Zoo detector", self.min_score, self.weak_score)
-        if self.threads is not None and self.threads < 1:
-            raise ConfigError(f"Open Model Zoo detector threads must be at least 1, got {self.threads}")
-
-    @property
-    def floor(self) -> float:
-        """The lowest score a box is returned with: ``weak_score``, or ``min_score`` when
-        there is no weak tier."""
-        return score_floor(self.min_score, self.weak_score)
-
-
-@dataclass
-class RetailPersonConfig(OmzDetectorConfig):
-    """``person-detection-retail-0013``'s settings: ``min_score`` 0.35, the best F1 on the
-    first half of PETS09-S2L1's frames (docs/detectors.md)."""
-
-    min_score: float = 0.35
-
-
-@dataclass
-class AdasPedestrianConfig(OmzDetectorConfig):
-    """``pedestrian-detection-adas-0002``'s settings: ``min_score`` 0.2, the best F1 on the
-    first half of PETS09-S2L1's frames (docs/detectors.md)."""
-
-    min_score: float = 0.2
 
 
 def detection_output_boxes(

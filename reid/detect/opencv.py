@@ -7,13 +7,14 @@ when built and name the installed OpenCV version when something is missing.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from pathlib import Path
 
 import cv2
 import numpy as np
 
 from reid.detect.base import Detection, clipped_detection, non_max_suppression
+# The settings live where the command line reads them without this detector; named here too.
+from reid.detect.configs import FaceDetectorConfig as FaceDetectorConfig, PersonDetectorConfig as PersonDetectorConfig
 from reid.errors import ConfigError, ModelError
 
 PIN_HINT = "install opencv-python-headless<5 (4.x wheels bundle it)"
@@ -24,22 +25,6 @@ def _require(name: str) -> object:
     if part is None:
         raise ModelError(f"OpenCV {cv2.__version__} has no {name}; {PIN_HINT}")
     return part
-
-
-@dataclass
-class PersonDetectorConfig:
-    """Options of the HOG people detector.
-
-    ``scale`` < 1 shrinks frames before detection (faster, but people shorter than
-    128 / scale pixels are then missed); boxes are always returned in the original frame.
-    """
-
-    scale: float = 1.0
-    win_stride: int = 8
-    padding: int = 8
-    pyramid_scale: float = 1.05
-    min_score: float = 0.0
-    nms_iou: float = 0.45
 
 
 class PersonDetector:
@@ -88,22 +73,6 @@ class PersonDetector:
         rects, scores = rects[good], scores[good]
         keep = non_max_suppression(rects, scores, cfg.nms_iou)
         return [clipped_detection(rects[i], float(scores[i]), image.shape, self.kind) for i in keep]
-
-
-@dataclass
-class FaceDetectorConfig:
-    """Options of the Haar cascade face detector.
-
-    ``cascade`` is a file name inside OpenCV's bundled ``cv2.data.haarcascades`` or a path
-    to any cascade XML.  Images whose shorter side is below ``upscale_below`` are enlarged
-    2x first, which finds more of the small, tightly framed faces of photo sets.
-    """
-
-    cascade: str = "haarcascade_frontalface_default.xml"
-    scale_factor: float = 1.1
-    min_neighbors: int = 4
-    min_size: int = 24
-    upscale_below: int = 160
 
 
 def cascade_path(name: str) -> Path:

@@ -22,46 +22,14 @@ adds SSDLite's second pass for smaller people, at about twice the time (see
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 
 from reid.detect.base import Detection, clipped_detection
-from reid.detect.ssdlite import SSDLiteConfig, SSDLiteDetector
-from reid.errors import ConfigError
-
-# Caltech Pedestrian's and CityPersons' box width over height.
-PEDESTRIAN_ASPECT = 0.41
-
-
-@dataclass
-class PedestrianConfig:
-    """Options of the pedestrian detector.
-
-    ``min_score``, ``weak_score``, ``min_height``, ``nms_iou``: SSDLite's
-    (:class:`reid.detect.SSDLiteConfig`, same defaults and checks: ConfigError).  ``box_aspect``: the width of every
-    box over its height (0.41: Caltech Pedestrian's and CityPersons' convention); None keeps
-    SSDLite's own widths.
-    """
-
-    min_score: float = SSDLiteConfig.min_score
-    weak_score: float | None = SSDLiteConfig.weak_score
-    min_height: int | None = None
-    nms_iou: float = SSDLiteConfig.nms_iou
-    box_aspect: float | None = PEDESTRIAN_ASPECT
-
-    def __post_init__(self) -> None:
-        # SSDLite's own checks (scores in [0, 1), min_height) hold for the same settings.
-        self.ssdlite()
-        if self.box_aspect is not None and not 0.1 <= self.box_aspect <= 2.0:
-            raise ConfigError(f"pedestrian box_aspect must be between 0.1 and 2 (width over height), got {self.box_aspect}")
-
-    def ssdlite(self) -> SSDLiteConfig:
-        """The SSDLite settings underneath."""
-        return SSDLiteConfig(
-            min_score=self.min_score, weak_score=self.weak_score, min_height=self.min_height, nms_iou=self.nms_iou
-        )
+from reid.detect.ssdlite import SSDLiteDetector
+# The settings live where the command line reads them without this detector; named here too.
+from reid.detect.configs import PEDESTRIAN_ASPECT as PEDESTRIAN_ASPECT, PedestrianConfig as PedestrianConfig
 
 
 def standard_shape(detection: Detection, aspect: float, shape: tuple[int, ...]) -> Detection:

@@ -19,15 +19,16 @@ from __future__ import annotations
 
 from collections import OrderedDict
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
 from pathlib import Path
 
 import cv2
 import numpy as np
 
-from reid.detect.base import Detection, check_score_tiers, clipped_detection, non_max_suppression, score_floor
+from reid.detect.base import Detection, clipped_detection, non_max_suppression
 from reid.detect.ssd import SSDAnchors, ssd_text_graph
-from reid.errors import ConfigError, ModelError
+# The settings live where the command line reads them without this detector; named here too.
+from reid.detect.configs import SSDLiteConfig as SSDLiteConfig
+from reid.errors import ModelError
 from reid.models.registry import SSDLITE_PERSON, cached, fetch_artefact, get_artefact
 
 # Every side of the network input is a multiple of this (the feature maps halve five times).
@@ -40,38 +41,6 @@ LARGE_SHARE = 1 / 3
 SMALLEST_ANCHOR = 0.1
 # Networks kept, one per input size: photos of many sizes must not pile them up.
 MAX_NETS = 4
-
-
-@dataclass
-class SSDLiteConfig:
-    """Options of the SSDLite person detector.
-
-    ``min_score``: detection score (0..1) from which a box is a confident detection (the
-    detector's ``confident_score``).  ``weak_score``: the floor, the score from which the
-    boxes below ``min_score`` are returned as weak detections, which only continue tracks
-    (see :class:`reid.detect.Detector`); None, or a score above ``min_score``: no weak
-    ones.  Both in [0, 1), else ConfigError.  ``min_height``:
-    the height in frame pixels of the smallest person sought, which adds a second pass
-    at the scale that person needs (None: one pass at 300x300, the fastest; it finds
-    people taller than about a tenth of the frame).  ``nms_iou``: overlap above which the weaker
-    of two boxes is dropped.
-    """
-
-    min_score: float = 0.4
-    weak_score: float | None = 0.1
-    min_height: int | None = None
-    nms_iou: float = 0.45
-
-    def __post_init__(self) -> None:
-        check_score_tiers("ssdlite", self.min_score, self.weak_score)
-        if self.min_height is not None and self.min_height < 8:
-            raise ConfigError(f"ssdlite min_height must be at least 8 pixels, got {self.min_height}")
-
-    @property
-    def floor(self) -> float:
-        """The lowest score a box is returned with: ``weak_score``, or ``min_score`` when
-        there is no weak tier."""
-        return score_floor(self.min_score, self.weak_score)
 
 
 def model_file(name: str) -> Path:

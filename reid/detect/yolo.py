@@ -34,16 +34,18 @@ from typing import Any
 import cv2
 import numpy as np
 
-from reid.detect.base import Detection, check_score_tiers, clipped_detection, non_max_suppression, score_floor
+from reid.detect.base import Detection, clipped_detection, non_max_suppression
+# The settings live where the command line reads them without this detector; named here too.
+from reid.detect.configs import (
+    LAYOUTS as LAYOUTS,
+    PIXELS as PIXELS,
+    ByteTrackConfig as ByteTrackConfig,
+    YoloConfig as YoloConfig,
+    YoloxConfig as YoloxConfig,
+)
 from reid.errors import ConfigError, ModelError
 from reid.models.runtime import first_line, import_onnxruntime
 
-# yolox-raw: a YOLOX head known to be raw (a publisher's file), which skips the check of
-# its centres: on a blank frame a raw head's weakest rows may reach past that check's bound.
-LAYOUTS = ("auto", "yolov5", "yolov8", "yolox", "yolox-raw")
-# What the network is given: auto (by layout: bgr for YOLOX, rgb for the others), BGR 0..255,
-# RGB 0..1, or RGB 0..1 normalised by ImageNet's mean and standard deviation.
-PIXELS = ("auto", "bgr", "rgb", "rgb-imagenet")
 IMAGENET_MEAN = (0.485, 0.456, 0.406)
 IMAGENET_STD = (0.229, 0.224, 0.225)
 YOLOX_STRIDES = (8, 16, 32)
@@ -52,75 +54,6 @@ PAD_VALUE = 114
 # Input side for a file whose input size is dynamic.
 DEFAULT_INPUT_SIDE = 640
 PERSON = 0
-
-
-@dataclass
-class YoloConfig:
-    """Options of the YOLO ONNX person detector.
-
-    ``layout``: auto, yolov5, yolov8, yolox or yolox-raw (see the module notes and
-    :data:`LAYOUTS`).  ``min_score``:
-    score (0..1) from which a person box is a confident detection (the detector's
-    ``confident_score``); ``weak_score``: the floor, the score from which the boxes below
-    ``min_score`` are returned as weak detections, which only continue tracks (see
-    :class:`reid.detect.Detector`; None, or a score above ``min_score``: no weak ones);
-    both in [0, 1), else ConfigError;
-    ``nms_iou``: overlap above which the
-    weaker of two boxes is dropped.  ``input_size`` (height, width) is only needed when the
-    file's input size is dynamic (default 640x640).  ``pixels``: what the network is given
-    (:data:`PIXELS`; auto: BGR 0..255 for YOLOX, RGB 0..1 for the others).  ``threads``:
-    onnxruntime's threads for one frame (None: its default, every core).
-    """
-
-    layout: str = "auto"
-    min_score: float = 0.25
-    weak_score: float | None = 0.1
-    nms_iou: float = 0.45
-    input_size: tuple[int, int] | None = None
-    pixels: str = "auto"
-    threads: int | None = None
-
-    def __post_init__(self) -> None:
-        if self.layout not in LAYOUTS:
-            raise ConfigError(f"unknown YOLO layout {self.layout!r}; choose one of {', '.join(LAYOUTS)}")
-        if self.pixels not in PIXELS:
-            raise ConfigError(f"unknown YOLO pixels {self.pixels!r}; choose one of {', '.join(PIXELS)}")
-        if self.threads is not None and self.threads < 1:
-            raise ConfigError(f"YOLO threads must be at least 1, got {self.threads}")
-        check_score_tiers("YOLO", self.min_score, self.weak_score)
-
-    @property
-    def floor(self) -> float:
-        """The lowest score a box is returned with: ``weak_score``, or ``min_score`` when
-        there is no weak tier."""
-        return score_floor(self.min_score, self.weak_score)
-
-
-@dataclass
-class YoloxConfig(YoloConfig):
-    """Settings of the YOLOX COCO files by name (``yolox-nano``, ``yolox-tiny``,
-    ``yolox-s``): YOLOX's raw head, BGR 0..255 in, person = COCO class 0, NMS at 0.45 (its
-    demo's).  ``min_score`` 0.6: the best F1 on the first half of PETS09-S2L1's frames with
-    yolox-nano (docs/detectors.md; tiny and s were not measured and take it too); at YOLOX's
-    demo's 0.5 a static object at the street's left edge passes for a person in 610 of its
-    795 frames."""
-
-    layout: str = "yolox-raw"
-    pixels: str = "bgr"
-    min_score: float = 0.6
-
-
-@dataclass
-class ByteTrackConfig(YoloConfig):
-    """Settings of ByteTrack's YOLOX-Nano person detector (MOT17 + CrowdHuman, one class) by
-    name (``bytetrack-nano``): raw head, RGB 0..1 normalised by ImageNet's mean and standard
-    deviation, NMS at 0.7 (ByteTrack's own for it).  ``min_score`` 0.55: the best F1 on
-    the first half of PETS09-S2L1's frames (docs/detectors.md)."""
-
-    layout: str = "yolox-raw"
-    pixels: str = "rgb-imagenet"
-    min_score: float = 0.55
-    nms_iou: float = 0.7
 
 
 @dataclass(frozen=True)

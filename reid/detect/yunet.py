@@ -9,7 +9,6 @@ shrunk to fit first and the boxes and landmarks scaled back.  Scores are its con
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Any
 
 import cv2
@@ -17,7 +16,9 @@ import numpy as np
 from threadpoolctl import ThreadpoolController
 
 from reid.detect.base import Detection, clipped_detection
-from reid.errors import ConfigError, ModelError
+# The settings live where the command line reads them without this detector; named here too.
+from reid.detect.configs import YuNetConfig as YuNetConfig
+from reid.errors import ModelError
 
 FACES_EXTRA = 'pip install "reid-toolkit[faces]"'
 # yuface warns about, and detects worse in, images larger than this on a side.
@@ -31,17 +32,6 @@ def import_yuface() -> Any:
     except ImportError:
         raise ModelError(f"the yunet detector needs the yuface package, which is not installed: {FACES_EXTRA}") from None
     return yuface
-
-
-@dataclass
-class YuNetConfig:
-    """Options of the YuNet face detector: ``min_score`` (0..1) from which a face is kept."""
-
-    min_score: float = 0.5
-
-    def __post_init__(self) -> None:
-        if not 0 <= self.min_score < 1:
-            raise ConfigError(f"yunet min_score must be in [0, 1), got {self.min_score}")
 
 
 class YuNetDetector:

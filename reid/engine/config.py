@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import difflib
 import functools
-import re
 from dataclasses import asdict, dataclass, fields, replace
 from pathlib import Path
 from typing import Annotated, Any, Literal
@@ -21,13 +20,12 @@ import yaml
 from pydantic import AfterValidator, Field, TypeAdapter, ValidationError
 
 from reid.errors import ConfigError, ConfigValueError, ModelError
-from reid.losses.registry import LOSS_NAMES, convert_options, loss_options, needs_positives
-from reid.models.backbones import BACKBONES, known_architectures
-from reid.models.folder import parse_device
-from reid.models.network import POOLINGS
+from reid.losses.names import LOSS_NAMES, TRIPLET_MARGIN, TRIPLET_MINING
+from reid.models.card import POOLINGS
+from reid.models.names import BACKBONES, known_architectures
 from reid.options import flag_of, option, value_error
 from reid.paths import read_text_bounded, write_bytes_atomic
-from reid.text import MAX_NUMBER_TEXT
+from reid.serial import MAX_CONFIG_BYTES, check_yaml_shape
 
 CONFIG_FILE = "config.yaml"
 OPTIMIZERS = ("adam", "adamw", "sgd")
@@ -40,15 +38,14 @@ KINDS = ("person", "face")
 NO_FACE_CHOICES = ("skip", "whole", "error")
 
 # The metric loss of the strong baseline and the options a recipe spells out for it; their
-# values are the loss's own defaults (batch-hard mining, margin 0.3).
+# values are the loss's own defaults (batch-hard mining, margin 0.3), named where help reads
+# them without PyTorch.
 DEFAULT_METRIC_LOSS = "triplet"
-SHOWN_METRIC_OPTIONS = ("mining", "margin")
 
 
 def default_metric_options() -> dict[str, Any]:
-    """The options of :data:`SHOWN_METRIC_OPTIONS` with the default loss's own defaults."""
-    defaults = loss_options(DEFAULT_METRIC_LOSS)
-    return {key: defaults[key] for key in SHOWN_METRIC_OPTIONS}
+    """The options a recipe spells out for :data:`DEFAULT_METRIC_LOSS`, at its own defaults."""
+    return {"mining": TRIPLET_MINING, "margin": TRIPLET_MARGIN}
 
 # Warm-up starts from a tenth of the learning rate and rises linearly to all of it: a
 # freshly initialised BNNeck and classifier would otherwise take full-size steps on a
@@ -235,12 +232,17 @@ class TrainConfig:
     def needs_positives(self) -> bool:
         """Whether the metric loss in use learns only from two images of an identity in a
         batch (a pair or triplet loss)."""
+        from reid.losses.registry import needs_positives
+
         return self.uses_metric_loss and self.metric_loss in LOSS_NAMES and needs_positives(self.metric_loss)
 
     def validate(self) -> None:
         """Check every value, by the field types (pydantic) and the loss's own option types,
         and that something is trained; raise :class:`ConfigValueError` naming the first key
         whose value is wrong."""
+        from reid.losses.registry import convert_options
+        from reid.models.folder import parse_device
+
         _validated(type(self), {f.name: getattr(self, f.name) for f in fields(self)})
         if self.device is not None:
             # The name only: whether this machine has that device is checked where training starts.
@@ -328,47 +330,6 @@ class _UniqueKeyLoader(yaml.SafeLoader):
         return super().construct_mapping(node, deep=deep)
 
 
-# Bounds of a recipe file, checked before its values are built: a recipe is a few dozen
-# keys; aliases are refused outright (nothing needs them, and a few of them nested expand
-# a kilobyte into gigabytes).
-MAX_CONFIG_BYTES = 1 << 20
-MAX_CONFIG_NESTING = 8
-MAX_CONFIG_NODES = 10_000
-
-
-# A plain YAML scalar that YAML 1.1 resolves as a number: signs, digits, '_', ':', '.',
-# exponents, hexadecimal and binary forms.
-LONG_NUMBER = re.compile(r"[-+]?(0x[0-9a-fA-F_]+|0b[01_]+|[0-9_.:]+([eE][-+]?[0-9_]+)?)")
-
-
-def check_yaml_shape(text: str, path: Path | str, what: str = "recipe") -> None:
-    """Refuse, from YAML's event stream (nothing built yet), an alias, nesting deeper than
-    :data:`MAX_CONFIG_NESTING` and more than :data:`MAX_CONFIG_NODES` values, with a
-    ConfigError naming ``path`` and saying what a ``what`` (a recipe, serve settings) may have."""
-    depth = nodes = 0
-    for event in yaml.parse(text, Loader=yaml.SafeLoader):
-        line = event.start_mark.line + 1 if event.start_mark is not None else 0
-        if isinstance(event, yaml.AliasEvent):
-            raise ConfigError(f"{path}: line {line}: YAML aliases (*{event.anchor}) are not taken in a {what}; write the value out")
-        if isinstance(event, (yaml.MappingStartEvent, yaml.SequenceStartEvent)):
-            depth += 1
-            if depth > MAX_CONFIG_NESTING:
-                raise ConfigError(f"{path}: line {line}: nested deeper than the {MAX_CONFIG_NESTING} levels a {what} may have")
-        elif isinstance(event, (yaml.MappingEndEvent, yaml.SequenceEndEvent)):
-            depth -= 1
-        if isinstance(event, yaml.NodeEvent):
-            nodes += 1
-            if nodes > MAX_CONFIG_NODES:
-                raise ConfigError(f"{path}: more than the {MAX_CONFIG_NODES:,} values a {what} may have")
-        # YAML builds a plain scalar of digits as an int: thousands of them are a
-        # ValueError (Python's limit on converting digits), not a value a setting takes.
-        if (
-            isinstance(event, yaml.ScalarEvent) and event.style is None and len(event.value) > MAX_NUMBER_TEXT
-            and LONG_NUMBER.fullmatch(event.value)
-        ):  # fmt: skip
-            raise ConfigError(f"{path}: line {line}: a number longer than {MAX_NUMBER_TEXT} characters")
-
-
 def read_config_file(path: Path) -> dict[str, Any]:
     """The keys of a recipe file, checked to be known recipe keys (not yet their values).
 
@@ -451,6 +412,8 @@ def resolve_config(base: TrainConfig, config_file: Path | None = None, overrides
             raise ConfigError(f"{config_file}: {exc.key}: {exc.problem}") from None
         raise  # named by its key; the command line names it by its option
     if config.uses_metric_loss:
+        from reid.losses.registry import convert_options
+
         config = replace(config, metric_options=convert_options(config.metric_loss, **config.metric_options))
     return config
 
@@ -484,6 +447,8 @@ def check_resume_config(config: TrainConfig, folder: Path) -> None:
         raise ModelError(f"cannot check the run to resume: {exc}") from None
     current, before = config.to_recipe(), saved.to_recipe()
     if config.uses_metric_loss:
+        from reid.losses.registry import convert_options
+
         current["metric_options"] = convert_options(config.metric_loss, **config.metric_options)
     for key in RESUME_FIXED_KEYS:
         if current[key] != before[key]:

@@ -19,6 +19,7 @@ from types import TracebackType
 from typing import Any
 
 from reid.errors import ConfigError, ConfigValueError, ModelError
+from reid.evaluation.names import RANKING_METRICS
 from reid.evaluation.plots import plot_training_curves
 from reid.paths import JSON_NUMBERS, MAX_NESTING, LongNumber, nesting_depth, read_text_bounded, write_bytes_atomic
 from reid.text import MAX_NUMBER_TEXT
@@ -26,7 +27,7 @@ from reid.text import MAX_NUMBER_TEXT
 HISTORY_FILE = "history.jsonl"
 CURVES_FILE = "curves.png"
 TRAIN_SCALARS = ("loss", "ce", "metric", "lr", "images_per_second", "epoch")
-EVAL_SCALARS = ("rank1", "rank5", "rank10", "mAP", "mINP")
+EVAL_SCALARS = tuple(RANKING_METRICS)
 
 
 def write_history(folder: Path, history: list[dict[str, Any]]) -> Path:

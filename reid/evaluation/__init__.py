@@ -6,27 +6,36 @@ metrics only: running an encoder over image files (and cutting photos to their s
 is :mod:`reid.pipeline.embed` and :mod:`reid.pipeline.calibrate`.
 """
 
-from reid.decision import pair_distance
-from reid.evaluation.pairs import Pair, PairSet, read_pairs
-from reid.evaluation.ranking import (
-    AP_DEFINITION,
-    RankedList,
-    RankingResult,
-    evaluate_distmat,
-    evaluate_features,
-    ranked_lists,
-)
-from reid.evaluation.rerank import rerank_distances
-from reid.evaluation.verification import (
-    RocCurve,
-    ThresholdChoice,
-    VerificationResult,
-    choose_threshold,
-    roc_curve,
-    verification_metrics,
-)
+from typing import TYPE_CHECKING
+
+from reid.lazy import lazy_names
+
+if TYPE_CHECKING:
+    from reid.evaluation.names import RANKING_METRICS
+    from reid.decision import pair_distance
+    from reid.evaluation.pairs import Pair, PairSet, read_pairs
+    from reid.evaluation.ranking import (
+        AP_DEFINITION,
+        RankedList,
+        RankingResult,
+        evaluate_distmat,
+        evaluate_features,
+        ranked_lists,
+    )
+    from reid.evaluation.rerank import rerank_distances
+    from reid.evaluation.verification import (
+        RocCurve,
+        ThresholdChoice,
+        VerificationResult,
+        choose_threshold,
+        roc_curve,
+        verification_metrics,
+    )
+
+__getattr__, __dir__ = lazy_names(__name__, __file__)
 
 __all__ = [
+    "RANKING_METRICS",
     "AP_DEFINITION",
     "Pair",
     "PairSet",

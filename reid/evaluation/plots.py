@@ -20,6 +20,7 @@ from reid.data.io import read_image
 from reid.data.records import ImageRecord
 from reid.draw import Style, caption
 from reid.errors import DataError
+from reid.evaluation.names import RANKING_METRICS
 from reid.evaluation.ranking import RankedList, RankingResult, ranked_lists
 from reid.evaluation.verification import VerificationResult
 from reid.paths import write_bytes_atomic
@@ -228,7 +229,7 @@ def plot_training_curves(history: Sequence[dict], path: str | Path, title: str =
     if evaluated:
         ranking = axes[2]
         epochs = [entry["epoch"] for entry in evaluated]
-        for key, label in (("rank1", "Rank-1"), ("mAP", "mAP")):
+        for key, label in ((key, RANKING_METRICS[key]) for key in ("rank1", "mAP")):
             ranking.plot(epochs, [entry["eval"].get(key, np.nan) * 100 for entry in evaluated], marker="o", markersize=3, label=label)
         ranking.set_xlabel("epoch")
         ranking.set_ylabel("%")

@@ -33,6 +33,7 @@ import numpy as np
 
 from reid.errors import ConfigError, DataError
 from reid.evaluation.distances import distance_rows, prepare_features
+from reid.evaluation.names import RANKING_METRICS
 from reid.evaluation.rerank import reranked_distance_chunks
 
 AP_DEFINITION = "mean of precision at each true match (torchreid / fast-reid)"
@@ -73,11 +74,7 @@ class RankingResult:
 
     def to_dict(self, include_cmc: bool = False) -> dict[str, Any]:
         data: dict[str, Any] = {
-            "rank1": float(self.rank1),
-            "rank5": float(self.rank5),
-            "rank10": float(self.rank10),
-            "mAP": float(self.mAP),
-            "mINP": float(self.mINP),
+            **{key: float(getattr(self, key)) for key in RANKING_METRICS},
             "num_query": int(self.num_query),
             "num_gallery": int(self.num_gallery),
             "num_valid_queries": int(self.num_valid_queries),

@@ -19,27 +19,34 @@ failed write leaves the gallery as it was.  The seam every backend implements is
 crops, personal data, deleted with their items).
 """
 
-from reid.decision import similarity_to_distance
-from reid.gallery.index import INDEX_KINDS, IndexSpec
-from reid.gallery.records import (
-    AddResult,
-    CheckReport,
-    EmbeddingModel,
-    GalleryInfo,
-    GalleryItem,
-    GalleryMeta,
-    IdentityMatch,
-    IdentitySummary,
-    ItemMeta,
-    ModelFacts,
-    RecallReport,
-)
-from reid.gallery.catalogue import DB_FILE
-from reid.gallery.search import SCORES
-from reid.gallery.base import GalleryBackend
-from reid.gallery.store import Gallery, resolve_gallery_path
-from reid.gallery.opener import destroy_gallery, open_gallery
-from reid.gallery import thumbnails
+from typing import TYPE_CHECKING
+
+from reid.lazy import lazy_names
+
+if TYPE_CHECKING:
+    from reid.decision import similarity_to_distance
+    from reid.gallery.spec import INDEX_KINDS, IndexSpec
+    from reid.gallery.records import (
+        AddResult,
+        CheckReport,
+        EmbeddingModel,
+        GalleryInfo,
+        GalleryItem,
+        GalleryMeta,
+        IdentityMatch,
+        IdentitySummary,
+        ItemMeta,
+        ModelFacts,
+        RecallReport,
+    )
+    from reid.gallery.catalogue import DB_FILE
+    from reid.gallery.search import SCORES
+    from reid.gallery.base import GalleryBackend
+    from reid.gallery.store import Gallery, resolve_gallery_path
+    from reid.gallery.opener import destroy_gallery, open_gallery
+    from reid.gallery import thumbnails
+
+__getattr__, __dir__ = lazy_names(__name__, __file__)
 
 __all__ = [
     "DB_FILE",

@@ -24,8 +24,9 @@ from reid.errors import ConfigError, GalleryError, NameTakenError
 from reid.gallery.calibration import DEFAULT_FAR, MAX_ITEMS, SEED, GalleryCalibration, SceneTracks, calibrate, identities_needed
 from reid.gallery.catalogue import now
 from reid.gallery.check import NEAR_DUPLICATE, SAME_IMAGE, measure_recall, nearest_kept
-from reid.gallery.index import IndexSpec
+from reid.gallery.spec import IndexSpec
 from reid.gallery.records import (
+    RECALL_QUERIES,
     AddResult,
     CheckReport,
     GalleryInfo,
@@ -115,7 +116,7 @@ class GalleryBackend(ABC):
     def info(self) -> GalleryInfo: ...
 
     @abstractmethod
-    def check(self, queries: int = 1000, k: int = 10, seed: int = 0) -> CheckReport:
+    def check(self, queries: int = RECALL_QUERIES, k: int = 10, seed: int = 0) -> CheckReport:
         """Verify everything stored, then measure recall; GalleryError with the first problem."""
 
     @abstractmethod
@@ -231,7 +232,7 @@ class GalleryBackend(ABC):
         check_search(k, score)
         return nearest_identities(self.view, self.checked_vectors(queries), k, score)
 
-    def recall(self, queries: int = 1000, k: int = 10, seed: int = 0) -> RecallReport:
+    def recall(self, queries: int = RECALL_QUERIES, k: int = 10, seed: int = 0) -> RecallReport:
         """Recall@1 and @k of the index against exact search, with stored items as queries
         (:func:`reid.gallery.check.measure_recall`)."""
         return measure_recall(self.view, queries, k, seed)

@@ -158,6 +158,10 @@ class GalleryInfo:
         return as_dict(self)
 
 
+# Stored items a recall measurement queries with, unless told otherwise.
+RECALL_QUERIES = 1000
+
+
 @dataclass
 class RecallReport:
     """How well the gallery's index finds the exact nearest neighbours.

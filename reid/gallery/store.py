@@ -51,7 +51,7 @@ from reid.gallery.export import export_suffix, write_jsonl, write_npz
 from reid.gallery.files import new_name, read_segment, write_file_atomic, write_segment, write_snapshot
 from reid.gallery.index import IndexSpec, new_index
 from reid.gallery.lock import LOCK_FILE, gallery_lock
-from reid.gallery.records import AddResult, CheckReport, GalleryInfo, GalleryItem, IdentitySummary, ItemMeta, ModelFacts
+from reid.gallery.records import RECALL_QUERIES, AddResult, CheckReport, GalleryInfo, GalleryItem, IdentitySummary, ItemMeta, ModelFacts
 from reid.gallery.shards import ShardRecord
 from reid.gallery.view import LoadedView, load_view
 from reid.paths import TEMP_MARK, check_output_file, resolve_named
@@ -446,7 +446,7 @@ class Gallery(GalleryBackend):
 
     # ----------------------------------------------------------------- checking, export
 
-    def check(self, queries: int = 1000, k: int = 10, seed: int = 0) -> CheckReport:
+    def check(self, queries: int = RECALL_QUERIES, k: int = 10, seed: int = 0) -> CheckReport:
         """Re-verify everything on disk, then measure the index's recall against exact search.
 
         Verified: the size and SHA-256 of every file the database names; SQLite's full

@@ -14,14 +14,22 @@ centroid triplet — Wieczorek et al. 2021; SoftTriple — Qian et al. 2019; cro
 with label smoothing — Szegedy et al. 2016.
 """
 
-from reid.losses.centroid_triplet import CentroidTripletLoss
-from reid.losses.contrastive import ContrastiveLoss
-from reid.losses.cross_entropy import CrossEntropyLoss
-from reid.losses.distances import pairwise_distance
-from reid.losses.lifted import LiftedStructuredLoss
-from reid.losses.registry import LOSS_NAMES, build_loss, loss_options
-from reid.losses.softtriple import SoftTripleLoss
-from reid.losses.triplet import TripletLoss
+from typing import TYPE_CHECKING
+
+from reid.lazy import lazy_names
+
+if TYPE_CHECKING:
+    from reid.losses.centroid_triplet import CentroidTripletLoss
+    from reid.losses.contrastive import ContrastiveLoss
+    from reid.losses.cross_entropy import CrossEntropyLoss
+    from reid.losses.distances import pairwise_distance
+    from reid.losses.lifted import LiftedStructuredLoss
+    from reid.losses.names import LOSS_NAMES
+    from reid.losses.registry import build_loss, loss_options
+    from reid.losses.softtriple import SoftTripleLoss
+    from reid.losses.triplet import TripletLoss
+
+__getattr__, __dir__ = lazy_names(__name__, __file__)
 
 __all__ = [
     "LOSS_NAMES",

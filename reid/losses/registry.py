@@ -23,6 +23,7 @@ from reid.losses.centroid_triplet import CentroidTripletLoss
 from reid.losses.contrastive import ContrastiveLoss
 from reid.losses.cross_entropy import CrossEntropyLoss
 from reid.losses.lifted import LiftedStructuredLoss
+from reid.losses.names import LOSS_NAMES
 from reid.losses.softtriple import SoftTripleLoss
 from reid.losses.triplet import TripletLoss
 
@@ -37,7 +38,8 @@ _LOSSES: Mapping[str, type[MetricLoss]] = MappingProxyType(
     }
 )
 
-LOSS_NAMES: tuple[str, ...] = tuple(_LOSSES)
+if tuple(_LOSSES) != LOSS_NAMES:
+    raise AssertionError("reid.losses.names.LOSS_NAMES must name the losses of the registry, in its order")
 
 @functools.cache
 def _option_adapter(hint: Any) -> TypeAdapter[Any]:

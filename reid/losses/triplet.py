@@ -35,6 +35,7 @@ import torch.nn.functional as F
 from reid.errors import ConfigError
 from reid.losses.base import MetricLoss, masked_mean, nonzero_mean
 from reid.losses.distances import pairwise_distance
+from reid.losses.names import TRIPLET_MARGIN, TRIPLET_MINING
 from reid.losses.mining import (
     PairMasks,
     PositivePairs,
@@ -75,8 +76,8 @@ class TripletLoss(MetricLoss):
 
     def __init__(
         self,
-        mining: str = "hard",
-        margin: float = 0.3,
+        mining: str = TRIPLET_MINING,
+        margin: float = TRIPLET_MARGIN,
         swap: bool = False,
         soft: bool = False,
         squared: bool = False,

@@ -12,44 +12,18 @@ from __future__ import annotations
 import importlib.util
 from collections import OrderedDict
 from collections.abc import Callable
-from dataclasses import dataclass
 
 import torchvision
 from torch import nn
 
 from reid.errors import ConfigError
-from reid.models.osnet import OSNET_VARIANTS, osnet_features
+# The table of architectures, stated where the command line lists them without PyTorch.
+from reid.models.names import BACKBONES as BACKBONES, BackboneSpec as BackboneSpec, known_architectures as known_architectures
+from reid.models.osnet import osnet_features
 
-
-@dataclass(frozen=True)
-class BackboneSpec:
-    """An architecture: its family (torchvision, timm or osnet), builder name and output channels."""
-
-    family: str
-    builder: str
-    out_dim: int
-
-
-BACKBONES: dict[str, BackboneSpec] = {
-    "resnet18": BackboneSpec("torchvision", "resnet18", 512),
-    "resnet34": BackboneSpec("torchvision", "resnet34", 512),
-    "resnet50": BackboneSpec("torchvision", "resnet50", 2048),
-    "resnet101": BackboneSpec("torchvision", "resnet101", 2048),
-    "resnext50_32x4d": BackboneSpec("torchvision", "resnext50_32x4d", 2048),
-    "mobilenet_v2": BackboneSpec("torchvision", "mobilenet_v2", 1280),
-    "mobilenet_v3_small": BackboneSpec("torchvision", "mobilenet_v3_small", 576),
-    "mobilenet_v3_large": BackboneSpec("torchvision", "mobilenet_v3_large", 960),
-    "efficientnet_lite0": BackboneSpec("timm", "efficientnet_lite0", 1280),
-    **{name: BackboneSpec("osnet", name, spec.channels[3]) for name, spec in OSNET_VARIANTS.items()},
-}
 
 # timm's EfficientNet, up to its last BatchNorm+activation, under timm's own names.
 _TIMM_STAGES = ("conv_stem", "bn1", "blocks", "conv_head", "bn2")
-
-
-def known_architectures() -> list[str]:
-    """Every architecture name ``--arch``, model cards and imports accept."""
-    return list(BACKBONES)
 
 
 def architecture_available(name: str) -> bool:

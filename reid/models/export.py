@@ -26,13 +26,12 @@ from reid.errors import ConfigError, ConfigValueError, ModelError
 from reid.models.card import ModelCard, file_fingerprint, seal_card
 from reid.models.encoder import preprocess
 from reid.models.folder import load_model, resolve_model_path
+from reid.models.names import DEFAULT_TOLERANCE, EXPORT_FORMATS
 from reid.models.onnx import card_path_for, write_card_file
 from reid.models.runtime import first_line, import_onnx, import_onnxruntime
 from reid.paths import check_output_file, replaced_atomically
 
-EXPORT_FORMATS = ("onnx", "torchscript")
 SUFFIXES = {"onnx": ".onnx", "torchscript": ".torchscript.pt"}
-DEFAULT_TOLERANCE = 1e-4
 ONNX_OPSET = 17
 TRACE_BATCH = 2
 CHECK_BATCHES = (1, 3)
@@ -150,7 +149,7 @@ def _max_abs_diff(head: EmbeddingHead, fmt: str, path: Path, card: ModelCard) ->
 
 def export_model(
     model: str | Path,
-    fmt: str = "onnx",
+    fmt: str = EXPORT_FORMATS[0],
     out: str | Path | None = None,
     *,
     normalize: bool = True,

@@ -39,6 +39,7 @@ from torch import nn
 from reid.errors import ModelError
 from reid.models.backbones import backbone_spec, build_backbone, source_key_mapper, timm_model, torchvision_model
 from reid.models.checkpoints import read_state
+from reid.models.names import NAMED_FORMATS
 
 
 class Artefact(Protocol):
@@ -327,8 +328,10 @@ _ENTRIES = [
 ]
 # Recognition tries them in this order; the plain state_dict is the last resort.
 FORMATS: dict[str, CheckpointFormat] = {entry.name: entry for entry in _ENTRIES}
-# What ``--from`` accepts: the formats a file is recognised as.
-NAMED_FORMATS = tuple(name for name, entry in FORMATS.items() if entry.recognises is not None)
+# What ``--from`` accepts (:data:`reid.models.names.NAMED_FORMATS`, named there for help that
+# loads no engine): the formats a file is recognised as.
+if NAMED_FORMATS != tuple(name for name, entry in FORMATS.items() if entry.recognises is not None):
+    raise AssertionError("reid.models.names.NAMED_FORMATS must name the recognised formats of FORMATS")
 
 
 def checkpoint_format(state: State, architecture: str, name: str | None = None) -> CheckpointFormat:

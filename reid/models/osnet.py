@@ -11,11 +11,13 @@ feature after ``fc`` (Linear + BatchNorm1d + ReLU on the globally pooled conv5 m
 from __future__ import annotations
 
 from collections import OrderedDict
-from dataclasses import dataclass
 
 import torch
 import torch.nn.functional as F
 from torch import nn
+
+# The variants' widths, stated where the command line lists the architectures without PyTorch.
+from reid.models.names import OSNET_VARIANTS as OSNET_VARIANTS, OSNetSpec as OSNetSpec
 
 
 class ConvLayer(nn.Module):
@@ -145,22 +147,6 @@ class AINBlock(nn.Module):
         identity = x if self.downsample is None else self.downsample(x)
         return F.relu(x3 + identity)
 
-
-@dataclass(frozen=True)
-class OSNetSpec:
-    """Channel widths of one OSNet variant; ``ain`` selects the OSNet-AIN layout."""
-
-    channels: tuple[int, int, int, int]
-    ain: bool = False
-
-
-OSNET_VARIANTS: dict[str, OSNetSpec] = {
-    "osnet_x1_0": OSNetSpec((64, 256, 384, 512)),
-    "osnet_x0_75": OSNetSpec((48, 192, 288, 384)),
-    "osnet_x0_5": OSNetSpec((32, 128, 192, 256)),
-    "osnet_x0_25": OSNetSpec((16, 64, 96, 128)),
-    "osnet_ain_x1_0": OSNetSpec((64, 256, 384, 512), ain=True),
-}
 
 # Which OSNet-AIN blocks carry InstanceNorm, stage by stage (TPAMI 2021, Fig. 5).
 _AIN_INSTANCE_NORM = ((True, True), (False, True), (True, False))

@@ -7,88 +7,89 @@ annotated frames and video writer (:func:`annotate` over :mod:`reid.draw`, :clas
 (:func:`enrol`) and the stand-in model for demos.
 """
 
-from reid.detect.base import largest_detection
-from reid.pipeline.enrol import (
-    DUPLICATE,
-    EnrolConfig,
-    EnrolEntry,
-    EnrolPlan,
-    EnrolReport,
-    camera_of,
-    enrol,
-    enrol_into,
-    plan_enrolment,
-)
-from reid.pipeline.subject import (
-    DETECT_CHOICES,
-    DETECT_HELP,
-    NO_FACE_HELP,
-    NONE_FOUND,
-    SubjectRule,
-    Subjects,
-    check_detect,
-    photo_rule,
-)
-from reid.pipeline.embed import (
-    Embeddings,
-    EncoderEvaluation,
-    PairDecision,
-    PairScores,
-    PairVerification,
-    compare_images,
-    embed_paths,
-    evaluate_encoder,
-    score_pairs,
-    verify_pairs,
-)
-from reid.pipeline.calibrate import Calibration, calibrate_model, calibrate_model_on_data, choose_on_dataset, model_folder
-from reid.pipeline.frames import (
-    ChooseCrop,
-    FrameCrops,
-    ScaledDetector,
-    cut_frame,
-    frame_crops,
-    margin_for,
-    whole_box,
-)
-from reid.draw import Label, Trails, draw_labels, make_label
-from reid.pipeline.live import FramePipeline
-from reid.pipeline.outputs import (
-    FOURCC,
-    CropWriter,
-    JsonlWriter,
-    QueryOutputs,
-    TracksWriter,
-    VideoOutput,
-    VideoWriter,
-    annotate,
-    check_outputs,
-    safe_name,
-)
-from reid.pipeline.query import (
-    DetectionResult,
-    FrameResult,
-    QueryConfig,
-    QueryRun,
-    QueryStats,
-    TrackSummary,
-    TopK,
-    choose_detector,
-)
-from reid.pipeline.sources import Every, Frame, MaxFrames, MediaSource, open_source
-from reid.pipeline.scene import calibrate_on_scene, parse_frames, scene_tracks
-from reid.pipeline.stages import STAGES, intra_op_threads, stage_timer
-from reid.pipeline.stream import (
-    BatchSize,
-    DetectionStream,
-    EmbedEvery,
-    Sighting,
-    StreamConfig,
-    TrackedFrame,
-    choose_to_embed,
-    link_frame,
-    tracker_for,
-)
+from typing import TYPE_CHECKING
+
+from reid.lazy import lazy_names
+
+if TYPE_CHECKING:
+    from reid.photos import DETECT_CHOICES, BatchSize
+    from reid.pipeline.configs import EmbedEvery, Every, MaxFrames, EnrolConfig, QueryConfig, StreamConfig, TopK, check_detect
+    from reid.detect.base import largest_detection
+    from reid.pipeline.enrol import (
+        DUPLICATE,
+        EnrolEntry,
+        EnrolPlan,
+        EnrolReport,
+        camera_of,
+        enrol,
+        enrol_into,
+        plan_enrolment,
+    )
+    from reid.pipeline.subject import (
+        DETECT_HELP,
+        NO_FACE_HELP,
+        NONE_FOUND,
+        SubjectRule,
+        Subjects,
+        photo_rule,
+    )
+    from reid.pipeline.embed import (
+        Embeddings,
+        EncoderEvaluation,
+        PairDecision,
+        PairScores,
+        PairVerification,
+        compare_images,
+        embed_paths,
+        evaluate_encoder,
+        score_pairs,
+        verify_pairs,
+    )
+    from reid.pipeline.calibrate import Calibration, calibrate_model, calibrate_model_on_data, choose_on_dataset, model_folder
+    from reid.pipeline.frames import (
+        ChooseCrop,
+        FrameCrops,
+        ScaledDetector,
+        cut_frame,
+        frame_crops,
+        margin_for,
+        whole_box,
+    )
+    from reid.draw import Label, Trails, draw_labels, make_label
+    from reid.pipeline.live import FramePipeline
+    from reid.pipeline.outputs import (
+        FOURCC,
+        CropWriter,
+        JsonlWriter,
+        QueryOutputs,
+        TracksWriter,
+        VideoOutput,
+        VideoWriter,
+        annotate,
+        check_outputs,
+        safe_name,
+    )
+    from reid.pipeline.query import (
+        DetectionResult,
+        FrameResult,
+        QueryRun,
+        QueryStats,
+        TrackSummary,
+        choose_detector,
+    )
+    from reid.pipeline.sources import Frame, MediaSource, open_source
+    from reid.pipeline.scene import calibrate_on_scene, parse_frames, scene_tracks
+    from reid.pipeline.stages import STAGES, intra_op_threads, stage_timer
+    from reid.pipeline.stream import (
+        DetectionStream,
+        Sighting,
+        TrackedFrame,
+        choose_to_embed,
+        link_frame,
+        tracker_for,
+    )
+
+__getattr__, __dir__ = lazy_names(__name__, __file__)
 
 __all__ = [
     "BatchSize",

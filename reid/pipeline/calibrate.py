@@ -228,12 +228,14 @@ def calibrate_model_on_data(
     on_progress: ProgressFn | None = None,
     subject: SubjectRule | None = None,
     no_face: str = "skip",
+    dataset: ReidDataset | None = None,
 ) -> Calibration:
     """As :func:`calibrate_model`, on the pairs of the labelled set ``data`` (``KIND:PATH``,
-    read by :func:`reid.data.load_dataset`; :func:`dataset_pairs`).  The set is read before
-    the model is loaded, so a wrong path is named before any download."""
+    read by :func:`reid.data.load_dataset`, unless ``dataset`` is that set already read;
+    :func:`dataset_pairs`).  The set is read before the model is looked for or loaded, so a
+    wrong path is named before any download."""
+    dataset = load_dataset(data) if dataset is None else dataset
     folder = model_folder(model)
-    dataset = load_dataset(data)
     encoder = load_encoder(folder)
     choice, pairs = choose_on_dataset(
         encoder, dataset, target_far, batch_size=batch_size, on_progress=on_progress, subject=subject, no_face=no_face

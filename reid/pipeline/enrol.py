@@ -42,18 +42,9 @@ from reid.gallery import GalleryBackend, IndexSpec, ItemMeta, open_gallery, thum
 from reid.names import identity_name
 from reid.models.encoder import Encoder, embed_images
 from reid.pipeline.frames import ChooseCrop, whole_box
-from reid.options import check_fields, option
-from reid.pipeline.subject import (
-    DETECT_HELP,
-    DETECTOR_DEFAULT_TEXT,
-    DETECTOR_NAMES_HELP,
-    NO_FACE_HELP,
-    SubjectRule,
-    check_detect,
-    photo_rule,
-)
+from reid.pipeline.configs import EnrolConfig as EnrolConfig
+from reid.pipeline.subject import SubjectRule, photo_rule
 from reid.pipeline.sources import GLOB_CHARS
-from reid.pipeline.stream import BatchSize
 
 
 @dataclass(frozen=True)
@@ -71,33 +62,6 @@ class EnrolEntry:
 DUPLICATE = "duplicate of an enrolled image"
 # The reason an image is refused when the gallery holds it (the same pixels) under another identity.
 OTHER_IDENTITY = "the same image is enrolled as"
-
-
-@dataclass
-class EnrolConfig:
-    """``batch_size`` images are embedded and committed together; ``margin`` grows each
-    detection box by that share of its size (default: the detector kind's).  ``detect``
-    (:data:`reid.pipeline.subject.DETECT_CHOICES`) and ``detector`` (a
-    :func:`reid.detect.build_detector` name) say how each photo is cut to its subject
-    (:func:`reid.pipeline.subject.photo_rule`: "auto" takes photos whole unless a
-    ``detector`` is named or the encoder asks for aligned face chips), when no detector is
-    given to :func:`enrol` itself.
-
-    ``no_face`` (NONE_FOUND) says what happens to a photo in which the detector finds
-    nobody or which the encoder refuses: "whole" takes the whole photo, "skip" skips and
-    names it, "error" stops.  The fields that carry options (:mod:`reid.options`) are
-    ``reid enroll``'s.
-    """
-
-    batch_size: BatchSize = option(32, help="Images embedded and committed together.")
-    margin: float | None = None
-    no_face: str = option("skip", help=NO_FACE_HELP)
-    detect: str = option("auto", help=DETECT_HELP)
-    detector: str | None = option(None, help=DETECTOR_NAMES_HELP, default_text=DETECTOR_DEFAULT_TEXT)
-
-    def __post_init__(self) -> None:
-        check_fields(self)
-        check_detect(self.detect, self.no_face, self.detector)
 
 
 class EnrolPlan(list[EnrolEntry]):

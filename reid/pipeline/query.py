@@ -24,132 +24,21 @@ from collections import Counter, defaultdict
 from contextlib import closing
 from collections.abc import Iterator
 from dataclasses import dataclass, field
-from typing import Annotated, Any, Literal
+from typing import Any
 
 import numpy as np
-from pydantic import Field
-
-from reid.decision import (
-    FAR_HELP, THRESHOLD_HELP, check_distance_threshold, check_far,
-    check_threshold_or_far, nearest_identity, one_identity_each, resolve_threshold, taken_from,
-)  # fmt: skip
+from reid.decision import nearest_identity, one_identity_each, resolve_threshold, taken_from
 from reid.detect import Box, Detector, SSDLiteConfig, build_detector
-from reid.errors import ConfigError, ConfigValueError
-from reid.gallery import SCORES, GalleryBackend, IdentityMatch
+from reid.errors import ConfigError
+from reid.gallery import GalleryBackend, IdentityMatch
 from reid.models.encoder import Encoder
 from reid.pipeline.frames import ScaledDetector
 from reid.pipeline.sources import MediaSource
-from reid.pipeline.stages import EMBED_THREADS, intra_op_threads, stage_timer
-from reid.pipeline.stream import BatchSize, DetectionStream, EmbedEvery, Sighting, StreamConfig, TrackedFrame
-from reid.options import check_fields, option
-from reid.pipeline.subject import (
-    ALIGNING_FACE_DETECTOR,
-    DETECT_HELP,
-    DETECTOR_DEFAULT_TEXT,
-    DETECTOR_NAMES_HELP,
-    NO_FACE_HELP,
-    check_detect,
-)
-from reid.track import Track, Tracker, TrackerConfig
-
-
-# Identities listed per detection: beyond this a search would allocate without bound.
-TopK = Annotated[int, Field(ge=1, le=10_000)]
-
-
-@dataclass
-class QueryConfig:
-    """Options of a query run.
-
-    ``detect`` (:data:`reid.pipeline.subject.DETECT_CHOICES`): "auto" runs the model's
-    kind of detector (person or face) on videos, cameras and streams and takes image files
-    as ready crops (aligned face chips when the model's card asks for them); "none" takes
-    every frame as one crop.  ``no_face``: what happens to an image file in which the
-    detector finds nobody, or which a face model refuses: "whole", "skip" (counted and
-    named in :attr:`QueryStats.no_face`) or "error".  ``detector``: which detector (a :func:`reid.detect.build_detector`
-    name; default: the kind's).  ``threshold`` (Euclidean distance between unit embeddings) defaults to
-    the gallery's, which is the model card's calibrated one.  ``track``: link the
-    detections of videos, cameras and streams into tracks (see :mod:`reid.track`).
-    ``detect_scale`` in (0, 1]: detect on frames scaled by it (faster; people shorter than
-    the detector's window divided by it are missed).  ``batch_size``, ``no_face``,
-    ``track``, ``tracker`` and ``embed_every`` are the stream's
-    (:class:`reid.pipeline.stream.StreamConfig`, same defaults and checks).
-    ``threaded``: decode and detect on their own threads (:class:`FramePipeline`), so the
-    stages overlap and a live source drops the frames it cannot keep up with; False runs
-    every stage in turn on the caller's thread.
-    ``embed_threads``: PyTorch intra-op threads while embedding (None: PyTorch's own
-    setting); see :mod:`reid.pipeline.stages` for why one is the default.
-    ``embed_every``: on tracked videos, embed a track's crop in one of this many of its
-    frames (its first included); its other detections are answered by its mean so far.
-    Successive frames of one person add little to the mean, so 2 halves the embedding
-    work; above 1 (without ``tracker.appearance``) tracks are linked on boxes
-    alone, without embeddings to order detections that overlap a track alike.
-    ``min_height``: the height in frame pixels of the smallest person sought, for the
-    ``ssdlite`` detector only (see :class:`reid.detect.SSDLiteConfig`; None: its default
-    single pass).
-    ``one_per_frame``: on tracked sources, name each enrolled identity at most once among
-    the detections of one frame (:func:`reid.decision.one_identity_each`: a person is in
-    one place at a time, so two tracks seen together are not one person), and never give
-    a track an identity it lost so in an earlier frame (:func:`reid.decision.taken_from`); False, or
-    untracked, names each detection alone (:func:`reid.decision.nearest_identity`).
-    """
-
-    # The fields that carry options (reid.options) are reid query's, with the tracker's.
-    top_k: TopK = option(5, short="-k", help="Identities listed per detection.")
-    detect: str = option("auto", help=DETECT_HELP)
-    detector: str | None = option(None, help=DETECTOR_NAMES_HELP, default_text=DETECTOR_DEFAULT_TEXT)
-    threshold: float | None = option(
-        None,
-        help=THRESHOLD_HELP,
-        default_text="the gallery's own calibration (reid gallery calibrate, or once it holds enough identities), "
-        "else the model card's",
-    )
-    far: float | None = option(None, help=FAR_HELP)
-    score: Literal[SCORES] = option("best", help="Identity distance: best (nearest item) or mean (over its items).")
-    batch_size: BatchSize = option(StreamConfig.batch_size, help="Crops embedded together.")
-    margin: float | None = None
-    no_face: str = option(StreamConfig.no_face, help=NO_FACE_HELP)
-    track: bool = option(StreamConfig.track, help="Link detections into tracks and name each track by its mean embedding.")
-    tracker: TrackerConfig = field(default_factory=TrackerConfig)
-    embed_threads: Annotated[int, Field(ge=1)] | None = EMBED_THREADS
-    detect_scale: Annotated[float, Field(gt=0, le=1)] = option(1.0, help="Detect on frames scaled by this, in (0, 1] (faster; misses small people).")
-    threaded: bool = True
-    min_height: Annotated[int, Field(ge=1, le=65_536)] | None = option(
-        None,
-        help="With --detector ssdlite: also find people down to this many pixels tall (a second, larger pass; slower).",
-        default_text="one pass, people taller than about a tenth of the frame",
-    )
-    embed_every: EmbedEvery = option(
-        StreamConfig.embed_every,
-        help="Embed a track's crop in one of N of its frames (videos, cameras, streams); the others are answered "
-        "by its mean so far; untracked, every crop is embedded.",
-    )
-    one_per_frame: bool = option(
-        True,
-        help="Tracked sources: name each enrolled identity at most once among one frame's detections, the nearest "
-        "taking it (a person is in one place at a time), and never give a track a name it lost so; "
-        "--no-one-per-frame names each detection alone.",
-        default_text="on",
-    )
-
-    def __post_init__(self) -> None:
-        check_fields(self)
-        check_detect(self.detect, self.no_face)
-        self.stream()  # batch size, embed_every, no_face: the stream's checks
-        check_distance_threshold(self.threshold, "threshold")
-        check_far(self.far, "far")
-        check_threshold_or_far(self.threshold, self.far)
-        if self.min_height is not None and self.detector != "ssdlite":
-            raise ConfigValueError(
-                "min_height", f"works with the ssdlite detector, not {self.detector or 'the default detector'}", sep=" "
-            )
-
-    def stream(self) -> StreamConfig:
-        """The tracked-detection stream's settings of this query."""
-        return StreamConfig(
-            track=self.track, tracker=self.tracker, embed_every=self.embed_every, batch_size=self.batch_size,
-            no_face=self.no_face,
-        )  # fmt: skip
+from reid.pipeline.configs import QueryConfig as QueryConfig, TopK as TopK
+from reid.pipeline.stages import intra_op_threads, stage_timer
+from reid.pipeline.stream import DetectionStream, Sighting, TrackedFrame
+from reid.pipeline.subject import ALIGNING_FACE_DETECTOR
+from reid.track import Track, Tracker
 
 
 @dataclass

@@ -15,14 +15,13 @@ import urllib.parse
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Annotated
 
 import cv2
 import numpy as np
-from pydantic import Field
 
 from reid.data.io import MAX_PIXELS_ENV, ImageLimits, is_image_file, list_media, read_image, sniff_kind
 from reid.errors import ConfigValueError, DataError
+from reid.pipeline.configs import EVERY_FRAME, Every as Every, MaxFrames as MaxFrames
 from reid.text import whole_number
 
 GLOB_CHARS = set("*?[")
@@ -221,12 +220,9 @@ def check_frame_size(spec: str, width: int, height: int, limits: ImageLimits) ->
 
 # The most frames a second and frames in all a container's header is believed for.
 MAX_FPS, MAX_FRAME_COUNT = 10_000.0, 10**12
-# Keep one frame in N, and stop after N kept frames: the ranges of every config that sets them.
-Every = Annotated[int, Field(ge=1, le=1_000_000)]
-MaxFrames = Annotated[int, Field(ge=1, le=10**12)]
 
 
-def open_source(spec: str | Path, every: int = 1, max_frames: int | None = None) -> MediaSource:
+def open_source(spec: str | Path, every: int = EVERY_FRAME, max_frames: int | None = None) -> MediaSource:
     """Resolve ``spec``: a camera index ("0"), a URL ("rtsp://..."), a glob, a folder, an image or a video."""
     if every < 1:
         raise ConfigValueError("every", f"must be at least 1, got {every}", sep=" ")

@@ -14,8 +14,9 @@ from contextlib import contextmanager
 
 import torch
 
+from reid.pipeline.configs import EMBED_THREADS as EMBED_THREADS
+
 STAGES = ("decode", "detect", "embed", "track", "search")
-EMBED_THREADS = 1
 
 
 def stage_timer() -> dict[str, float]:

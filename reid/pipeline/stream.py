@@ -32,16 +32,12 @@ import time
 from collections.abc import Iterator, Sequence
 from contextlib import closing
 from dataclasses import dataclass, field, replace
-from typing import Annotated, Literal
 
 import numpy as np
-from pydantic import Field
-
 from reid.detect import Box, Detector
 from reid.errors import ConfigError, DataError
-from reid.models.encoder import NO_FACE_CHOICES, Encoder, embed_images
-from reid.options import check_fields
-from reid.photos import BatchSize
+from reid.models.encoder import Encoder, embed_images
+from reid.pipeline.configs import EmbedEvery as EmbedEvery, StreamConfig as StreamConfig
 from reid.pipeline.frames import FrameCrops, frame_crops, margin_for
 from reid.pipeline.live import FramePipeline
 from reid.pipeline.sources import Frame, MediaSource
@@ -51,37 +47,6 @@ from reid.track import Observation, Track, Tracker, TrackerConfig
 # Frames waiting for their crops to fill a batch are held in memory; stretches of video
 # with nobody in them must not pile up.
 MAX_PENDING_FRAMES = 16
-
-
-# One of N of a track's crops embedded.
-EmbedEvery = Annotated[int, Field(ge=1, le=1_000_000)]
-
-
-@dataclass
-class StreamConfig:
-    """How detections become tracked, embedded sightings.
-
-    ``track``: link the detections of videos, cameras and streams into tracks (False:
-    every detection is searched alone).  ``tracker``: its settings; a ``high_score`` of
-    None becomes the detector's ``confident_score`` (:func:`tracker_for`).
-    ``embed_every``: embed a track's crop in one of this many of its boxes (its first
-    included); above 1 tracks are linked on boxes alone (unless ``tracker.appearance`` is
-    set, which needs every embedding).  Untracked, there is no track to sample and every
-    crop is embedded, whatever it says.  ``batch_size``: crops embedded together (a live
-    source does not wait to fill one).  ``no_face``: what the encoder does with a crop it
-    refuses (:data:`reid.models.encoder.NO_FACE_CHOICES`).  ``thumbnails``: keep each
-    track's largest crop.  Raises ConfigError for a value out of range.
-    """
-
-    track: bool = True
-    tracker: TrackerConfig = field(default_factory=TrackerConfig)
-    embed_every: EmbedEvery = 2
-    batch_size: BatchSize = 32
-    no_face: Literal[NO_FACE_CHOICES] = "skip"
-    thumbnails: bool = False
-
-    def __post_init__(self) -> None:
-        check_fields(self)
 
 
 @dataclass

@@ -22,37 +22,27 @@ from pathlib import Path
 import numpy as np
 
 from reid.detect import (
-    DEFAULT_DETECTORS,
     DEFAULT_MARGIN,
-    FALLBACK_DETECTORS,
     Detector,
     build_detector,
-    check_detector,
     confident_detections,
     crop_detection,
-    detector_names,
 )
 from reid.detect.base import Box, Detection, largest_detection
+from reid.detect.names import DETECTOR_DEFAULT_TEXT as DETECTOR_DEFAULT_TEXT, DETECTOR_NAMES_HELP as DETECTOR_NAMES_HELP
 from reid.errors import ConfigError, ConfigValueError, DataError
 from reid.models.encoder import Encoder
 # The --detect choices and the help of --detect and --no-face live with their config fields;
 # the help is named here too, where the rule that reads them is.
-from reid.photos import DETECT_CHOICES, NO_FACE_CHOICES, PhotoConfig
+from reid.photos import NO_FACE_CHOICES, PhotoConfig
 from reid.photos import DETECT_HELP as DETECT_HELP, NO_FACE_HELP as NO_FACE_HELP
+from reid.pipeline.configs import check_detect as check_detect
 from reid.pipeline.frames import ChooseCrop
 
 # What happens to a photo in which the detector finds nobody: the --no-face choices, which
 # also say what happens to a photo a face encoder refuses.
 NONE_FOUND = NO_FACE_CHOICES
 PICKS = ("largest", "all")
-# --detector: the names it takes, and what runs when it is not given (each kind's default).
-DETECTOR_NAMES_HELP = (
-    f"Detector: {', '.join(detector_names('person'))} (people), {', '.join(detector_names('face'))} (faces)."
-)
-DETECTOR_DEFAULT_TEXT = (
-    f"for people the first present of {', '.join(DEFAULT_DETECTORS['person'])}, else {FALLBACK_DETECTORS['person']}; "
-    f"{DEFAULT_DETECTORS['face'][0]} for faces"
-)
 # The face detector that gives the five landmarks aligned chips are cut by.
 ALIGNING_FACE_DETECTOR = "yunet"
 
@@ -160,21 +150,6 @@ class SubjectRule:
         if self.none_found == "whole":
             return Subjects([image], [whole], len(found), [], self.kind, whole=True, scores=[None])
         return Subjects([], [], len(found), [], self.kind)
-
-
-def check_detect(detect: str, no_face: str = "skip", detector: str | None = None) -> None:
-    """Raise ConfigError for a ``--detect`` outside DETECT_CHOICES, a ``--no-face`` outside
-    NONE_FOUND, or a ``--detector`` that is unknown, of the other kind than ``detect``, or
-    given with ``detect`` "none"."""
-    if detect not in DETECT_CHOICES:
-        raise ConfigValueError("detect", f"{detect!r}: choose one of {', '.join(DETECT_CHOICES)}", sep=" ")
-    if no_face not in NONE_FOUND:
-        raise ConfigValueError("no_face", f"{no_face!r}: choose one of {', '.join(NONE_FOUND)}", sep=" ")
-    if detector is None:
-        return
-    if detect == "none":
-        raise ConfigValueError("detector", f"{detector}: detect none takes everything whole; drop one of them", sep=" ")
-    check_detector(detector, detect if detect in ("person", "face") else None)
 
 
 def photo_rule(

@@ -6,12 +6,19 @@ served; :class:`KeyStore` and :class:`AdminKey` hold the keys.  docs/serve.md ha
 The settings and keys need no web packages, so ``reid serve keys`` works without them.
 """
 
-from typing import Any
+from typing import TYPE_CHECKING
 
-from reid.serve.config import GallerySettings, ServeConfig, load_serve_config
-from reid.serve.keys import SCOPES, AdminKey, ApiKey, KeyStore
-from reid.serve.pool import WorkerPool
-from reid.serve.service import Service, Upload, crop_rules
+from reid.lazy import lazy_names
+
+if TYPE_CHECKING:
+    from reid.serve.config import GallerySettings, ServeConfig, load_serve_config
+    from reid.serve.keys import SCOPES, AdminKey, ApiKey, KeyStore
+    from reid.serve.pool import WorkerPool
+    from reid.serve.service import Service, Upload, crop_rules
+    # FastAPI is imported only by what needs it (the serve extra may be absent).
+    from reid.serve.app import create_app
+
+__getattr__, __dir__ = lazy_names(__name__, __file__)
 
 __all__ = [
     "SCOPES",
@@ -28,11 +35,3 @@ __all__ = [
     "load_serve_config",
 ]
 
-
-def __getattr__(name: str) -> Any:
-    # FastAPI is imported only by what needs it (the serve extra may be absent).
-    if name == "create_app":
-        from reid.serve.app import create_app
-
-        return create_app
-    raise AttributeError(f"module 'reid.serve' has no attribute {name!r}")

@@ -29,14 +29,12 @@ import yaml
 from pydantic import Field
 
 from reid.decision import check_distance_threshold
-from reid.engine.config import MAX_CONFIG_BYTES, check_yaml_shape
 from reid.errors import ConfigError
 from reid.names import check_gallery_name
 from reid.options import check_fields
 from reid.paths import read_text_bounded
-from reid.pipeline.enrol import EnrolConfig
-from reid.pipeline.query import QueryConfig, TopK
-from reid.pipeline.subject import check_detect
+from reid.serial import MAX_CONFIG_BYTES, check_yaml_shape
+from reid.pipeline.configs import EnrolConfig, QueryConfig, TopK, check_detect
 
 MIB = 1024 * 1024
 

@@ -31,7 +31,6 @@ from pathlib import Path
 from typing import TypeVar
 
 from reid.errors import ConfigError
-from reid.gallery.catalogue import now
 from reid.paths import parse_json_bounded, read_text_bounded, write_bytes_atomic
 from reid.names import check_gallery_name
 
@@ -123,6 +122,9 @@ class KeyStore:
         scopes = tuple(dict.fromkeys(scopes))
         if not scopes or any(s not in SCOPES for s in scopes):
             raise ConfigError(f"scopes {list(scopes)}: choose one or more of {', '.join(SCOPES)}")
+        # The catalogue's clock, imported here: the key commands' help loads no gallery engine.
+        from reid.gallery.catalogue import now
+
         with self._locked() as keys:
             uid = uid_of(gallery)
             key_id = secrets.token_hex(6)

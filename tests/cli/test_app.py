@@ -17,7 +17,7 @@ from reid.cli import app
 from reid.cli.app import COMMANDS
 
 ROOT = Path(__file__).resolve().parents[2]
-HEAVY = ("torch", "torchvision", "cv2", "faiss", "onnxruntime", "openvino", "reid.engine", "reid.gallery")
+HEAVY = ("torch", "torchvision", "cv2", "faiss", "onnxruntime", "openvino", "reid.engine.trainer", "reid.gallery.store")
 
 
 def loaded_after(code: str) -> list[str]:
@@ -32,7 +32,36 @@ def test_importing_the_command_line_loads_no_engine() -> None:
     assert loaded_after("import reid.cli") == []
 
 
-@pytest.mark.parametrize("args", [["--help"], ["--version"], ["verify", "--help"], ["calibrate", "--help"], ["report", "--help"]])
+def command_paths() -> list[list[str]]:
+    """Every command and sub-command of reid, as its words (``["gallery", "info"]``)."""
+    import typer.main
+
+    paths: list[list[str]] = []
+
+    def walk(command: object, path: list[str]) -> None:
+        paths.append(path)
+        for name, sub in (getattr(command, "commands", None) or {}).items():
+            walk(sub, [*path, name])
+
+    walk(typer.main.get_command(app), [])
+    return paths
+
+
+# The help whose defaults need the engine: the demo's recipe depends on whether an ImageNet
+# start is installed, which the model registry (PyTorch) answers.
+LOADS_THE_ENGINE = {("demo",)}
+
+
+def help_args() -> list[object]:
+    """``--help`` and ``--version``, and every command's and sub-command's ``--help``."""
+    args: list[object] = [["--help"], ["--version"]]
+    for path in command_paths()[1:]:
+        marks = [pytest.mark.xfail(strict=True, reason="its help reads the model registry")] if tuple(path) in LOADS_THE_ENGINE else []
+        args.append(pytest.param([*path, "--help"], marks=marks, id=" ".join(["reid", *path, "--help"])))
+    return args
+
+
+@pytest.mark.parametrize("args", help_args())
 def test_help_and_version_load_no_engine(args: list[str]) -> None:
     code = (
         "import contextlib, io\nfrom reid.cli import app\n"
@@ -68,21 +97,6 @@ def test_a_command_resolves_on_use_and_a_typo_is_answered_with_the_nearest() -> 
     assert runner.invoke(app, ["gallery", "info", "--help"]).exit_code == 0
     result = runner.invoke(app, ["verfy"])
     assert result.exit_code == 2 and "'verify'" in result.output, result.output
-
-
-def command_paths() -> list[list[str]]:
-    """Every command and sub-command of reid, as its words (``["gallery", "info"]``)."""
-    import typer.main
-
-    paths: list[list[str]] = []
-
-    def walk(command: object, path: list[str]) -> None:
-        paths.append(path)
-        for name, sub in (getattr(command, "commands", None) or {}).items():
-            walk(sub, [*path, name])
-
-    walk(typer.main.get_command(app), [])
-    return paths
 
 
 @pytest.mark.parametrize("path", command_paths(), ids=lambda p: " ".join(["reid", *p]))

@@ -268,3 +268,22 @@ def test_calibrate_on_a_labelled_set_needs_no_pair_file(tmp_path, model):
     ):
         result = run("calibrate", "--model", folder, *args)
         assert result.exit_code == 1 and line in result.output and "Traceback" not in result.output
+
+
+@pytest.mark.parametrize("model_given", ["folder", "missing"])
+def test_calibrate_names_missing_data_before_any_model_or_progress(tmp_path, model, model_given):
+    """The labelled set is read first: its error is the one line printed, with no progress
+    drawn before it, whether or not the model is there."""
+    import os
+    import subprocess
+    import sys
+
+    folder = model if model_given == "folder" else tmp_path / "no-model"
+    missing = tmp_path / "no-market"
+    env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[2]), "COLUMNS": "80"}
+    done = subprocess.run(
+        [sys.executable, "-m", "reid", "calibrate", "-m", str(folder), "--data", f"market1501:{missing}"],
+        capture_output=True, text=True, env=env, timeout=300,
+    )  # fmt: skip
+    assert done.returncode == 1 and done.stdout == "", done
+    assert done.stderr.splitlines() == [f"error: {missing}: dataset folder not found"], done.stderr

@@ -395,3 +395,26 @@ def test_outputs_and_failed_creations_fail_early_and_leave_nothing(tmp_path: Pat
     assert not new.exists(), "an enrolment that added nothing leaves no gallery"
     code, out = invoke("enroll", "-m", alpha, "-g", gallery, "--id", "x", broken)
     assert code == 1 and (gallery / "gallery.db").is_file(), "an existing gallery stays"
+
+
+def test_query_trail_draws_each_tracks_recent_centres_into_the_video(
+    tmp_path: Path, models: tuple[Path, Path], street: Path
+) -> None:
+    alpha, _ = models
+    gallery = tmp_path / "g"
+    assert invoke("enroll", "--model", alpha, "--gallery", gallery, people(tmp_path / "people"))[0] == 0
+    frames = {}
+    for trail in (0, 5):
+        video = tmp_path / f"trail{trail}.avi"
+        code, out = invoke("query", "-m", alpha, "-g", gallery, street, "--save-video", video, "--trail", str(trail))
+        assert code == 0, out
+        capture = cv2.VideoCapture(str(video))
+        frames[trail] = [capture.read()[1] for _ in range(int(capture.get(cv2.CAP_PROP_FRAME_COUNT)))]
+        capture.release()
+    assert len(frames[0]) == len(frames[5]) == 10
+    # The first frame has no past centres to draw; later ones do, wherever a track has gone on.
+    assert np.array_equal(frames[0][0], frames[5][0])
+    assert any(not np.array_equal(a, b) for a, b in zip(frames[0][1:], frames[5][1:]))
+
+    code, out = invoke("query", "-m", alpha, "-g", gallery, street, "--trail", "-1")
+    assert code != 0 and "--trail" in out

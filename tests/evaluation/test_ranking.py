@@ -221,3 +221,18 @@ def test_ranked_lists_follow_protocol():
     assert lst.gallery.tolist() == [1, 2, 3]
     assert lst.matches.tolist() == [False, True, True]
     np.testing.assert_allclose(lst.distances, [0.2, 0.3, 0.4], rtol=1e-5)
+
+
+def test_every_ranking_figure_is_written_under_its_one_name_as_a_fraction() -> None:
+    """The JSON keys of a ranking result are the names of RANKING_METRICS, the history's
+    evaluation scalars and the command line's table columns, each in [0, 1]."""
+    from reid.cli.common import RANKING
+    from reid.engine.history import EVAL_SCALARS
+    from reid.evaluation.names import RANKING_METRICS
+
+    rng = np.random.default_rng(0)
+    distmat = rng.random((6, 12))
+    data = evaluate_distmat(distmat, np.arange(6) % 3, np.arange(12) % 3, np.zeros(6, int), np.ones(12, int)).to_dict()
+    assert [key for key in data if key in RANKING_METRICS] == list(RANKING_METRICS) == list(EVAL_SCALARS)
+    assert dict(RANKING) == RANKING_METRICS
+    assert all(0.0 <= data[key] <= 1.0 for key in RANKING_METRICS)
