@@ -206,6 +206,24 @@ def foreign_schema(rows: Sequence[tuple[Any, ...]]) -> str | None:
 # ----------------------------------------------------------------- the catalogue
 
 
+def new_facts(card: ModelFacts, spec: IndexSpec, fmt: int = FORMAT) -> dict[str, str]:
+    """The fixed facts every backend stores for a new gallery of ``card``'s model and index
+    ``spec``, as text: the backend's format ``fmt``, model, dimension, threshold, creation
+    time, uid, index."""
+    return {
+        "format": str(fmt),
+        "model_fingerprint": card.fingerprint,
+        "model_name": card.name,
+        "model_kind": card.kind,
+        "dim": str(card.embedding_dim),
+        "threshold": "" if card.threshold is None else repr(float(card.threshold)),
+        "created": now(),
+        UID_KEY: secrets.token_hex(16),
+        "index_spec": json.dumps(spec.to_dict()),
+        "generation": "0",
+    }
+
+
 class Catalogue:
     """The SQLite database of one gallery folder (``folder/gallery.db``).
 
@@ -466,19 +484,7 @@ class Catalogue:
 
     def initialize(self, card: ModelFacts, spec: IndexSpec, active: ShardRecord) -> None:
         """Create the tables and the facts of a new gallery of ``card``'s model (in :meth:`atomic`)."""
-        meta = {
-            "format": str(FORMAT),
-            "model_fingerprint": card.fingerprint,
-            "model_name": card.name,
-            "model_kind": card.kind,
-            "dim": str(card.embedding_dim),
-            "threshold": "" if card.threshold is None else repr(float(card.threshold)),
-            "created": now(),
-            UID_KEY: secrets.token_hex(16),
-            "index_spec": json.dumps(spec.to_dict()),
-            "generation": "0",
-            **layout_meta(active, None),
-        }
+        meta = {**new_facts(card, spec), **layout_meta(active, None)}
         meta["facts_sha256"] = facts_hash(meta)
         for statement in SCHEMA:
             self.db.execute(statement)

@@ -31,7 +31,6 @@ from __future__ import annotations
 
 import json
 import re
-import secrets
 from collections.abc import Iterator, Sequence
 from contextlib import AbstractContextManager, contextmanager
 from dataclasses import replace
@@ -49,10 +48,10 @@ from reid.names import identity_name
 from reid.gallery import thumbnails as thumbs
 from reid.gallery.base import GalleryBackend, named
 from reid.gallery.catalogue import (
-    UID_KEY,
     facts_hash,
     item_from_row,
     item_row,
+    new_facts,
     now,
     one_line,
     row_hash,
@@ -377,16 +376,7 @@ class PgGallery(GalleryBackend):
             self.build_index(spec, 0)
             built = "hnsw"
         meta = {
-            "format": str(FORMAT),
-            "model_fingerprint": card.fingerprint,
-            "model_name": card.name,
-            "model_kind": card.kind,
-            "dim": str(card.embedding_dim),
-            "threshold": "" if card.threshold is None else repr(float(card.threshold)),
-            "created": now(),
-            UID_KEY: secrets.token_hex(16),
-            "index_spec": json.dumps(spec.to_dict()),
-            "generation": "0",
+            **new_facts(card, spec, FORMAT),
             "index_built": built,
             "index_lists": "0",
             "thumbnails": "1" if thumbnails else "0",
