@@ -11,6 +11,11 @@ import torch
 
 from reid.data import ReidDataset, load_dataset
 from reid.engine.config import TrainConfig
+from reid.engine.demo_recipe import (
+    IMAGENET_ARCHITECTURE,
+    INSTALL_HINT,
+    choose_demo_config,
+)
 from reid.engine.trainer import TrainCallbacks, TrainResult, build_card, evaluate_dataset, train
 from reid.evaluation import RankingResult
 from reid.pipeline.embed import evaluate_encoder
@@ -22,50 +27,6 @@ from reid.models.folder import default_device, load_encoder
 from reid.models.pretrained import imagenet_offline
 from reid.models.registry import Artefact
 from reid.models.stand_in import untrained_network
-
-# Both recipes train on the built-in synthetic set into the demo's default folder.
-# Its threshold at FAR 1e-2: the synthetic set's held-out pairs are too few to resolve 1e-3.
-_DEMO_COMMON: dict[str, Any] = {
-    "data": "synthetic", "out": Path("models/demo"), "name": "demo", "eval_every": 0, "threshold_far": 1e-2
-}
-# Without an ImageNet start: ResNet-18 from random initialisation (docs/models.md, "The demo").
-_SCRATCH_RECIPE: dict[str, Any] = {
-    "architecture": "resnet18",
-    "pretrained": None,
-    "input_size": (64, 32),
-    "p": 16,
-    "k": 4,
-    "epochs": 20,
-    "lr": 3e-3,
-    "warmup_epochs": 1,
-    "schedule": "cosine",
-    "metric_options": {"mining": "hard", "margin": 0.3},
-}
-IMAGENET_ARCHITECTURE = "efficientnet_lite0"
-# From EfficientNet-Lite0's ImageNet weights (the ``pretrained`` extra installs them).
-# 128x64, because at 64x32 the start is no better than random on this set (its last
-# feature map is 2x1); the triplet loss on unit-length features, because on the raw
-# ImageNet features (norms far above the 0.3 margin) it pulled Rank-1 below the start's.
-_IMAGENET_RECIPE: dict[str, Any] = {
-    "architecture": IMAGENET_ARCHITECTURE,
-    "pretrained": "imagenet",
-    "input_size": (128, 64),
-    "p": 16,
-    "k": 4,
-    "epochs": 24,
-    "lr": 1e-3,
-    "warmup_epochs": 1,
-    "schedule": "cosine",
-    "metric_options": {"mining": "hard", "margin": 0.3, "normalize": True},
-}
-INSTALL_HINT = 'pip install -e ".[pretrained]"'
-
-
-def choose_demo_config(imagenet: Artefact | None) -> TrainConfig:
-    """The ImageNet recipe when ``imagenet`` (an ImageNet start of
-    :data:`IMAGENET_ARCHITECTURE` available offline) is given, else the from-scratch one."""
-    return TrainConfig(**_DEMO_COMMON, **(_IMAGENET_RECIPE if imagenet is not None else _SCRATCH_RECIPE))
-
 
 def demo_config(verify: bool = True) -> TrainConfig:
     """The demo's training recipe for this installation: small and fast on two CPU cores,
