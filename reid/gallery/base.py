@@ -17,6 +17,7 @@ from contextlib import AbstractContextManager
 from collections.abc import Callable, Sequence
 from dataclasses import replace
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -114,6 +115,29 @@ class GalleryBackend(ABC):
 
     @abstractmethod
     def info(self) -> GalleryInfo: ...
+
+    def summary(self, built: str, generation: int, **backend: Any) -> GalleryInfo:
+        """What every backend's :meth:`info` says (items, identities, model, index, threshold,
+        calibration), with the index kind ``built`` now, the committed ``generation`` and the
+        backend's own fields (``segments``, ``bytes``, ``shards``, ``search_device``)."""
+        view, stored = self.view, self.calibration
+        return GalleryInfo(
+            path=self.location,
+            items=len(view),
+            identities=self.identity_count,
+            dim=self.meta.dim,
+            index=view.spec.kind,
+            index_built=built,
+            index_params=view.spec.to_dict(),
+            model_fingerprint=self.meta.model_fingerprint,
+            model_name=self.meta.model_name,
+            model_kind=self.meta.model_kind,
+            threshold=self.meta.threshold,
+            calibration=None if stored is None else stored.to_dict(),
+            created=self.meta.created,
+            generation=generation,
+            **backend,
+        )
 
     @abstractmethod
     def check(self, queries: int = RECALL_QUERIES, k: int = 10, seed: int = 0) -> CheckReport:

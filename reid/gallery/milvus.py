@@ -596,28 +596,8 @@ class MilvusGallery(GalleryBackend):
         return None if text is None else base64.b64decode(text)
 
     def info(self) -> GalleryInfo:
-        view = self.view
-        kind, _, _ = milvus_index(view.spec, self.meta.dim)
-        stored = self.calibration
-        return GalleryInfo(
-            path=self.location,
-            items=len(view),
-            identities=self.identity_count,
-            dim=self.meta.dim,
-            index=view.spec.kind,
-            index_built=kind,
-            index_params=view.spec.to_dict(),
-            model_fingerprint=self.meta.model_fingerprint,
-            model_name=self.meta.model_name,
-            model_kind=self.meta.model_kind,
-            threshold=self.meta.threshold,
-            calibration=None if stored is None else stored.to_dict(),
-            created=self.meta.created,
-            generation=view.state.generation,
-            segments=0,
-            bytes=0,
-            search_device="milvus",
-        )
+        kind, _, _ = milvus_index(self.view.spec, self.meta.dim)
+        return self.summary(kind, self.view.state.generation, segments=0, bytes=0, search_device="milvus")
 
     def check(self, queries: int = 1000, k: int = 10, seed: int = 0) -> MilvusCheckReport:
         """Delete leftovers of enrolments that never committed, verify that Milvus holds

@@ -445,30 +445,12 @@ class PgGallery(GalleryBackend):
         self.view.generation += 1
 
     def info(self) -> GalleryInfo:
-        view = self.view
         size = self.rows(
             "SELECT COALESCE(sum(pg_total_relation_size(c.oid)), 0) FROM pg_class c JOIN pg_namespace n "
             "ON n.oid = c.relnamespace WHERE n.nspname = %s AND c.relkind IN ('r', 'S')",
             [self.schema],
         )
-        return GalleryInfo(
-            path=self.location,
-            items=len(view),
-            identities=self.identity_count,
-            dim=self.meta.dim,
-            index=view.spec.kind,
-            index_built=view.built,
-            index_params=view.spec.to_dict(),
-            model_fingerprint=self.meta.model_fingerprint,
-            model_name=self.meta.model_name,
-            model_kind=self.meta.model_kind,
-            threshold=self.meta.threshold,
-            calibration=None if (stored := self.calibration) is None else stored.to_dict(),
-            created=self.meta.created,
-            generation=view.generation,
-            segments=0,
-            bytes=int(size[0][0]),
-        )
+        return self.summary(self.view.built, self.view.generation, segments=0, bytes=int(size[0][0]))
 
     def identities(self) -> list[IdentitySummary]:
         rows = self.rows(

@@ -229,25 +229,8 @@ class Gallery(GalleryBackend):
     def info(self) -> GalleryInfo:
         size = sum(p.stat().st_size for p in self.folder.iterdir() if p.is_file() and p.name != LOCK_FILE)
         view = self.view
-        return GalleryInfo(
-            path=str(self.folder),
-            items=len(view),
-            identities=self.identity_count,
-            dim=self.meta.dim,
-            index=view.spec.kind,
-            index_built=view.kind,
-            index_params=view.spec.to_dict(),
-            model_fingerprint=self.meta.model_fingerprint,
-            model_name=self.meta.model_name,
-            model_kind=self.meta.model_kind,
-            threshold=self.meta.threshold,
-            calibration=None if (stored := self.calibration) is None else stored.to_dict(),
-            created=self.meta.created,
-            generation=view.generation,
-            segments=len(view.segments),
-            bytes=size,
-            shards=self.shard_count,
-            search_device=view.device(),
+        return self.summary(
+            view.kind, view.generation, segments=len(view.segments), bytes=size, shards=self.shard_count, search_device=view.device()
         )
 
     def identities(self) -> list[IdentitySummary]:
