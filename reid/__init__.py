@@ -8,6 +8,11 @@ Distances everywhere are Euclidean between unit embeddings, in 0..2
 checked by ``check_distance_threshold`` and chosen by ``resolve_threshold``, which says
 where the value came from (a :class:`Threshold`).  Library errors are
 :class:`ReidError` subclasses with one line naming the file and the problem.
+
+A config is a dataclass whose fields state their ranges and choices in their types, checked
+by ``check_fields``; a field declared with ``option`` also carries its command-line option
+(help, spelling, choices), from which :func:`reid.cli.with_config_options` builds a command's
+options and help, for reid's commands and the apps alike.
 """
 
 from reid.decision import (
@@ -22,7 +27,7 @@ from reid.decision import (
     similarity_to_distance,
 )
 from reid.errors import ConfigError, ConfigValueError, DataError, GalleryError, ModelError, ReidError
-from reid.options import check_fields
+from reid.options import check_fields, option
 from reid.paths import write_atomic, write_bytes_atomic
 from reid.serial import as_dict
 from reid.text import printable
@@ -45,6 +50,7 @@ __all__ = [
     "nearest_identity",
     "one_identity_each",
     "one_identity_each_together",
+    "option",
     "pair_distance",
     "printable",
     "resolve_threshold",

@@ -1,31 +1,44 @@
-"""``python -m apps.camera_search``: find the same people across camera videos."""
+"""``python -m apps.camera_search``: find the same people across camera videos.
+
+The options are the fields of :class:`~apps.camera_search.config.SearchConfig`, of reid's
+tracker settings and of the HOG detector's (:func:`reid.cli.with_config_options`): their
+defaults, help and ranges are stated there once.  The engine (PyTorch, OpenCV, FAISS) is
+imported when the command runs, so help answers at once.
+"""
 
 from __future__ import annotations
 
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 import typer
 from rich.console import Console
-from rich.text import Text
 
-from reid import THRESHOLD_HELP, ReidError, printable
-from reid.data import quiet_opencv
-from reid.detect import PersonDetectorConfig, detector_names, fallback_note
-from reid.models import load_encoder, stand_in_model
+from reid import ReidError, printable
+from reid.cli import OneLineCommand, config_overrides, handle_errors, in_range, make_progress, print_table, with_config_options
+from reid.detect import PersonDetectorConfig
 from reid.track import TrackerConfig
-from reid.cli import OneLineCommand, error_line, in_range, make_progress, option_flags, print_table
 
-from apps.camera_search.demo import demo_threshold, score_demo, write_demo_videos
-from apps.camera_search.outputs import VIDEO_FORMATS, write_outputs
-from apps.camera_search.search import SearchConfig, SearchResult, run_search
+from apps.camera_search.config import SearchConfig
+
+if TYPE_CHECKING:
+    from apps.camera_search.search import SearchResult
 
 # Markup is off: file names and labels are printed as they are, never interpreted.
 console = Console(markup=False, highlight=False)
 err_console = Console(stderr=True, markup=False, highlight=False)
 app = typer.Typer(add_completion=False, pretty_exceptions_enable=False)
 DEMO_MODEL = Path("models/demo")
+DEMO_FRAMES = 60
 # The demo's drawn figures are small for HOG's window; a finer stride finds more of them.
 DEMO_WIN_STRIDE = 4
+# The tracker's and the HOG detector's settings the search takes from the command line.
+TRACKER_KEYS = ("iou", "lost_seconds", "appearance", "min_boxes")
+DETECTOR_KEYS = ("scale", "win_stride")
+DETECTOR_HELPS = {
+    "win_stride": "HOG window stride in pixels: smaller finds more "
+    f"(default: {PersonDetectorConfig.win_stride}; {DEMO_WIN_STRIDE} with --demo)."
+}
 
 
 def _print_tables(result: SearchResult) -> None:
@@ -49,141 +62,93 @@ def _print_tables(result: SearchResult) -> None:
 
 
 @app.command(cls=OneLineCommand)
+@handle_errors
+@with_config_options(
+    SearchConfig, more=[(TrackerConfig, TRACKER_KEYS, None), (PersonDetectorConfig, DETECTOR_KEYS, DETECTOR_HELPS)]
+)
 def main(
     videos: list[str] = typer.Argument(None, help="One video per camera (camera 0 first); or a camera index."),
     model: str | None = typer.Option(
         None, "--model", "-m", help="Person model: a folder, a name under models/, an .onnx file, or a published Re-ID model by name (`reid models list`)."
     ),
-    out: Path = typer.Option(..., "--out", "-o", help="Folder for events, videos and the report."),
-    gallery: Path | None = typer.Option(
-        None, "--gallery", "-g", help="Match every track against this existing gallery instead of a reference camera."
-    ),
-    reference_camera: int | None = typer.Option(
-        None, "--reference-camera", callback=in_range("reference_camera", SearchConfig),
-        help=f"Camera whose tracks are enrolled as the known people (default {SearchConfig.reference_camera}).",
-    ),
-    threshold: float | None = typer.Option(None, "--threshold", help=f"{THRESHOLD_HELP} Default: the model card's."),
-    every: int = typer.Option(SearchConfig.every, "--every", callback=in_range("every", SearchConfig), help="Keep one frame in N."),
-    max_frames: int | None = typer.Option(None, "--max-frames", callback=in_range("max_frames", SearchConfig), help="Stop each camera after N kept frames."),
-    top_k: int = typer.Option(SearchConfig.top_k, "--top-k", callback=in_range("top_k", SearchConfig), help="Identities fetched per track."),
-    detector: str | None = typer.Option(
-        None, "--detector", help=f"Person detector: {', '.join(detector_names('person'))} (default: reid's person default; hog with --demo)."
-    ),
-    detect_scale: float = typer.Option(
-        PersonDetectorConfig.scale, "--detect-scale", callback=in_range("detect_scale"),
-        help="HOG: scale frames by this before detection (< 1: faster, misses small people).",
-    ),
-    win_stride: int | None = typer.Option(
-        None, "--win-stride", callback=in_range("win_stride"),
-        help=f"HOG window stride in pixels (default {PersonDetectorConfig.win_stride}; {DEMO_WIN_STRIDE} in --demo): "
-        "smaller finds more.",
-    ),
-    embed_every: int = typer.Option(
-        SearchConfig.embed_every, "--embed-every", callback=in_range("embed_every", SearchConfig),
-        help="Embed a track's crop in one of N of its frames (1: every crop, before linking, so tracks link by "
-        "appearance too; above 1: tracks link on boxes alone).",
-    ),
-    iou: float = typer.Option(TrackerConfig.iou, "--iou", callback=in_range("iou"), help="Least box overlap that continues a track."),
-    lost_seconds: float = typer.Option(
-        TrackerConfig.lost_seconds, "--lost-seconds", callback=in_range("lost_seconds"), help="Seconds a track may go unseen before it ends."
-    ),
-    appearance: float | None = typer.Option(
-        None, "--appearance", help="Also require this embedding distance or less to continue a track (off by default)."
-    ),
-    min_boxes: int = typer.Option(
-        TrackerConfig.min_boxes, "--min-boxes", callback=in_range("min_boxes"), help="Drop tracks with fewer boxes (detector noise)."
-    ),
-    one_per_frame: bool = typer.Option(
-        SearchConfig.one_per_frame, "--one-per-frame/--no-one-per-frame",
-        help="Never name two tracks of one camera that share a frame the same identity (a person is in one place "
-        "at a time); --no-one-per-frame names each track alone.",
-    ),
     video_format: str = typer.Option("avi", "--video-format", help="Annotated videos as avi (MJPG) or mp4 (mp4v)."),
     demo: bool = typer.Option(False, "--demo", help="Generate two camera videos of synthetic people and search them."),
-    demo_frames: int = typer.Option(60, "--demo-frames", callback=in_range("demo_frames"), help="Frames per generated demo video."),
+    demo_frames: int = typer.Option(
+        DEMO_FRAMES, "--demo-frames", callback=in_range("demo_frames"), help="Frames per generated demo video."
+    ),
+    **options: Any,
 ) -> None:
     """Detect and track people in each camera, embed every track, and name the tracks of the
     other cameras after the reference camera's tracks (or after the people of --gallery)."""
-    quiet_opencv()
-    try:
-        suffix = f".{video_format.lower().lstrip('.')}"
-        if suffix not in VIDEO_FORMATS:
-            raise ReidError(f"--video-format {video_format!r}: choose avi or mp4")
-        if gallery is not None and reference_camera is not None:
-            raise ReidError("give --gallery (match every camera against it) or --reference-camera, not both")
-        note = fallback_note("person") if detector is None and not demo else None
-        if note is not None:
-            console.print(note, highlight=False, markup=False)
-        scene = None
-        threshold_source = None
-        if demo:
-            if videos:
-                raise ReidError("--demo generates its own videos; give no VIDEO arguments with it")
-            scene = write_demo_videos(out / "demo", frames=demo_frames)
-            videos = [str(v) for v in scene.videos]
-            console.print(f"wrote demo videos {', '.join(printable(v) for v in videos)}", highlight=False)
-            if model is None:
-                if DEMO_MODEL.is_dir():
-                    model = str(DEMO_MODEL)
-                else:
-                    model = str(stand_in_model(out / "demo" / "model", "person", name="untrained-stand-in"))
-                    console.print(
-                        f"no --model and no {printable(DEMO_MODEL)} (made by 'reid demo'): using an untrained stand-in "
-                        "encoder, so names are rough guesses",
-                        highlight=False,
-                    )
+    from reid.detect import fallback_note
+    from reid.models import load_encoder, stand_in_model
+
+    from apps.camera_search.demo import demo_threshold, score_demo, write_demo_videos
+    from apps.camera_search.outputs import VIDEO_FORMATS, write_outputs
+    from apps.camera_search.search import run_search
+
+    suffix = f".{video_format.lower().lstrip('.')}"
+    if suffix not in VIDEO_FORMATS:
+        raise ReidError(f"--video-format {video_format!r}: choose avi or mp4")
+    if options.get("gallery") is not None and options.get("reference_camera") is not None:
+        raise ReidError("give --gallery (match every camera against it) or --reference-camera, not both")
+    search = config_overrides(SearchConfig, options)
+    out: Path = search["out"]
+    note = fallback_note("person") if search.get("person_detector") is None and not demo else None
+    if note is not None:
+        console.print(note)
+    scene = None
+    if demo:
+        if videos:
+            raise ReidError("--demo generates its own videos; give no VIDEO arguments with it")
+        scene = write_demo_videos(out / "demo", frames=demo_frames)
+        videos = [str(v) for v in scene.videos]
+        console.print(f"wrote demo videos {', '.join(printable(v) for v in videos)}")
         if model is None:
-            raise ReidError("give --model (a person model folder, e.g. models/demo from 'reid demo')")
-        if not videos:
-            raise ReidError("give one video per camera (or --demo)")
-        encoder = load_encoder(model)
-        if scene is not None and threshold is None and encoder.threshold is None:
-            choice = demo_threshold(encoder, scene)
-            threshold = choice.threshold
-            pairs = choice.num_genuine + choice.num_impostor
-            threshold_source = (
-                f"best accuracy on {pairs} cross-camera pairs of held-out synthetic people "
-                f"(accuracy {choice.accuracy:.3f})"
-            )
-        config = SearchConfig(
-            videos=list(videos),
-            out=out,
-            gallery=gallery,
-            reference_camera=reference_camera or 0,
-            threshold=threshold,
-            threshold_source=threshold_source,
-            every=every,
-            max_frames=max_frames,
-            top_k=top_k,
-            embed_every=embed_every,
-            detector=PersonDetectorConfig(
-                scale=detect_scale, win_stride=win_stride or (DEMO_WIN_STRIDE if demo else PersonDetectorConfig.win_stride)
-            ),
-            # The drawn figures of --demo are HOG's to find (SSDLite sees none of them).
-            person_detector=detector or ("hog" if demo else None),
-            tracker=TrackerConfig(iou=iou, lost_seconds=lost_seconds, appearance=appearance, min_boxes=min_boxes),
-            one_per_frame=one_per_frame,
+            if DEMO_MODEL.is_dir():
+                model = str(DEMO_MODEL)
+            else:
+                model = str(stand_in_model(out / "demo" / "model", "person", name="untrained-stand-in"))
+                console.print(
+                    f"no --model and no {printable(DEMO_MODEL)} (made by 'reid demo'): using an untrained stand-in "
+                    "encoder, so names are rough guesses"
+                )
+        # The drawn figures of --demo are HOG's to find (SSDLite sees none of them).
+        search.setdefault("person_detector", "hog")
+    if model is None:
+        raise ReidError("give --model (a person model folder, e.g. models/demo from 'reid demo')")
+    if not videos:
+        raise ReidError("give one video per camera (or --demo)")
+    encoder = load_encoder(model)
+    if scene is not None and search.get("threshold") is None and encoder.threshold is None:
+        choice = demo_threshold(encoder, scene)
+        pairs = choice.num_genuine + choice.num_impostor
+        search["threshold"] = choice.threshold
+        search["threshold_source"] = (
+            f"best accuracy on {pairs} cross-camera pairs of held-out synthetic people (accuracy {choice.accuracy:.3f})"
         )
-        with make_progress() as progress:
-            tasks = {i: progress.add_task(f"cam{i}", total=None) for i in range(len(config.videos))}
-            result = run_search(
-                encoder, config, lambda cam, done, total: progress.update(tasks[cam], completed=done, total=total)
-            )
-        files = write_outputs(result, config, model, suffix)
-    except (ReidError, OSError) as exc:  # an OS error names its file in one line too
-        line = error_line(exc, option_flags(main)) if isinstance(exc, ReidError) else str(exc)
-        err_console.print(Text.assemble(("error:", "bold red"), " ", printable(line)), soft_wrap=True)
-        raise typer.Exit(1) from None
+    hog = {"win_stride": DEMO_WIN_STRIDE} if demo else {}
+    config = SearchConfig(
+        videos=list(videos),
+        detector=PersonDetectorConfig(**(hog | config_overrides(PersonDetectorConfig, options))),
+        tracker=TrackerConfig(**config_overrides(TrackerConfig, options)),
+        **search,
+    )
+    with make_progress() as progress:
+        tasks = {i: progress.add_task(f"cam{i}", total=None) for i in range(len(config.videos))}
+        result = run_search(
+            encoder, config, lambda cam, done, total: progress.update(tasks[cam], completed=done, total=total)
+        )
+    files = write_outputs(result, config, model, suffix)
     _print_tables(result)
     if scene is not None:
         score = score_demo(result, scene)
         console.print(
             f"demo truth: of {score.searched} tracks searched, {score.correct} named after the same person, "
-            f"{score.wrong} after another, {score.unknown} left unknown",
-            highlight=False,
+            f"{score.wrong} after another, {score.unknown} left unknown"
         )
-    console.print(f"wrote {printable(files.events_jsonl)}, {printable(files.events_sqlite)}, {printable(files.report)}", highlight=False)
-    console.print(f"wrote {', '.join(printable(v) for v in files.videos)}", highlight=False)
+    console.print(f"wrote {printable(files.events_jsonl)}, {printable(files.events_sqlite)}, {printable(files.report)}")
+    console.print(f"wrote {', '.join(printable(v) for v in files.videos)}")
     if result.interrupted:
         err_console.print("interrupted: outputs cover the frames read so far")
         raise typer.Exit(130)

@@ -9,100 +9,27 @@ into tracks and embeds their crops (the stream ``reid query`` runs on), and
 
 from __future__ import annotations
 
-import inspect
 import shutil
 import time
 from collections.abc import Callable
 from contextlib import closing
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Any
 
 import numpy as np
-from pydantic import Field
 
-from reid import (
-    ConfigError, ConfigValueError, GalleryError, Threshold, check_distance_threshold, check_fields, nearest_identity,
-    one_identity_each_together, resolve_threshold,
-)  # fmt: skip
-from reid.detect import PersonDetectorConfig, build_detector, check_detector
+from reid import GalleryError, Threshold, nearest_identity, one_identity_each_together, resolve_threshold
+from reid.detect import build_detector
 from reid.gallery import DB_FILE, GalleryBackend, ItemMeta, open_gallery
 from reid.models import Encoder
-from reid.pipeline import (
-    BatchSize, DetectionStream, EmbedEvery, Every, MaxFrames, MediaSource, QueryConfig, StreamConfig, TopK,
-    open_source, stage_timer,
-)  # fmt: skip
-from reid.track import Track, TrackerConfig
+from reid.pipeline import DetectionStream, MediaSource, open_source, stage_timer
+from reid.track import Track
+
+from apps.camera_search.config import SearchConfig
 
 # Called as (camera, frames done, frames expected or None) while a camera is processed.
 ProgressFn = Callable[[int, int, int | None], None]
-
-
-# Each camera's source is opened as reid opens one, with its defaults.
-_SOURCE_DEFAULTS = inspect.signature(open_source).parameters
-# Cameras a search takes, numbered from 0 in the order their videos are given.
-MAX_CAMERAS = 1024
-
-
-@dataclass
-class SearchConfig:
-    """What to search and how.  ``gallery`` None: enrol the tracks of ``reference_camera``
-    into a fresh gallery under ``out`` and match the other cameras against it.  ``threshold``
-    None: the model card's (else the gallery's); ``threshold_source`` says how a given one
-    was chosen (None: given by the user).  A track is named when its nearest
-    identity's distance is at most the threshold; with ``one_per_frame`` (the default) no
-    two tracks of one camera that share a frame are named the same identity (a person is
-    in one place at a time: :func:`reid.decision.one_identity_each_together`), False names
-    each track alone.  ``every``, ``max_frames``: each camera's frames kept and read
-    (:func:`reid.pipeline.open_source`); ``top_k``: identities fetched per track
-    (:class:`reid.pipeline.QueryConfig`'s); ``batch_size``, ``embed_every`` and
-    ``tracker``: the tracked-detection stream's (:class:`reid.pipeline.StreamConfig`).
-    The same defaults and ranges as those.  Raises ConfigValueError naming the key of a
-    wrong value."""
-
-    videos: list[str]
-    out: Path
-    gallery: Path | None = None
-    reference_camera: Annotated[int, Field(ge=0, lt=MAX_CAMERAS)] = 0
-    threshold: float | None = None
-    threshold_source: str | None = None
-    every: Every = _SOURCE_DEFAULTS["every"].default
-    max_frames: MaxFrames | None = _SOURCE_DEFAULTS["max_frames"].default
-    top_k: TopK = QueryConfig.top_k
-    batch_size: BatchSize = StreamConfig.batch_size
-    embed_every: EmbedEvery = StreamConfig.embed_every
-    detector: PersonDetectorConfig = field(default_factory=PersonDetectorConfig)
-    person_detector: str | None = None
-    tracker: TrackerConfig = field(default_factory=TrackerConfig)
-    one_per_frame: bool = True
-
-    def __post_init__(self) -> None:
-        if not self.videos:
-            raise ConfigError("give at least one video (one per camera)")
-        check_fields(self)
-        if self.gallery is None and self.reference_camera >= len(self.videos):
-            raise ConfigValueError(
-                "reference_camera",
-                f"{self.reference_camera}: cameras are numbered 0..{len(self.videos) - 1} in the order the videos are given",
-                sep=" ",
-            )
-        if self.gallery is None and len(self.videos) < 2:
-            raise ConfigValueError(
-                "gallery", "none given: give at least two videos, a reference camera and one to search", sep=" "
-            )
-        check_distance_threshold(self.threshold, "threshold")
-        if self.person_detector is not None:
-            # A misspelt detector is refused before any gallery is made under ``out``.
-            check_detector(self.person_detector, "person")
-        self.stream()  # the stream's own checks of its settings together
-
-    def stream(self) -> StreamConfig:
-        """Each camera's stream: every track keeps its largest crop (the event thumbnail),
-        and a crop a face model finds no face in is embedded whole."""
-        return StreamConfig(
-            tracker=self.tracker, embed_every=self.embed_every, batch_size=self.batch_size, no_face="whole",
-            thumbnails=True,
-        )  # fmt: skip
 
 
 @dataclass

@@ -8,6 +8,20 @@ chooses that threshold on one half of a people folder and measures it on the oth
 See README.md.
 """
 
-from apps.face_checkin.checkin import CheckinConfig, CheckinDesk, Decision, enrol_people, source_faces
+from typing import Any
 
-__all__ = ["CheckinConfig", "CheckinDesk", "Decision", "enrol_people", "source_faces"]
+from apps.face_checkin.config import CheckinConfig
+
+# The check-in's names are imported when first asked for: importing the package (as
+# ``python -m apps.face_checkin --help`` does) loads no engine.
+_CHECKIN = ("CheckinDesk", "Decision", "enrol_people", "source_faces")
+
+__all__ = ["CheckinConfig", *_CHECKIN]
+
+
+def __getattr__(name: str) -> Any:
+    if name in _CHECKIN:
+        from apps.face_checkin import checkin
+
+        return getattr(checkin, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

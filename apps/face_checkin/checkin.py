@@ -28,112 +28,33 @@ between L2-normalized embeddings) is at most the threshold.
 
 from __future__ import annotations
 
-import inspect
 import json
 import time
 from collections import Counter
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
-from pathlib import Path
 from typing import IO, Any
 
 import numpy as np
 
-from reid import ConfigValueError, check_distance_threshold, check_fields, nearest_identity, resolve_threshold
-from reid.detect import Box, Detector, check_detector
+from reid import ConfigValueError, nearest_identity, resolve_threshold
+from reid.detect import Box
 from reid.gallery import GalleryBackend, IdentityMatch
 from reid.models import Encoder, embed_images
 from reid.pipeline import (
-    BatchSize,
-    ChooseCrop,
     EnrolConfig,
     EnrolPlan,
     EnrolReport,
-    Every,
     Frame,
     FramePipeline,
-    MaxFrames,
     MediaSource,
-    QueryConfig,
     SubjectRule,
-    TopK,
-    check_detect,
     enrol,
     open_source,
-    photo_rule,
 )
 
-MODES = ("1:N", "1:1")
-# Videos and cameras are opened as reid opens a source, with its defaults.
-_SOURCE_DEFAULTS = inspect.signature(open_source).parameters
-
-
-@dataclass
-class CheckinConfig:
-    """``gallery`` None: ``out/gallery``.  ``claim``: the name a 1:1 check compares every face
-    with (None: 1:N).  ``threshold`` None: the model card's, else the gallery's.  ``detect``
-    ("auto", "face" or "none"), ``face_detector`` and ``no_face`` say where faces come
-    from (see the module docstring).  ``threshold_source`` says how a given threshold was
-    chosen (None: given by the user).  The defaults and ranges of the face crops, of the
-    batches, of the nearest people logged and of the frames kept are reid's
-    (:class:`reid.pipeline.EnrolConfig`, :class:`reid.pipeline.QueryConfig`,
-    :func:`reid.pipeline.open_source`).  Raises ConfigValueError naming the key of a wrong
-    value."""
-
-    people: Path | None
-    out: Path
-    sources: list[str]
-    gallery: Path | None = None
-    claim: str | None = None
-    threshold: float | None = None
-    threshold_source: str | None = None
-    detect: str = EnrolConfig.detect
-    face_detector: str | None = None
-    no_face: str = EnrolConfig.no_face
-    every: Every = _SOURCE_DEFAULTS["every"].default
-    max_frames: MaxFrames | None = _SOURCE_DEFAULTS["max_frames"].default
-    top_k: TopK = QueryConfig.top_k
-    margin: float | None = EnrolConfig.margin
-    batch_size: BatchSize = EnrolConfig.batch_size
-    append: bool = False
-
-    def __post_init__(self) -> None:
-        check_fields(self)
-        # Check-in finds faces; --detect person is reid's word for people, not for this app.
-        if self.detect == "person":
-            raise ConfigValueError("detect", "person: check-in finds faces; choose auto, face or none", sep=" ")
-        check_detect(self.detect, self.no_face, self.face_detector)
-        if self.face_detector is not None:
-            check_detector(self.face_detector, "face")
-        check_distance_threshold(self.threshold, "threshold")
-        if self.claim is not None and not self.claim.strip():
-            raise ConfigValueError("claim", "must name an enrolled person", sep=" ")
-
-    @property
-    def gallery_path(self) -> Path:
-        return self.gallery if self.gallery is not None else self.out / "gallery"
-
-    @property
-    def mode(self) -> str:
-        return "1:1" if self.claim is not None else "1:N"
-
-    def photo_rule(self, encoder: Encoder, pick: str | ChooseCrop = "all") -> SubjectRule:
-        """How photos (enrolment photos, ``pick`` "largest"; incoming image files, "all")
-        are cut to their faces for ``encoder``: reid's :func:`reid.pipeline.photo_rule`,
-        where ``face_detector`` under "auto" is the detector of video frames and cuts
-        photos only into the aligned chips an encoder asks for."""
-        aligned = encoder.aligned_face_size
-        detector = None if self.detect == "auto" and aligned is None else self.face_detector
-        return photo_rule(self.detect, detector, self.no_face, aligned, self.margin, pick)
-
-    def frame_detector(self, encoder: Encoder) -> Detector | None:
-        """The face detector of video and camera frames (None under "none": taken whole):
-        ``face_detector``, else reid's default for faces given to ``encoder`` (YuNet, whose
-        landmarks align the chips, when it asks for aligned faces)."""
-        if self.detect == "none":
-            return None
-        return photo_rule("face", self.face_detector, self.no_face, encoder.aligned_face_size, self.margin).detector
+from apps.face_checkin.config import CheckinConfig
 
 
 @dataclass(frozen=True)

@@ -1,29 +1,27 @@
-"""``python -m apps.face_checkin``: enrol people from face photos, then check faces in."""
+"""``python -m apps.face_checkin``: enrol people from face photos, then check faces in.
+
+The options are the fields of :class:`~apps.face_checkin.config.CheckinConfig`
+(:func:`reid.cli.with_config_options`): their defaults, help and ranges are stated there
+once.  The engine (PyTorch, OpenCV, FAISS) is imported when the command runs, so help
+answers at once.
+"""
 
 from __future__ import annotations
 
 import json
-from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 import typer
 from rich.console import Console
-from rich.text import Text
 
-from reid import THRESHOLD_HELP, ReidError, printable, resolve_threshold, write_bytes_atomic
-from reid.data import quiet_opencv
-from reid.gallery import open_gallery
-from reid.models import SFACE, load_encoder, stand_in_model
-from reid.pipeline import DUPLICATE, NO_FACE_HELP, plan_enrolment
-from reid.cli import OneLineCommand, error_line, in_range, option_flags, print_table
+from reid import ReidError, printable, resolve_threshold, write_bytes_atomic
+from reid.cli import OneLineCommand, config_overrides, handle_errors, print_table, with_config_options
+from reid.models import SFACE
 
-from apps.face_checkin.calibrate import calibrate_on_people
-from apps.face_checkin.checkin import (
-    CheckinConfig,
-    CheckinDesk,
-    Decision,
-    enrol_people,
-)
-from apps.face_checkin.demo import score_demo, write_demo_inputs
+from apps.face_checkin.config import CheckinConfig
+
+if TYPE_CHECKING:
+    from apps.face_checkin.checkin import Decision
 
 # Markup is off: file names and labels are printed as they are, never interpreted.
 console = Console(markup=False, highlight=False)
@@ -45,134 +43,106 @@ def _show(decision: Decision) -> None:
 
 
 @app.command(cls=OneLineCommand)
+@handle_errors
+@with_config_options(CheckinConfig)
 def main(
     sources: list[str] = typer.Argument(
         None, help="Images, folders of images, videos, or a camera index (0); each face is decided."
     ),
     model: str | None = typer.Option(
-        None, "--model", "-m", help="Face model: sface (the default), dlib-face, a folder (calibrated card) or a name under models/."
+        None, "--model", "-m", help=f"Face model: {SFACE} (the default), dlib-face, a folder (calibrated card) or a name under models/."
     ),
-    people: Path | None = typer.Option(
-        None, "--people", help="Folder of <person>/<photos> to enrol (photos already enrolled are skipped)."
-    ),
-    out: Path = typer.Option(..., "--out", "-o", help="Folder for decisions.jsonl, summary.json (and the gallery)."),
-    gallery: Path | None = typer.Option(None, "--gallery", "-g", help="Gallery folder (default: OUT/gallery)."),
-    claim: str | None = typer.Option(None, "--claim", help="1:1: is each face this enrolled person?  (Default 1:N.)"),
-    threshold: float | None = typer.Option(None, "--threshold", help=f"{THRESHOLD_HELP} Default: the model card's calibrated one."),
-    detect: str = typer.Option(
-        CheckinConfig.detect, "--detect", help="auto: photos whole (aligned chips when the model's card asks), video "
-        "frames through the face detector; face: detect everywhere (photos: see --no-face); none: everything whole."
-    ),
-    detector: str | None = typer.Option(None, "--detector", help="Face detector: haar (default) or yunet."),
-    no_face: str = typer.Option(CheckinConfig.no_face, "--no-face", help=f"{NO_FACE_HELP} Incoming photos skipped are logged as no_face."),
-    every: int = typer.Option(CheckinConfig.every, "--every", callback=in_range("every", CheckinConfig), help="Videos and cameras: keep one frame in N."),
-    max_frames: int | None = typer.Option(None, "--max-frames", callback=in_range("max_frames", CheckinConfig), help="Videos and cameras: stop after N frames."),
-    top_k: int = typer.Option(CheckinConfig.top_k, "--top-k", callback=in_range("top_k", CheckinConfig), help="Nearest people logged with each decision."),
-    append: bool = typer.Option(False, "--append", help="Add to OUT/decisions.jsonl instead of starting it afresh."),
     quiet: bool = typer.Option(False, "--quiet", "-q", help="No line per decision; only the summary."),
     demo: bool = typer.Option(False, "--demo", help="Generate people, strangers and a calibration set, then check in."),
+    **options: Any,
 ) -> None:
     """Enrol people, then answer 1:N (who is this, or nobody known?) or, with --claim, 1:1
     (is this that person?) for every face, logging each decision with its distance."""
-    quiet_opencv()
-    try:
-        scene = None
-        if demo:
-            if sources or people is not None:
-                raise ReidError("--demo generates its own people and photos; give no SOURCE or --people with it")
-            scene = write_demo_inputs(out / "demo")
-            people, sources = scene.people, [str(scene.incoming)]
-            if model is None:
-                folder = stand_in_model(out / "demo" / "model", "face", name="untrained-face-stand-in")
-                report = calibrate_on_people(
-                    str(folder), scene.calibration_people, out / "demo" / "calibration",
-                    detect=detect, detector=detector, no_face=no_face,
-                )
-                model = str(folder)
-                held = report.held_out
-                console.print(
-                    f"no --model: an untrained stand-in face encoder, calibrated on generated people: threshold "
-                    f"{report.choice.threshold:.4f}, held-out FAR {held.far:.2%}, TAR {held.tar:.2%}",
-                    highlight=False,
-                )
+    from reid.gallery import open_gallery
+    from reid.models import load_encoder, stand_in_model
+    from reid.pipeline import DUPLICATE, plan_enrolment
+
+    from apps.face_checkin.calibration import calibrate_on_people
+    from apps.face_checkin.checkin import CheckinDesk, enrol_people
+    from apps.face_checkin.demo import score_demo, write_demo_inputs
+
+    settings = config_overrides(CheckinConfig, options)
+    out = settings["out"]
+    people = settings.pop("people", None)
+    scene = None
+    if demo:
+        if sources or people is not None:
+            raise ReidError("--demo generates its own people and photos; give no SOURCE or --people with it")
+        scene = write_demo_inputs(out / "demo")
+        people, sources = scene.people, [str(scene.incoming)]
         if model is None:
-            model = SFACE
-        if not sources:
-            raise ReidError("give at least one SOURCE: an image, a folder, a video or a camera index")
-        config = CheckinConfig(
-            people=people,
-            out=out,
-            sources=list(sources),
-            gallery=gallery,
-            claim=claim,
-            threshold=threshold,
-            detect=detect,
-            face_detector=detector,
-            no_face=no_face,
-            every=every,
-            max_frames=max_frames,
-            top_k=top_k,
-            append=append,
-        )
-        encoder = load_encoder(model)
-        # What is read comes first: a missing people folder or gallery leaves nothing under --out.
-        plan = plan_enrolment([people]) if people is not None else None
-        if people is not None:
-            out.mkdir(parents=True, exist_ok=True)
-            store = open_gallery(config.gallery_path, encoder.card)
-        else:
-            store = open_gallery(config.gallery_path)
-            out.mkdir(parents=True, exist_ok=True)
-        decisions: list[Decision] = []
-        with store:
-            # Fail on a missing threshold before spending time on enrolment.
-            resolve_threshold(
-                config.threshold, encoder.card, store, given_detail=config.threshold_source or "--threshold"
+            folder = stand_in_model(out / "demo" / "model", "face", name="untrained-face-stand-in")
+            photos = {key: settings[key] for key in ("detect", "no_face") if key in settings}
+            report = calibrate_on_people(
+                str(folder), scene.calibration_people, out / "demo" / "calibration",
+                detector=settings.get("face_detector"), **photos,
             )
-            enrolled = None
-            if people is not None:
-                enrolled = enrol_people(store, encoder, plan, config)
-                console.print(
-                    f"enrolled {enrolled.added} new photos of {len(enrolled.per_identity)} people "
-                    f"({enrolled.duplicates} already enrolled, {len(enrolled.skipped) - enrolled.duplicates} skipped); "
-                    f"gallery {printable(store.location)} holds {len(store)} photos of {store.identity_count} people",
-                    highlight=False,
-                )
-                problems = [(path, reason) for path, reason in enrolled.skipped if reason != DUPLICATE]
-                for path, reason in problems[:5]:
-                    console.print(f"  skipped {printable(path)}: {printable(reason)}", highlight=False)
-                for path, note in enrolled.several_subjects[:5]:
-                    console.print(f"  several found in {printable(path)}: {printable(note)}", highlight=False, soft_wrap=True)
-            desk = CheckinDesk(store, encoder, config)
+            model = str(folder)
+            held = report.held_out
             console.print(
-                f"{config.mode} at threshold {desk.threshold:.4f} (from {printable(desk.threshold_source)})", highlight=False
+                f"no --model: an untrained stand-in face encoder, calibrated on generated people: threshold "
+                f"{report.choice.threshold:.4f}, held-out FAR {held.far:.2%}, TAR {held.tar:.2%}"
             )
+    if model is None:
+        model = SFACE
+    if not sources:
+        raise ReidError("give at least one SOURCE: an image, a folder, a video or a camera index")
+    config = CheckinConfig(people=people, sources=list(sources), **settings)
+    encoder = load_encoder(model)
+    # What is read comes first: a missing people folder or gallery leaves nothing under --out.
+    plan = plan_enrolment([people]) if people is not None else None
+    if people is not None:
+        out.mkdir(parents=True, exist_ok=True)
+        store = open_gallery(config.gallery_path, encoder.card)
+    else:
+        store = open_gallery(config.gallery_path)
+        out.mkdir(parents=True, exist_ok=True)
+    decisions: list[Decision] = []
+    with store:
+        # Fail on a missing threshold before spending time on enrolment.
+        resolve_threshold(config.threshold, encoder.card, store, given_detail=config.threshold_source or "--threshold")
+        enrolled = None
+        if people is not None:
+            enrolled = enrol_people(store, encoder, plan, config)
+            console.print(
+                f"enrolled {enrolled.added} new photos of {len(enrolled.per_identity)} people "
+                f"({enrolled.duplicates} already enrolled, {len(enrolled.skipped) - enrolled.duplicates} skipped); "
+                f"gallery {printable(store.location)} holds {len(store)} photos of {store.identity_count} people"
+            )
+            problems = [(path, reason) for path, reason in enrolled.skipped if reason != DUPLICATE]
+            for path, reason in problems[:5]:
+                console.print(f"  skipped {printable(path)}: {printable(reason)}")
+            for path, note in enrolled.several_subjects[:5]:
+                console.print(f"  several found in {printable(path)}: {printable(note)}", soft_wrap=True)
+        desk = CheckinDesk(store, encoder, config)
+        console.print(f"{config.mode} at threshold {desk.threshold:.4f} (from {printable(desk.threshold_source)})")
 
-            def on_decision(decision: Decision) -> None:
-                decisions.append(decision)
-                if not quiet:
-                    _show(decision)
+        def on_decision(decision: Decision) -> None:
+            decisions.append(decision)
+            if not quiet:
+                _show(decision)
 
-            log_path = out / "decisions.jsonl"
-            with open(log_path, "a" if append else "w", encoding="utf-8") as log:
-                result = desk.run(log, on_decision)
-        summary = {
-            "model": model,
-            "gallery": str(config.gallery_path),
-            "mode": config.mode,
-            "claim": claim,
-            "detect": detect,
-            "no_face": no_face,
-            "enrolment": enrolled.to_dict() if enrolled is not None else None,
-            **result.to_dict(),
-        }
-        if scene is not None:
-            summary["demo"] = vars(score_demo(decisions, scene.truth))
-        write_bytes_atomic(out / "summary.json", (json.dumps(summary, indent=2) + "\n").encode("utf-8"))
-    except (ReidError, OSError) as exc:  # an OS error names its file in one line too
-        line = error_line(exc, option_flags(main)) if isinstance(exc, ReidError) else str(exc)
-        err_console.print(Text.assemble(("error:", "bold red"), " ", printable(line)), soft_wrap=True)
-        raise typer.Exit(1) from None
+        log_path = out / "decisions.jsonl"
+        with open(log_path, "a" if config.append else "w", encoding="utf-8") as log:
+            result = desk.run(log, on_decision)
+    summary = {
+        "model": model,
+        "gallery": str(config.gallery_path),
+        "mode": config.mode,
+        "claim": config.claim,
+        "detect": config.detect,
+        "no_face": config.no_face,
+        "enrolment": enrolled.to_dict() if enrolled is not None else None,
+        **result.to_dict(),
+    }
+    if scene is not None:
+        summary["demo"] = vars(score_demo(decisions, scene.truth))
+    write_bytes_atomic(out / "summary.json", (json.dumps(summary, indent=2) + "\n").encode("utf-8"))
     print_table(
         f"{config.mode} decisions (threshold {result.threshold:.4f})", ["decision", "faces"], sorted(result.decisions.items())
     )
@@ -181,12 +151,11 @@ def main(
         console.print(
             f"demo truth: {s['correct']} of {s['faces'] - s['strangers_turned_away'] - s['stranger_accepted']} "
             f"enrolled faces named correctly, {s['wrong_person']} named as someone else, {s['missed']} missed; "
-            f"{s['strangers_turned_away']} strangers turned away, {s['stranger_accepted']} let in",
-            highlight=False,
+            f"{s['strangers_turned_away']} strangers turned away, {s['stranger_accepted']} let in"
         )
     for path, reason in result.unreadable[:5]:
-        console.print(f"skipped unreadable {printable(path)}: {printable(reason)}", highlight=False)
-    console.print(f"wrote {printable(out / 'decisions.jsonl')} and {printable(out / 'summary.json')}", highlight=False)
+        console.print(f"skipped unreadable {printable(path)}: {printable(reason)}")
+    console.print(f"wrote {printable(out / 'decisions.jsonl')} and {printable(out / 'summary.json')}")
     if result.interrupted:
         err_console.print("interrupted: decisions so far are logged")
         raise typer.Exit(130)

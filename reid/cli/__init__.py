@@ -8,15 +8,19 @@ Importing it imports no command module (:mod:`reid.cli.app`): help answers at on
 from typing import Any
 
 from reid.cli.app import app
-from reid.cli.common import OneLineCommand, OneLineGroup, error_line, make_progress, option_flags, print_table
-from reid.cli.defaults import default_of, in_range
+from reid.cli.common import (
+    OneLineCommand, OneLineGroup, error_line, handle_errors, make_progress, option_flags, print_table,
+)  # fmt: skip
+from reid.cli.defaults import config_overrides, default_of, in_range, with_config_options
 
-# What the apps share with the reid command: one-line usage errors, the one range of each
-# numeric option, a default read from the library's signature, a config key named by the
-# option that sets it, and the one form of tables and progress (plain off a terminal).
+# What the apps share with the reid command: options built from config fields that carry
+# them (reid.option; with_config_options, then config_overrides to build the configs), one
+# way errors end a command (handle_errors: every number given checked against its one range
+# first, one line naming the option), one-line usage errors, a default read from the
+# library's signature, and the one form of tables and progress (plain off a terminal).
 __all__ = [
-    "RANGES", "OneLineCommand", "OneLineGroup", "app", "default_of", "error_line", "in_range", "make_progress",
-    "option_flags", "print_table",
+    "RANGES", "OneLineCommand", "OneLineGroup", "app", "config_overrides", "default_of", "error_line",
+    "handle_errors", "in_range", "make_progress", "option_flags", "print_table", "with_config_options",
 ]  # fmt: skip
 
 

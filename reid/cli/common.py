@@ -34,7 +34,7 @@ from rich.text import Text
 # Typer's help formatter is click's, vendored; help is written through a subclass of it.
 from typer._click.formatting import HelpFormatter as ClickHelpFormatter
 
-from reid.cli.defaults import given
+from reid.cli.defaults import check_given
 from reid.errors import ConfigValueError, ReidError
 from reid.evaluation.names import RANKING_METRICS
 from reid.paths import write_bytes_atomic
@@ -77,7 +77,7 @@ def handle_errors(func: F) -> F:
     """Turn a ReidError, or an operating-system error (a full disk, a read-only or
     unreadable file), into one line on stderr naming the file (a key of a config by the
     option that sets it, :func:`error_line`), and exit code 1; Ctrl-C into exit 130.
-    The numbers given are checked first (:func:`reid.cli.defaults.given`)."""
+    The numbers given are checked first (:func:`reid.cli.defaults.check_given`)."""
     flags = option_flags(func)
 
     @functools.wraps(func)
@@ -92,7 +92,7 @@ def handle_errors(func: F) -> F:
             quiet_opencv()
         try:
             # Every number given is checked against its range before anything is read or written.
-            given(**kwargs)
+            check_given(func, kwargs)
             return func(*args, **kwargs)
         except ReidError as exc:
             # A key is named by its option only when the option was given: a wrong value from

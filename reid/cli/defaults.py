@@ -14,7 +14,7 @@ import inspect
 import math
 import typing
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import MISSING, dataclass
 from typing import Any
 
 import typer
@@ -105,6 +105,7 @@ def option_configs() -> tuple[type, ...]:
     range one of their fields declares in its type (``Annotated[int, Field(ge=1, le=4096)]``)
     is the range of the option of that key, in every command and app.  Imported when a
     command runs, not when help is printed: their modules load the engine."""
+    from reid.detect import PersonDetectorConfig
     from reid.models.card import ModelCard
     from reid.pipeline import EnrolConfig, QueryConfig, StreamConfig
     from reid.serve.config import ServeConfig
@@ -112,7 +113,7 @@ def option_configs() -> tuple[type, ...]:
 
     return (
         QueryConfig, EnrolConfig, StreamConfig, TrackerConfig, ServeConfig, ModelCard,
-        PairConfig, CalibrateConfig, EvalConfig, PhotoConfig,
+        PairConfig, CalibrateConfig, EvalConfig, PhotoConfig, PersonDetectorConfig,
     )  # fmt: skip
 
 
@@ -132,7 +133,6 @@ def ranges() -> dict[str, Range]:
         "queries": Range(1, 10_000_000),
         "max_items": Range(2, 10**9),
         "max_impostors": Range(1, 10**9),
-        "win_stride": Range(1, 256),
         # Index options (reid.gallery.IndexSpec); 0 is the automatic choice where one exists.
         "nlist": Range(0, 10_000_000),
         "nprobe": Range(0, 10_000_000),
@@ -224,6 +224,16 @@ def check_option(name: str, value: Any, config: type | None = None) -> None:
         raise ConfigValueError(name, f"{value}: {problem}", sep=" ")
 
 
+def check_given(command: Callable[..., Any], values: dict[str, Any]) -> None:
+    """Check every number given to ``command`` by parameter name (:func:`check_option`), an
+    option built from a config field (:func:`with_config_options`) against that config's
+    range.  Raises ConfigValueError naming the parameter."""
+    configs = getattr(command, "option_configs", {})
+    for name, value in values.items():
+        if value is not None:
+            check_option(name, value, configs.get(name))
+
+
 def given(**values: Any) -> dict[str, Any]:
     """The options the user gave, by parameter name, each checked (:func:`check_option`);
     the rest stays with the library's defaults.  Raises ConfigValueError, naming the
@@ -278,12 +288,17 @@ def config_parameters(
 ) -> list[inspect.Parameter]:
     """Typer options for the fields of dataclass ``config`` that the command line sets
     (:func:`reid.options.option_fields`; only ``keys`` when given), each named by its key,
-    defaulting to None (not given) and showing the default of ``base`` (``config()``).
+    defaulting to None (not given) and showing the default of ``base`` (``config()``; a
+    config with fields that have no default, such as an app's inputs, shows its fields'
+    defaults).  A field without a default is a required option, or, where its type admits
+    None, one whose help states no default.
     ``helps`` replaces the whole help of a key, for a command where something other than the
     field's default applies when the option is left out (``reid query``'s tracker takes the
     detector's confident score).  ``panels`` names the section of help each key's option is
     listed in (``{"Data": ("data", "p", "k")}``); the others are listed under "Options"."""
-    base = config() if base is None else base
+    required = {f.name for f in dataclasses.fields(config) if f.default is MISSING and f.default_factory is MISSING}
+    if base is None and not required:
+        base = config()
     helps = helps or {}
     panel_of = {key: panel for panel, panel_keys in (panels or {}).items() for key in panel_keys}
     hints = typing.get_type_hints(config)
@@ -305,17 +320,27 @@ def config_parameters(
             annotation = kind | None
         spelled = flag if kind is not bool or spec.switch else f"{flag}/--no-{flag[2:]}"
         declared = (spelled, spec.short) if spec.short else (spelled,)
-        value = getattr(base, field.name)
-        # A field left unset that the config fills in from others (out from architecture and data).
-        derived = field.default is None and value is not None and value == getattr(config(), field.name)
+        if field.name in required:
+            # An input the config cannot do without: given on the command line unless None will do.
+            default: Any = None if type(None) in typing.get_args(hints[field.name]) else ...
+            text = spec.help
+        else:
+            value = getattr(base, field.name) if base is not None else _field_default(field)
+            # A field left unset that the config fills in from others (out from architecture and data).
+            derived = base is not None and field.default is None and value is not None and value == getattr(config(), field.name)
+            default, text = None, option_help(field, value, derived)
         info = typer.Option(
-            None,
+            default,
             *declared,
-            help=helps.get(field.name) or option_help(field, value, derived),
+            help=helps.get(field.name) or text,
             rich_help_panel=panel_of.get(field.name),
         )
         parameters.append(inspect.Parameter(field.name, inspect.Parameter.KEYWORD_ONLY, default=info, annotation=annotation))
     return parameters
+
+
+def _field_default(field: dataclasses.Field[Any]) -> Any:
+    return field.default if field.default is not MISSING else field.default_factory()  # type: ignore[misc]
 
 
 def config_overrides(config: type, values: dict[str, Any]) -> dict[str, Any]:
@@ -398,9 +423,9 @@ def with_config_options(
     def decorate(command: Callable[..., Any]) -> Callable[..., Any]:
         signature = inspect.signature(command, eval_str=True)
         own = [p for p in signature.parameters.values() if p.kind is not inspect.Parameter.VAR_KEYWORD]
-        built = config_parameters(config, base, keys, panels=panels)
-        for other, other_keys, helps in more:
-            built += config_parameters(other, None, other_keys, helps, panels)
+        sources = [(config, config_parameters(config, base, keys, panels=panels))]
+        sources += [(other, config_parameters(other, None, other_keys, helps, panels)) for other, other_keys, helps in more]
+        built = [p for _, params in sources for p in params]
         names = [p.name for p in [*own, *built]]
         if len(set(names)) != len(names):
             raise ValueError(f"options stated twice: {sorted({n for n in names if names.count(n) > 1})}")
@@ -415,6 +440,9 @@ def with_config_options(
         ordered = [p.replace(kind=inspect.Parameter.KEYWORD_ONLY) for p in sorted([*own, *built], key=rank)]
         command.__signature__ = signature.replace(parameters=ordered)  # type: ignore[attr-defined]
         command.__annotations__ = {p.name: p.annotation for p in command.__signature__.parameters.values()}  # type: ignore[attr-defined]
+        # Where each built option's range is declared, for the check of the values given
+        # (check_given): an app's config is none of option_configs().
+        command.option_configs = {p.name: source for source, params in sources for p in params}  # type: ignore[attr-defined]
         return command
 
     return decorate

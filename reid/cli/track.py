@@ -20,9 +20,13 @@ if TYPE_CHECKING:
     from reid.evaluation.mot import MotScore
 
 
-# The tracker's options are TrackerConfig's fields that carry them (reid.options).
+# The tracker's options are TrackerConfig's fields that carry them (reid.options); the
+# overlap, appearance gate and least boxes are the camera-search app's, not yet reid's.
+TRACKER_KEYS = ("high_score", "start_score", "lost_seconds")
+
+
 @handle_errors
-@with_config_options(TrackerConfig)
+@with_config_options(TrackerConfig, keys=TRACKER_KEYS)
 def track_command(
     detections: Path | None = typer.Option(
         None, "--detections", "-d", help="MOTChallenge detection file: frame,id,x,y,w,h,score,... (frames from 1)."

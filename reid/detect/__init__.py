@@ -33,7 +33,7 @@ if TYPE_CHECKING:
         YoloxConfig,
         YuNetConfig,
     )
-    from reid.detect.names import DEFAULT_DETECTORS, DETECTOR_KINDS, FALLBACK_DETECTORS, STAND_INS
+    from reid.detect.names import DEFAULT_DETECTORS, DETECTOR_KINDS, DETECTOR_NAMES, FALLBACK_DETECTORS, STAND_INS
     from reid.detect.align import FACE_TEMPLATE_112, align_face, crop_detection, similarity_transform
     from reid.detect.base import (
         Box,
@@ -82,6 +82,7 @@ __all__ = [
     "DEFAULT_MARGIN",
     "DETECTORS",
     "DETECTOR_KINDS",
+    "DETECTOR_NAMES",
     "FALLBACK_DETECTORS",
     "FACE_TEMPLATE_112",
     "OmzDetector",

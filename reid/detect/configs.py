@@ -8,25 +8,36 @@ once; each detector's module re-exports its own (:mod:`reid.detect.opencv`,
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Annotated
+
+from pydantic import Field
 
 from reid.detect.base import check_score_tiers, score_floor
 from reid.errors import ConfigError
+from reid.options import check_fields, option
 
 
 @dataclass
 class PersonDetectorConfig:
     """Options of the HOG people detector.
 
-    ``scale`` < 1 shrinks frames before detection (faster, but people shorter than
-    128 / scale pixels are then missed); boxes are always returned in the original frame.
+    ``scale`` in (0, 4]: frames are resized by it before detection (< 1 faster, but people
+    shorter than 128 / scale pixels are then missed); boxes are always returned in the
+    original frame.  ``win_stride``: the window's step in pixels (1..256; smaller finds more,
+    slower).  Raises ConfigValueError naming the key of a value out of range.
     """
 
-    scale: float = 1.0
-    win_stride: int = 8
+    scale: Annotated[float, Field(gt=0, le=4)] = option(
+        1.0, flag="--detect-scale", help="HOG: scale frames by this before detection (< 1: faster, misses small people)."
+    )
+    win_stride: Annotated[int, Field(ge=1, le=256)] = option(8, help="HOG window stride in pixels: smaller finds more.")
     padding: int = 8
     pyramid_scale: float = 1.05
     min_score: float = 0.0
     nms_iou: float = 0.45
+
+    def __post_init__(self) -> None:
+        check_fields(self)
 
 
 @dataclass

@@ -15,7 +15,7 @@ import numpy as np
 from reid.detect.base import Detection, clipped_detection, non_max_suppression
 # The settings live where the command line reads them without this detector; named here too.
 from reid.detect.configs import FaceDetectorConfig as FaceDetectorConfig, PersonDetectorConfig as PersonDetectorConfig
-from reid.errors import ConfigError, ModelError
+from reid.errors import ModelError
 
 PIN_HINT = "install opencv-python-headless<5 (4.x wheels bundle it)"
 
@@ -38,8 +38,6 @@ class PersonDetector:
 
     def __init__(self, config: PersonDetectorConfig | None = None) -> None:
         self.config = config or PersonDetectorConfig()
-        if not 0 < self.config.scale <= 4:
-            raise ConfigError(f"person detector scale must be in (0, 4], got {self.config.scale}")
         hog_class = _require("HOGDescriptor")
         self._hog = hog_class()  # type: ignore[operator]
         self._hog.setSVMDetector(cv2.HOGDescriptor_getDefaultPeopleDetector())

@@ -9,7 +9,7 @@ from reid.lazy import lazy_names
 if TYPE_CHECKING:
     from reid.models.backbones import BACKBONES
     from reid.models.card import ModelCard, load_card, save_card
-    from reid.models.dlib_face import DLIB_FACE, DlibFaceEncoder
+    from reid.models.dlib_face import DlibFaceEncoder
     from reid.models.encoder import (
         NO_FACE_CHOICES,
         EmbedResult,
@@ -21,11 +21,12 @@ if TYPE_CHECKING:
         preprocess,
     )
     from reid.models.export import EXPORT_FORMATS, ExportResult, export_model
-    from reid.models.folder import READY_MADE_FACES, load_encoder, load_model, save_model
+    from reid.models.folder import load_encoder, load_model, save_model
+    from reid.models.names import DLIB_FACE, READY_MADE_FACES, SFACE
     from reid.models.network import ReidNet, build_network
     from reid.models.onnx import OnnxEncoder, Preprocessing, card_path_for
     from reid.models.openvino import OpenVinoEncoder
-    from reid.models.sface import SFACE, SFaceEncoder
+    from reid.models.sface import SFaceEncoder
     from reid.models.stand_in import stand_in_model, untrained_network
 
 __getattr__, __dir__ = lazy_names(__name__, __file__)

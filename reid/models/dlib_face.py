@@ -34,8 +34,8 @@ from reid.errors import ModelError
 from reid.models.card import ModelCard, file_fingerprint, ready_made_card, seal_card
 from reid.models.encoder import l2_normalize
 from reid.models.face_encoder import FaceEncoder
+from reid.models.names import DLIB_FACE
 
-DLIB_FACE = "dlib-face"
 DLIB_EXTRA = 'pip install "reid-toolkit[dlib]"'
 MODELS_PACKAGE = "face_recognition_models"
 LANDMARKS_FILE = "shape_predictor_5_face_landmarks.dat"

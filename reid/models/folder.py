@@ -36,8 +36,6 @@ from reid.models.sface import ARCHITECTURE as SFACE_ARCHITECTURE
 from reid.models.sface import SFACE, SFaceEncoder
 from reid.paths import replaced_folder, resolve_named, write_bytes_atomic
 
-# The face encoders that come ready-made, by the name ``--model`` takes.
-READY_MADE_FACES = (SFACE, DLIB_FACE)
 
 
 def save_model(network: ReidNet, card: ModelCard, folder: Path) -> ModelCard:

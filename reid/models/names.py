@@ -60,3 +60,8 @@ EXPORT_FORMATS = ("onnx", "torchscript")
 DEFAULT_TOLERANCE = 1e-4
 # What ``reid import --from`` accepts: the checkpoint formats a file is recognised as.
 NAMED_FORMATS = ("reid", "fastreid", "torchreid", "torchvision")
+
+# The face encoders that come ready-made, by the name ``--model`` takes.
+SFACE = "sface"
+DLIB_FACE = "dlib-face"
+READY_MADE_FACES = (SFACE, DLIB_FACE)

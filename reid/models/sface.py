@@ -38,9 +38,9 @@ from reid.models.encoder import l2_normalize
 from reid.models.face_encoder import FaceEncoder
 from reid.models.runtime import first_line, import_onnxruntime
 from reid.models.registry import SFACE as SFACE_ARTEFACT
+from reid.models.names import SFACE
 from reid.models.registry import fetch, get_artefact
 
-SFACE = "sface"
 ARCHITECTURE = "sface_mobilefacenet"
 EMBEDDING_DIM = 128
 CHIP = (112, 112)

@@ -12,8 +12,10 @@ from typing import TYPE_CHECKING
 from reid.lazy import lazy_names
 
 if TYPE_CHECKING:
-    from reid.photos import DETECT_CHOICES, BatchSize
-    from reid.pipeline.configs import EmbedEvery, Every, MaxFrames, EnrolConfig, QueryConfig, StreamConfig, TopK, check_detect
+    from reid.photos import DETECT_CHOICES, DETECT_HELP, NO_FACE_HELP, BatchSize, CalibrateConfig
+    from reid.pipeline.configs import (
+        EVERY_FRAME, EmbedEvery, Every, MaxFrames, EnrolConfig, QueryConfig, StreamConfig, TopK, check_detect,
+    )  # fmt: skip
     from reid.detect.base import largest_detection
     from reid.pipeline.enrol import (
         DUPLICATE,
@@ -26,8 +28,6 @@ if TYPE_CHECKING:
         plan_enrolment,
     )
     from reid.pipeline.subject import (
-        DETECT_HELP,
-        NO_FACE_HELP,
         NONE_FOUND,
         SubjectRule,
         Subjects,
@@ -93,11 +93,13 @@ __getattr__, __dir__ = lazy_names(__name__, __file__)
 
 __all__ = [
     "BatchSize",
+    "CalibrateConfig",
     "EmbedEvery",
     "Every",
     "MaxFrames",
     "TopK",
     "DETECT_CHOICES",
+    "EVERY_FRAME",
     "DUPLICATE",
     "FOURCC",
     "STAGES",

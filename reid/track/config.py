@@ -49,7 +49,7 @@ class TrackerConfig:
     track's embeddings that detections are compared with (BoT-SORT's and StrongSORT's
     0.9); None compares with the plain mean."""
 
-    iou: Overlap = 0.2
+    iou: Overlap = option(0.2, help="Least box overlap (IoU) that continues a track.")
     low_iou: Overlap = 0.5
     high_score: Score | None = option(
         None,
@@ -67,8 +67,10 @@ class TrackerConfig:
     lost_seconds: Annotated[float, Field(ge=0, le=86_400, allow_inf_nan=False)] = option(
         1.0, help="Seconds a track may go unseen before it ends."
     )
-    appearance: float | None = None
-    min_boxes: Annotated[int, Field(ge=1, le=1_000_000)] = 3
+    appearance: float | None = option(
+        None, help="Also require this embedding distance or less to continue a track (none: boxes alone)."
+    )
+    min_boxes: Annotated[int, Field(ge=1, le=1_000_000)] = option(3, help="Drop tracks with fewer boxes (detector noise).")
     embedding_momentum: Annotated[float, Field(ge=0, lt=1)] | None = 0.9
 
     def __post_init__(self) -> None:
