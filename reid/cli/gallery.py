@@ -29,7 +29,6 @@ from reid.cli.common import (
     write_json,
 )
 from reid.cli.defaults import config_overrides, given, with_config_options, with_default
-from reid.cli.track import TRACKER_KEYS
 from reid.errors import ConfigError, DataError
 from reid.decision import check_far
 from reid.detect.configs import NAMED_CONFIGS
@@ -63,7 +62,7 @@ QUERY_PANELS: dict[str, tuple[str, ...]] = {
     SOURCE: (),
     DETECTION: ("detect", "detector", "detect_scale", "min_height", "no_face"),
     NAMING: ("top_k", "threshold", "far", "score", "batch_size", "embed_every", "one_per_frame"),
-    TRACKING: ("track", "high_score", "start_score", "lost_seconds"),
+    TRACKING: ("track", "high_score", "start_score", "lost_seconds", "iou", "min_boxes", "appearance"),
     OUTPUT: ("trail",),
 }
 
@@ -232,7 +231,7 @@ def enroll(
 # the tracker's confident score defaults to the detector's, which its help says.
 @handle_errors
 @with_config_options(
-    QueryConfig, more=[(TrackerConfig, TRACKER_KEYS, {"high_score": TRACK_HIGH_SCORE_HELP})], panels=QUERY_PANELS
+    QueryConfig, more=[(TrackerConfig, None, {"high_score": TRACK_HIGH_SCORE_HELP})], panels=QUERY_PANELS
 )
 def query(
     source: str = typer.Argument(

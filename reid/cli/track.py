@@ -20,13 +20,9 @@ if TYPE_CHECKING:
     from reid.evaluation.mot import MotScore
 
 
-# The tracker's options are TrackerConfig's fields that carry them (reid.options); the
-# overlap, appearance gate and least boxes are the camera-search app's, not yet reid's.
-TRACKER_KEYS = ("high_score", "start_score", "lost_seconds")
-
-
+# The tracker's options are TrackerConfig's fields that carry them (reid.options).
 @handle_errors
-@with_config_options(TrackerConfig, keys=TRACKER_KEYS)
+@with_config_options(TrackerConfig)
 def track_command(
     detections: Path | None = typer.Option(
         None, "--detections", "-d", help="MOTChallenge detection file: frame,id,x,y,w,h,score,... (frames from 1)."
@@ -107,6 +103,8 @@ def track_command(
     if (video is None) != (model is None):
         raise ConfigError("--video and --model go together: the model embeds the boxes cut from the video")
     config = TrackerConfig(**config_overrides(TrackerConfig, options))
+    if config.appearance is not None and video is None:
+        raise ConfigError("--appearance gates tracks on the boxes' embeddings: give --video and --model to embed them")
     # The inputs first: a wrong path is named before a published model is downloaded.
     if not detections.is_file():
         raise DataError(f"{detections}: no such detection file")

@@ -24,7 +24,9 @@ from reid.engine.demo import demo_config
 from reid.gallery import Gallery, IndexSpec
 from reid.models.export import export_model
 from reid.options import option_spec
-from reid.pipeline import EnrolConfig, QueryConfig, calibrate_model, evaluate_encoder, open_source, verify_pairs
+from reid.pipeline import (
+    CalibrateConfig, EnrolConfig, QueryConfig, calibrate_model, evaluate_encoder, open_source, verify_pairs,
+)  # fmt: skip
 from reid.pipeline.subject import photo_rule
 from reid.serve.config import ServeConfig
 from reid.track import TrackerConfig
@@ -50,6 +52,7 @@ SOURCES: dict[str, tuple[Any, ...]] = {
     "reid serve keys revoke": (ServeConfig,),
     "camera_search": (SearchConfig, PersonDetectorConfig, TrackerConfig),
     "face_checkin": (CheckinConfig,),
+    "face_checkin.calibrate": (CheckinConfig, CalibrateConfig),
 }
 
 # Defaults that help describes rather than states as a value (what applies is worked out
@@ -82,11 +85,13 @@ DESCRIBED: dict[tuple[str, str], str] = {
     **{(c, "start_score"): "any confident one" for c in ("reid track", "reid query")},
     ("reid serve", "cors_origin"): "none",
     **{(c, "keys_file"): "ROOT/.serve-keys.json" for c in ("reid serve keys create", "reid serve keys list", "reid serve keys revoke")},
-    ("camera_search", "threshold"): "the model card's.",
-    ("camera_search", "detector"): "reid's person default",
+    ("camera_search", "threshold"): "the model card's, else the gallery's",
+    ("camera_search", "person_detector"): "reid's person default",
+    **{(c, "max_frames"): "every frame" for c in ("camera_search", "face_checkin")},
     ("face_checkin", "gallery"): "OUT/gallery",
-    ("face_checkin", "claim"): "1:N.",
-    ("face_checkin", "threshold"): "the model card's calibrated one.",
+    ("face_checkin", "claim"): "1:N",
+    ("face_checkin", "threshold"): "the model card's calibrated one",
+    **{(c, "face_detector"): "haar; yunet for aligned chips" for c in ("face_checkin", "face_checkin.calibrate")},
 }
 STATED = re.compile(r"[Dd]efault:?\s+([^);,]+)")
 
