@@ -44,6 +44,23 @@ def test_track_video_without_model_is_one_line_and_link_without_video_joins_by_m
     assert out.exists()
 
 
+def test_track_takes_every_tracker_option_and_refuses_an_appearance_gate_without_embeddings(tmp_path: Path) -> None:
+    detections, out = tmp_path / "det.txt", tmp_path / "tracks.txt"
+    # Two people side by side for eight frames, the second for only two.
+    rows = [f"{f},-1,{10 + 4 * f},50,40,100,0.9,-1,-1,-1\n" for f in range(1, 9)]
+    rows += [f"{f},-1,{200 + 4 * f},50,40,100,0.9,-1,-1,-1\n" for f in range(1, 3)]
+    detections.write_text("".join(rows))
+    runner = CliRunner()
+    result = runner.invoke(app, ["track", "-d", str(detections), "-o", str(out), "--min-boxes", "2", "--iou", "0.5"])
+    assert result.exit_code == 0, result.output
+    assert len({r.id for r in read_mot(out)}) == 2, "a track of two boxes is kept at --min-boxes 2"
+    out.unlink()
+    result = runner.invoke(app, ["track", "-d", str(detections), "-o", str(out), "--appearance", "0.5"])
+    lines = [line for line in result.output.splitlines() if line.strip()]
+    assert result.exit_code == 1 and len(lines) == 1 and "--video and --model" in lines[0], result.output
+    assert not out.exists()
+
+
 def test_a_file_that_gives_no_track_says_why(tmp_path: Path) -> None:
     out = tmp_path / "tracks.txt"
     runner = CliRunner()
