@@ -1,7 +1,8 @@
 """How fast the command line answers: wall time and peak memory of ``reid --help``,
-``reid verify --help`` and ``reid --version``, beside ``python -c pass`` (the interpreter
-alone) and ``python -c "import torch"`` (what help cost while it imported the engine), in
-the same run.
+``reid verify --help``, ``reid --version`` and the help of each app's command
+(``python -m apps.camera_search --help``, ``apps.face_checkin``, ``apps.face_checkin.calibrate``),
+beside ``python -c pass`` (the interpreter alone) and ``python -c "import torch"`` (what help
+cost while it imported the engine), in the same run.
 
 Each command runs ``--repeat`` times in a fresh interpreter of this tree (output to
 /dev/null, ``COLUMNS=80``); the figures are the medians of its wall time and of the peak
@@ -26,6 +27,8 @@ ROOT = Path(__file__).resolve().parents[1]
 AIM_SECONDS, AIM_MB = 0.5, 150.0
 PEERS = {"python -c pass": ["-c", "pass"], 'python -c "import torch"': ["-c", "import torch"]}
 MEASURED = {"reid --help": ["--help"], "reid verify --help": ["verify", "--help"], "reid --version": ["--version"]}
+# The apps' commands, run from the repository root as their READMEs say.
+APPS = ("apps.camera_search", "apps.face_checkin", "apps.face_checkin.calibrate")
 # Every command and sub-command of reid, one a line as its words ("gallery info").
 LISTING = """
 import typer.main
@@ -45,7 +48,9 @@ def run_once(args: list[str]) -> tuple[float, float]:
     """Wall seconds and peak resident MB of ``python ARGS`` run once."""
     env = {**os.environ, "PYTHONPATH": str(ROOT), "COLUMNS": "80"}
     start = time.perf_counter()
-    child = subprocess.Popen([sys.executable, *args], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, env=env)
+    child = subprocess.Popen(
+        [sys.executable, *args], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, env=env, cwd=ROOT
+    )
     _, status, usage = os.wait4(child.pid, 0)
     seconds = time.perf_counter() - start
     if os.waitstatus_to_exitcode(status) != 0:
@@ -74,14 +79,15 @@ def main() -> None:
         measured |= {f"reid {path} --help": [*path.split(), "--help"] for path in names.stdout.splitlines()}
     rows = {name: measure(args, options.repeat) for name, args in PEERS.items()}
     rows |= {name: measure(["-m", "reid", *args], options.repeat) for name, args in measured.items()}
+    rows |= {f"python -m {module} --help": measure(["-m", module, "--help"], options.repeat) for module in APPS}
     bare_s, bare_mb = rows["python -c pass"]
     torch_s, torch_mb = rows['python -c "import torch"']
     print(f"median of {options.repeat} runs; aim for help and --version: <= {AIM_SECONDS} s and <= {AIM_MB:.0f} MB")
-    print(f"{'command':<34} {'seconds':>8} {'peak MB':>8} {'x pass':>7} {'/ torch':>8}  aim")
+    print(f"{'command':<46} {'seconds':>8} {'peak MB':>8} {'x pass':>7} {'/ torch':>8}  aim")
     for name, (seconds, megabytes) in rows.items():
         aim = "" if name in PEERS else ("met" if seconds <= AIM_SECONDS and megabytes <= AIM_MB else "MISSED")
         print(
-            f"{name:<34} {seconds:8.3f} {megabytes:8.1f} {seconds / bare_s:7.1f} {seconds / torch_s:8.2f}  {aim}"
+            f"{name:<46} {seconds:8.3f} {megabytes:8.1f} {seconds / bare_s:7.1f} {seconds / torch_s:8.2f}  {aim}"
         )
     print(f"(x pass: wall time over `python -c pass`, {bare_s:.3f} s, {bare_mb:.0f} MB; "
           f"/ torch: over `import torch`, {torch_s:.3f} s, {torch_mb:.0f} MB)")
