@@ -60,6 +60,8 @@ def main(
              f"{held.far:.4%}", f"{held.tar:.2%}", f"{held.accuracy:.2%}"],
         ],
     )  # fmt: skip
+    if choice.note is not None:
+        console.print(choice.note)
     skipped = report.skipped_images + held.skipped_images
     if skipped:
         console.print(f"{skipped} photos could not be embedded (no face found?); their pairs were left out")

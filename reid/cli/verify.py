@@ -282,9 +282,12 @@ def calibrate_command(
             f"the threshold admits no impostor of this set",
             highlight=False,
         )
+    if choice.note is not None:
+        console.print(choice.note, highlight=False)
     console.print(f"wrote threshold {choice.threshold:.4f} into {printable(calibration.card_path)}", highlight=False)
     if json_file is not None:
-        write_json(json_file, {**choice.to_dict(), "card": str(calibration.card_path), "source": calibration.source})
+        payload = {**choice.to_dict(), "note": choice.note, "card": str(calibration.card_path), "source": calibration.source}
+        write_json(json_file, payload)
 
 
 def register(app: typer.Typer) -> None:

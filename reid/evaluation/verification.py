@@ -112,6 +112,12 @@ def tar_at_far(curve: RocCurve, target: float) -> tuple[float, int]:
     return float(curve.tar[k]), k
 
 
+# Below this true-accept rate at the chosen threshold a model does not separate the pairs'
+# identities, however high its accuracy: on pairs that are mostly impostors, rejecting every
+# pair is already accurate (a nearly untrained model: accuracy 98.5%, TAR 0.37% at FAR 1e-3).
+LOW_TAR = 0.1
+
+
 @dataclass
 class ThresholdChoice:
     """A decision threshold and what it does on the pairs it was chosen on."""
@@ -127,6 +133,17 @@ class ThresholdChoice:
 
     def to_dict(self) -> dict[str, Any]:
         return {**as_dict(self), "rule": DECISION_RULE}
+
+    @property
+    def note(self) -> str | None:
+        """One line when TAR at this threshold is below :data:`LOW_TAR` (the model does not
+        separate these identities, whatever the accuracy), else None."""
+        if self.tar >= LOW_TAR:
+            return None
+        return (
+            f"note: TAR {self.tar:.2%} at FAR {self.far:.2%}: the model does not separate these identities "
+            f"(accuracy {self.accuracy:.2%} counts the {self.num_impostor} impostor pairs it rejects)"
+        )
 
 
 def choose_threshold(distances: Any, is_same: Any, target_far: float | None = None) -> ThresholdChoice:

@@ -239,6 +239,27 @@ def test_eval_says_what_its_figures_were_computed_on(tmp_path, model):
     assert "NO (the model trained on these identities)" in flat(result.output)
 
 
+def test_calibrate_says_when_the_model_does_not_separate_the_identities(tmp_path, model):
+    import shutil
+
+    folder = tmp_path / "m"
+    shutil.copytree(model, folder)
+    # Labels against what the images show: "same" pairs are two colours, "different" ones one
+    # colour twice, so no threshold accepts genuine pairs without accepting the impostors first.
+    root = tmp_path / "images"
+    images = [[write_image(root / f"{c}-{k}.png", colour, 10 * c + k).name for k in range(3)] for c, colour in enumerate(COLOURS)]
+    lines = ["path_a,path_b,label"]
+    for c, (a, b, x) in enumerate(images):
+        lines += [f"{a},{b},0", f"{a},{x},0", f"{b},{x},0"]
+        lines += [f"{a},{other},1" for other in images[(c + 1) % len(images)]]
+    (root / "pairs.csv").write_text("\n".join(lines) + "\n")
+    result = run("calibrate", "--model", folder, "--pairs", root / "pairs.csv", "--far", "0.1", "--json", tmp_path / "c.json")
+    assert result.exit_code == 0, result.output
+    choice = json.loads((tmp_path / "c.json").read_text())
+    assert choice["tar"] < 0.1 and choice["note"].startswith("note: TAR")
+    assert choice["note"] in " ".join(result.output.split())
+
+
 def test_calibrate_on_a_labelled_set_needs_no_pair_file(tmp_path, model):
     import shutil
 

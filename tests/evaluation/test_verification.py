@@ -9,7 +9,7 @@ import pytest
 
 from reid.errors import ConfigError, DataError
 from reid.evaluation import choose_threshold, roc_curve, verification_metrics
-from reid.evaluation.verification import fold_assignment
+from reid.evaluation.verification import LOW_TAR, fold_assignment
 
 
 def separable(n=20):
@@ -103,6 +103,22 @@ def test_choose_threshold_for_target_far():
     assert best.criterion == "best accuracy"
     assert best.accuracy >= choice.accuracy
     assert best.accuracy == pytest.approx(np.mean((d <= best.threshold) == same))
+
+
+def test_a_choice_that_accepts_almost_no_genuine_pair_says_the_model_does_not_separate_them():
+    """Genuine and impostor distances drawn alike: at FAR 1e-3 the threshold accepts almost
+    no genuine pair, and accuracy is high only because impostors are most of the pairs."""
+    rng = np.random.default_rng(0)
+    d = rng.uniform(0.5, 1.5, 20_000)
+    same = np.zeros(d.size, bool)
+    same[:300] = True
+    choice = choose_threshold(d, same, target_far=1e-3)
+    assert choice.tar < LOW_TAR and choice.accuracy > 0.95
+    assert choice.note is not None and choice.note.startswith(f"note: TAR {choice.tar:.2%} at FAR {choice.far:.2%}")
+    assert "does not separate these identities" in choice.note and len(choice.note.splitlines()) == 1
+    genuine = rng.normal(0.4, 0.05, 300)
+    separated = choose_threshold(np.r_[genuine, d[300:]], same, target_far=1e-3)
+    assert separated.tar >= LOW_TAR and separated.note is None
 
 
 def test_to_dict_is_json():
