@@ -100,6 +100,8 @@ def _verify_pair_file(
         )
     result, scores = verification
     _report_skipped(scores)
+    if scores.note:
+        console.print(printable(scores.note), highlight=False)
     rows = [
         [f"accuracy ({result.folds}-fold, scored pairs)", f"{result.accuracy:.2%} ± {result.accuracy_std:.2%}"],
         ["accuracy (unscored pairs as errors)", f"{verification.accuracy_with_unscored:.2%}"],
@@ -198,8 +200,9 @@ def verify_command(
         )
     )
     console.print(f"threshold from: {printable(decision.threshold_source)}", highlight=False)
-    if decision.note:
-        console.print(printable(decision.note), highlight=False, soft_wrap=True)
+    for note in (decision.note, decision.kind_note):
+        if note:
+            console.print(printable(note), highlight=False, soft_wrap=True)
     if json_file is not None:
         write_json(
             json_file,
@@ -211,6 +214,7 @@ def verify_command(
                 "same": bool(decision.same),
                 "threshold_source": decision.threshold_source,
                 "note": decision.note,
+                "kind_note": decision.kind_note,
             },
         )
 

@@ -24,11 +24,33 @@ from reid.errors import DataError
 from reid.evaluation.pairs import PairSet
 from reid.evaluation.ranking import RankingResult, evaluate_features
 from reid.evaluation.verification import VerificationResult, verification_metrics
+from reid.models.card import ModelCard
 from reid.models.encoder import Encoder, embed_images
+from reid.models.names import READY_MADE_FACES
 from reid.photos import EvalConfig, PairConfig
 from reid.pipeline.subject import SubjectRule
 
 ProgressFn = Callable[[int, int], None]
+
+# Height over width from which a photo has a person's shape: person crops are about twice as
+# tall as wide (Market-1501's 128x64, a Re-ID model's 256x128); face photos are nearly square
+# (ORL's 112x92, LFW's 250x250).
+PERSON_SHAPE = 1.5
+# Photos of a pair file whose shapes are looked at (read again, whole).
+SHAPE_SAMPLE = 8
+
+
+def person_model_note(card: ModelCard, shapes: Sequence[tuple[int, ...]], model_name: str | None = None) -> str:
+    """One line when a person Re-ID model (its card's ``kind``) is given photos none of which
+    has a person's shape (each ``(height, width, ...)`` below :data:`PERSON_SHAPE` tall over
+    wide: faces, most likely), else ""."""
+    if card.kind != "person" or not shapes or any(h >= PERSON_SHAPE * w for h, w, *_ in shapes):
+        return ""
+    height, width = shapes[0][:2]
+    return (
+        f"note: {model_name or card.name} is a person Re-ID model (its card's kind) and these photos are not "
+        f"a person's shape ({height}x{width}); for faces use a face model ({', '.join(READY_MADE_FACES)})"
+    )
 
 
 @dataclass
@@ -214,6 +236,8 @@ class PairScores:
     fold_ids: np.ndarray | None
     num_pairs_total: int
     skipped_images: list[tuple[Path, str]]
+    # A person model given photos whole that have no person's shape (person_model_note).
+    note: str = ""
 
     @property
     def num_pairs_skipped(self) -> int:
@@ -232,7 +256,8 @@ def score_pairs(
     """Embed every distinct image once and measure each pair; unreadable images (and
     images in which ``subject`` or a face model finds no face, unless ``no_face`` and the
     rule say "whole") are skipped and counted, and so are the pairs that use them; under
-    "error" such an image raises DataError naming it."""
+    "error" such an image raises DataError naming it.  ``note``: :func:`person_model_note`
+    on the first :data:`SHAPE_SAMPLE` photos, when they are given to the model whole."""
     unique = pair_set.image_paths()
     row = {path: i for i, path in enumerate(unique)}
     emb = embed_paths(
@@ -255,7 +280,22 @@ def score_pairs(
         fold_ids=fold_ids,
         num_pairs_total=len(pair_set.pairs),
         skipped_images=emb.failures,
+        note=_whole_photos_note(encoder, unique, subject),
     )
+
+
+def _whole_photos_note(encoder: Encoder, paths: Sequence[Path], subject: SubjectRule | None) -> str:
+    """:func:`person_model_note` on the first photos that can be read, when the model is
+    given photos whole (no detector cuts them); "" otherwise."""
+    if encoder.card.kind != "person" or (subject is not None and subject.detector is not None):
+        return ""
+    shapes = []
+    for path in paths[:SHAPE_SAMPLE]:
+        try:
+            shapes.append(read_image(path).shape)
+        except DataError:
+            continue
+    return person_model_note(encoder.card, shapes)
 
 
 class PairVerification(NamedTuple):
@@ -316,6 +356,8 @@ class PairDecision:
     same: bool
     threshold_source: str
     note: str = ""
+    # A person model given photos that have no person's shape (person_model_note).
+    kind_note: str = ""
 
 
 def compare_images(
@@ -332,7 +374,8 @@ def compare_images(
     """Distance between two images and the same/different decision at the threshold given
     (or the card's distance at false-accept rate ``far``), else at the model card's
     calibrated threshold; ``note`` says when a given threshold is far looser than the
-    card's (:func:`reid.decision.far_note`).
+    card's (:func:`reid.decision.far_note`), ``kind_note`` when a person model is given two
+    photos without a person's shape (:func:`person_model_note`).
 
     Raises ConfigError for a threshold outside (0, 2] or a card without one (naming
     ``model_name``, default the card's name), DataError naming the file that cannot be read
@@ -345,4 +388,5 @@ def compare_images(
     policy = "whole" if no_face == "whole" else "error"
     features = embed_images(encoder, images, [str(path_a), str(path_b)], no_face=policy).features
     distance = float(pair_distance(features[:1], features[1:])[0])
-    return PairDecision(distance, chosen.value, distance <= chosen.value, chosen.describe(), chosen.note)
+    kind_note = person_model_note(encoder.card, [image.shape for image in images], model_name)
+    return PairDecision(distance, chosen.value, distance <= chosen.value, chosen.describe(), chosen.note, kind_note)

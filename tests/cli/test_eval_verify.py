@@ -140,6 +140,17 @@ def test_verify_lfw_pairs_skips_unreadable(tmp_path, model):
     assert figures["folds"] == 2
 
 
+def test_verify_says_when_a_person_model_is_given_photos_without_a_persons_shape(tmp_path, model):
+    square = [write_image(tmp_path / f"face-{k}.png", COLOURS[k], k, size=(64, 56)) for k in range(2)]
+    tall = [write_image(tmp_path / f"person-{k}.png", COLOURS[k], k) for k in range(2)]
+    result = run("verify", *square, "--model", model, "--threshold", "0.5", "--json", tmp_path / "v.json")
+    assert result.exit_code == 0, result.output
+    note = json.loads((tmp_path / "v.json").read_text())["kind_note"]
+    assert note.startswith(f"note: {model} is a person Re-ID model") and note in " ".join(result.output.split())
+    result = run("verify", *tall, "--model", model, "--threshold", "0.5")
+    assert result.exit_code == 0 and "person Re-ID model" not in result.output, result.output
+
+
 def test_verify_rejects_malformed_pairs(tmp_path, model):
     pairs = tmp_path / "pairs.csv"
     pairs.write_text("a.png,b.png,1\na.png,b.png\n")

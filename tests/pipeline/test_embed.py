@@ -24,6 +24,7 @@ from reid.pipeline import (
     score_pairs,
     verify_pairs,
 )
+from reid.pipeline.embed import person_model_note
 from reid.evaluation.plots import write_ranking_plots, write_verification_plots
 from reid.models import Encoder, ModelCard, build_network, load_card, save_model
 from reid.models.encoder import l2_normalize
@@ -193,6 +194,28 @@ def test_compare_images_and_threshold(tmp_path):
     other = compare_images(ColourEncoder(threshold=0.1), a, c)
     assert same.same and not other.same and same.distance < 0.1 < other.distance
     assert compare_images(ColourEncoder(), a, c, threshold=2.0).same
+
+
+def test_a_person_model_given_photos_without_a_persons_shape_says_so(tmp_path):
+    tall = [write_image(tmp_path / f"tall-{k}.png", PALETTE[k], k) for k in range(2)]
+    square = []
+    for k in range(2):
+        image = np.full((92, 80, 3), PALETTE[k], np.uint8)
+        square.append(tmp_path / f"square-{k}.png")
+        cv2.imwrite(str(square[-1]), image)
+    person = ColourEncoder(threshold=0.5)
+    assert compare_images(person, *tall).kind_note == ""
+    note = compare_images(person, *square, model_name="models/x").kind_note
+    assert note.startswith("note: models/x is a person Re-ID model (its card's kind)") and "(92x80)" in note
+    assert "sface" in note and len(note.splitlines()) == 1
+    face = ModelCard(name="f", architecture="sface_mobilefacenet", embedding_dim=3, kind="face")
+    assert person_model_note(face, [(92, 80, 3)]) == ""
+    assert person_model_note(person.card, [(92, 80, 3), (128, 64, 3)]) == "", "one person-shaped photo is enough"
+    # A pair file: the photos given whole are looked at; a person detector's crops are not.
+    (tmp_path / "pairs.csv").write_text(f"{square[0].name},{square[1].name},0\n{square[0].name},{square[0].name},1\n")
+    pair_set = read_pairs(tmp_path / "pairs.csv", tmp_path)
+    assert score_pairs(person, pair_set).note.startswith("note: colour is a person Re-ID model")
+    assert score_pairs(person, pair_set, subject=SubjectRule(BrightFaces(), none_found="whole")).note == ""
 
 
 def test_calibrate_writes_the_card(tmp_path):
