@@ -415,6 +415,9 @@ def with_config_options(
     ``more`` (a command whose options are the fields of several configs); the command
     receives them by key in ``options`` and passes each config's on through
     :func:`config_overrides`.  ``panels``: the section of help of each option, by key.
+    The command keeps which config built each option (``option_configs``), so that
+    :func:`check_given` checks a number given against that field's range (an app's config
+    is none of :func:`option_configs`).
 
     Raises:
         ValueError: two configs state an option of the same key.
@@ -440,8 +443,6 @@ def with_config_options(
         ordered = [p.replace(kind=inspect.Parameter.KEYWORD_ONLY) for p in sorted([*own, *built], key=rank)]
         command.__signature__ = signature.replace(parameters=ordered)  # type: ignore[attr-defined]
         command.__annotations__ = {p.name: p.annotation for p in command.__signature__.parameters.values()}  # type: ignore[attr-defined]
-        # Where each built option's range is declared, for the check of the values given
-        # (check_given): an app's config is none of option_configs().
         command.option_configs = {p.name: source for source, params in sources for p in params}  # type: ignore[attr-defined]
         return command
 

@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+from typing import Annotated
+
+from pydantic import Field
 from typer.testing import CliRunner
 
 from reid.cli import app
@@ -321,3 +325,36 @@ def test_a_command_takes_the_options_of_several_configs_and_each_gets_its_own() 
     assert decorated(size=None, count=5) == ({}, {"count": 5})
     with pytest.raises(ValueError, match="count"):
         with_config_options(Second, more=[(Second, ["count"], None)])(command)
+
+
+def test_a_config_with_inputs_gives_required_options_and_its_own_ranges() -> None:
+    """A field without a default is a required option (or, where None will do, one whose
+    help states no default); a number given is checked against the range of the config
+    whose field built its option, though no reid config declares that key."""
+    import dataclasses
+    import inspect
+
+    import pytest
+
+    from reid.cli.defaults import check_given, with_config_options
+    from reid.errors import ConfigValueError
+    from reid.options import option
+
+    @dataclasses.dataclass
+    class AppConfig:
+        out: Path = option(help="Where to write.")
+        people: Path | None = option(help="Whom to enrol.")
+        cameras: Annotated[int, Field(ge=1, le=8)] = option(2, help="Cameras.")
+
+    def command(**options: object) -> dict:
+        return options
+
+    decorated = with_config_options(AppConfig)(command)
+    parameters = inspect.signature(decorated).parameters
+    assert parameters["out"].default.default is ... and parameters["out"].default.help == "Where to write."
+    assert parameters["people"].default.default is None and parameters["people"].default.help == "Whom to enrol."
+    assert parameters["cameras"].default.default is None and parameters["cameras"].default.help == "Cameras. (default: 2)"
+    check_given(decorated, {"cameras": 8, "out": Path("o")})
+    with pytest.raises(ConfigValueError) as caught:
+        check_given(decorated, {"cameras": 9})
+    assert str(caught.value) == "cameras 9: must be between 1 and 8"
