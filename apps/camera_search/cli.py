@@ -64,7 +64,9 @@ def _print_tables(result: SearchResult) -> None:
 @app.command(cls=OneLineCommand)
 @handle_errors
 @with_config_options(
-    SearchConfig, more=[(TrackerConfig, TRACKER_KEYS, None), (PersonDetectorConfig, DETECTOR_KEYS, DETECTOR_HELPS)]
+    SearchConfig,
+    more=[(TrackerConfig, TRACKER_KEYS, None), (PersonDetectorConfig, DETECTOR_KEYS, DETECTOR_HELPS)],
+    checked_first=True,
 )
 def main(
     videos: list[str] = typer.Argument(None, help="One video per camera (camera 0 first); or a camera index."),

@@ -30,7 +30,7 @@ PHOTO_KEYS = ("detect", "face_detector", "no_face")
 
 @app.command(cls=OneLineCommand)
 @handle_errors
-@with_config_options(CheckinConfig, keys=PHOTO_KEYS, more=[(CalibrateConfig, ("far",), None)])
+@with_config_options(CheckinConfig, keys=PHOTO_KEYS, more=[(CalibrateConfig, ("far",), None)], checked_first=True)
 def main(
     model: str = typer.Option(..., "--model", "-m", help=f"Face model folder, or a ready-made one: {', '.join(READY_MADE_FACES)}."),
     people: Path = typer.Option(..., "--people", help="Folder of <person>/<photos>, e.g. the ORL faces."),

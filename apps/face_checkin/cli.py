@@ -44,7 +44,7 @@ def _show(decision: Decision) -> None:
 
 @app.command(cls=OneLineCommand)
 @handle_errors
-@with_config_options(CheckinConfig)
+@with_config_options(CheckinConfig, checked_first=True)
 def main(
     sources: list[str] = typer.Argument(
         None, help="Images, folders of images, videos, or a camera index (0); each face is decided."

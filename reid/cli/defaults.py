@@ -225,9 +225,9 @@ def check_option(name: str, value: Any, config: type | None = None) -> None:
 
 
 def check_given(command: Callable[..., Any], values: dict[str, Any]) -> None:
-    """Check every number given to ``command`` by parameter name (:func:`check_option`), an
-    option built from a config field (:func:`with_config_options`) against that config's
-    range.  Raises ConfigValueError naming the parameter."""
+    """Check every number given to ``command`` by parameter name (:func:`check_option`); an
+    option built from a config field with ``checked_first`` (:func:`with_config_options`)
+    against that field's range.  Raises ConfigValueError naming the parameter."""
     configs = getattr(command, "option_configs", {})
     for name, value in values.items():
         if value is not None:
@@ -409,15 +409,17 @@ def with_config_options(
     *,
     more: Sequence[tuple[type, Sequence[str] | None, dict[str, str] | None]] = (),
     panels: dict[str, Sequence[str]] | None = None,
+    checked_first: bool = False,
 ) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
     """Give a command whose last parameter is ``**options`` an option for each field of
     ``config`` (:func:`config_parameters`), then of each ``(config, keys, helps)`` of
     ``more`` (a command whose options are the fields of several configs); the command
     receives them by key in ``options`` and passes each config's on through
     :func:`config_overrides`.  ``panels``: the section of help of each option, by key.
-    The command keeps which config built each option (``option_configs``), so that
-    :func:`check_given` checks a number given against that field's range (an app's config
-    is none of :func:`option_configs`).
+    ``checked_first``: every number given to these options is checked against its field's
+    range before the command runs (:func:`check_given`, called by ``handle_errors``), as
+    the options of :func:`option_configs` are; for a config that is built only once the
+    command has begun its work (an app's), where its own check would come too late.
 
     Raises:
         ValueError: two configs state an option of the same key.
@@ -443,7 +445,8 @@ def with_config_options(
         ordered = [p.replace(kind=inspect.Parameter.KEYWORD_ONLY) for p in sorted([*own, *built], key=rank)]
         command.__signature__ = signature.replace(parameters=ordered)  # type: ignore[attr-defined]
         command.__annotations__ = {p.name: p.annotation for p in command.__signature__.parameters.values()}  # type: ignore[attr-defined]
-        command.option_configs = {p.name: source for source, params in sources for p in params}  # type: ignore[attr-defined]
+        if checked_first:
+            command.option_configs = {p.name: source for source, params in sources for p in params}  # type: ignore[attr-defined]
         return command
 
     return decorate

@@ -349,7 +349,7 @@ def test_a_config_with_inputs_gives_required_options_and_its_own_ranges() -> Non
     def command(**options: object) -> dict:
         return options
 
-    decorated = with_config_options(AppConfig)(command)
+    decorated = with_config_options(AppConfig, checked_first=True)(command)
     parameters = inspect.signature(decorated).parameters
     assert parameters["out"].default.default is ... and parameters["out"].default.help == "Where to write."
     assert parameters["people"].default.default is None and parameters["people"].default.help == "Whom to enrol."
@@ -358,3 +358,8 @@ def test_a_config_with_inputs_gives_required_options_and_its_own_ranges() -> Non
     with pytest.raises(ConfigValueError) as caught:
         check_given(decorated, {"cameras": 9})
     assert str(caught.value) == "cameras 9: must be between 1 and 8"
+    # Without checked_first the config checks its own values when it is built (reid train's).
+    def unchecked(**options: object) -> dict:
+        return options
+
+    check_given(with_config_options(AppConfig)(unchecked), {"cameras": 9})
