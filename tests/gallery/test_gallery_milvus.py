@@ -23,6 +23,7 @@ pytest.importorskip("milvus_lite", reason="the Milvus gallery tests run on milvu
 from reid.cli.app import app  # noqa: E402
 from reid.errors import ConfigError, GalleryError, NameTakenError  # noqa: E402
 from reid.gallery import Gallery, IndexSpec, ItemMeta, destroy_gallery, open_gallery  # noqa: E402
+from reid.gallery import opener  # noqa: E402
 from reid.gallery.milvus import MilvusGallery, parse_location  # noqa: E402
 from reid.models import stand_in_model  # noqa: E402
 
@@ -109,6 +110,27 @@ def test_remove_rename_and_calibrate_and_reopen(tmp_path: Path) -> None:
         assert len(again) == 115 and again.identity_count == 29 and again.calibration == stored
         assert "id0001" not in {m.identity for m in again.search(centres[1:2], k=29)[0]}
         assert again.check().items == 115
+
+
+def test_a_gallery_made_again_in_its_collection_has_another_uid_and_open_handles_see_it(tmp_path: Path) -> None:
+    vectors, labels, _ = clustered(2, 2)
+    where = location(tmp_path)
+    with open_gallery(where, make_card()) as first, open_gallery(where) as reader:
+        first.add(vectors, metas(labels))
+        uid = first.uid
+        assert len(uid) == 32 and reader.uid == uid == opener.gallery_uid(where)
+        assert reader.refresh() and len(reader) == 4
+        assert opener.gallery_names(where) == ["staff"] and opener.gallery_name(where) == "staff"
+        destroy_gallery(where)
+        assert opener.gallery_uid(where) is None and opener.gallery_names(where) == []
+        with pytest.raises(GalleryError) as caught:
+            reader.refresh()
+        assert "\n" not in str(caught.value)
+        with open_gallery(where, make_card()) as again:
+            assert again.uid != uid and again.uid == opener.gallery_uid(where)
+            again.add(vectors[:1], metas(labels[:1]))
+        with open_gallery(where) as reopened:
+            assert reopened.uid != uid and len(reopened) == 1
 
 
 def test_a_collection_made_by_another_model_is_refused_in_one_line(tmp_path: Path) -> None:
