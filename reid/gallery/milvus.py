@@ -39,6 +39,7 @@ from __future__ import annotations
 
 import base64
 import json
+import logging
 import re
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
@@ -73,6 +74,8 @@ from reid.paths import check_output_file, write_atomic
 SCHEME = "milvus"
 # The environment variable holding a Milvus server's token ("user:password" or an API key).
 TOKEN_ENV = "MILVUS_TOKEN"
+# The logger milvus-lite names a file it cannot open in.
+LITE_LOGGER = "milvus_lite.server_manager"
 META_SUFFIX = "__meta"
 # Milvus' own limits: rows a query or search returns, and a VARCHAR's length.
 MAX_RESULT = 16_384
@@ -699,12 +702,22 @@ def connect(where: MilvusLocation, timeout: float) -> Any:
     from pymilvus.exceptions import MilvusException
 
     token = os.environ.get(TOKEN_ENV, "") if where.server else ""
+    # milvus-lite logs a file it cannot open with a traceback before pymilvus raises; the one
+    # line raised here says it.
+    lite_log = logging.getLogger(LITE_LOGGER)
+    lite_log.addFilter(_silent)
     try:
         return MilvusClient(uri=where.uri, token=token, timeout=timeout)
     except MilvusException as exc:
         # milvus-lite opens a file in one process at a time; a server takes many clients.
         shared = "" if where.server else " (milvus-lite opens a file in one process at a time: is another using it?)"
         raise GalleryError(f"{where.text}: cannot connect to Milvus: {' '.join(str(exc.message).split())}{shared}") from None
+    finally:
+        lite_log.removeFilter(_silent)
+
+
+def _silent(record: logging.LogRecord) -> bool:
+    return False
 
 
 def drop(client: Any, where: MilvusLocation) -> None:
