@@ -28,8 +28,10 @@ write acknowledged before them; an upsert is idempotent by primary key (an inser
 not: Milvus keeps both rows), so every write here is an upsert; an acknowledged write is
 durable in Milvus' write-ahead log without a flush (which only seals segments: done after
 large enrolments, see :data:`FLUSH_ROWS`).  Milvus has no transactions over
-rows and no locks: writers are expected one at a time (one enrolling process); a writer
-that finds the state changed under it since it began refuses to commit.
+rows and no locks: the threads of one process write one at a time (:func:`writers_lock`),
+and writing processes are expected one at a time (one enrolling process, one serving
+process that writes); a writer that finds the state changed under it since it began
+refuses to commit.
 
 Distances are Euclidean between unit embeddings, 0..2, from Milvus' inner product
 (metric IP) by :func:`reid.decision.similarity_to_distance`, as for FAISS.
@@ -41,6 +43,7 @@ import base64
 import json
 import logging
 import re
+import threading
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field, replace
@@ -97,6 +100,9 @@ DEFAULT_NLIST = 1_024
 # The IndexSpec options FAISS galleries have and Milvus collections do not.
 FAISS_ONLY = ("train_min", "train_size", "refine", "shard_size")
 COLLECTION_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,200}")
+# The writers' lock of each collection this process writes to (writers_lock).
+_WRITERS: dict[tuple[str, str], threading.RLock] = {}
+_WRITERS_GUARD = threading.Lock()
 # Distances a search returns, for the placeholder vector of the metadata collection.
 PLACEHOLDER_DIM = 2
 
@@ -284,8 +290,9 @@ class MilvusGallery(GalleryBackend):
     """An open Milvus gallery; open one with :func:`open_gallery`.  Raises as
     :class:`~reid.gallery.base.GalleryBackend` says, GalleryError naming the location."""
 
-    def __init__(self, where: MilvusLocation, client: Any) -> None:
+    def __init__(self, where: MilvusLocation, client: Any, lock_timeout: float = 120.0) -> None:
         self.where = where
+        self.lock_timeout = lock_timeout
         self.location = where.text
         self.catalogue_at = f"{where.text} ({where.meta_collection})"
         self.client = client
@@ -395,16 +402,24 @@ class MilvusGallery(GalleryBackend):
     def locked(self) -> Iterator[GalleryState]:
         """Catch up with Milvus, delete leftovers of enrolments that never committed and
         finish an unfinished removal or rename; yields the state a write starts from.
-        Milvus has no locks: writers are expected one at a time (see the module)."""
-        self.recover()
-        self._view = self.load(self.read_state())
+        Milvus has no locks: the writers of this process (threads, each with its handle)
+        take turns by :func:`writers_lock`; writers in other processes are expected one at
+        a time (see the module)."""
+        lock = writers_lock(self.where)
+        if not lock.acquire(timeout=self.lock_timeout):
+            raise GalleryError(f"{self.location}: another writer of this process has been writing for {self.lock_timeout:g} s; try again later")
         try:
-            yield self._view.state
-        except ConfigError:
-            raise
-        except BaseException:
-            self._view = None
-            raise
+            self.recover()
+            self._view = self.load(self.read_state())
+            try:
+                yield self._view.state
+            except ConfigError:
+                raise
+            except BaseException:
+                self._view = None
+                raise
+        finally:
+            lock.release()
 
     def recover(self) -> int:
         """Delete the items (and thumbnails) of batches past the committed one and finish a
@@ -694,6 +709,16 @@ class MilvusGallery(GalleryBackend):
         self.client.close()
 
 
+def writers_lock(where: MilvusLocation) -> threading.RLock:
+    """The lock the writers of ``where``'s collection in this process take turns by: two
+    threads writing at once would take the same batch and item ids, and one's rows would
+    overwrite the other's.  One lock a collection (a file's by its absolute path) for the
+    life of the process, as a file lock is the kernel's."""
+    key = (where.uri if where.server else str(Path(where.uri).absolute()), where.collection)
+    with _WRITERS_GUARD:
+        return _WRITERS.setdefault(key, threading.RLock())
+
+
 def connect(where: MilvusLocation, timeout: float) -> Any:
     """A pymilvus client of ``where``: the server's token from :data:`TOKEN_ENV`."""
     import os
@@ -781,7 +806,7 @@ def open_gallery(
         milvus_index(spec, card.embedding_dim)
     client = connect(where, lock_timeout)
     try:
-        gallery = MilvusGallery(where, client)
+        gallery = MilvusGallery(where, client, lock_timeout)
         # A collection is searched and read only once loaded (after a restart, or by another process).
         exists = client.has_collection(where.meta_collection)
         if exists:

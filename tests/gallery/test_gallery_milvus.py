@@ -9,6 +9,7 @@ import os
 import signal
 import subprocess
 import sys
+import threading
 from pathlib import Path
 
 import numpy as np
@@ -131,6 +132,36 @@ def test_a_gallery_made_again_in_its_collection_has_another_uid_and_open_handles
             again.add(vectors[:1], metas(labels[:1]))
         with open_gallery(where) as reopened:
             assert reopened.uid != uid and len(reopened) == 1
+
+
+def test_threads_of_one_process_writing_through_their_own_handles_take_turns(tmp_path: Path) -> None:
+    """As a server's threads do: each its handle, enrolments at once; none overwrites another's."""
+    vectors, labels, _ = clustered(8, 5, seed=3)
+    where = location(tmp_path)
+    open_gallery(where, make_card()).close()
+    failures: list[BaseException] = []
+
+    def enrol(part: int) -> None:
+        try:
+            with open_gallery(where) as gallery:
+                for start in range(part * 20, part * 20 + 20, 5):
+                    gallery.add(vectors[start : start + 5], metas(labels[start : start + 5], prefix=f"img{start}"))
+        except BaseException as exc:  # noqa: BLE001 - reported by the test
+            failures.append(exc)
+
+    threads = [threading.Thread(target=enrol, args=(part,)) for part in range(2)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(300)
+    assert not failures, failures[0]
+    with open_gallery(where) as gallery:
+        assert len(gallery) == 40 and gallery.check(queries=10).items == 40
+        stored = {item.id: item.identity for item in gallery.items()}
+        assert sorted(stored.values()) == sorted(labels[:40])
+        # Every item's embedding is the one enrolled under its identity.
+        found = gallery.search(vectors[:40], k=1)
+        assert [row[0].identity for row in found] == list(labels[:40])
 
 
 def test_a_collection_made_by_another_model_is_refused_in_one_line(tmp_path: Path) -> None:
