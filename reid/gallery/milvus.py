@@ -53,7 +53,7 @@ from urllib.parse import urlsplit
 
 import numpy as np
 
-from reid.errors import ConfigError, GalleryError
+from reid.errors import ConfigError, GalleryBusyError, GalleryError
 from reid.gallery import thumbnails as thumbs
 from reid.gallery.base import GalleryBackend, named
 from reid.gallery.catalogue import FORMAT, item_from_row, item_row, meta_uid, new_uid, now
@@ -407,7 +407,7 @@ class MilvusGallery(GalleryBackend):
         a time (see the module)."""
         lock = writers_lock(self.where)
         if not lock.acquire(timeout=self.lock_timeout):
-            raise GalleryError(f"{self.location}: another writer of this process has been writing for {self.lock_timeout:g} s; try again later")
+            raise GalleryBusyError(f"{self.location}: another writer of this process has been writing for {self.lock_timeout:g} s; try again later")
         try:
             self.recover()
             self._view = self.load(self.read_state())

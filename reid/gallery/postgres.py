@@ -43,7 +43,7 @@ import psycopg
 from pgvector.psycopg import register_vector
 from psycopg import sql
 
-from reid.errors import ConfigError, GalleryError
+from reid.errors import ConfigError, GalleryBusyError, GalleryError
 from reid.names import identity_name
 from reid.gallery import thumbnails as thumbs
 from reid.gallery.base import GalleryBackend, named
@@ -156,7 +156,7 @@ def connect(conninfo: str, location: str) -> psycopg.Connection[Any]:
     try:
         return psycopg.connect(conninfo, autocommit=True, connect_timeout=30)
     except psycopg.Error as exc:
-        raise GalleryError(f"{location}: cannot connect to the database ({one_line(exc)})") from None
+        raise GalleryBusyError(f"{location}: cannot connect to the database ({one_line(exc)})") from None
 
 
 # ----------------------------------------------------------------- the loaded view
@@ -303,7 +303,7 @@ class PgGallery(GalleryBackend):
         try:
             self._conn.execute("SELECT pg_advisory_xact_lock(hashtext(%s), hashtext(%s))", [LOCK_SPACE, self.schema])
         except psycopg.errors.LockNotAvailable:
-            raise GalleryError(
+            raise GalleryBusyError(
                 f"{self.location}: another process has been writing for {self.lock_timeout:g} s; try again later"
             ) from None
 

@@ -21,13 +21,14 @@ from reid.gallery import open_gallery
 from reid.gallery.opener import gallery_names, gallery_uid
 from reid.models import Encoder
 
-psycopg = pytest.importorskip("psycopg", reason="psycopg is not installed (pip install -e '.[postgres]')")
+POSTGRES_CLIENT = "psycopg is not installed (pip install -e '.[postgres]')"
 
 
 @pytest.fixture
 def template(postgres_server: str, request: pytest.FixtureRequest) -> str:
     """A gallery_location in the test server's database, its galleries' names prefixed by
     this test's own (tests share the database)."""
+    pytest.importorskip("psycopg", reason=POSTGRES_CLIENT)
     prefix = re.sub(r"[^a-z0-9]", "", request.node.name.lower())[-16:]
     return f"{postgres_server}&gallery={prefix}_{{name}}"
 
@@ -114,9 +115,10 @@ def test_a_key_is_refused_once_its_postgresql_gallery_is_deleted_and_made_again(
     assert b.client.get("/v1/galleries/staff", headers=stale).status_code == 401
 
 
-def test_a_gallery_named_with_its_location_and_names_postgresql_refuses(
+def test_a_gallery_with_its_own_location_beside_folders_under_the_root(
     tmp_path: Path, model_folder: Path, encoder: Encoder, postgres_server: str
 ) -> None:
+    pytest.importorskip("psycopg", reason=POSTGRES_CLIENT)
     location = f"{postgres_server}&gallery=visitors_named"
     service, client = serve_root(
         tmp_path / "root", model_folder, encoder, galleries={"visitors": {"location": location}}
@@ -131,6 +133,27 @@ def test_a_gallery_named_with_its_location_and_names_postgresql_refuses(
     assert names == ["staff", "visitors"]
     assert client.delete("/v1/galleries/visitors?confirm=visitors", headers=served.admin()).status_code == 200
     assert gallery_uid(location) is None
+
+
+def test_a_writer_waits_for_another_hosts_write_and_past_the_timeout_is_busy(
+    tmp_path: Path, model_folder: Path, encoder: Encoder, template: str, crops: dict[str, list[Path]]
+) -> None:
+    psycopg = pytest.importorskip("psycopg", reason=POSTGRES_CLIENT)
+    from reid.gallery.postgres import LOCK_SPACE, SCHEMA_PREFIX, parse_location
+
+    service, client = serve_root(tmp_path / "a", model_folder, encoder, gallery_location=template, lock_timeout=1)
+    served = Served(tmp_path / "a", service, client, {})
+    served.create("staff")
+    conninfo, name = parse_location(template.replace("{name}", "staff"))
+    # Another host's write in progress: its transaction holds the gallery's advisory lock.
+    with psycopg.connect(conninfo) as other, other.transaction():
+        other.execute("SELECT pg_advisory_xact_lock(hashtext(%s), hashtext(%s))", [LOCK_SPACE, SCHEMA_PREFIX + name])
+        pid = next(iter(crops))
+        response = client.post("/v1/galleries/staff/identities/alice/images", files=files(crops[pid][:2]), headers=served.admin())
+        assert response.status_code == 503 and response.headers["Retry-After"] == "1", response.text
+        assert response.json()["error"]["code"] == "busy" and "has been writing for 1 s" in response.json()["error"]["message"]
+    assert client.get("/v1/galleries/staff", headers=served.admin()).json()["items"] == 0
+    assert enrol(served, "alice", crops[pid][:2])["added"] == 2
 
 
 def test_a_name_the_database_refuses_is_one_line(tmp_path: Path, model_folder: Path, encoder: Encoder, template: str) -> None:
