@@ -736,7 +736,7 @@ def connect(where: MilvusLocation, timeout: float) -> Any:
     except MilvusException as exc:
         # milvus-lite opens a file in one process at a time; a server takes many clients.
         shared = "" if where.server else " (milvus-lite opens a file in one process at a time: is another using it?)"
-        raise GalleryError(f"{where.text}: cannot connect to Milvus: {' '.join(str(exc.message).split())}{shared}") from None
+        raise GalleryBusyError(f"{where.text}: cannot connect to Milvus: {' '.join(str(exc.message).split())}{shared}") from None
     finally:
         lite_log.removeFilter(_silent)
 

@@ -41,6 +41,8 @@ from reid.serial import MAX_CONFIG_BYTES, check_yaml_shape
 from reid.pipeline.configs import EnrolConfig, QueryConfig, TopK, check_detect
 
 MIB = 1024 * 1024
+# What stands for a gallery's name in gallery_location (reid.serve.places).
+NAME_FIELD = "{name}"
 
 
 @dataclass(frozen=True)

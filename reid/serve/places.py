@@ -26,9 +26,8 @@ from reid.gallery.catalogue import DB_FILE
 from reid.gallery.milvus import parse_location as milvus_location
 from reid.gallery.opener import BACKENDS, backend_module, gallery_name, gallery_names, gallery_uid
 from reid.names import check_gallery_name
+from reid.serve.config import NAME_FIELD
 
-# What stands for a gallery's name in gallery_location.
-NAME_FIELD = "{name}"
 # A gallery name that fits every backend's rule, put in gallery_location to find where the
 # name lands in the store's own name of the gallery.
 PROBE = "reidprobe0"

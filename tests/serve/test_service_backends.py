@@ -151,9 +151,20 @@ def test_a_writer_waits_for_another_hosts_write_and_past_the_timeout_is_busy(
         pid = next(iter(crops))
         response = client.post("/v1/galleries/staff/identities/alice/images", files=files(crops[pid][:2]), headers=served.admin())
         assert response.status_code == 503 and response.headers["Retry-After"] == "1", response.text
-        assert response.json()["error"]["code"] == "busy" and "has been writing for 1 s" in response.json()["error"]["message"]
+        error = response.json()["error"]
+        assert error["code"] == "busy" and error["message"].startswith("gallery staff: another process has been writing for 1 s")
     assert client.get("/v1/galleries/staff", headers=served.admin()).json()["items"] == 0
     assert enrol(served, "alice", crops[pid][:2])["added"] == 2
+
+
+def test_a_database_out_of_reach_is_busy_and_its_location_never_shown(tmp_path: Path, model_folder: Path, encoder: Encoder) -> None:
+    pytest.importorskip("psycopg", reason=POSTGRES_CLIENT)
+    location = f"postgresql://127.0.0.1:{free_port()}/vision?gallery=lobby"
+    service, client = serve_root(tmp_path / "root", model_folder, encoder, galleries={"lobby": {"location": location}})
+    response = client.get("/v1/galleries/lobby", headers=bearer(ADMIN))
+    assert response.status_code == 503 and response.json()["error"]["code"] == "busy", response.text
+    message = response.json()["error"]["message"]
+    assert message.startswith("gallery lobby: cannot connect to the database") and "vision" not in message
 
 
 def test_a_name_the_database_refuses_is_one_line(tmp_path: Path, model_folder: Path, encoder: Encoder, template: str) -> None:
