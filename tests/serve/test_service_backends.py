@@ -20,6 +20,7 @@ from serve_helpers import ADMIN, ROOT, Server, Served, bearer, files, free_port,
 from reid.gallery import open_gallery
 from reid.gallery.opener import gallery_names, gallery_uid
 from reid.models import Encoder
+from reid.serve.run import start_banner
 
 POSTGRES_CLIENT = "psycopg is not installed (pip install -e '.[postgres]')"
 
@@ -64,11 +65,13 @@ def test_two_servers_share_one_postgresql_gallery(
     tmp_path: Path, model_folder: Path, encoder: Encoder, template: str, crops: dict[str, list[Path]]
 ) -> None:
     a, b = two_services(tmp_path, model_folder, encoder, template)
+    assert any(line.startswith("gallery:   none yet where gallery_location says") for line in start_banner(a.service))
     made = a.create("staff")
     assert made["items"] == 0 and made["model"] == "m"
     # Made in the database, not under either root; B lists it.
     assert not (a.root / "staff").exists() and gallery_uid(template.replace("{name}", "staff")) is not None
     assert [g["name"] for g in b.client.get("/v1/galleries", headers=b.admin()).json()["galleries"]] == ["staff"]
+    assert "gallery:   staff (m; 0 people, 0 photos; detect auto)" in start_banner(b.service)
     alice, bob = list(crops)[:2]
     assert named(b, crops[alice][0]) is None
     assert enrol(a, "alice", crops[alice][:2])["added"] == 2
