@@ -27,7 +27,7 @@ from reid.data.io import ImageLimits, bounded_bytes, decode_image
 from reid.decision import Threshold, nearest_identity, pair_distance, resolve_threshold
 from reid.detect import Detection, Detector
 from reid.draw import label_layout, make_label
-from reid.errors import ConfigError, GalleryError, ReidError
+from reid.errors import ConfigError, GalleryBusyError, GalleryError, ReidError
 from reid.gallery import DB_FILE, GalleryBackend, IndexSpec, destroy_gallery, open_gallery
 from reid.gallery.opener import backend_module, gallery_names
 from reid.models import Encoder, load_encoder
@@ -220,13 +220,16 @@ class Service:
         """True when the gallery ``key`` was made for is still there: the same name *and*
         the same gallery id (a gallery deleted and made again under its name is another).
         A folder's id is read from its database; a backend's from this thread's handle,
-        refreshed (one query), which the request then uses."""
+        refreshed (one query), which the request then uses.  GalleryBusyError when its
+        database or server cannot be reached: an outage is no revoked key."""
         if not key.gallery_uid:
             return False
         try:
             if self.places.is_folder(key.gallery):
                 return self.places.uid(key.gallery) == key.gallery_uid
             return self._handle(key.gallery).uid == key.gallery_uid
+        except GalleryBusyError:
+            raise
         except ReidError:
             return False
 

@@ -168,6 +168,10 @@ def test_a_database_out_of_reach_is_busy_and_its_location_never_shown(tmp_path: 
     assert response.status_code == 503 and response.json()["error"]["code"] == "busy", response.text
     message = response.json()["error"]["message"]
     assert message.startswith("gallery lobby: cannot connect to the database") and "vision" not in message
+    # A gallery key meanwhile: the outage is said, the key is not called revoked.
+    _, token = service.keys.create("lobby", ["read"], lambda gallery: "made-before-the-outage")
+    response = client.get("/v1/galleries/lobby", headers=bearer(token))
+    assert response.status_code == 503 and response.json()["error"]["code"] == "busy", response.text
 
 
 def test_a_name_the_database_refuses_is_one_line(tmp_path: Path, model_folder: Path, encoder: Encoder, template: str) -> None:
