@@ -118,6 +118,26 @@ def test_a_key_is_refused_once_its_postgresql_gallery_is_deleted_and_made_again(
     assert b.client.get("/v1/galleries/staff", headers=stale).status_code == 401
 
 
+def test_reid_serve_keys_create_makes_a_key_of_a_postgresql_gallery(
+    tmp_path: Path, model_folder: Path, encoder: Encoder, template: str
+) -> None:
+    from typer.testing import CliRunner
+
+    from reid.cli.app import app
+
+    a, _ = two_services(tmp_path, model_folder, encoder, template)
+    settings = tmp_path / "serve.yaml"
+    settings.write_text(json.dumps({"gallery_location": template, "keys_file": str(tmp_path / "keys.json")}))
+    command = ["serve", "keys", "create", "--config", str(settings), "--gallery", "staff", "--scope", "read"]
+    absent = CliRunner().invoke(app, command)
+    assert absent.exit_code == 1 and "no gallery here; a key opens an existing gallery" in absent.output
+    a.create("staff")
+    made = CliRunner().invoke(app, command)
+    assert made.exit_code == 0, made.output
+    token = made.output.strip().splitlines()[-1]
+    assert a.client.get("/v1/galleries/staff", headers=bearer(token)).status_code == 200
+
+
 def test_a_gallery_with_its_own_location_beside_folders_under_the_root(
     tmp_path: Path, model_folder: Path, encoder: Encoder, postgres_server: str
 ) -> None:
