@@ -5,9 +5,9 @@ served by one process and refused to a second."""
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
-import re
 import subprocess
 import sys
 import threading
@@ -28,9 +28,9 @@ POSTGRES_CLIENT = "psycopg is not installed (pip install -e '.[postgres]')"
 @pytest.fixture
 def template(postgres_server: str, request: pytest.FixtureRequest) -> str:
     """A gallery_location in the test server's database, its galleries' names prefixed by
-    this test's own (tests share the database)."""
+    one of this test's own (tests share the database)."""
     pytest.importorskip("psycopg", reason=POSTGRES_CLIENT)
-    prefix = re.sub(r"[^a-z0-9]", "", request.node.name.lower())[-16:]
+    prefix = "t" + hashlib.sha256(request.node.name.encode()).hexdigest()[:12]
     return f"{postgres_server}&gallery={prefix}_{{name}}"
 
 
