@@ -308,6 +308,17 @@ class Service:
             raise ConfigError(f"gallery {name!r}: no crop rule was loaded for model {model!r}; build the service with crop_rules")
         return self.rules[key]
 
+    def _shown(self, name: str, threshold: Threshold) -> dict[str, Any]:
+        """``threshold`` as an answer says it, the gallery named by its name: a detail or note
+        that names the gallery by its location (a folder, a database) is no client's business."""
+        known = {str(self.location(name)): f"gallery {name}"}
+        return {
+            "value": threshold.value,
+            "source": threshold.source,
+            "detail": hide_paths(threshold.detail, known) if threshold.detail else threshold.detail,
+            "note": hide_paths(threshold.note, known) if threshold.note else threshold.note,
+        }
+
     def given_threshold(self, name: str, request: float | None = None) -> tuple[float | None, str]:
         """The threshold a request of gallery ``name`` gives (``request``), else the one its
         serve settings give, with which of them gave it: the ``given`` of
@@ -338,7 +349,7 @@ class Service:
             "dim": facts.dim,
             "index": facts.index,
             "created": facts.created,
-            "threshold": None if threshold is None else _threshold(threshold),
+            "threshold": None if threshold is None else self._shown(name, threshold),
             "detect": settings.detect,
             "detector": settings.detector,
             "no_face": settings.no_face,
@@ -525,7 +536,7 @@ class Service:
         labels = [make_label(one["box"], n + 1, one["identity"], one["distance"]) for n, one in enumerate(subjects)]
         for subject, label in zip(subjects, label_layout(labels, frame), strict=True):
             subject["label"] = label
-        return {"gallery": name, "model": model, "threshold": _threshold(chosen), "subjects": subjects, "note": note}
+        return {"gallery": name, "model": model, "threshold": self._shown(name, chosen), "subjects": subjects, "note": note}
 
     def verify(
         self, name: str, image: Upload, other: Upload | None = None, identity: str | None = None,
@@ -553,7 +564,7 @@ class Service:
             "same": distance <= chosen.value,
             "identity": identity,
             "model": model,
-            "threshold": _threshold(chosen),
+            "threshold": self._shown(name, chosen),
         }
 
     def embed(self, name: str, upload: Upload) -> dict[str, Any]:
@@ -619,8 +630,6 @@ def _inode(folder: Path) -> int | None:
         return None
 
 
-def _threshold(threshold: Threshold) -> dict[str, Any]:
-    return {"value": threshold.value, "source": threshold.source, "detail": threshold.detail, "note": threshold.note}
 
 
 def _item(item: Any) -> dict[str, Any]:

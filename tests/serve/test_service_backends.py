@@ -8,6 +8,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import shutil
 import subprocess
 import sys
 import threading
@@ -17,9 +18,9 @@ from typing import Any
 import pytest
 from serve_helpers import ADMIN, ROOT, Server, Served, bearer, files, free_port, serve_root
 
-from reid.gallery import open_gallery
+from reid.gallery import destroy_gallery, open_gallery
 from reid.gallery.opener import gallery_names, gallery_uid
-from reid.models import Encoder
+from reid.models import Encoder, load_encoder
 from reid.serve.run import start_banner
 
 POSTGRES_CLIENT = "psycopg is not installed (pip install -e '.[postgres]')"
@@ -192,6 +193,26 @@ def test_a_database_out_of_reach_is_busy_and_its_location_never_shown(tmp_path: 
     _, token = service.keys.create("lobby", ["read"], lambda gallery: "made-before-the-outage")
     response = client.get("/v1/galleries/lobby", headers=bearer(token))
     assert response.status_code == 503 and response.json()["error"]["code"] == "busy", response.text
+
+
+def test_a_threshold_from_the_gallery_names_the_gallery_never_its_location(
+    tmp_path: Path, model_folder: Path, encoder: Encoder, postgres_server: str
+) -> None:
+    pytest.importorskip("psycopg", reason=POSTGRES_CLIENT)
+    location = f"{postgres_server}&gallery=lobby_threshold"
+    open_gallery(location, encoder.card).close()
+    # The model recalibrated to no threshold (its fingerprint is the weights' and the
+    # embedding's): the gallery's recorded one decides, and the answer says where it came from.
+    recalibrated = tmp_path / "recalibrated"
+    shutil.copytree(model_folder, recalibrated)
+    card = json.loads((recalibrated / "card.json").read_text())
+    (recalibrated / "card.json").write_text(json.dumps({**card, "threshold": None}))
+    service, client = serve_root(
+        tmp_path / "root", recalibrated, load_encoder(recalibrated, device="cpu"), galleries={"lobby": {"location": location}}
+    )  # fmt: skip
+    threshold = client.get("/v1/galleries/lobby", headers=bearer(ADMIN)).json()["threshold"]
+    assert (threshold["value"], threshold["source"], threshold["detail"]) == (0.3, "gallery", "gallery lobby")
+    destroy_gallery(location)
 
 
 def test_a_name_the_database_refuses_is_one_line(tmp_path: Path, model_folder: Path, encoder: Encoder, template: str) -> None:
