@@ -15,10 +15,11 @@ import threading
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pytest
 from serve_helpers import ADMIN, ROOT, Server, Served, bearer, files, free_port, serve_root
 
-from reid.gallery import destroy_gallery, open_gallery
+from reid.gallery import ItemMeta, destroy_gallery, open_gallery
 from reid.gallery.opener import gallery_names, gallery_uid
 from reid.models import Encoder, load_encoder
 from reid.serve.run import start_banner
@@ -88,6 +89,22 @@ def test_two_servers_share_one_postgresql_gallery(
     # A gallery key made through one server opens the gallery through the other (one keys file).
     key = bearer(a.new_key("staff", "read", "write"))
     assert named(b, crops[bob][0], key) == "bob"
+
+
+def test_a_calibration_stored_through_one_host_decides_on_the_other(
+    tmp_path: Path, model_folder: Path, encoder: Encoder, template: str
+) -> None:
+    a, b = two_services(tmp_path, model_folder, encoder, template)
+    a.create("lobby")
+    assert b.client.get("/v1/galleries/lobby", headers=b.admin()).json()["threshold"]["source"] == "model card"
+    rng = np.random.default_rng(0)
+    vectors = rng.normal(size=(40, encoder.dim)).astype(np.float32)
+    with open_gallery(template.replace("{name}", "lobby")) as gallery:
+        gallery.add(vectors, [ItemMeta(f"person-{n // 2}", image_hash=f"h{n}") for n in range(40)])
+        stored = gallery.calibrate(far=0.1)
+    for served in (a, b):
+        threshold = served.client.get("/v1/galleries/lobby", headers=served.admin()).json()["threshold"]
+        assert threshold["source"] == "gallery calibration" and threshold["value"] == pytest.approx(stored.threshold)
 
 
 def test_a_key_is_refused_once_its_postgresql_gallery_is_deleted_and_made_again(
