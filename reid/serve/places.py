@@ -77,7 +77,8 @@ class GalleryPlaces:
         if name in self.named:
             return self.named[name]
         if self.template is not None:
-            return self.template.replace(NAME_FIELD, name)
+            location = self.template.replace(NAME_FIELD, name)
+            return Path(location) if backend_module(location) is None else location
         return self.root / name
 
     def is_folder(self, name: str) -> bool:

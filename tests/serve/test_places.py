@@ -58,6 +58,8 @@ def test_a_folder_gallery_location_lists_its_galleries(tmp_path: Path, encoder: 
     # Only galleries kept where gallery_location says; root's folders are not served then.
     assert places.names() == ["staff", "visitors"]
     assert places.exists("staff") and not places.exists("old") and places.uid("staff") is not None
+    # A folder is the path written, never a bare name looked up under galleries/.
+    assert GalleryPlaces(tmp_path, "g-{name}").location("staff") == Path("g-staff")
 
 
 def test_defaults_have_no_location(tmp_path: Path) -> None:
