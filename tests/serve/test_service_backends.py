@@ -293,7 +293,7 @@ def test_concurrent_enrolments_through_two_servers_add_up(
 
 @pytest.mark.slow
 def test_concurrent_enrolments_through_two_reid_serve_processes_add_up(
-    tmp_path: Path, model_folder: Path, template: str, market1501_mini: Path
+    tmp_path: Path, model_folder: Path, encoder: Encoder, template: str, market1501_mini: Path
 ) -> None:
     settings = tmp_path / "serve.yaml"
     settings.write_text(json.dumps({"gallery_location": template, "keys_file": str(tmp_path / "keys.json")}))
@@ -351,7 +351,9 @@ def test_a_milvus_lite_gallery_served_by_one_process(
 
 
 @milvus
-def test_a_second_process_serving_a_milvus_lite_file_is_refused_in_one_line(tmp_path: Path, model_folder: Path) -> None:
+def test_a_second_process_serving_a_milvus_lite_file_is_refused_in_one_line(
+    tmp_path: Path, model_folder: Path, encoder: Encoder
+) -> None:
     location = f"milvus:{tmp_path / 'galleries.db'}/staff"
     settings = tmp_path / "serve.yaml"
     settings.write_text(json.dumps({"galleries": {"staff": {"location": location}}}))
