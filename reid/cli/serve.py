@@ -12,7 +12,7 @@ from reid.errors import ConfigError
 from reid.serve.config import ServeConfig, load_serve_config
 from reid.serve.keys import SCOPES, KeyStore, new_admin_key
 
-CONFIG_HELP = "serve.yaml: root, models, galleries (model, detect, detector, no_face, threshold, top_k), limits; options override it."
+CONFIG_HELP = "serve.yaml: root, models, galleries (model, detect, detector, no_face, threshold, top_k, location), gallery_location, limits; options override it."
 
 serve_app = CommandTyper(help="Serve galleries over HTTP (FastAPI + uvicorn); see docs/serve.md.", no_args_is_help=False)
 keys_app = CommandTyper(help="Per-gallery API keys (stored hashed in the keys file).", no_args_is_help=True)
@@ -102,12 +102,14 @@ def create_key(
     """Create a key for one gallery; the key is printed once and stored only hashed."""
     settings = _settings(config, root, keys_file)
 
-    from reid.gallery.catalogue import gallery_uid
+    from reid.serve.service import places_of
+
+    places = places_of(settings)
 
     def uid_of(name: str) -> str:
-        uid = gallery_uid(settings.root / name)
+        uid = places.uid(name)
         if uid is None:
-            raise ConfigError(f"{settings.root / name}: no gallery here; a key opens an existing gallery")
+            raise ConfigError(f"{places.location(name)}: no gallery here; a key opens an existing gallery")
         return uid
 
     key, token = KeyStore(settings.keys_path).create(gallery, scope, uid_of)

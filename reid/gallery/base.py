@@ -23,7 +23,7 @@ import numpy as np
 
 from reid.errors import ConfigError, GalleryError, NameTakenError
 from reid.gallery.calibration import DEFAULT_FAR, MAX_ITEMS, SEED, GalleryCalibration, SceneTracks, calibrate, identities_needed
-from reid.gallery.catalogue import now
+from reid.gallery.catalogue import meta_uid, now
 from reid.gallery.check import NEAR_DUPLICATE, SAME_IMAGE, measure_recall, nearest_kept
 from reid.gallery.spec import IndexSpec
 from reid.gallery.records import (
@@ -184,6 +184,13 @@ class GalleryBackend(ABC):
     @property
     def dim(self) -> int:
         return self.meta.dim
+
+    @property
+    def uid(self) -> str:
+        """The id this gallery was made with, stored in it (:func:`reid.gallery.catalogue.uid_of`:
+        its creation time for a gallery made before ids); a gallery dropped and made again
+        under the same location has another."""
+        return meta_uid(self.meta)
 
     @property
     def threshold(self) -> float | None:

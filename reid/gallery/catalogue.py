@@ -206,6 +206,11 @@ def foreign_schema(rows: Sequence[tuple[Any, ...]]) -> str | None:
 # ----------------------------------------------------------------- the catalogue
 
 
+def new_uid() -> str:
+    """A new gallery's id (:data:`UID_KEY`): 128 random bits, hexadecimal."""
+    return secrets.token_hex(16)
+
+
 def new_facts(card: ModelFacts, spec: IndexSpec, fmt: int = FORMAT) -> dict[str, str]:
     """The fixed facts every backend stores for a new gallery of ``card``'s model and index
     ``spec``, as text: the backend's format ``fmt``, model, dimension, threshold, creation
@@ -218,7 +223,7 @@ def new_facts(card: ModelFacts, spec: IndexSpec, fmt: int = FORMAT) -> dict[str,
         "dim": str(card.embedding_dim),
         "threshold": "" if card.threshold is None else repr(float(card.threshold)),
         "created": now(),
-        UID_KEY: secrets.token_hex(16),
+        UID_KEY: new_uid(),
         "index_spec": json.dumps(spec.to_dict()),
         "generation": "0",
     }
@@ -300,6 +305,7 @@ class Catalogue:
                 threshold=float(raw["threshold"]) if raw["threshold"] else None,
                 created=raw["created"],
                 format=_whole(raw["format"]),
+                uid=raw.get(UID_KEY) or "",
             )
             spec = IndexSpec.from_dict(parse_json_bounded(raw["index_spec"], "index_spec", "index setting"))
             snapshot = FileRecord.from_db(raw["snapshot_name"], raw["snapshot_size"], raw["snapshot_sha256"])
@@ -627,6 +633,11 @@ def uid_of(meta: dict[str, str]) -> str | None:
     if meta.get(UID_KEY):
         return str(meta[UID_KEY])
     return f"created {meta['created']}" if meta.get("created") else None
+
+
+def meta_uid(meta: GalleryMeta) -> str:
+    """The gallery id of facts read back (:func:`uid_of`)."""
+    return uid_of({UID_KEY: meta.uid, "created": meta.created}) or ""
 
 
 def facts_hash(meta: dict[str, str]) -> str:

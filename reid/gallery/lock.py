@@ -16,7 +16,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
-from reid.errors import GalleryError
+from reid.errors import GalleryBusyError, GalleryError
 
 LOCK_FILE = ".lock"
 
@@ -46,7 +46,7 @@ def gallery_lock(folder: Path, exclusive: bool = True, timeout: float = 120.0) -
                 break
             except BlockingIOError:
                 if time.monotonic() >= deadline:
-                    raise GalleryError(
+                    raise GalleryBusyError(
                         f"{folder}: gallery is locked by another process (waited {timeout:g} s)"
                     ) from None
                 time.sleep(0.02)

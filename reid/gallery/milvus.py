@@ -28,8 +28,10 @@ write acknowledged before them; an upsert is idempotent by primary key (an inser
 not: Milvus keeps both rows), so every write here is an upsert; an acknowledged write is
 durable in Milvus' write-ahead log without a flush (which only seals segments: done after
 large enrolments, see :data:`FLUSH_ROWS`).  Milvus has no transactions over
-rows and no locks: writers are expected one at a time (one enrolling process); a writer
-that finds the state changed under it since it began refuses to commit.
+rows and no locks: the threads of one process write one at a time (:func:`writers_lock`),
+and writing processes are expected one at a time (one enrolling process, one serving
+process that writes); a writer that finds the state changed under it since it began
+refuses to commit.
 
 Distances are Euclidean between unit embeddings, 0..2, from Milvus' inner product
 (metric IP) by :func:`reid.decision.similarity_to_distance`, as for FAISS.
@@ -39,7 +41,9 @@ from __future__ import annotations
 
 import base64
 import json
+import logging
 import re
+import threading
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field, replace
@@ -49,10 +53,10 @@ from urllib.parse import urlsplit
 
 import numpy as np
 
-from reid.errors import ConfigError, GalleryError
+from reid.errors import ConfigError, GalleryBusyError, GalleryError
 from reid.gallery import thumbnails as thumbs
 from reid.gallery.base import GalleryBackend, named
-from reid.gallery.catalogue import FORMAT, item_from_row, item_row, now
+from reid.gallery.catalogue import FORMAT, item_from_row, item_row, meta_uid, new_uid, now
 from reid.gallery.check import scan_duplicates
 from reid.gallery.export import export_suffix
 from reid.gallery.index import IndexSpec
@@ -73,6 +77,8 @@ from reid.paths import check_output_file, write_atomic
 SCHEME = "milvus"
 # The environment variable holding a Milvus server's token ("user:password" or an API key).
 TOKEN_ENV = "MILVUS_TOKEN"
+# The logger milvus-lite names a file it cannot open in.
+LITE_LOGGER = "milvus_lite.server_manager"
 META_SUFFIX = "__meta"
 # Milvus' own limits: rows a query or search returns, and a VARCHAR's length.
 MAX_RESULT = 16_384
@@ -94,6 +100,9 @@ DEFAULT_NLIST = 1_024
 # The IndexSpec options FAISS galleries have and Milvus collections do not.
 FAISS_ONLY = ("train_min", "train_size", "refine", "shard_size")
 COLLECTION_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,200}")
+# The writers' lock of each collection this process writes to (writers_lock).
+_WRITERS: dict[tuple[str, str], threading.RLock] = {}
+_WRITERS_GUARD = threading.Lock()
 # Distances a search returns, for the placeholder vector of the metadata collection.
 PLACEHOLDER_DIM = 2
 
@@ -281,8 +290,9 @@ class MilvusGallery(GalleryBackend):
     """An open Milvus gallery; open one with :func:`open_gallery`.  Raises as
     :class:`~reid.gallery.base.GalleryBackend` says, GalleryError naming the location."""
 
-    def __init__(self, where: MilvusLocation, client: Any) -> None:
+    def __init__(self, where: MilvusLocation, client: Any, lock_timeout: float = 120.0) -> None:
         self.where = where
+        self.lock_timeout = lock_timeout
         self.location = where.text
         self.catalogue_at = f"{where.text} ({where.meta_collection})"
         self.client = client
@@ -303,8 +313,21 @@ class MilvusGallery(GalleryBackend):
             raise GalleryError(f"{self.location}: Milvus refused {method}: {message}") from None
 
     def read_meta(self, key: str) -> str | None:
-        rows = self.call("query", self.where.meta_collection, ids=[key], output_fields=["value"], consistency_level="Strong")
-        return str(rows[0]["value"]) if rows else None
+        return self.read_metas([key]).get(key)
+
+    def read_metas(self, keys: list[str]) -> dict[str, str]:
+        """The metadata rows ``keys`` that are there, in one query."""
+        rows = self.call("query", self.where.meta_collection, ids=keys, output_fields=["key", "value"], consistency_level="Strong")
+        return {str(row["key"]): str(row["value"]) for row in rows}
+
+    def facts(self, text: str | None) -> GalleryMeta:
+        """The gallery's facts from the text of its "meta" row; GalleryError when there is none or it is malformed."""
+        if text is None:
+            raise GalleryError(f"{self.location}: no gallery here")
+        try:
+            return GalleryMeta(**json.loads(text))
+        except (TypeError, ValueError):
+            raise GalleryError(f"{self.catalogue_at}: the gallery's facts are malformed") from None
 
     def write_meta(self, rows: dict[str, str]) -> None:
         zero = [0.0] * PLACEHOLDER_DIM
@@ -315,8 +338,9 @@ class MilvusGallery(GalleryBackend):
             "upsert", self.where.meta_collection, [{"key": k, "value": v, "placeholder": zero} for k, v in rows.items()]
         )
 
-    def read_state(self) -> GalleryState:
-        text = self.read_meta("state")
+    def read_state(self, text: str | None = None) -> GalleryState:
+        """The committed state (from ``text``, the "state" row, when given)."""
+        text = self.read_meta("state") if text is None else text
         try:
             return GalleryState(**json.loads(text)) if text is not None else GalleryState()
         except (TypeError, ValueError):
@@ -362,9 +386,13 @@ class MilvusGallery(GalleryBackend):
         return draft
 
     def refresh(self) -> bool:
-        state = self.read_state()
-        if self._view is not None and state == self._view.state:
+        """Load what other clients committed (a gallery made again at this location, too);
+        GalleryError when the gallery is no longer there."""
+        rows = self.read_metas(["state", "meta"])
+        meta, state = self.facts(rows.get("meta")), self.read_state(rows.get("state", "{}"))
+        if self._view is not None and state == self._view.state and meta.uid == self.meta.uid:
             return False
+        self.meta = meta
         self._view = self.load(state)
         return True
 
@@ -374,16 +402,24 @@ class MilvusGallery(GalleryBackend):
     def locked(self) -> Iterator[GalleryState]:
         """Catch up with Milvus, delete leftovers of enrolments that never committed and
         finish an unfinished removal or rename; yields the state a write starts from.
-        Milvus has no locks: writers are expected one at a time (see the module)."""
-        self.recover()
-        self._view = self.load(self.read_state())
+        Milvus has no locks: the writers of this process (threads, each with its handle)
+        take turns by :func:`writers_lock`; writers in other processes are expected one at
+        a time (see the module)."""
+        lock = writers_lock(self.where)
+        if not lock.acquire(timeout=self.lock_timeout):
+            raise GalleryBusyError(f"{self.location}: another writer of this process has been writing for {self.lock_timeout:g} s; try again later")
         try:
-            yield self._view.state
-        except ConfigError:
-            raise
-        except BaseException:
-            self._view = None
-            raise
+            self.recover()
+            self._view = self.load(self.read_state())
+            try:
+                yield self._view.state
+            except ConfigError:
+                raise
+            except BaseException:
+                self._view = None
+                raise
+        finally:
+            lock.release()
 
     def recover(self) -> int:
         """Delete the items (and thumbnails) of batches past the committed one and finish a
@@ -673,6 +709,16 @@ class MilvusGallery(GalleryBackend):
         self.client.close()
 
 
+def writers_lock(where: MilvusLocation) -> threading.RLock:
+    """The lock the writers of ``where``'s collection in this process take turns by: two
+    threads writing at once would take the same batch and item ids, and one's rows would
+    overwrite the other's.  One lock a collection (a file's by its absolute path) for the
+    life of the process, as a file lock is the kernel's."""
+    key = (where.uri if where.server else str(Path(where.uri).absolute()), where.collection)
+    with _WRITERS_GUARD:
+        return _WRITERS.setdefault(key, threading.RLock())
+
+
 def connect(where: MilvusLocation, timeout: float) -> Any:
     """A pymilvus client of ``where``: the server's token from :data:`TOKEN_ENV`."""
     import os
@@ -681,12 +727,22 @@ def connect(where: MilvusLocation, timeout: float) -> Any:
     from pymilvus.exceptions import MilvusException
 
     token = os.environ.get(TOKEN_ENV, "") if where.server else ""
+    # milvus-lite logs a file it cannot open with a traceback before pymilvus raises; the one
+    # line raised here says it.
+    lite_log = logging.getLogger(LITE_LOGGER)
+    lite_log.addFilter(_silent)
     try:
         return MilvusClient(uri=where.uri, token=token, timeout=timeout)
     except MilvusException as exc:
         # milvus-lite opens a file in one process at a time; a server takes many clients.
         shared = "" if where.server else " (milvus-lite opens a file in one process at a time: is another using it?)"
-        raise GalleryError(f"{where.text}: cannot connect to Milvus: {' '.join(str(exc.message).split())}{shared}") from None
+        raise GalleryBusyError(f"{where.text}: cannot connect to Milvus: {' '.join(str(exc.message).split())}{shared}") from None
+    finally:
+        lite_log.removeFilter(_silent)
+
+
+def _silent(record: logging.LogRecord) -> bool:
+    return False
 
 
 def drop(client: Any, where: MilvusLocation) -> None:
@@ -726,6 +782,7 @@ def create_collections(client: Any, where: MilvusLocation, card: ModelFacts, spe
         threshold=card.threshold,
         created=now(),
         format=FORMAT,
+        uid=new_uid(),
     )
     zero = [0.0] * PLACEHOLDER_DIM
     rows = {"index": json.dumps(spec.to_dict()), "thumbnails": "true" if thumbnails else "false"}
@@ -749,7 +806,7 @@ def open_gallery(
         milvus_index(spec, card.embedding_dim)
     client = connect(where, lock_timeout)
     try:
-        gallery = MilvusGallery(where, client)
+        gallery = MilvusGallery(where, client, lock_timeout)
         # A collection is searched and read only once loaded (after a restart, or by another process).
         exists = client.has_collection(where.meta_collection)
         if exists:
@@ -767,11 +824,7 @@ def open_gallery(
             gallery.created = True
         gallery.call("load_collection", where.collection)
         gallery.call("load_collection", where.meta_collection)
-        text = gallery.read_meta("meta")
-        try:
-            gallery.meta = GalleryMeta(**json.loads(text or ""))
-        except (TypeError, ValueError):
-            raise GalleryError(f"{gallery.catalogue_at}: the gallery's facts are malformed") from None
+        gallery.meta = gallery.facts(gallery.read_meta("meta") or "")
         if card is not None:
             gallery.check_model(card)
             stored = gallery.read_spec()
@@ -799,3 +852,38 @@ def destroy_gallery(location: str, lock_timeout: float = 120.0) -> int:
         return count
     finally:
         client.close()
+
+
+def gallery_uid(location: str, lock_timeout: float = 30.0) -> str | None:
+    """The id of the gallery at ``location`` (:attr:`GalleryBackend.uid`), read without
+    opening it; None when there is none.  GalleryError when Milvus cannot be reached."""
+    where = parse_location(location)
+    client = connect(where, lock_timeout)
+    try:
+        if not client.has_collection(where.meta_collection) or not client.has_collection(where.collection):
+            return None
+        gallery = MilvusGallery(where, client)
+        gallery.call("load_collection", where.meta_collection)
+        text = gallery.read_meta("meta")
+        return None if text is None else meta_uid(gallery.facts(text))
+    finally:
+        client.close()
+
+
+def gallery_names(location: str, lock_timeout: float = 30.0) -> list[str]:
+    """The collection names of every gallery in the milvus-lite file or on the server
+    ``location`` names, sorted."""
+    where = parse_location(location)
+    client = connect(where, lock_timeout)
+    try:
+        collections = set(MilvusGallery(where, client).call("list_collections"))
+    finally:
+        client.close()
+    return sorted(
+        name[: -len(META_SUFFIX)] for name in collections if name.endswith(META_SUFFIX) and name[: -len(META_SUFFIX)] in collections
+    )
+
+
+def gallery_name(location: str) -> str:
+    """The collection ``location`` names."""
+    return parse_location(location).collection

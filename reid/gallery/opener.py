@@ -5,7 +5,9 @@ gallery (:class:`reid.gallery.store.Gallery`).  ``postgresql://HOST/DB?gallery=N
 and ``milvus:FILE.db/COLLECTION`` / ``milvus://HOST:PORT/COLLECTION`` name the server
 backends (:data:`BACKENDS`): a module of ``reid.gallery`` that offers ``open_gallery``
 and ``destroy_gallery`` as here, importable once its client is installed.  Every
-backend answers as :class:`reid.gallery.base.GalleryBackend`.
+backend answers as :class:`reid.gallery.base.GalleryBackend`; each module offers
+``gallery_uid``, ``gallery_names`` and ``gallery_name`` too, as :func:`gallery_uid`,
+:func:`gallery_names` and :func:`gallery_name` here say.
 """
 
 from __future__ import annotations
@@ -16,6 +18,8 @@ from pathlib import Path
 
 from reid.errors import ConfigError
 from reid.gallery.base import GalleryBackend
+from reid.gallery.catalogue import DB_FILE
+from reid.gallery.catalogue import gallery_uid as folder_uid
 from reid.gallery.index import IndexSpec
 from reid.gallery.records import ModelFacts
 from reid.gallery.store import Gallery, resolve_gallery_path
@@ -26,6 +30,7 @@ BACKENDS = {
     "postgres": ("reid.gallery.postgres", "psycopg", "postgres"),
     "milvus": ("reid.gallery.milvus", "pymilvus", "milvus"),
 }
+
 
 def backend_module(location: str | Path) -> str | None:
     """The module of the server backend ``location`` names (a URI), or None for a folder;
@@ -64,7 +69,7 @@ def open_gallery(
     if module is not None:
         opener = importlib.import_module(module).open_gallery
         return opener(str(location), card, spec, create=create, lock_timeout=lock_timeout, thumbnails=thumbnails)
-    folder = resolve_gallery_path(location) if isinstance(location, str) else Path(location)
+    folder = _folder(location)
     if card is None:
         return Gallery.open(folder, lock_timeout, gpu)
     opened = Gallery.create if create else Gallery.open_or_create
@@ -77,4 +82,40 @@ def destroy_gallery(location: str | Path, lock_timeout: float = 120.0) -> int:
     module = backend_module(location)
     if module is not None:
         return int(importlib.import_module(module).destroy_gallery(str(location), lock_timeout))
-    return Gallery.destroy(resolve_gallery_path(location) if isinstance(location, str) else location, lock_timeout)
+    return Gallery.destroy(_folder(location), lock_timeout)
+
+
+def gallery_uid(location: str | Path) -> str | None:
+    """The id of the gallery at ``location`` (:attr:`GalleryBackend.uid`), read without
+    opening it or making anything; None when there is none.  GalleryError when its server
+    cannot be reached, ConfigError as :func:`backend_module`."""
+    module = backend_module(location)
+    if module is not None:
+        return importlib.import_module(module).gallery_uid(str(location))  # type: ignore[no-any-return]
+    return folder_uid(_folder(location))
+
+
+def gallery_names(location: str | Path) -> list[str]:
+    """The names (:func:`gallery_name`) of every gallery kept where ``location`` keeps its
+    own: the folders beside a gallery folder, the galleries of a PostgreSQL database, the
+    collections of a milvus-lite file or Milvus server; sorted."""
+    module = backend_module(location)
+    if module is not None:
+        return importlib.import_module(module).gallery_names(str(location))  # type: ignore[no-any-return]
+    parent = _folder(location).parent
+    if not parent.is_dir():
+        return []
+    return sorted(path.name for path in parent.iterdir() if (path / DB_FILE).is_file())
+
+
+def gallery_name(location: str | Path) -> str:
+    """The name ``location`` gives its gallery where it is kept: a folder's name, a
+    PostgreSQL location's ``gallery=NAME``, a Milvus collection."""
+    module = backend_module(location)
+    if module is not None:
+        return importlib.import_module(module).gallery_name(str(location))  # type: ignore[no-any-return]
+    return _folder(location).name
+
+
+def _folder(location: str | Path) -> Path:
+    return resolve_gallery_path(location) if isinstance(location, str) else Path(location)

@@ -43,11 +43,12 @@ import psycopg
 from pgvector.psycopg import register_vector
 from psycopg import sql
 
-from reid.errors import ConfigError, GalleryError
+from reid.errors import ConfigError, GalleryBusyError, GalleryError
 from reid.names import identity_name
 from reid.gallery import thumbnails as thumbs
 from reid.gallery.base import GalleryBackend, named
 from reid.gallery.catalogue import (
+    UID_KEY,
     facts_hash,
     item_from_row,
     item_row,
@@ -56,6 +57,7 @@ from reid.gallery.catalogue import (
     one_line,
     row_hash,
     text_hash,
+    uid_of,
 )
 from reid.gallery.check import scan_duplicates
 from reid.gallery.export import export_suffix, write_jsonl, write_npz
@@ -154,7 +156,7 @@ def connect(conninfo: str, location: str) -> psycopg.Connection[Any]:
     try:
         return psycopg.connect(conninfo, autocommit=True, connect_timeout=30)
     except psycopg.Error as exc:
-        raise GalleryError(f"{location}: cannot connect to the database ({one_line(exc)})") from None
+        raise GalleryBusyError(f"{location}: cannot connect to the database ({one_line(exc)})") from None
 
 
 # ----------------------------------------------------------------- the loaded view
@@ -301,7 +303,7 @@ class PgGallery(GalleryBackend):
         try:
             self._conn.execute("SELECT pg_advisory_xact_lock(hashtext(%s), hashtext(%s))", [LOCK_SPACE, self.schema])
         except psycopg.errors.LockNotAvailable:
-            raise GalleryError(
+            raise GalleryBusyError(
                 f"{self.location}: another process has been writing for {self.lock_timeout:g} s; try again later"
             ) from None
 
@@ -329,6 +331,7 @@ class PgGallery(GalleryBackend):
                 threshold=float(raw["threshold"]) if raw["threshold"] else None,
                 created=raw["created"],
                 format=int(raw["format"]),
+                uid=raw.get(UID_KEY) or "",
             )
             spec = IndexSpec.from_dict(json.loads(raw["index_spec"]))
             generation, built, lists = int(raw["generation"]), raw["index_built"], int(raw["index_lists"])
@@ -354,11 +357,20 @@ class PgGallery(GalleryBackend):
                 f"({one_line(exc)}); run CREATE EXTENSION vector in it as its owner"
             ) from None
 
-    def generation(self) -> int:
-        rows = self.rows(sql.SQL("SELECT value FROM {meta} WHERE key = 'generation'").format(meta=self.table("meta")))
-        if not rows:
+    def current(self) -> bool:
+        """True when the loaded view is the committed state: the same generation of the same
+        gallery (one dropped and made again under this name has another uid)."""
+        if self._view is None:
+            return False
+        rows = dict(
+            self.rows(
+                sql.SQL("SELECT key, value FROM {meta} WHERE key IN ('generation', %s)").format(meta=self.table("meta")),
+                [UID_KEY],
+            )
+        )
+        if "generation" not in rows:
             raise GalleryError(f"{self.catalogue_at}: gallery facts are incomplete (no generation)")
-        return int(rows[0][0])
+        return int(rows["generation"]) == self._view.generation and (rows.get(UID_KEY) or "") == self.meta.uid
 
     def initialize(self, card: ModelFacts, spec: IndexSpec, thumbnails: bool) -> None:
         """Create the schema, tables, index and facts of a new gallery (under the lock)."""
@@ -505,7 +517,7 @@ class PgGallery(GalleryBackend):
         loaded afresh (it may hold what no commit made)."""
         with self.transaction():
             self._lock()
-            if self._view is None or self.generation() != self._view.generation:
+            if not self.current():
                 self.load()
             try:
                 yield
@@ -639,7 +651,9 @@ class PgGallery(GalleryBackend):
             self.bump()
 
     def refresh(self) -> bool:
-        if self._view is not None and self.generation() == self._view.generation:
+        """Load what other processes committed (a gallery made again under this name, too);
+        GalleryError when the gallery is no longer there."""
+        if self.current():
             return False
         self.load_snapshot()
         return True
@@ -813,3 +827,37 @@ def destroy_gallery(location: str, lock_timeout: float = 120.0) -> int:
     finally:
         gallery.close()
     return count
+
+
+def gallery_uid(location: str) -> str | None:
+    """The id of the gallery at ``location`` (:attr:`GalleryBackend.uid`), read without
+    opening it; None when there is none.  GalleryError when the server cannot be reached."""
+    conninfo, name = parse_location(location)
+    gallery = PgGallery(location, conninfo, name, 30.0)
+    try:
+        if not gallery.exists():
+            return None
+        raw = gallery.read_meta()
+        return uid_of(raw)
+    finally:
+        gallery.close()
+
+
+def gallery_names(location: str) -> list[str]:
+    """The names (``gallery=NAME``) of every gallery in the database ``location`` names, sorted."""
+    conninfo, _ = parse_location(location)
+    with connect(conninfo, location) as conn:
+        try:
+            rows = conn.execute(
+                "SELECT table_schema FROM information_schema.tables WHERE table_name = 'meta' AND starts_with(table_schema, %s)",
+                [SCHEMA_PREFIX],
+            ).fetchall()
+        except psycopg.Error as exc:
+            raise GalleryError(f"{location}: {one_line(exc)}") from None
+    names = (str(row[0])[len(SCHEMA_PREFIX) :] for row in rows)
+    return sorted(name for name in names if NAME.fullmatch(name))
+
+
+def gallery_name(location: str) -> str:
+    """The name of the gallery ``location`` names in its database (``gallery=NAME``)."""
+    return parse_location(location)[1]

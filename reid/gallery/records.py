@@ -116,6 +116,8 @@ class GalleryMeta:
     threshold: float | None
     created: str
     format: int = 1
+    # The id the gallery was made with (reid.gallery.catalogue.UID_KEY); "" for one made before ids.
+    uid: str = ""
 
     def __post_init__(self) -> None:
         # Read back from a database that may have been edited: types and ranges, once.

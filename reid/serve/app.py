@@ -21,7 +21,7 @@ from fastapi.middleware.cors import CORSMiddleware
 from fastapi.staticfiles import StaticFiles
 
 from reid.errors import ReidError
-from reid.serve.config import ServeConfig, load_serve_config
+from reid.serve.config import NAME_FIELD, ServeConfig, load_serve_config
 from reid.serve.connections import memory_budget
 from reid.serve.deps import Context
 from reid.serve.http_errors import HANDLED, answer_error
@@ -91,7 +91,8 @@ def create_app(service: Service, pool: WorkerPool | None = None) -> FastAPI:
 def server_paths(config: ServeConfig) -> dict[str, str]:
     """The server's own absolute paths a library line may hold, and what a client reads
     instead: the root (files relative to it), the keys file, the model folders, the watched
-    videos' folders (as :func:`reid.serve.watches.check_source` shows them).  Relative
+    videos' folders (as :func:`reid.serve.watches.check_source` shows them), the galleries'
+    locations (as ``gallery NAME``).  Relative
     forms are left alone: they are no server path, and "galleries" is also a word."""
 
     def absolute(path: str | Path) -> set[str]:
@@ -109,6 +110,16 @@ def server_paths(config: ServeConfig) -> dict[str, str]:
     for allowed in config.watch_files:
         for path in absolute(allowed):
             known[path] = Path(allowed).name or "watch_files"
+    # Galleries kept elsewhere: their locations name hosts, databases and files a client is
+    # not told; a library line about one names the gallery instead.
+    for name, settings in config.galleries.items():
+        if settings.location is not None:
+            known[settings.location] = f"gallery {name}"
+    if config.gallery_location is not None:
+        before, _, after = config.gallery_location.partition(NAME_FIELD)
+        known[before] = "gallery "
+        if after:
+            known[after] = ""
     return known
 
 

@@ -7,12 +7,16 @@ A ``serve.yaml``::
     models: {demo: models/demo}     # loaded before the port opens
     galleries:
       staff: {model: demo, detect: person, no_face: skip, threshold: 0.45}
+      visitors: {location: "postgresql://db.example.org/reid?gallery=visitors"}
+    gallery_location: "postgresql://db.example.org/reid?gallery={name}"   # default: folders under root
     threads: 4                      # inference threads per process
     queue: 16                       # requests waiting for a thread before 503
     cors_origins: []                # CORS stays off unless origins are named
 
-Every gallery folder under ``root`` is served with the model whose fingerprint it records;
-``galleries`` only adds settings (and names the model of a gallery not yet created).
+Every gallery folder under ``root`` (or, with ``gallery_location``, every gallery kept there)
+is served with the model whose fingerprint it records; ``galleries`` adds settings (and names
+the model of a gallery not yet created), and a ``location`` keeps one elsewhere
+(:mod:`reid.serve.places`).
 """
 
 from __future__ import annotations
@@ -37,6 +41,8 @@ from reid.serial import MAX_CONFIG_BYTES, check_yaml_shape
 from reid.pipeline.configs import EnrolConfig, QueryConfig, TopK, check_detect
 
 MIB = 1024 * 1024
+# What stands for a gallery's name in gallery_location (reid.serve.places).
+NAME_FIELD = "{name}"
 
 
 @dataclass(frozen=True)
@@ -94,7 +100,10 @@ class GallerySettings:
     subjects, as ``--detect``, ``--detector`` and ``--no-face`` do for the photo commands
     (:func:`reid.pipeline.subject.photo_rule`); ``threshold``: the decision
     threshold, a Euclidean distance between unit embeddings in (0, 2] (default: the model
-    card's, else the gallery's); ``top_k``: identities returned per subject by default."""
+    card's, else the gallery's); ``top_k``: identities returned per subject by default;
+    ``location``: where the gallery is kept, a folder or a backend's location
+    (``postgresql://HOST/DB?gallery=NAME``, ``milvus:FILE.db/COLLECTION``,
+    ``milvus://HOST:PORT/COLLECTION``; :mod:`reid.serve.places`), never with a password."""
 
     model: str | None = None
     detect: str = EnrolConfig.detect
@@ -102,6 +111,7 @@ class GallerySettings:
     no_face: str = EnrolConfig.no_face
     threshold: float | None = None
     top_k: TopK = QueryConfig.top_k
+    location: str | None = None
 
     def check(self, where: str) -> None:
         try:
@@ -126,7 +136,10 @@ class ServeConfig:
     ``no_auth`` (which then also refuses cross-site writes).  ``watch_urls`` are URL
     prefixes, each with a host, compared by scheme, host, port and path (:class:`StreamUrl`).
     ``max_event_streams``: watch event streams open at once in a process (each key holds at
-    most 4); one more is a 503.
+    most 4); one more is a 503.  ``gallery_location``: where galleries without a
+    ``location`` of their own are kept and made, a location with ``{name}`` standing in
+    the gallery's own name (``postgresql://db.example.org/reid?gallery={name}``); unset,
+    they are the folders under ``root`` (:mod:`reid.serve.places`).
     """
 
     host: str = "127.0.0.1"
@@ -152,6 +165,7 @@ class ServeConfig:
     watch_urls: list[str] = field(default_factory=list)
     max_watches: Annotated[int, Field(ge=1, le=1024)] = 4
     max_event_streams: Annotated[int, Field(ge=1, le=10_000)] = 64
+    gallery_location: str | None = None
 
     def __post_init__(self) -> None:
         self.root = Path(self.root)
@@ -165,6 +179,8 @@ class ServeConfig:
             if model is not None and model not in self.models:
                 raise ConfigError(f"gallery {name}: model {model!r} is not one of the models served ({', '.join(self.models) or 'none'})")
         self.defaults.check("defaults")
+        if self.defaults.location is not None:
+            raise ConfigError("defaults: location is a gallery's own; gallery_location says where the others are kept")
         for entry in self.watch_urls:
             StreamUrl.parse(entry, f"watch_urls entry {entry[:80]!r}:")
             if "@" in urlsplit(entry).netloc:
@@ -264,7 +280,7 @@ def _settings(entry: Any, where: str) -> GallerySettings:
     if isinstance(entry, GallerySettings):
         return entry
     if not isinstance(entry, dict):
-        raise ConfigError(f"{where}: expected a mapping of model, detect, detector, no_face, threshold, top_k")
+        raise ConfigError(f"{where}: expected a mapping of model, detect, detector, no_face, threshold, top_k, location")
     known = {f.name for f in fields(GallerySettings)}
     unknown = sorted(set(entry) - known)
     if unknown:

@@ -13,7 +13,7 @@ from fastapi.responses import JSONResponse
 from starlette.exceptions import HTTPException
 from starlette.requests import ClientDisconnect
 
-from reid.errors import GalleryError, NameTakenError, ReidError
+from reid.errors import GalleryBusyError, GalleryError, NameTakenError, ReidError
 from reid.serve import schemas
 from reid.serve.pool import PoolFull
 from reid.serve.redact import hide_paths
@@ -59,8 +59,10 @@ def status_of(exc: ReidError) -> tuple[int, str]:
         return exc.status, exc.code
     if isinstance(exc, NameTakenError):
         return 409, "conflict"
+    if isinstance(exc, GalleryBusyError):
+        return 503, "busy"
     if isinstance(exc, GalleryError):
-        return (503, "busy") if "is locked by another process" in str(exc) else (409, "gallery_error")
+        return 409, "gallery_error"
     # DataError, ConfigError, ModelError and the rest: the request asked for what cannot be.
     return 422, "invalid"
 

@@ -11,8 +11,11 @@ A gallery key belongs to one gallery: its name and the id the gallery was made w
 the same name.  Keys are made, and a gallery's keys revoked as it is deleted, under the keys
 file's lock (:meth:`KeyStore.create`, :meth:`KeyStore.revoke_gallery`).
 
-The keys file (JSON) is shared by every process serving the root: writes take a file lock
-and replace the file atomically; readers reload it when it changes.
+The keys file (JSON) is shared by every process serving the root, and by servers on several
+hosts when ``keys_file`` names one file they all mount: writes take a file lock and replace
+the file atomically; readers reload it when it changes (its modification time, size or
+inode).  A file changed within :data:`RECENT_NS` of the read is read again at the next
+look, since a second change within the clock's granularity may leave all three as they were.
 """
 
 from __future__ import annotations
@@ -24,6 +27,7 @@ import json
 import os
 import re
 import secrets
+import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -43,6 +47,8 @@ MIN_ADMIN_KEY = 24
 # device such as /dev/zero named by mistake) are refused unread.
 MAX_ADMIN_KEY_FILE = 4096
 MAX_KEYS_FILE = 16 * 1024 * 1024
+# A keys file younger than this is not trusted to be as last read (see the module).
+RECENT_NS = 2_000_000_000
 KEY_PATTERN = re.compile(r"rk_([0-9a-f]{12})_[A-Za-z0-9_-]{43}")
 T = TypeVar("T")
 
@@ -190,7 +196,8 @@ class KeyStore:
             raise ConfigError(f"{self.path}: cannot read the keys file ({exc.strerror or exc})") from None
         stamp = (info.st_mtime_ns, info.st_size, info.st_ino)
         if stamp != self._seen:
-            self._keys, self._seen = self._read(), stamp
+            self._keys = self._read()
+            self._seen = stamp if time.time_ns() - info.st_mtime_ns > RECENT_NS else None
         return self._keys
 
     def _read(self) -> dict[str, ApiKey]:

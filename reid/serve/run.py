@@ -97,7 +97,8 @@ def start_banner(service: Service) -> list[str]:
     if len(names) > BANNER_GALLERIES:
         lines.append(f"gallery:   and {len(names) - BANNER_GALLERIES} more")
     if not names:
-        lines.append(f"gallery:   none yet under {config.root} (the admin makes them: the page's Admin tab or POST /v1/galleries)")
+        where = "where gallery_location says" if config.gallery_location is not None else f"under {config.root}"
+        lines.append(f"gallery:   none yet {where} (the admin makes them: the page's Admin tab or POST /v1/galleries)")
     keys = "none: --no-auth, loopback only" if config.no_auth else "the admin key, and gallery keys from the keys file"
     lines.append(f"keys:      {keys}")
     return [printable(line) for line in lines]

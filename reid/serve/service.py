@@ -3,10 +3,12 @@ per operation.  Every rule is the library's (:mod:`reid.gallery`, :mod:`reid.pip
 :mod:`reid.decision`, :mod:`reid.data.io`); this module only finds the gallery, model and
 detector a request is for and shapes the answers as plain data.
 
-Methods block (decoding, detection, embedding, SQLite, FAISS) and run on the worker pool's
-threads.  SQLite handles belong to the thread that opened them, so each thread opens its
-own handle of a gallery and refreshes it before each use, which is also how it sees what
-other threads and other processes committed; writes serialize through the gallery's lock.
+Methods block (decoding, detection, embedding, SQLite, FAISS, a database's answers) and run
+on the worker pool's threads.  SQLite handles and database connections belong to the thread
+that opened them, so each thread opens its own handle of a gallery and refreshes it before
+each use, which is also how it sees what other threads, processes and hosts committed; writes
+serialize through the gallery's lock (a PostgreSQL gallery's: a transaction-level advisory
+lock every host takes).  Galleries are found where :mod:`reid.serve.places` says.
 """
 
 from __future__ import annotations
@@ -25,16 +27,15 @@ from reid.data.io import ImageLimits, bounded_bytes, decode_image
 from reid.decision import Threshold, nearest_identity, pair_distance, resolve_threshold
 from reid.detect import Detection, Detector
 from reid.draw import label_layout, make_label
-from reid.errors import ConfigError, GalleryError, ReidError
+from reid.errors import ConfigError, GalleryBusyError, GalleryError, ReidError
 from reid.gallery import DB_FILE, GalleryBackend, IndexSpec, destroy_gallery, open_gallery
-from reid.gallery.catalogue import gallery_uid
+from reid.gallery.opener import backend_module, gallery_names
 from reid.models import Encoder, load_encoder
 from reid.models.encoder import embed_images
 from reid.pipeline import DUPLICATE, EnrolConfig, EnrolEntry, SubjectRule, Subjects, enrol, photo_rule
 from reid.names import (
     FORBIDDEN_CATEGORIES,
     MAX_IDENTITY,
-    check_gallery_name,
     check_identity_id,
     identity_id,
     identity_name,
@@ -42,6 +43,7 @@ from reid.names import (
 )
 from reid.serve.config import GallerySettings, ServeConfig
 from reid.serve.keys import AdminKey, ApiKey, KeyStore
+from reid.serve.places import GalleryPlaces
 from reid.serve.redact import hide_paths
 from reid.serve.watches import Watch, Watches
 
@@ -155,6 +157,7 @@ class Service:
         admin: AdminKey | None,
     ) -> None:
         self.config, self.models, self.rules, self.keys, self.admin = config, models, rules, keys, admin
+        self.places = places_of(config)
         self.limits = ImageLimits.from_env()
         self.watches = Watches(config)
         self._local = threading.local()
@@ -172,53 +175,62 @@ class Service:
                 "no admin key: set REID_SERVE_ADMIN_KEY or REID_SERVE_ADMIN_KEY_FILE (or --admin-key-file), "
                 "or serve a loopback host with --no-auth"
             )
-        # The galleries' root and the keys first: a wrong path is named before a published
-        # model is downloaded.
+        # The galleries' root, their places and the keys first: a wrong path or location is
+        # named before a published model is downloaded.
         try:
             config.root.mkdir(parents=True, exist_ok=True)
         except FileExistsError:
             raise ConfigError(f"{config.root}: the root of the galleries must be a folder, and is a file") from None
+        places = places_of(config)
+        lite = places.lite_files()
+        if lite and config.workers > 1:
+            raise ConfigError(f"workers: {lite[0]} is a milvus-lite file, which one process at a time opens; serve it with workers: 1")
+        # This process holds each milvus-lite file from now on: a second server of one is refused here, in one line.
+        for location in lite:
+            gallery_names(location)
         keys = KeyStore(config.keys_path)
         # Keys made before keys were bound to a gallery's id: bound to the gallery there now.
-        keys.bind(lambda gallery: gallery_uid(config.root / gallery))
+        keys.bind(places.uid)
         models = {name: load_encoder(path) for name, path in config.models.items()}
         rules = crop_rules(config, models)
         return cls(config, models, rules, keys, admin)
 
     # ----------------------------------------------------------------- galleries
 
-    def folder(self, name: str) -> Path:
-        return self.config.root / check_gallery_name(name)
+    def location(self, name: str) -> str | Path:
+        """Where gallery ``name`` is kept (:meth:`reid.serve.places.GalleryPlaces.location`)."""
+        return self.places.location(name)
 
     def gallery_names(self) -> list[str]:
-        """The galleries under the root (folders holding a gallery database), sorted."""
-        names = []
-        for path in sorted(self.config.root.iterdir()):
-            try:
-                check_gallery_name(path.name)
-            except ConfigError:
-                continue
-            if (path / DB_FILE).is_file():
-                names.append(path.name)
-        return names
+        """The galleries served (:meth:`reid.serve.places.GalleryPlaces.names`), sorted."""
+        return self.places.names()
 
     def exists(self, name: str) -> bool:
-        return (self.folder(name) / DB_FILE).is_file()
+        return self.places.exists(name)
 
     def gallery_uid(self, name: str) -> str:
-        """The id gallery ``name`` was made with (:func:`reid.gallery.catalogue.gallery_uid`);
+        """The id gallery ``name`` was made with (:attr:`reid.gallery.GalleryBackend.uid`);
         NotFound when there is none."""
-        uid = gallery_uid(self.folder(name))
+        uid = self.places.uid(name)
         if uid is None:
             raise NotFound(f"no gallery {name!r}")
         return uid
 
     def key_opens(self, key: ApiKey) -> bool:
         """True when the gallery ``key`` was made for is still there: the same name *and*
-        the same gallery id (a gallery deleted and made again under its name is another)."""
+        the same gallery id (a gallery deleted and made again under its name is another).
+        A folder's id is read from its database; a backend's from this thread's handle,
+        refreshed (one query), which the request then uses.  GalleryBusyError when its
+        database or server cannot be reached: an outage is no revoked key."""
+        if not key.gallery_uid:
+            return False
         try:
-            return bool(key.gallery_uid) and gallery_uid(self.folder(key.gallery)) == key.gallery_uid
-        except ConfigError:
+            if self.places.is_folder(key.gallery):
+                return self.places.uid(key.gallery) == key.gallery_uid
+            return self._handle(key.gallery).uid == key.gallery_uid
+        except GalleryBusyError:
+            raise
+        except ReidError:
             return False
 
     def create_key(self, gallery: str, scopes: Sequence[str]) -> tuple[ApiKey, str]:
@@ -230,30 +242,47 @@ class Service:
         """This thread's handle of gallery ``name``, caught up with every commit; NotFound
         when the gallery is not there (or was deleted since the handle was opened).  A
         thread keeps the handles of the :data:`HANDLES_PER_THREAD` galleries it used last
-        and closes the others, so the files a server holds open do not grow with the
-        number of galleries."""
-        folder = self.folder(name)
-        handles: OrderedDict[str, tuple[int, GalleryBackend]] = self._local.__dict__.setdefault("handles", OrderedDict())
-        try:
-            inode = (folder / DB_FILE).stat().st_ino
-        except OSError:
-            inode = None
+        and closes the others, so the files and connections a server holds open do not
+        grow with the number of galleries.
+
+        A folder's handle is the one of its database file (a folder made again has another
+        file).  A backend's handle refreshes; when that fails (the gallery was dropped, the
+        connection lost) it is opened again, and NotFound when the gallery is not there."""
+        location = self.location(name)
+        handles: OrderedDict[str, tuple[int | None, GalleryBackend]] = self._local.__dict__.setdefault("handles", OrderedDict())
+        folder = backend_module(location) is None
+        inode = _inode(Path(location)) if folder else None
         held = handles.get(name)
-        if held is not None and held[0] != inode:
-            held[1].close()
-            del handles[name]
+        if held is not None and folder and held[0] != inode:
+            self._drop_handle(name)
             held = None
-        if inode is None:
+        if folder and inode is None:
             raise NotFound(f"no gallery {name!r}")
         if held is not None:
             handles.move_to_end(name)
-            held[1].refresh()
-            return held[1]
+            try:
+                held[1].refresh()
+                return held[1]
+            except GalleryError:
+                if folder:
+                    raise
+                self._drop_handle(name)
         while len(handles) >= HANDLES_PER_THREAD:
             handles.popitem(last=False)[1][1].close()
-        gallery = open_gallery(folder, lock_timeout=self.config.lock_timeout)
+        try:
+            gallery = open_gallery(location, lock_timeout=self.config.lock_timeout)
+        except GalleryError:
+            if not folder and self.places.uid(name) is None:
+                raise NotFound(f"no gallery {name!r}") from None
+            raise
         handles[name] = (inode, gallery)
         return gallery
+
+    def _drop_handle(self, name: str) -> None:
+        """Close this thread's handle of gallery ``name``, if it holds one."""
+        held = self._local.__dict__.get("handles", {}).pop(name, None)
+        if held is not None:
+            held[1].close()
 
     def _model(self, name: str, gallery: GalleryBackend) -> tuple[str, Encoder]:
         """The served model that made ``gallery``: its settings' model, else the one whose
@@ -278,6 +307,17 @@ class Service:
         if key not in self.rules:
             raise ConfigError(f"gallery {name!r}: no crop rule was loaded for model {model!r}; build the service with crop_rules")
         return self.rules[key]
+
+    def _shown(self, name: str, threshold: Threshold) -> dict[str, Any]:
+        """``threshold`` as an answer says it, the gallery named by its name: a detail or note
+        that names the gallery by its location (a folder, a database) is no client's business."""
+        known = {str(self.location(name)): f"gallery {name}"}
+        return {
+            "value": threshold.value,
+            "source": threshold.source,
+            "detail": hide_paths(threshold.detail, known) if threshold.detail else threshold.detail,
+            "note": hide_paths(threshold.note, known) if threshold.note else threshold.note,
+        }
 
     def given_threshold(self, name: str, request: float | None = None) -> tuple[float | None, str]:
         """The threshold a request of gallery ``name`` gives (``request``), else the one its
@@ -309,7 +349,7 @@ class Service:
             "dim": facts.dim,
             "index": facts.index,
             "created": facts.created,
-            "threshold": None if threshold is None else _threshold(threshold),
+            "threshold": None if threshold is None else self._shown(name, threshold),
             "detect": settings.detect,
             "detector": settings.detector,
             "no_face": settings.no_face,
@@ -321,11 +361,11 @@ class Service:
     ) -> dict[str, Any]:
         """A new, empty gallery ``name`` for ``model`` (default: the first model served),
         keeping a thumbnail of each enrolled crop unless ``keep_thumbnails`` is False."""
-        folder = self.folder(name)
+        location = self.location(name)
         model = model or self.config.settings(name).model or next(iter(self.models))
         if model not in self.models:
             raise ConfigError(f"model {model[:80]!r} is not served; choose one of {', '.join(self.models)}")
-        if (folder / DB_FILE).is_file():
+        if self.exists(name):
             raise Conflict(f"gallery {name!r} already exists")
         same = [other for other in self.gallery_names() if name_key(other) == name_key(name)]
         if same:
@@ -335,7 +375,7 @@ class Service:
         spec = IndexSpec(kind=index) if index is not None else None
         try:
             open_gallery(
-                folder, self.models[model].card, spec, create=True, lock_timeout=self.config.lock_timeout,
+                location, self.models[model].card, spec, create=True, lock_timeout=self.config.lock_timeout,
                 thumbnails=keep_thumbnails,
             ).close()
         except GalleryError as exc:
@@ -349,10 +389,8 @@ class Service:
         def destroy() -> int:
             if not self.exists(name):
                 raise NotFound(f"no gallery {name!r}")
-            held = self._local.__dict__.get("handles", {}).pop(name, None)
-            if held is not None:
-                held[1].close()
-            return destroy_gallery(self.folder(name), self.config.lock_timeout)
+            self._drop_handle(name)
+            return destroy_gallery(self.location(name), self.config.lock_timeout)
 
         return self.keys.revoke_gallery(name, destroy)
 
@@ -435,7 +473,7 @@ class Service:
         """Start a tracked query of ``source`` against gallery ``name`` (see :mod:`reid.serve.watches`)."""
         gallery = self._handle(name)
         _, encoder = self._model(name, gallery)
-        return self.watches.start(name, self.folder(name), encoder, source, self.config.settings(name), max_frames)
+        return self.watches.start(name, self.location(name), gallery.uid, encoder, source, self.config.settings(name), max_frames)
 
     # ----------------------------------------------------------------- images
 
@@ -498,7 +536,7 @@ class Service:
         labels = [make_label(one["box"], n + 1, one["identity"], one["distance"]) for n, one in enumerate(subjects)]
         for subject, label in zip(subjects, label_layout(labels, frame), strict=True):
             subject["label"] = label
-        return {"gallery": name, "model": model, "threshold": _threshold(chosen), "subjects": subjects, "note": note}
+        return {"gallery": name, "model": model, "threshold": self._shown(name, chosen), "subjects": subjects, "note": note}
 
     def verify(
         self, name: str, image: Upload, other: Upload | None = None, identity: str | None = None,
@@ -526,7 +564,7 @@ class Service:
             "same": distance <= chosen.value,
             "identity": identity,
             "model": model,
-            "threshold": _threshold(chosen),
+            "threshold": self._shown(name, chosen),
         }
 
     def embed(self, name: str, upload: Upload) -> dict[str, Any]:
@@ -578,8 +616,20 @@ class Service:
         return embed_images(encoder, subject.crops, [upload.name], policy).features
 
 
-def _threshold(threshold: Threshold) -> dict[str, Any]:
-    return {"value": threshold.value, "source": threshold.source, "detail": threshold.detail, "note": threshold.note}
+def places_of(config: ServeConfig) -> GalleryPlaces:
+    """Where ``config``'s galleries are kept (:mod:`reid.serve.places`)."""
+    named = {name: settings.location for name, settings in config.galleries.items() if settings.location is not None}
+    return GalleryPlaces(config.root, config.gallery_location, named)
+
+
+def _inode(folder: Path) -> int | None:
+    """The inode of ``folder``'s gallery database, or None when there is none."""
+    try:
+        return (folder / DB_FILE).stat().st_ino
+    except OSError:
+        return None
+
+
 
 
 def _item(item: Any) -> dict[str, Any]:

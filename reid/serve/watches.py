@@ -29,7 +29,6 @@ from typing import Any
 
 from reid.errors import ConfigError, ReidError
 from reid.gallery import open_gallery
-from reid.gallery.catalogue import gallery_uid
 from reid.pipeline import QueryConfig, QueryRun, TrackSummary, open_source
 from reid.serve.config import ServeConfig, StreamUrl
 from reid.serve.redact import hide_paths
@@ -74,7 +73,7 @@ def check_source(config: ServeConfig, source: str) -> tuple[str, str]:
 class Watch:
     """One running (or ended) watch and its events: ``source`` as a client is shown it,
     ``opened`` what the server opens (never shown), ``gallery_uid`` the id of the gallery
-    it runs against (:func:`reid.gallery.catalogue.gallery_uid`)."""
+    it runs against (:attr:`reid.gallery.GalleryBackend.uid`)."""
 
     id: str
     gallery: str
@@ -122,22 +121,25 @@ class Watches:
         self._watches: dict[str, Watch] = {}
         self._lock = threading.Lock()
 
-    def start(self, gallery: str, folder: Path, encoder: Any, source: str, settings: Any, max_frames: int | None) -> Watch:
+    def start(
+        self, gallery: str, location: str | Path, uid: str, encoder: Any, source: str, settings: Any, max_frames: int | None
+    ) -> Watch:
         """Start watching ``source`` (checked against the settings) against the gallery at
-        ``folder``; raises ConfigError for a source not allowed, or one past the watch limit."""
+        ``location`` (whose id is ``uid``); raises ConfigError for a source not allowed, or
+        one past the watch limit."""
         opened, shown = check_source(self.config, source)
         with self._lock:
             running = [w for w in self._watches.values() if not w.over]
             if len(running) >= self.config.max_watches:
                 raise ConfigError(f"{len(running)} watches are running; at most {self.config.max_watches}")
-            watch = Watch(secrets.token_hex(6), gallery, shown, opened, gallery_uid(folder))
+            watch = Watch(secrets.token_hex(6), gallery, shown, opened, uid)
             self._watches[watch.id] = watch
         config = QueryConfig(
             detect=settings.detect, detector=settings.detector, no_face=settings.no_face, threshold=settings.threshold,
             track=True,
         )
         thread = threading.Thread(
-            target=self._run, args=(watch, folder, encoder, config, max_frames), name=f"watch-{watch.id}", daemon=True
+            target=self._run, args=(watch, location, encoder, config, max_frames), name=f"watch-{watch.id}", daemon=True
         )
         thread.start()
         return watch
@@ -166,11 +168,11 @@ class Watches:
         for watch in self.list():
             self.stop(watch)
 
-    def _run(self, watch: Watch, folder: Path, encoder: Any, config: QueryConfig, max_frames: int | None) -> None:
+    def _run(self, watch: Watch, location: str | Path, encoder: Any, config: QueryConfig, max_frames: int | None) -> None:
         decided: dict[int, str | None] = {}
         run: QueryRun | None = None
         try:
-            with open_gallery(folder, lock_timeout=self.config.lock_timeout) as gallery:
+            with open_gallery(location, lock_timeout=self.config.lock_timeout) as gallery:
                 run = QueryRun(gallery, encoder, open_source(watch.opened, max_frames=max_frames), config)
                 watch.state = "paused" if watch._pause.is_set() else "running"
                 refreshed = time.monotonic()

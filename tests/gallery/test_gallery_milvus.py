@@ -9,6 +9,7 @@ import os
 import signal
 import subprocess
 import sys
+import threading
 from pathlib import Path
 
 import numpy as np
@@ -23,6 +24,7 @@ pytest.importorskip("milvus_lite", reason="the Milvus gallery tests run on milvu
 from reid.cli.app import app  # noqa: E402
 from reid.errors import ConfigError, GalleryError, NameTakenError  # noqa: E402
 from reid.gallery import Gallery, IndexSpec, ItemMeta, destroy_gallery, open_gallery  # noqa: E402
+from reid.gallery import opener  # noqa: E402
 from reid.gallery.milvus import MilvusGallery, parse_location  # noqa: E402
 from reid.models import stand_in_model  # noqa: E402
 
@@ -109,6 +111,57 @@ def test_remove_rename_and_calibrate_and_reopen(tmp_path: Path) -> None:
         assert len(again) == 115 and again.identity_count == 29 and again.calibration == stored
         assert "id0001" not in {m.identity for m in again.search(centres[1:2], k=29)[0]}
         assert again.check().items == 115
+
+
+def test_a_gallery_made_again_in_its_collection_has_another_uid_and_open_handles_see_it(tmp_path: Path) -> None:
+    vectors, labels, _ = clustered(2, 2)
+    where = location(tmp_path)
+    with open_gallery(where, make_card()) as first, open_gallery(where) as reader:
+        first.add(vectors, metas(labels))
+        uid = first.uid
+        assert len(uid) == 32 and reader.uid == uid == opener.gallery_uid(where)
+        assert reader.refresh() and len(reader) == 4
+        assert opener.gallery_names(where) == ["staff"] and opener.gallery_name(where) == "staff"
+        destroy_gallery(where)
+        assert opener.gallery_uid(where) is None and opener.gallery_names(where) == []
+        with pytest.raises(GalleryError) as caught:
+            reader.refresh()
+        assert "\n" not in str(caught.value)
+        with open_gallery(where, make_card()) as again:
+            assert again.uid != uid and again.uid == opener.gallery_uid(where)
+            again.add(vectors[:1], metas(labels[:1]))
+        with open_gallery(where) as reopened:
+            assert reopened.uid != uid and len(reopened) == 1
+
+
+def test_threads_of_one_process_writing_through_their_own_handles_take_turns(tmp_path: Path) -> None:
+    """As a server's threads do: each its handle, enrolments at once; none overwrites another's."""
+    vectors, labels, _ = clustered(8, 5, seed=3)
+    where = location(tmp_path)
+    open_gallery(where, make_card()).close()
+    failures: list[BaseException] = []
+
+    def enrol(part: int) -> None:
+        try:
+            with open_gallery(where) as gallery:
+                for start in range(part * 20, part * 20 + 20, 5):
+                    gallery.add(vectors[start : start + 5], metas(labels[start : start + 5], prefix=f"img{start}"))
+        except BaseException as exc:  # noqa: BLE001 - reported by the test
+            failures.append(exc)
+
+    threads = [threading.Thread(target=enrol, args=(part,)) for part in range(2)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(300)
+    assert not failures, failures[0]
+    with open_gallery(where) as gallery:
+        assert len(gallery) == 40 and gallery.check(queries=10).items == 40
+        stored = {item.id: item.identity for item in gallery.items()}
+        assert sorted(stored.values()) == sorted(labels[:40])
+        # Every item's embedding is the one enrolled under its identity.
+        found = gallery.search(vectors[:40], k=1)
+        assert [row[0].identity for row in found] == list(labels[:40])
 
 
 def test_a_collection_made_by_another_model_is_refused_in_one_line(tmp_path: Path) -> None:

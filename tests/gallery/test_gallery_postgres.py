@@ -9,7 +9,6 @@ import re
 import signal
 import subprocess
 import sys
-from collections.abc import Iterator
 from pathlib import Path
 
 import numpy as np
@@ -22,28 +21,18 @@ psycopg = pytest.importorskip("psycopg", reason="psycopg is not installed (pip i
 
 from reid.errors import ConfigError, GalleryError  # noqa: E402
 from reid.gallery import Gallery, IdentityMatch, IndexSpec, ItemMeta, destroy_gallery, open_gallery  # noqa: E402
+from reid.gallery import opener  # noqa: E402
 from reid.gallery.postgres import PgGallery, parse_location  # noqa: E402
 from reid.gallery.transfer import import_gallery  # noqa: E402
 
 WORKER = Path(__file__).with_name("enrol_worker.py")
 
 
-@pytest.fixture(scope="session")
-def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
-    """The URI of a PostgreSQL 18 with pgvector, started in a temporary folder for the session."""
-    started = pgserver.get_server(tmp_path_factory.mktemp("pg"), cleanup_mode=None)
-    pid = started.get_pid()
-    yield started.get_uri()
-    # A fast shutdown (pg_ctl, which pgserver would run as its own user, may not reach the folder).
-    if pid is not None:
-        os.kill(pid, signal.SIGINT)
-
-
 @pytest.fixture
-def uri(server: str, request: pytest.FixtureRequest) -> str:
+def uri(postgres_server: str, request: pytest.FixtureRequest) -> str:
     """A gallery location of its own for each test."""
     name = re.sub(r"[^a-z0-9_]", "_", request.node.name.lower())[-40:]
-    return f"{server}&gallery={name}"
+    return f"{postgres_server}&gallery={name}"
 
 
 def other(uri: str, name: str) -> str:
@@ -108,6 +97,27 @@ def test_remove_rename_list_and_reopen(uri: str) -> None:
     assert destroy_gallery(uri) == 8
     with pytest.raises(GalleryError, match="no gallery"):
         open_gallery(uri)
+
+
+def test_a_gallery_made_again_under_its_name_has_another_uid_and_open_handles_see_it(uri: str) -> None:
+    vectors, labels, _ = clustered(2, 2)
+    with open_gallery(uri, make_card()) as first, open_gallery(uri) as reader:
+        first.add(vectors, metas(labels))
+        uid = first.uid
+        assert len(uid) == 32 and reader.uid == uid == opener.gallery_uid(uri)
+        assert reader.refresh() and len(reader) == 4
+        assert opener.gallery_name(uri) == parse_location(uri)[1] and parse_location(uri)[1] in opener.gallery_names(uri)
+        destroy_gallery(uri)
+        assert opener.gallery_uid(uri) is None and parse_location(uri)[1] not in opener.gallery_names(uri)
+        with pytest.raises(GalleryError, match="does not exist") as caught:
+            reader.refresh()
+        assert "\n" not in str(caught.value)
+        with open_gallery(uri, make_card()) as again:
+            again.add(vectors[:1], metas(labels[:1]))
+            # The same generation as the first gallery had: only the uid tells them apart.
+            again.bump()
+            assert again.uid != uid and again.uid == opener.gallery_uid(uri)
+            assert reader.refresh() and reader.uid == again.uid and len(reader) == 1
 
 
 def test_calibration_is_stored_and_read_back(uri: str) -> None:

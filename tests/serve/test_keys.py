@@ -4,6 +4,7 @@ belongs to one gallery (its name and its id), even while that gallery is being d
 from __future__ import annotations
 
 import json
+import os
 import threading
 from pathlib import Path
 
@@ -115,3 +116,20 @@ def test_a_key_opens_only_the_gallery_it_was_made_for(tmp_path: Path) -> None:
     assert store.bind(lambda g: gallery_uid(root / g)) == 1
     by_id = {k.id: k for k in KeyStore(root / ".serve-keys.json").list()}
     assert by_id[key.id].gallery_uid == gallery_uid(root / "staff") and by_id["0" * 12].gallery_uid == ""
+
+
+def test_a_keys_file_changed_twice_within_the_clocks_granularity_is_read_again(tmp_path: Path) -> None:
+    """Another process's second write may leave the file's time, size and inode as the
+    first left them (a coarse clock, an inode used again): a reader still sees it."""
+    path = tmp_path / "keys.json"
+    writer, reader = KeyStore(path), KeyStore(path)
+    first, _ = writer.create("staff", ["read"], lambda gallery: "uid-1")
+    assert [k.id for k in reader.list()] == [first.id]
+    stamp = path.stat()
+    # The same bytes but one key id, written in place and given back the first write's time.
+    text = path.read_text()
+    other = "f" * 12 if first.id != "f" * 12 else "e" * 12
+    path.write_text(text.replace(first.id, other))
+    os.utime(path, ns=(stamp.st_atime_ns, stamp.st_mtime_ns))
+    assert path.stat().st_size == stamp.st_size and path.stat().st_ino == stamp.st_ino
+    assert [k.id for k in reader.list()] == [other]
