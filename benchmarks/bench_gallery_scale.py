@@ -247,6 +247,8 @@ class PgResult:
     open_s: float
     table_per_item: float
     index_per_item: float
+    total_per_item: float
+    server_mib: float
     batch1_qps: float
     raw_batch1_qps: float
     batch: int
@@ -261,6 +263,23 @@ def start_postgres(root: Path) -> tuple[str, object]:
 
     server = pgserver.get_server(root / "pgdata", cleanup_mode=None)
     return server.get_uri(), server
+
+
+def server_pss(pid: int) -> int:
+    """Bytes of proportional resident memory (PSS: shared pages split between their users,
+    so shared buffers count once) of the server ``pid`` and every process under it."""
+    total, pending = 0, [pid]
+    while pending:
+        proc = Path(f"/proc/{pending.pop()}")
+        try:
+            for line in (proc / "smaps_rollup").read_text().splitlines():
+                if line.startswith("Pss:"):
+                    total += int(line.split()[1]) * 1024
+            for task in (proc / "task").iterdir():
+                pending.extend(int(child) for child in (task / "children").read_text().split())
+        except (FileNotFoundError, ProcessLookupError):
+            continue  # a backend that ended meanwhile
+    return total
 
 
 def stop_postgres(pid: int) -> None:
@@ -283,6 +302,7 @@ def run_pg_kind(
     who: np.ndarray,
     args: argparse.Namespace,
     server: str,
+    server_pid: int | None,
 ) -> PgResult:
     """As :func:`run_kind`, in a PostgreSQL gallery ``reid_bench_KIND`` of the server ``server``."""
     import psycopg
@@ -320,9 +340,11 @@ def run_pg_kind(
         batch_qps = batch / (time.perf_counter() - start)
         schema = gallery.schema
         sizes = gallery.rows(
-            "SELECT pg_table_size(%s::regclass), COALESCE(pg_indexes_size(%s::regclass), 0)",
-            [f"{schema}.items", f"{schema}.items"],
+            "SELECT pg_table_size(%s::regclass), COALESCE(pg_indexes_size(%s::regclass), 0), "
+            "pg_total_relation_size(%s::regclass)",
+            [f"{schema}.items"] * 3,
         )[0]
+        server_memory = server_pss(server_pid) if server_pid else 0
         ef, probes = spec.ef_search, spec.nprobe or max(8, round(gallery.view.lists / 32))
         # The raw client: the gallery's own SQL for one query, with nothing around it.
         with psycopg.connect(gallery_conninfo(location), autocommit=True) as raw:
@@ -346,6 +368,8 @@ def run_pg_kind(
         open_s=open_s,
         table_per_item=sizes[0] / data.items,
         index_per_item=sizes[1] / data.items,
+        total_per_item=sizes[2] / data.items,
+        server_mib=server_memory / 2**20,
         batch1_qps=batch1_qps,
         raw_batch1_qps=raw_qps,
         batch=batch,
@@ -482,7 +506,8 @@ def main() -> None:
                 for kind in args.pg_kinds.split(","):
                     spec = IndexSpec(kind, hnsw_m=args.hnsw_m, ef_construction=64, ef_search=64, nprobe=args.nprobe)
                     start = time.perf_counter()
-                    pg_results.append(run_pg_kind(kind, spec, data, queries, truth, who, args, server))
+                    pid = started.get_pid() if started is not None else None
+                    pg_results.append(run_pg_kind(kind, spec, data, queries, truth, who, args, server, pid))
                     print(f"  pg-{kind}: done in {time.perf_counter() - start:.0f} s", flush=True)
             finally:
                 if started is not None:
@@ -546,19 +571,24 @@ def main() -> None:
     if pg_results:
         print(
             f"\nPostgreSQL + pgvector (HNSW m {args.hnsw_m}, ef_construction 64, ef_search 64): table and index bytes "
-            "per item as PostgreSQL counts them; raw b1 = the same SQL through psycopg alone"
+            "per item as PostgreSQL counts them, total = pg_total_relation_size; server MiB = proportional resident "
+            "memory of the server started here and its backends after the searches (- for a server elsewhere); "
+            "raw b1 = the same SQL through psycopg alone"
         )
         header = (
             f"{'index':<9} {'built':<6} {'build s':>8} {'open s':>7} {'table B/item':>12} {'index B/item':>12} "
-            f"{'b1 q/s':>8} {'raw b1 q/s':>10} {'batch':>6} {'batch q/s':>10} {'recall@1':>9} {'id-recall@1':>11}"
+            f"{'total B/item':>12} {'server MiB':>10} {'b1 q/s':>8} {'raw b1 q/s':>10} {'batch':>6} {'batch q/s':>10} "
+            f"{'recall@1':>9} {'id-recall@1':>11}"
         )
         print(header)
         print("-" * len(header))
         for p in pg_results:
+            server_mib = f"{p.server_mib:.0f}" if p.server_mib else "-"
             print(
                 f"{p.kind:<9} {p.built:<6} {p.build_s:>8.0f} {p.open_s:>7.1f} {p.table_per_item:>12.0f} "
-                f"{p.index_per_item:>12.0f} {p.batch1_qps:>8.1f} {p.raw_batch1_qps:>10.1f} {p.batch:>6} "
-                f"{p.batch_qps:>10.1f} {p.recall_at_1:>9.3f} {p.identity_recall_at_1:>11.3f}"
+                f"{p.index_per_item:>12.0f} {p.total_per_item:>12.0f} {server_mib:>10} {p.batch1_qps:>8.1f} "
+                f"{p.raw_batch1_qps:>10.1f} {p.batch:>6} {p.batch_qps:>10.1f} {p.recall_at_1:>9.3f} "
+                f"{p.identity_recall_at_1:>11.3f}"
             )
         for p in pg_results:
             line = f"{p.kind}: the gallery's batch-1 q/s {p.batch1_qps / p.raw_batch1_qps:.2f}x the raw client's"
