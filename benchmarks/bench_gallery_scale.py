@@ -563,6 +563,11 @@ def ties_broken_by_id(answers: Answers, who: np.ndarray) -> int:
     return good
 
 
+def listed(answers: Answers, row: int) -> str:
+    """Query ``row``'s answer as ``identity distance, ...`` (distances to 7 decimals)."""
+    return ", ".join(f"{name} {distance:.7f}" for name, distance in zip(answers.identities[row], answers.distances[row]))
+
+
 def compare_answers(reference: Answers, other: Answers) -> tuple[list[int], float]:
     """(queries whose identity lists differ, the largest difference between the distances
     of one identity to one query) of ``other`` against ``reference``."""
@@ -607,10 +612,7 @@ def same_answers(
                 f"largest distance difference {largest:.2e}"
             )
             for row in differ[:5]:
-                line += (
-                    f"\n  query {row}: {list(zip(reference.identities[row], np.round(reference.distances[row], 7)))} "
-                    f"vs {list(zip(one.identities[row], np.round(one.distances[row], 7)))}"
-                )
+                line += f"\n  query {row}: {listed(reference, row)}\n         vs {listed(one, row)}"
         lines.append(line)
     lines.append("same answers: " + ("yes" if ok else "NO"))
     return lines, ok
