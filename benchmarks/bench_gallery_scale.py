@@ -565,7 +565,8 @@ def ties_broken_by_id(answers: Answers, who: np.ndarray) -> int:
 
 def listed(answers: Answers, row: int) -> str:
     """Query ``row``'s answer as ``identity distance, ...`` (distances to 7 decimals)."""
-    return ", ".join(f"{name} {distance:.7f}" for name, distance in zip(answers.identities[row], answers.distances[row]))
+    pairs = zip(answers.identities[row], answers.distances[row], strict=True)
+    return ", ".join(f"{name} {distance:.7f}" for name, distance in pairs)
 
 
 def compare_answers(reference: Answers, other: Answers) -> tuple[list[int], float]:
