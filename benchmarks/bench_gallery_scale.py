@@ -448,8 +448,6 @@ def run_milvus(
 ) -> tuple[KindResult, float]:
     """The Milvus gallery of ``kind`` over the same items, and the batch-1 q/s of the raw
     pymilvus search (no filter, no conversion) on its collection."""
-    from reid.gallery import destroy_gallery, open_gallery
-
     model = bench_model(data.dim)
     location = milvus_location(args, root, f"bench_{kind}")
     with open_gallery(location, model, IndexSpec(kind, nprobe=args.nprobe), create=True) as gallery:
