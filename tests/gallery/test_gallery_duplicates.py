@@ -88,3 +88,25 @@ def test_a_tie_goes_to_the_item_enrolled_first(tmp_path: Path, first: str) -> No
             found = gallery.search(vectors[:1], k=3, score=score)[0]
             assert [m.identity for m in found[:2]] == [first, second]
             assert found[0].distance == pytest.approx(found[1].distance, abs=1e-6)
+
+
+def test_a_query_gets_the_same_distances_alone_and_in_a_batch_so_ties_go_by_item_id(tmp_path: Path) -> None:
+    """A batch is scored by a matrix product whose rounding depends on the batch; answers
+    are scored again one query at a time, so twins (one vector under two identities, the
+    twin enrolled first) tie exactly in any batch and the twin comes first."""
+    rng = np.random.default_rng(4)
+    vectors = rng.normal(size=(3000, DIM)).astype(np.float32)
+    vectors /= np.linalg.norm(vectors, axis=1, keepdims=True)
+    labels = [f"p{i:05d}" for i in range(len(vectors))]
+    twins = np.arange(0, len(vectors), 10)
+    queries = vectors[twins] + rng.normal(size=(len(twins), DIM)).astype(np.float32) * 0.05
+    queries /= np.linalg.norm(queries, axis=1, keepdims=True)
+    with Gallery.create(tmp_path / "g", make_card()) as gallery:
+        gallery.add(vectors[twins], metas([f"t{i:05d}" for i in twins], prefix="twin"))
+        gallery.add(vectors, metas(labels))
+        batched = gallery.search(queries, k=2)
+        alone = [gallery.search(queries[i : i + 1], k=2)[0] for i in range(len(queries))]
+    for i, (together, single) in enumerate(zip(batched, alone, strict=True)):
+        assert [(m.identity, m.distance) for m in together] == [(m.identity, m.distance) for m in single]
+        assert [m.identity for m in together] == [f"t{twins[i]:05d}", f"p{twins[i]:05d}"]
+        assert together[0].distance == together[1].distance
