@@ -17,6 +17,7 @@ from reid.models.osnet import OSNet
 from reid.models.pretrained import load_start, resolve_start, start_neck
 from reid.models.network import ReidNet
 from tests.conftest import SHARED_WEIGHTS
+from tests.models.starting import export_onnx, torchreid_like
 
 onnx = pytest.importorskip("onnx")
 ort = pytest.importorskip("onnxruntime")
@@ -25,34 +26,10 @@ SIZE = (64, 32)
 SHARED = SHARED_WEIGHTS / "osnet_x0_25_msmt17.onnx"
 
 
-def _torchreid_like(architecture: str, seed: int) -> OSNet:
-    """An OSNet in eval mode with BatchNorms far from the identity, so that folding them
-    changes every convolution's weights."""
-    torch.manual_seed(seed)
-    network = OSNet(architecture, num_classes=7)
-    for module in network.modules():
-        if isinstance(module, (torch.nn.BatchNorm2d, torch.nn.BatchNorm1d)):
-            module.weight.data.uniform_(0.5, 1.5)
-            module.bias.data.uniform_(-0.2, 0.2)
-            module.running_mean.uniform_(-0.3, 0.3)
-            module.running_var.uniform_(0.5, 2.0)
-    return network.eval()
-
-
-def _export(network: OSNet, path: Path) -> Path:
-    """The network exported as torchreid's users do (eval mode, constants folded, which
-    folds each BatchNorm into its convolution)."""
-    torch.onnx.export(
-        network, (torch.zeros(1, 3, *SIZE),), str(path), dynamo=False, input_names=["images"], output_names=["output"],
-        dynamic_axes={"images": {0: "batch"}}, do_constant_folding=True,
-    )
-    return path
-
-
 @pytest.fixture(scope="module")
 def exported(tmp_path_factory: pytest.TempPathFactory) -> tuple[OSNet, Path]:
-    network = _torchreid_like("osnet_x0_25", seed=3)
-    return network, _export(network, tmp_path_factory.mktemp("onnx") / "osnet.onnx")
+    network = torchreid_like("osnet_x0_25", seed=3)
+    return network, export_onnx(network, tmp_path_factory.mktemp("onnx") / "osnet.onnx")
 
 
 def _cosines(a: np.ndarray, b: np.ndarray) -> np.ndarray:
@@ -127,7 +104,7 @@ def test_training_drops_the_fc_when_asked_or_another_width_is_asked(exported: tu
 
 
 def test_another_width_is_refused_in_one_line(tmp_path: Path) -> None:
-    path = _export(_torchreid_like("osnet_x0_5", seed=4), tmp_path / "x0_5.onnx")
+    path = export_onnx(torchreid_like("osnet_x0_5", seed=4), tmp_path / "x0_5.onnx")
     with pytest.raises(ModelError) as caught:
         osnet_onnx_state(path, "osnet_x0_25")
     message = str(caught.value)
@@ -159,7 +136,7 @@ def test_another_architecture_is_refused(exported: tuple[OSNet, Path]) -> None:
         resolve_start("resnet18", exported[1])
 
 
-def test_a_few_training_steps_from_the_export(exported: tuple[OSNet, Path], tmp_path: Path) -> None:
+def test_a_few_training_steps_from_theexport_onnx(exported: tuple[OSNet, Path], tmp_path: Path) -> None:
     data = generate_synthetic(tmp_path / "d", SyntheticConfig(
         seed=5, train_ids=6, test_ids=4, cameras_per_id=(2, 2), images_per_camera=(2, 2), distractors=0, junk=0,
     ))
