@@ -63,7 +63,10 @@ def blend(network: ReidNet, start: dict[str, torch.Tensor], alpha: float) -> dic
     trained = {key: state[key].detach().clone() for key in start}
     with torch.no_grad():
         for key, begun in start.items():
-            state[key].copy_(alpha * trained[key] + (1 - alpha) * begun.to(state[key].device))
+            begun = begun.to(state[key].device)
+            # start + alpha * (trained - start): a tensor training left alone (a frozen
+            # BatchNorm's statistics) stays bit for bit the start's.
+            state[key].copy_(begun + alpha * (trained[key] - begun))
     return trained
 
 

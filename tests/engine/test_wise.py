@@ -95,14 +95,15 @@ def synthetic(tmp_path_factory: pytest.TempPathFactory) -> Path:
 def _config(data: Path, out: Path, start: Path, **overrides: object) -> TrainConfig:
     return TrainConfig(
         data=f"market1501:{data}", out=out, architecture="osnet_x0_25", pretrained=str(start), input_size=(64, 32),
-        p=4, k=2, epochs=1, lr=1e-3, warmup_epochs=0, schedule="constant", threads=2, eval_every=1, **overrides,
+        p=4, k=2, epochs=1, lr=1e-3, backbone_lr_scale=1.0, warmup_epochs=0, schedule="constant", threads=2, eval_every=1,
+        **overrides,
     )
 
 
 def test_training_from_an_embedding_start_saves_the_blend_and_reports_its_figures(
     synthetic: Path, tmp_path: Path, osnet_export: Path
 ) -> None:
-    """The same seed trained twice: saved as trained (alpha 1) and blended (alpha 0.3). The
+    """The same seed and rates trained twice: saved as trained (alpha 1) and blended (alpha 0.3). The
     blend's tensors are 0.3 x the first run's + 0.7 x the start's; the figures in its
     history are the saved network's."""
     plain = train(_config(synthetic, tmp_path / "plain", osnet_export, wise_alpha=1.0))

@@ -83,7 +83,7 @@ def test_training_keeps_the_starts_fc_and_its_forward(exported: tuple[OSNet, Pat
     network = ReidNet("osnet_x0_25", num_classes=5, embedding_dim=512, neck="fc")
     note = load_start(network, start)
     assert "not used" not in note
-    assert start.embeds and network.embedding_start  # a Re-ID model: its layers learn at a tenth by default
+    assert start.embeds and network.embedding_start  # a Re-ID model: the saved model blends with it by default
     network.train()
     assert not any(m.training for m in network.modules() if isinstance(m, torch.nn.modules.batchnorm._BatchNorm))
     assert network.classifier is not None and network.classifier.training
@@ -136,7 +136,7 @@ def test_another_architecture_is_refused(exported: tuple[OSNet, Path]) -> None:
         resolve_start("resnet18", exported[1])
 
 
-def test_a_few_training_steps_from_theexport_onnx(exported: tuple[OSNet, Path], tmp_path: Path) -> None:
+def test_a_few_training_steps_from_the_export(exported: tuple[OSNet, Path], tmp_path: Path) -> None:
     data = generate_synthetic(tmp_path / "d", SyntheticConfig(
         seed=5, train_ids=6, test_ids=4, cameras_per_id=(2, 2), images_per_camera=(2, 2), distractors=0, junk=0,
     ))
