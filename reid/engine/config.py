@@ -60,6 +60,11 @@ EMBEDDING_START_LR_SCALE = 0.1
 # recipe's metric_options say otherwise: the start's embedding is compared on the unit
 # sphere, and the raw feature's triplet moved it away (docs/models.md, the same section).
 EMBEDDING_START_NORMALIZE = True
+# From such a start, with its whole embedding kept (fc as the neck), the saved model is
+# this share of the trained weights and the rest the start's (WiSE-FT, reid.engine.wise):
+# chosen on validation identities carved from the training split, then measured on
+# held-out ones (docs/models.md, the same section).
+EMBEDDING_START_WISE_ALPHA = 0.2
 
 # The bounds of sizes are far above any real run, low enough that a typo cannot ask for
 # terabytes (an input of 100000x100000, a batch of a million identities); they are stated
@@ -157,7 +162,11 @@ class TrainConfig:
     # the fresh head, which must learn from nothing (docs/models.md measures it).
     backbone_lr_scale: Annotated[float, Field(gt=0, le=1, allow_inf_nan=False)] | None = option(
         None, help="Learning rate of the layers a start fills (the backbone, a kept fc), as a fraction of --lr; the fresh head keeps --lr.",
-        default_text=f"{EMBEDDING_START_LR_SCALE} from a Re-ID model, 1 from ImageNet or none",
+        default_text=f"{EMBEDDING_START_LR_SCALE} from a Re-ID model (1 where the saved model blends it, --wise-alpha), 1 from ImageNet or none",
+    )
+    wise_alpha: Annotated[float, Field(gt=0, le=1, allow_inf_nan=False)] | None = option(
+        None, help="Share of the trained weights in the saved model, the rest the start's (WiSE-FT; a start that embeds with its whole network, fc kept); 1 saves the trained weights.",
+        default_text=f"{EMBEDDING_START_WISE_ALPHA} from such a start, 1 otherwise",
     )
     weight_decay: Annotated[float, Field(ge=0, allow_inf_nan=False)] = option(5e-4, help="Weight decay.")
     momentum: Annotated[float, Field(ge=0, lt=1)] = option(0.9, help="Momentum of SGD.")

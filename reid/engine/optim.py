@@ -17,6 +17,7 @@ import torch
 from torch import nn
 
 from reid.engine.config import EMBEDDING_START_LR_SCALE, WARMUP_START_FACTOR, TrainConfig
+from reid.engine.wise import wise_alpha
 from reid.models.network import ReidNet
 
 # The cosine schedule ends at a hundredth of the learning rate instead of zero, so the
@@ -70,10 +71,14 @@ def network_groups(network: nn.Module) -> list[list[nn.Parameter]]:
 
 def backbone_lr_scale(config: TrainConfig, network: nn.Module) -> float:
     """``config.backbone_lr_scale``; where it is None, :data:`EMBEDDING_START_LR_SCALE`
-    for a network started from a model that already embeds, else 1."""
+    for a network started from a model that already embeds, unless the saved network is a
+    blend with that start (:func:`reid.engine.wise.wise_alpha` below 1: the blend keeps the
+    start, so its layers learn at the full rate), else 1."""
     if config.backbone_lr_scale is not None:
         return config.backbone_lr_scale
-    return EMBEDDING_START_LR_SCALE if getattr(network, "embedding_start", False) else 1.0
+    if not getattr(network, "embedding_start", False) or not isinstance(network, ReidNet):
+        return 1.0
+    return 1.0 if wise_alpha(config, network) < 1 else EMBEDDING_START_LR_SCALE
 
 
 def base_lrs(config: TrainConfig, network: nn.Module, metric: nn.Module | None) -> list[float]:

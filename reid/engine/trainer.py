@@ -41,6 +41,7 @@ from reid.engine.history import TrainingLog, require_tensorboard
 from reid.engine.loading import load_images
 from reid.engine.objective import TrainingObjective, build_metric, metric_options
 from reid.engine.optim import HEAD_GROUP, build_optimizer, lr_factor, set_learning_rate
+from reid.engine.wise import blend, blended, start_weights, wise_alpha
 from reid.engine.state import CHECKPOINT_FILE, ResumePoint, capture_state, read_resume_state, restore_state, save_checkpoint
 from reid.detect import build_detector
 from reid.errors import ConfigValueError, DataError, ReidError
@@ -152,6 +153,7 @@ def build_card(
     network: ReidNet,
     pretrained_note: str,
     faces_not_found: int | None = None,
+    alpha: float = 1.0,
 ) -> ModelCard:
     """The model card of a network trained by ``config`` on ``dataset``; for faces it says
     ``kind`` "face" with 5-point alignment, and ``faces_not_found`` counts the training
@@ -171,7 +173,7 @@ def build_card(
         last_stride=config.last_stride,
         # The card describes the saved network: without cross-entropy it has no classifier.
         num_classes=network.classifier.out_features if network.classifier is not None else 0,
-        pretrained=pretrained_note,
+        pretrained=pretrained_note + (f"; saved as {alpha:g} x trained + {1 - alpha:g} x start (WiSE-FT)" if alpha < 1 else ""),
         loss={
             "cross_entropy": {"weight": config.ce_weight, "label_smoothing": config.label_smoothing},
             "metric": metric,
@@ -228,6 +230,10 @@ class _Run:
     sampler: PKSampler
     scaler: torch.amp.GradScaler
     card: ModelCard
+    # The start's tensors and the share of the trained ones in the saved model
+    # (reid.engine.wise); alpha 1 saves the trained weights as they are.
+    start: dict[str, torch.Tensor] = field(default_factory=dict)
+    alpha: float = 1.0
 
 
 def _train(
@@ -323,6 +329,7 @@ def _setup(config: TrainConfig, ctx: DistributedContext) -> _Run:
     network = network.to(ctx.device)
     if config.sync_bn and ctx.distributed:
         network = nn.SyncBatchNorm.convert_sync_batchnorm(network)
+    alpha = wise_alpha(config, network)
     metric = build_metric(config, num_classes, network.embedding_dim, getattr(network, "embedding_start", False))
     if metric is not None:
         metric.to(ctx.device)
@@ -337,7 +344,9 @@ def _setup(config: TrainConfig, ctx: DistributedContext) -> _Run:
         optimizer=build_optimizer(config, network, metric),
         sampler=PKSampler(labels_list, config.p, config.k, seed=config.seed, rank=ctx.rank, world_size=ctx.world_size),
         scaler=torch.amp.GradScaler("cuda", enabled=_uses_amp(config, ctx)),
-        card=build_card(config, dataset, num_classes, network, network.pretrained_note, unfound if subject else None),
+        card=build_card(config, dataset, num_classes, network, network.pretrained_note, unfound if subject else None, alpha),
+        start=start_weights(network) if alpha < 1 else {},
+        alpha=alpha,
     )
 
 
@@ -496,8 +505,9 @@ def _evaluate(config: TrainConfig, ctx: DistributedContext, run: _Run, callbacks
     """Rank 0 ranks the dataset's query/gallery split; every process gets the figures."""
     evaluation = None
     if ctx.is_main:
-        encoder = TorchEncoder(run.network, run.card, ctx.device)
-        result = evaluate_dataset(encoder, run.dataset, config.eval_batch_size, callbacks.on_eval_progress)
+        with blended(run.network, run.start, run.alpha) as network:
+            encoder = TorchEncoder(network, run.card, ctx.device)
+            result = evaluate_dataset(encoder, run.dataset, config.eval_batch_size, callbacks.on_eval_progress)
         run.network.train()
         evaluation = {**result.to_dict(), "computed_on": run.dataset.evaluation_split()}
     # The other processes wait here while rank 0 evaluates.
@@ -517,6 +527,8 @@ def _save(
     returns the card as saved with why it has no threshold ("" when it has one); the other
     processes return theirs unsaved."""
     run.network.eval()
+    if run.alpha < 1:
+        blend(run.network, run.start, run.alpha)
     card = run.card
     card.training["history"] = history
     final_eval = next((h["eval"] for h in reversed(history) if "eval" in h), None)

@@ -132,3 +132,13 @@ def test_by_default_only_a_start_that_already_embeds_gets_a_scaled_backbone() ->
     network.embedding_start = True  # what load_start records for a Re-ID model
     assert base_lrs(TrainConfig(lr=1e-3), network, None) == pytest.approx([1e-3 * EMBEDDING_START_LR_SCALE, 1e-3])
     assert base_lrs(TrainConfig(lr=1e-3, backbone_lr_scale=1.0), network, None) == pytest.approx([1e-3, 1e-3])
+
+
+def test_a_start_the_saved_model_blends_with_learns_at_the_full_rate_by_default() -> None:
+    """With fc kept the saved model is a blend with the start (WiSE-FT), which is what keeps
+    the start; the layers then learn at --lr. Asked not to blend, they learn at a tenth."""
+    network = ReidNet("osnet_x0_25", num_classes=5, embedding_dim=512, neck="fc")
+    network.embedding_start = True
+    assert base_lrs(TrainConfig(lr=1e-3), network, None) == pytest.approx([1e-3, 1e-3])
+    assert base_lrs(TrainConfig(lr=1e-3, wise_alpha=1.0), network, None) == pytest.approx([1e-3 * EMBEDDING_START_LR_SCALE, 1e-3])
+    assert base_lrs(TrainConfig(lr=1e-3, backbone_lr_scale=0.5), network, None) == pytest.approx([5e-4, 1e-3])

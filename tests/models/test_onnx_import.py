@@ -17,6 +17,7 @@ from reid.models.osnet import OSNet
 from reid.models.pretrained import load_start, resolve_start, start_neck
 from reid.models.network import ReidNet
 from tests.conftest import SHARED_WEIGHTS
+from tests.models.starting import export_onnx, torchreid_like
 
 onnx = pytest.importorskip("onnx")
 ort = pytest.importorskip("onnxruntime")
@@ -25,34 +26,10 @@ SIZE = (64, 32)
 SHARED = SHARED_WEIGHTS / "osnet_x0_25_msmt17.onnx"
 
 
-def _torchreid_like(architecture: str, seed: int) -> OSNet:
-    """An OSNet in eval mode with BatchNorms far from the identity, so that folding them
-    changes every convolution's weights."""
-    torch.manual_seed(seed)
-    network = OSNet(architecture, num_classes=7)
-    for module in network.modules():
-        if isinstance(module, (torch.nn.BatchNorm2d, torch.nn.BatchNorm1d)):
-            module.weight.data.uniform_(0.5, 1.5)
-            module.bias.data.uniform_(-0.2, 0.2)
-            module.running_mean.uniform_(-0.3, 0.3)
-            module.running_var.uniform_(0.5, 2.0)
-    return network.eval()
-
-
-def _export(network: OSNet, path: Path) -> Path:
-    """The network exported as torchreid's users do (eval mode, constants folded, which
-    folds each BatchNorm into its convolution)."""
-    torch.onnx.export(
-        network, (torch.zeros(1, 3, *SIZE),), str(path), dynamo=False, input_names=["images"], output_names=["output"],
-        dynamic_axes={"images": {0: "batch"}}, do_constant_folding=True,
-    )
-    return path
-
-
 @pytest.fixture(scope="module")
 def exported(tmp_path_factory: pytest.TempPathFactory) -> tuple[OSNet, Path]:
-    network = _torchreid_like("osnet_x0_25", seed=3)
-    return network, _export(network, tmp_path_factory.mktemp("onnx") / "osnet.onnx")
+    network = torchreid_like("osnet_x0_25", seed=3)
+    return network, export_onnx(network, tmp_path_factory.mktemp("onnx") / "osnet.onnx")
 
 
 def _cosines(a: np.ndarray, b: np.ndarray) -> np.ndarray:
@@ -106,7 +83,7 @@ def test_training_keeps_the_starts_fc_and_its_forward(exported: tuple[OSNet, Pat
     network = ReidNet("osnet_x0_25", num_classes=5, embedding_dim=512, neck="fc")
     note = load_start(network, start)
     assert "not used" not in note
-    assert start.embeds and network.embedding_start  # a Re-ID model: its layers learn at a tenth by default
+    assert start.embeds and network.embedding_start  # a Re-ID model: the saved model blends with it by default
     network.train()
     assert not any(m.training for m in network.modules() if isinstance(m, torch.nn.modules.batchnorm._BatchNorm))
     assert network.classifier is not None and network.classifier.training
@@ -127,7 +104,7 @@ def test_training_drops_the_fc_when_asked_or_another_width_is_asked(exported: tu
 
 
 def test_another_width_is_refused_in_one_line(tmp_path: Path) -> None:
-    path = _export(_torchreid_like("osnet_x0_5", seed=4), tmp_path / "x0_5.onnx")
+    path = export_onnx(torchreid_like("osnet_x0_5", seed=4), tmp_path / "x0_5.onnx")
     with pytest.raises(ModelError) as caught:
         osnet_onnx_state(path, "osnet_x0_25")
     message = str(caught.value)
