@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import difflib
 import functools
 import inspect
 import json
 import math
+import os
 import sys
 import textwrap
 import time
@@ -32,6 +34,7 @@ from rich.table import Table
 from rich.text import Text
 
 # Typer's help formatter is click's, vendored; help is written through a subclass of it.
+from typer._click.exceptions import NoSuchOption, UsageError
 from typer._click.formatting import HelpFormatter as ClickHelpFormatter
 
 from reid.cli.defaults import check_given
@@ -99,6 +102,9 @@ def handle_errors(func: F) -> F:
             # a recipe file or a default is the library's key, not something the user typed.
             print_error(error_line(exc, {k: f for k, f in flags.items() if kwargs.get(k) is not None}))
             raise typer.Exit(1) from None
+        except BrokenPipeError:
+            # The reader went away (``| head``): not an error of the command (quiet_exit).
+            raise
         except OSError as exc:
             print_error(os_error_line(exc))
             raise typer.Exit(1) from None
@@ -109,17 +115,51 @@ def handle_errors(func: F) -> F:
     return wrapper  # type: ignore[return-value]
 
 
+# A suggestion for an unknown option is given only when it is this close to what was typed
+# (difflib's ratio): ``--epoch`` -> ``--epochs``, never ``--arch``.
+CLOSE_MATCH = 0.7
+# Every command answers ``-h`` as ``--help``.
+HELP_OPTIONS = ["-h", "--help"]
+
+
 def usage_error_line(exc: typer.TyperException) -> str:
     """A usage error (a bad option value, a missing argument, an unknown command) as one
-    line: click's message, then where the options are listed."""
-    message = " ".join(str(getattr(exc, "format_message", exc.__str__)()).split())
+    lowercase line: click's message (an unknown option with the one nearest option, if any
+    is close), then where the options are listed."""
+    if isinstance(exc, NoSuchOption):
+        close = difflib.get_close_matches(exc.option_name, exc.possibilities or [], n=1, cutoff=CLOSE_MATCH)
+        message = f"no such option: {printable(exc.option_name)}" + (f"; did you mean {close[0]}?" if close else "")
+    else:
+        message = " ".join(str(getattr(exc, "format_message", exc.__str__)()).split())
+        # "Invalid value ..." -> "invalid value ...", the style of every other error; a word
+        # in capitals ("ONNX ...") stays as it is.
+        if message[:1].isupper() and message[1:2].islower():
+            message = message[0].lower() + message[1:]
     ctx = getattr(exc, "ctx", None)
     return f"{message} (see '{ctx.command_path} --help')" if ctx is not None else message
 
 
+def quiet_exit() -> None:
+    """End a command whose reader went away (``reid ... | head``) silently, as pip and git
+    do: what is left of its output goes to the null device (Python's advice on SIGPIPE), so
+    neither an ``error:`` line nor a traceback at the interpreter's exit is printed."""
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            os.dup2(os.open(os.devnull, os.O_WRONLY), stream.fileno())
+        except (OSError, ValueError, AttributeError):
+            # A stream with no descriptor (a test's capture) has nothing left to flush.
+            continue
+    sys.exit(1)
+
+
 class _OneLineUsageErrors:
     """Runs the command as click does, but a usage error is one line on stderr (not a usage
-    box of several lines) and exit code 2; no arguments still prints the help."""
+    box of several lines) and exit code 2; no arguments still prints the help; a reader that
+    went away ends the command silently (:func:`quiet_exit`); ``-h`` is ``--help``."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.context_settings.setdefault("help_option_names", HELP_OPTIONS)  # type: ignore[attr-defined]
 
     def main(
         self,
@@ -134,6 +174,10 @@ class _OneLineUsageErrors:
             return run(args, prog_name, complete_var, standalone_mode=False, **extra)
         try:
             code = run(args, prog_name, complete_var, standalone_mode=False, **extra)
+            # Output still buffered meets a closed pipe here, not at the interpreter's exit.
+            sys.stdout.flush()
+        except BrokenPipeError:
+            quiet_exit()
         except typer.TyperException as exc:
             code = getattr(exc, "exit_code", 2)
             if type(exc).__name__ == "NoArgsIsHelpError":
@@ -220,10 +264,48 @@ class _PlainHelp:
         if isinstance(self, typer.core.TyperGroup):
             self.format_commands(ctx, formatter)
 
+    def format_commands(self, ctx: Any, formatter: Any) -> None:
+        """Each sub-command with its summary whole (:func:`summary`), wrapped between words
+        beside its name; click's own cuts it to one line with ``...``."""
+        rows = []
+        for name in self.list_commands(ctx):  # type: ignore[attr-defined]
+            command = self.get_command(ctx, name)  # type: ignore[attr-defined]
+            if command is not None and not command.hidden:
+                rows.append((name, summary(command)))
+        if rows:
+            with formatter.section("Commands"):
+                formatter.write_dl(rows)
+
+
+def summary(command: Any) -> str:
+    """A command's line in its group's help: its ``short_help``, else the first sentence of
+    its help (the whole first paragraph when it has no full stop), never cut short."""
+    if command.short_help:
+        return " ".join(command.short_help.split())
+    paragraph = " ".join((command.help or "").split("\n\n")[0].split())
+    end = paragraph.find(". ")
+    return paragraph[: end + 1] if end != -1 else paragraph
+
 
 class OneLineGroup(_OneLineUsageErrors, _PlainHelp, typer.core.TyperGroup):
     """``typer.Typer(cls=OneLineGroup)``: a command group whose usage errors are one line and
     whose help is plain text."""
+
+    def resolve_command(self, ctx: Any, args: list[str]) -> Any:
+        """As click's, but an unknown command is answered in the style of every error, with
+        the one nearest command when one is close (:data:`CLOSE_MATCH`); typer's lists
+        every faint match."""
+        try:
+            return self._click_resolve_command(ctx, args)
+        except UsageError as exc:
+            if not args or not exc.message.startswith("No such command"):
+                raise
+            close = difflib.get_close_matches(args[0], list(self.commands), n=1, cutoff=CLOSE_MATCH)
+            exc.message = f"no such command {printable(args[0])!r}" + (f"; did you mean {close[0]!r}?" if close else "")
+            raise
+            close = difflib.get_close_matches(args[0], list(self.commands), n=1, cutoff=CLOSE_MATCH)
+            exc.message = f"no such command {printable(args[0])!r}" + (f"; did you mean {close[0]!r}?" if close else "")
+            raise
 
 
 class OneLineCommand(_OneLineUsageErrors, _PlainHelp, typer.core.TyperCommand):

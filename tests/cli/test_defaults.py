@@ -211,7 +211,7 @@ def test_a_value_that_is_no_number_is_one_line_naming_the_option_in_every_comman
                 result = runner.invoke(roots[root], [*path, param.opts[0], word])
                 lines = _one_line(result.output)
                 assert result.exit_code == 2 and len(lines) == 1, (where, param.opts, result.output)
-                assert lines[0].startswith("error: Invalid value for ") and param.opts[0] in lines[0], lines
+                assert lines[0].startswith("error: invalid value for ") and param.opts[0] in lines[0], lines
                 checked += 1
     assert checked > 100
 
