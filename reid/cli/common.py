@@ -86,12 +86,10 @@ def handle_errors(func: F) -> F:
     @functools.wraps(func)
     def wrapper(*args: Any, **kwargs: Any) -> Any:
         # Commands name every file they skip: OpenCV's own warnings are silenced as one starts
-        # (here, not at the program's start, so that help loads no OpenCV); a group's callback
-        # that passes on to a sub-command leaves that to it (its help loads none either).
+        # (here, not at the program's start); a group's callback that passes on to a
+        # sub-command leaves that to it.
         context = next((a for a in [*args, *kwargs.values()] if isinstance(a, typer.Context)), None)
         if context is None or context.invoked_subcommand is None:
-            from reid.data.io import quiet_opencv
-
             quiet_opencv()
         try:
             # Every number given is checked against its range before anything is read or written.
@@ -120,6 +118,17 @@ def handle_errors(func: F) -> F:
 CLOSE_MATCH = 0.7
 # Every command answers ``-h`` as ``--help``.
 HELP_OPTIONS = ["-h", "--help"]
+
+
+def quiet_opencv() -> None:
+    """Silence OpenCV's own warnings without loading it: OpenCV reads ``OPENCV_LOG_LEVEL``
+    as it loads, so a command that never needs it (help, ``reid models list``, scoring a
+    MOT file) does not load it for this; one loaded already is told directly."""
+    os.environ["OPENCV_LOG_LEVEL"] = "SILENT"
+    if "cv2" in sys.modules:
+        from reid.data.io import quiet_opencv as quiet_loaded
+
+        quiet_loaded()
 
 
 def usage_error_line(exc: typer.TyperException) -> str:

@@ -199,3 +199,37 @@ def test_a_reader_that_went_away_ends_the_command_silently(args: list[str]) -> N
     finally:
         os.close(write_end)
     assert done.stderr == "" and done.returncode == 1, done.stderr
+
+
+def light_run(args: list[str]) -> str:
+    """Run ``reid ARGS`` in a fresh interpreter; what it printed, once :func:`loaded_after`
+    found none of :data:`HEAVY` loaded by it."""
+    code = (
+        "import contextlib, io, json\nfrom reid.cli import app\nout = io.StringIO()\n"
+        f"with contextlib.redirect_stdout(out), contextlib.suppress(SystemExit):\n"
+        f"    app({args!r}, prog_name='reid')\nprint(json.dumps(out.getvalue()))"
+    )
+    probe = f"{code}\nimport sys\nprint(json.dumps([m for m in {HEAVY!r} if m in sys.modules]))"
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "COLUMNS": "80"}
+    done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, env=env, timeout=120, check=True)
+    printed, loaded = done.stdout.strip().splitlines()[-2:]
+    assert json.loads(loaded) == [], (args, loaded)
+    return json.loads(printed)
+
+
+@pytest.mark.parametrize(
+    "args",
+    [["models", "list"], ["models", "show", "resnet50.imagenet"], ["models", "show", "osnet_x1_0.market1501"],
+     ["models", "path", "resnet50.imagenet"], ["models", "path", "sface_2021dec.int8bq"]],
+    ids=" ".join,
+)
+def test_listing_and_locating_models_loads_no_engine(args: list[str]) -> None:
+    assert light_run(args).strip()
+
+
+def test_scoring_a_mot_file_loads_no_engine(tmp_path: Path) -> None:
+    pytest.importorskip("motmetrics")
+    truth = tmp_path / "gt.txt"
+    truth.write_text("1,1,10,20,30,60,1,1,1\n2,1,12,20,30,60,1,1,1\n")
+    printed = light_run(["track", "--mot", str(truth), "--gt", str(truth)])
+    assert re.search(r"MOTA\s+100\.00%", printed), printed
