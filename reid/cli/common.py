@@ -516,27 +516,43 @@ def fmt(value: Any) -> str:
 
 
 def print_table(title: str, columns: list[str], rows: Iterable[Iterable[Any]]) -> None:
-    """A table on stdout, its cells never cut short and no word broken inside.
+    """A table on stdout, one line per row where the width allows, its cells never cut
+    short and no word broken inside.
 
-    On a terminal, a rich table whose every column is at least as wide as its longest word
-    (long cells wrap between words).  Otherwise (``| grep``, ``> file``, CI), plain text as
-    ``pip list`` prints it (:func:`plain_table`): no box drawing, one line per row."""
+    On a terminal, a rich table where it fits; on one too narrow for it, plain columns
+    (:func:`plain_table`) where they fit, else each row as its first cell with the others
+    named beneath it, wrapped between words (:func:`stacked_table`).  Off a terminal
+    (``| grep``, ``> file``, CI), plain columns as ``pip list`` prints them: no box drawing."""
     cells = [[fmt(v) for v in row] for row in rows]
     if not console.is_terminal:
         typer.echo("\n".join(plain_table(printable(title), columns, cells)))
         return
+    widest = [max([len(column), *(len(row[i]) for row in cells if i < len(row))]) for i, column in enumerate(columns)]
+    # A rich table draws a rule and a space either side of every cell.
+    if sum(widest) + 3 * len(columns) + 1 > console.width:
+        lines = plain_table("", columns, cells)
+        if max(len(line) for line in lines) > console.width:
+            lines = stacked_table(columns, cells, console.width)
+        console.print("\n".join([*wrap_words(printable(title), console.width), *lines]), soft_wrap=True)
+        return
     table = Table(title=printable(title))
     for index, column in enumerate(columns):
-        longest = max([len(word) for row in cells if index < len(row) for word in row[index].split()] or [0])
-        table.add_column(
-            column,
-            justify="right" if _figures(cells, index) else "left",
-            min_width=max(len(column), longest),
-            overflow="fold",
-        )
+        table.add_column(column, justify="right" if _figures(cells, index) else "left", min_width=widest[index])
     for row in cells:
         table.add_row(*row)
     console.print(table)
+
+
+def stacked_table(columns: list[str], cells: list[list[str]], width: int) -> list[str]:
+    """The lines of a table's rows for a terminal too narrow for its columns: each row's
+    first cell on a line, then its other cells as ``column value``, ``; `` between them,
+    wrapped between words and indented under it."""
+    lines: list[str] = []
+    for row in cells:
+        lines.append(row[0] if row else "")
+        named = "; ".join(f"{column} {value}" for column, value in zip(columns[1:], row[1:], strict=False))
+        lines += [f"  {line}" for line in wrap_words(named, width - 2)]
+    return lines
 
 
 def plain_table(title: str, columns: list[str], cells: list[list[str]]) -> list[str]:
