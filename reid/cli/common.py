@@ -345,11 +345,17 @@ def print_error(message: str) -> None:
     err_console.print(Text.assemble(("error:", "bold red"), " ", printable(message)), soft_wrap=True)
 
 
+def skip_reason(path: object, reason: str) -> str:
+    """The reason a file was skipped without the file's name: a library error names its file
+    first (``bad/empty.jpg: empty file``), and a skip line names it once."""
+    return reason.removeprefix(f"{path}: ")
+
+
 def print_skipped(skipped: Iterable[tuple[object, str]], what: str = "skipped") -> None:
     """Name the first skipped inputs with their reasons, then how many more there were."""
     items = list(skipped)
     for path, reason in items[:SHOWN_SKIPS]:
-        err_console.print(f"{what} {printable(path)}: {printable(reason)}", soft_wrap=True)
+        err_console.print(f"{what} {printable(path)}: {printable(skip_reason(path, reason))}", soft_wrap=True)
     if len(items) > SHOWN_SKIPS:
         err_console.print(f"... and {len(items) - SHOWN_SKIPS} more {what}; --json lists every one", soft_wrap=True)
 
