@@ -205,3 +205,13 @@ def test_every_help_states_defaults_one_way_and_no_python_type(where: str) -> No
     # "(default: X)", never "(default X)"; "(default for ...)" says when a choice applies.
     assert not re.search(r"\(default (?!for )", shown_help), shown_help
     assert not re.search(r"<(list|tuple|dict)\[", shown_help), shown_help
+
+
+@pytest.mark.parametrize("root", ["camera_search", "face_checkin", "face_checkin.calibrate"])
+def test_the_apps_answer_dash_h_as_their_help(root: str) -> None:
+    from typer.testing import CliRunner
+
+    runner = CliRunner()
+    short = runner.invoke(ROOTS[root], ["-h"], env={"COLUMNS": "80"}, terminal_width=80)
+    assert short.exit_code == 0 and "-h, --help" in short.output, short.output
+    assert short.output == runner.invoke(ROOTS[root], ["--help"], env={"COLUMNS": "80"}, terminal_width=80).output
