@@ -8,6 +8,7 @@ import inspect
 import json
 import math
 import os
+import re
 import sys
 import textwrap
 import time
@@ -261,6 +262,7 @@ class _PlainHelp:
             record = param.get_help_record(ctx)
             if record is None:
                 continue
+            record = help_record(*record)
             if param.param_type_name == "argument":
                 arguments.append(record)
             else:
@@ -284,6 +286,24 @@ class _PlainHelp:
         if rows:
             with formatter.section("Commands"):
                 formatter.write_dl(rows)
+
+
+# typer's notes after an option's help (``[default: avi]``, ``[required]``, ``[default: 60;
+# required]``), and its metavar of a repeatable option, a Python type (``<list[str]>``).
+_TYPER_NOTES = re.compile(r"\s*\[((?:default: [^\[\]]*?|required)(?:; (?:default: [^\[\]]*?|required))*)\]$")
+_LIST_METAVAR = re.compile(r"<list\[(\w+)\]>")
+
+
+def help_record(names: str, text: str) -> tuple[str, str]:
+    """An option's line of help in the one style of every command: defaults and requirement
+    in parentheses at the end (``(default: avi)``, ``(required)``), as the help texts write
+    them, and a repeatable option's metavar its element's followed by ``...`` (``<str>...``),
+    never a Python type."""
+    names = _LIST_METAVAR.sub(r"<\1>...", names)
+    notes = _TYPER_NOTES.search(text)
+    if notes is not None:
+        text = f"{text[: notes.start()]} ({notes.group(1)})".strip()
+    return names, text
 
 
 def summary(command: Any) -> str:

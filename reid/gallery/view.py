@@ -77,8 +77,7 @@ class LoadedView:
 
     def nearest(self, queries: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
         """Similarities (Q, k) float32 and item ids (Q, k) int64 (-1 pads) of the ``k``
-        nearest items of ``queries`` (Q, D), scored exactly (IVF-PQ's candidates re-ranked), the
-        same for a query alone or in any batch."""
+        nearest items of ``queries`` (Q, D); IVF-PQ candidates re-ranked exactly."""
         shards = self.layout.shards()
         refine = self.spec.refine if any(not s.exact for s in shards) else 0
         fetch = min(k * refine, len(self)) if refine else k
@@ -89,11 +88,7 @@ class LoadedView:
             searcher = search_index(indexes, self.dim, threaded=True)
         with search_settings(len(queries)):
             sims, ids = searcher.search(queries, fetch)
-        # Every answer's similarities are computed again one query at a time from the stored
-        # embeddings: FAISS scores a batch by a matrix product whose rounding depends on the
-        # batch, so two items holding the same vector could differ by 1e-6 in one batch and
-        # an exact tie would go by rounding instead of by item id (search's rule).
-        return rerank(queries, ids, k, self.originals)
+        return rerank(queries, ids, k, self.originals) if refine else (sims, ids)
 
     def originals(self, ids: np.ndarray) -> np.ndarray:
         """Stored embeddings (N, D) float32 of ``ids``, from whichever shards hold them."""
