@@ -145,7 +145,7 @@ app = typer.Typer(
 @app.callback()
 def main(
     version: bool = typer.Option(
-        False, "--version", is_eager=True, callback=_print_version, help="Print the version and exit."
+        False, "--version", "-V", is_eager=True, callback=_print_version, help="Print the version and exit."
     ),
 ) -> None:
     """Person re-identification and face verification: train, evaluate, enrol, query, verify, export."""

@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+import difflib
 import functools
 import inspect
 import json
 import math
+import os
+import re
 import sys
 import textwrap
 import time
@@ -32,6 +35,7 @@ from rich.table import Table
 from rich.text import Text
 
 # Typer's help formatter is click's, vendored; help is written through a subclass of it.
+from typer._click.exceptions import NoSuchOption, UsageError
 from typer._click.formatting import HelpFormatter as ClickHelpFormatter
 
 from reid.cli.defaults import check_given
@@ -83,12 +87,10 @@ def handle_errors(func: F) -> F:
     @functools.wraps(func)
     def wrapper(*args: Any, **kwargs: Any) -> Any:
         # Commands name every file they skip: OpenCV's own warnings are silenced as one starts
-        # (here, not at the program's start, so that help loads no OpenCV); a group's callback
-        # that passes on to a sub-command leaves that to it (its help loads none either).
+        # (here, not at the program's start); a group's callback that passes on to a
+        # sub-command leaves that to it.
         context = next((a for a in [*args, *kwargs.values()] if isinstance(a, typer.Context)), None)
         if context is None or context.invoked_subcommand is None:
-            from reid.data.io import quiet_opencv
-
             quiet_opencv()
         try:
             # Every number given is checked against its range before anything is read or written.
@@ -99,6 +101,9 @@ def handle_errors(func: F) -> F:
             # a recipe file or a default is the library's key, not something the user typed.
             print_error(error_line(exc, {k: f for k, f in flags.items() if kwargs.get(k) is not None}))
             raise typer.Exit(1) from None
+        except BrokenPipeError:
+            # The reader went away (``| head``): not an error of the command (quiet_exit).
+            raise
         except OSError as exc:
             print_error(os_error_line(exc))
             raise typer.Exit(1) from None
@@ -109,17 +114,62 @@ def handle_errors(func: F) -> F:
     return wrapper  # type: ignore[return-value]
 
 
+# A suggestion for an unknown option is given only when it is this close to what was typed
+# (difflib's ratio): ``--epoch`` -> ``--epochs``, never ``--arch``.
+CLOSE_MATCH = 0.7
+# Every command answers ``-h`` as ``--help``.
+HELP_OPTIONS = ["-h", "--help"]
+
+
+def quiet_opencv() -> None:
+    """Silence OpenCV's own warnings without loading it: OpenCV reads ``OPENCV_LOG_LEVEL``
+    as it loads, so a command that never needs it (help, ``reid models list``, scoring a
+    MOT file) does not load it for this; one loaded already is told directly."""
+    os.environ["OPENCV_LOG_LEVEL"] = "SILENT"
+    if "cv2" in sys.modules:
+        from reid.data.io import quiet_opencv as quiet_loaded
+
+        quiet_loaded()
+
+
 def usage_error_line(exc: typer.TyperException) -> str:
     """A usage error (a bad option value, a missing argument, an unknown command) as one
-    line: click's message, then where the options are listed."""
-    message = " ".join(str(getattr(exc, "format_message", exc.__str__)()).split())
+    lowercase line: click's message (an unknown option with the one nearest option, if any
+    is close), then where the options are listed."""
+    if isinstance(exc, NoSuchOption):
+        close = difflib.get_close_matches(exc.option_name, exc.possibilities or [], n=1, cutoff=CLOSE_MATCH)
+        message = f"no such option: {printable(exc.option_name)}" + (f"; did you mean {close[0]}?" if close else "")
+    else:
+        message = " ".join(str(getattr(exc, "format_message", exc.__str__)()).split())
+        # "Invalid value ..." -> "invalid value ...", the style of every other error; a word
+        # in capitals ("ONNX ...") stays as it is.
+        if message[:1].isupper() and message[1:2].islower():
+            message = message[0].lower() + message[1:]
     ctx = getattr(exc, "ctx", None)
     return f"{message} (see '{ctx.command_path} --help')" if ctx is not None else message
 
 
+def quiet_exit() -> None:
+    """End a command whose reader went away (``reid ... | head``) silently, as pip and git
+    do: what is left of its output goes to the null device (Python's advice on SIGPIPE), so
+    neither an ``error:`` line nor a traceback at the interpreter's exit is printed."""
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            os.dup2(os.open(os.devnull, os.O_WRONLY), stream.fileno())
+        except (OSError, ValueError, AttributeError):
+            # A stream with no descriptor (a test's capture) has nothing left to flush.
+            continue
+    sys.exit(1)
+
+
 class _OneLineUsageErrors:
     """Runs the command as click does, but a usage error is one line on stderr (not a usage
-    box of several lines) and exit code 2; no arguments still prints the help."""
+    box of several lines) and exit code 2; no arguments still prints the help; a reader that
+    went away ends the command silently (:func:`quiet_exit`); ``-h`` is ``--help``."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.context_settings.setdefault("help_option_names", HELP_OPTIONS)  # type: ignore[attr-defined]
 
     def main(
         self,
@@ -134,6 +184,10 @@ class _OneLineUsageErrors:
             return run(args, prog_name, complete_var, standalone_mode=False, **extra)
         try:
             code = run(args, prog_name, complete_var, standalone_mode=False, **extra)
+            # Output still buffered meets a closed pipe here, not at the interpreter's exit.
+            sys.stdout.flush()
+        except BrokenPipeError:
+            quiet_exit()
         except typer.TyperException as exc:
             code = getattr(exc, "exit_code", 2)
             if type(exc).__name__ == "NoArgsIsHelpError":
@@ -208,6 +262,7 @@ class _PlainHelp:
             record = param.get_help_record(ctx)
             if record is None:
                 continue
+            record = help_record(*record)
             if param.param_type_name == "argument":
                 arguments.append(record)
             else:
@@ -220,10 +275,66 @@ class _PlainHelp:
         if isinstance(self, typer.core.TyperGroup):
             self.format_commands(ctx, formatter)
 
+    def format_commands(self, ctx: Any, formatter: Any) -> None:
+        """Each sub-command with its summary whole (:func:`summary`), wrapped between words
+        beside its name; click's own cuts it to one line with ``...``."""
+        rows = []
+        for name in self.list_commands(ctx):  # type: ignore[attr-defined]
+            command = self.get_command(ctx, name)  # type: ignore[attr-defined]
+            if command is not None and not command.hidden:
+                rows.append((name, summary(command)))
+        if rows:
+            with formatter.section("Commands"):
+                formatter.write_dl(rows)
+
+
+# typer's notes after an option's help (``[default: avi]``, ``[required]``, ``[default: 60;
+# required]``), and its metavar of a repeatable option, a Python type (``<list[str]>``).
+_TYPER_NOTES = re.compile(r"\s*\[((?:default: [^\[\]]*?|required)(?:; (?:default: [^\[\]]*?|required))*)\]$")
+_LIST_METAVAR = re.compile(r"<list\[(\w+)\]>")
+
+
+def help_record(names: str, text: str) -> tuple[str, str]:
+    """An option's line of help in the one style of every command: defaults and requirement
+    in parentheses at the end (``(default: avi)``, ``(required)``), as the help texts write
+    them, and a repeatable option's metavar its element's followed by ``...`` (``<str>...``),
+    never a Python type."""
+    names = _LIST_METAVAR.sub(r"<\1>...", names)
+    notes = _TYPER_NOTES.search(text)
+    if notes is not None:
+        text = f"{text[: notes.start()]} ({notes.group(1)})".strip()
+    return names, text
+
+
+def summary(command: Any) -> str:
+    """A command's line in its group's help: its ``short_help``, else the first sentence of
+    its help (the whole first paragraph when it has no full stop), never cut short."""
+    if command.short_help:
+        return " ".join(command.short_help.split())
+    paragraph = " ".join((command.help or "").split("\n\n")[0].split())
+    end = paragraph.find(". ")
+    return paragraph[: end + 1] if end != -1 else paragraph
+
 
 class OneLineGroup(_OneLineUsageErrors, _PlainHelp, typer.core.TyperGroup):
     """``typer.Typer(cls=OneLineGroup)``: a command group whose usage errors are one line and
     whose help is plain text."""
+
+    def resolve_command(self, ctx: Any, args: list[str]) -> Any:
+        """As click's, but an unknown command is answered in the style of every error, with
+        the one nearest command when one is close (:data:`CLOSE_MATCH`); typer's lists
+        every faint match."""
+        try:
+            return self._click_resolve_command(ctx, args)
+        except UsageError as exc:
+            if not args or not exc.message.startswith("No such command"):
+                raise
+            close = difflib.get_close_matches(args[0], list(self.commands), n=1, cutoff=CLOSE_MATCH)
+            exc.message = f"no such command {printable(args[0])!r}" + (f"; did you mean {close[0]!r}?" if close else "")
+            raise
+            close = difflib.get_close_matches(args[0], list(self.commands), n=1, cutoff=CLOSE_MATCH)
+            exc.message = f"no such command {printable(args[0])!r}" + (f"; did you mean {close[0]!r}?" if close else "")
+            raise
 
 
 class OneLineCommand(_OneLineUsageErrors, _PlainHelp, typer.core.TyperCommand):
@@ -254,11 +365,17 @@ def print_error(message: str) -> None:
     err_console.print(Text.assemble(("error:", "bold red"), " ", printable(message)), soft_wrap=True)
 
 
+def skip_reason(path: object, reason: str) -> str:
+    """The reason a file was skipped without the file's name: a library error names its file
+    first (``bad/empty.jpg: empty file``), and a skip line names it once."""
+    return reason.removeprefix(f"{path}: ")
+
+
 def print_skipped(skipped: Iterable[tuple[object, str]], what: str = "skipped") -> None:
     """Name the first skipped inputs with their reasons, then how many more there were."""
     items = list(skipped)
     for path, reason in items[:SHOWN_SKIPS]:
-        err_console.print(f"{what} {printable(path)}: {printable(reason)}", soft_wrap=True)
+        err_console.print(f"{what} {printable(path)}: {printable(skip_reason(path, reason))}", soft_wrap=True)
     if len(items) > SHOWN_SKIPS:
         err_console.print(f"... and {len(items) - SHOWN_SKIPS} more {what}; --json lists every one", soft_wrap=True)
 
@@ -425,27 +542,43 @@ def fmt(value: Any) -> str:
 
 
 def print_table(title: str, columns: list[str], rows: Iterable[Iterable[Any]]) -> None:
-    """A table on stdout, its cells never cut short and no word broken inside.
+    """A table on stdout, one line per row where the width allows, its cells never cut
+    short and no word broken inside.
 
-    On a terminal, a rich table whose every column is at least as wide as its longest word
-    (long cells wrap between words).  Otherwise (``| grep``, ``> file``, CI), plain text as
-    ``pip list`` prints it (:func:`plain_table`): no box drawing, one line per row."""
+    On a terminal, a rich table where it fits; on one too narrow for it, plain columns
+    (:func:`plain_table`) where they fit, else each row as its first cell with the others
+    named beneath it, wrapped between words (:func:`stacked_table`).  Off a terminal
+    (``| grep``, ``> file``, CI), plain columns as ``pip list`` prints them: no box drawing."""
     cells = [[fmt(v) for v in row] for row in rows]
     if not console.is_terminal:
         typer.echo("\n".join(plain_table(printable(title), columns, cells)))
         return
+    widest = [max([len(column), *(len(row[i]) for row in cells if i < len(row))]) for i, column in enumerate(columns)]
+    # A rich table draws a rule and a space either side of every cell.
+    if sum(widest) + 3 * len(columns) + 1 > console.width:
+        lines = plain_table("", columns, cells)
+        if max(len(line) for line in lines) > console.width:
+            lines = stacked_table(columns, cells, console.width)
+        console.print("\n".join([*wrap_words(printable(title), console.width), *lines]), soft_wrap=True)
+        return
     table = Table(title=printable(title))
     for index, column in enumerate(columns):
-        longest = max([len(word) for row in cells if index < len(row) for word in row[index].split()] or [0])
-        table.add_column(
-            column,
-            justify="right" if _figures(cells, index) else "left",
-            min_width=max(len(column), longest),
-            overflow="fold",
-        )
+        table.add_column(column, justify="right" if _figures(cells, index) else "left", min_width=widest[index])
     for row in cells:
         table.add_row(*row)
     console.print(table)
+
+
+def stacked_table(columns: list[str], cells: list[list[str]], width: int) -> list[str]:
+    """The lines of a table's rows for a terminal too narrow for its columns: each row's
+    first cell on a line, then its other cells as ``column value``, ``; `` between them,
+    wrapped between words and indented under it."""
+    lines: list[str] = []
+    for row in cells:
+        lines.append(row[0] if row else "")
+        named = "; ".join(f"{column} {value}" for column, value in zip(columns[1:], row[1:], strict=False))
+        lines += [f"  {line}" for line in wrap_words(named, width - 2)]
+    return lines
 
 
 def plain_table(title: str, columns: list[str], cells: list[list[str]]) -> list[str]:

@@ -26,6 +26,12 @@ from reid.options import flag_of, option_fields, option_spec
 from reid.photos import CalibrateConfig, EvalConfig, PairConfig, PhotoConfig
 
 
+# A count's upper bound of a million or more (frames, items, boxes) only stops a typo (a
+# value that would allocate without bound): an error states such a range by its lower end,
+# "must be at least 1"; a real two-sided range (a port, a batch size, folds) gives both.
+GUARD_BOUND = 1_000_000
+
+
 @dataclass(frozen=True)
 class Range:
     """The values a numeric option takes: ``low``..``high``, either end left out when
@@ -46,6 +52,9 @@ class Range:
         if above and below:
             return None
         if isinstance(self.low, int) and isinstance(self.high, int) and not (self.low_open or self.high_open):
+            if self.high >= GUARD_BOUND:
+                # The bound is not one a user meets: a count is stated by its lower end only.
+                return f"must be at least {self.low:,}" if not above else f"must be at most {self.high:,}"
             return f"must be between {self.low:,} and {self.high:,}"
         return f"must be in {'(' if self.low_open else '['}{self.low:g}, {self.high:g}{')' if self.high_open else ']'}"
 

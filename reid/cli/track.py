@@ -74,10 +74,6 @@ def track_command(
     """Track the people of a detection file (any detector's, e.g. a benchmark's public detections),
     or score a file of tracks against ground truth (--mot FILE --gt gt.txt)."""
     from reid.evaluation.mot import score_mot_files
-    from reid.models import load_encoder
-    from reid.pipeline.sources import open_source
-    from reid.track.appearance import VideoAppearance
-    from reid.track.mot import track_detection_file
 
     if mot is not None:
         given_for_tracking = {"--detections": detections, "--out": out, "--video": video, "--model": model}
@@ -90,6 +86,12 @@ def track_command(
             raise ConfigError("--mot scores a file of tracks: give its ground truth with --gt gt.txt")
         print_score(score_mot_files(gt, mot, max_frames), mot, gt)
         return
+    # Only tracking loads the tracker, and a video's reader and encoder: scoring a file loads none.
+    from reid.models import load_encoder
+    from reid.pipeline.sources import open_source
+    from reid.track.appearance import VideoAppearance
+    from reid.track.mot import track_detection_file
+
     if detections is None or out is None:
         raise ConfigError(
             "tracking needs --detections FILE and --out FILE (to score a file of tracks: --mot FILE --gt gt.txt)"

@@ -27,7 +27,7 @@ import numpy as np
 from scipy.optimize import linear_sum_assignment
 
 from reid.errors import ConfigError, DataError
-from reid.track.mot import MotRow, by_frame, read_mot
+from reid.track.motfile import MotRow, by_frame, read_mot
 
 MATCH_IOU = 0.5
 HOTA_ALPHAS = np.arange(0.05, 0.96, 0.05)
@@ -133,7 +133,7 @@ def score_tracks(truth: Iterable[MotRow], predicted: Iterable[MotRow]) -> MotSco
 
 def score_mot_files(truth: Path, tracks: Path, last_frame: int | None = None) -> MotScore:
     """Score the tracker output ``tracks`` against the ground truth ``truth`` (both
-    MOTChallenge files, :func:`reid.track.mot.read_mot`) by MOTChallenge's rules: truth rows
+    MOTChallenge files, :func:`reid.track.motfile.read_mot`) by MOTChallenge's rules: truth rows
     of flag 0 dropped (:func:`scored_truth`), predictions kept as they are.  ``last_frame``
     (None: every frame) scores frames 1..last_frame of both only, the frames a run that
     stopped early covered.  Raises DataError for a malformed file or a truth with no box to

@@ -51,11 +51,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import torch
-import torchvision
-
 from reid.errors import ModelError
-from reid.models.formats import artefact_state, fit_artefact
 from reid.models.runtime import first_line, import_onnx
 from reid.paths import (
     file_digest,
@@ -235,11 +231,6 @@ class SourceKind:
     packaged: bool = False
 
 
-def _torchvision_weights(artefact: Artefact) -> torchvision.models.WeightsEnum:
-    enum_name, _, member = artefact.location.partition(".")
-    return getattr(getattr(torchvision.models, enum_name), member)
-
-
 def _member_filename(artefact: Artefact) -> str:
     member = Path(artefact.member)
     return f"{member.stem}.{artefact.rewrite}{member.suffix}" if artefact.rewrite else member.name
@@ -263,9 +254,9 @@ def _release_origin(artefact: Artefact) -> str:
 # Every source an artefact comes from; the fetch functions are defined with the cache below.
 SOURCES: dict[str, SourceKind] = {
     "torchvision": SourceKind(
-        filename=lambda a: Path(_torchvision_weights(a).url).name,
+        filename=lambda a: Path(TORCHVISION_URLS[a.location]).name,
         where=lambda a: "torchvision",
-        origin=lambda a: _torchvision_weights(a).url,
+        origin=lambda a: TORCHVISION_URLS[a.location],
         torch_hub=True,
     ),
     "url": SourceKind(
@@ -298,6 +289,19 @@ _TORCHVISION = {
     "mobilenet_v2": "MobileNet_V2_Weights.IMAGENET1K_V1",
     "mobilenet_v3_small": "MobileNet_V3_Small_Weights.IMAGENET1K_V1",
     "mobilenet_v3_large": "MobileNet_V3_Large_Weights.IMAGENET1K_V1",
+}
+# The file torchvision publishes for each weights enum member of _TORCHVISION, stated here
+# so that listing and locating models imports no torchvision (tests/models/test_registry.py
+# checks each against torchvision's own).
+TORCHVISION_URLS = {
+    "ResNet18_Weights.IMAGENET1K_V1": "https://download.pytorch.org/models/resnet18-f37072fd.pth",
+    "ResNet34_Weights.IMAGENET1K_V1": "https://download.pytorch.org/models/resnet34-b627a593.pth",
+    "ResNet50_Weights.IMAGENET1K_V1": "https://download.pytorch.org/models/resnet50-0676ba61.pth",
+    "ResNet101_Weights.IMAGENET1K_V1": "https://download.pytorch.org/models/resnet101-63fe2227.pth",
+    "ResNeXt50_32X4D_Weights.IMAGENET1K_V1": "https://download.pytorch.org/models/resnext50_32x4d-7cdf4587.pth",
+    "MobileNet_V2_Weights.IMAGENET1K_V1": "https://download.pytorch.org/models/mobilenet_v2-b0353104.pth",
+    "MobileNet_V3_Small_Weights.IMAGENET1K_V1": "https://download.pytorch.org/models/mobilenet_v3_small-047dcff4.pth",
+    "MobileNet_V3_Large_Weights.IMAGENET1K_V1": "https://download.pytorch.org/models/mobilenet_v3_large-8738ca79.pth",
 }
 
 _DRIVE = "https://drive.google.com/uc?id="
@@ -467,8 +471,7 @@ def _zoo_entries() -> list[Artefact]:
 
 def _torchvision_hash_prefix(location: str) -> str:
     """torchvision names its files ``ARCH-HASHPREFIX.pth``; torch.hub checks that prefix."""
-    enum_name, _, member = location.partition(".")
-    url = getattr(getattr(torchvision.models, enum_name), member).url
+    url = TORCHVISION_URLS[location]
     return re.search(r"-([a-f0-9]+)\.", Path(url).name).group(1)
 
 
@@ -552,10 +555,21 @@ def cache_dir() -> Path:
     return Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "reid"
 
 
+def torch_hub_dir() -> Path:
+    """torch.hub's folder, as ``torch.hub.get_dir()`` gives it: asked of torch when it is
+    loaded (a program may have moved it with ``torch.hub.set_dir``), else by torch's rule
+    (``$TORCH_HOME/hub``, else ``torch/hub`` under the user cache), so that listing and
+    locating models loads no PyTorch."""
+    if "torch" in sys.modules:
+        return Path(sys.modules["torch"].hub.get_dir())
+    cache = os.environ.get("XDG_CACHE_HOME", os.path.join("~", ".cache"))
+    return Path(os.path.expanduser(os.environ.get("TORCH_HOME", os.path.join(cache, "torch")))) / "hub"
+
+
 def artefact_path(artefact: Artefact) -> Path:
     """Where the artefact's file lives (or will live) on this machine."""
     if artefact.in_torch_hub:
-        return Path(torch.hub.get_dir()) / "checkpoints" / artefact.filename
+        return torch_hub_dir() / "checkpoints" / artefact.filename
     return cache_dir() / artefact.name / artefact.filename
 
 
@@ -674,6 +688,9 @@ def _check_as_checkpoint(artefact: Artefact, path: Path) -> None:
     """Read ``path`` as the artefact's checkpoint (bounded, weights only) and check its
     tensors fit the artefact's architecture; the check a file without a published hash
     passes before its hash is recorded.  Raises ModelError naming the file."""
+    # Here, not at the top: listing and locating models loads no PyTorch.
+    from reid.models.formats import artefact_state, fit_artefact
+
     fit_artefact(artefact, artefact_state(artefact, path), path)
 
 
@@ -872,9 +889,11 @@ def _fetch_torchvision(artefact: Artefact, path: Path) -> Path:
     # torchvision's own URL and cache folder, without load_state_dict_from_url's message
     # on stderr: a failure has to stay one line.  torch.hub writes a temporary and moves
     # it into place only once its hash checks, so a failure leaves nothing at ``path``.
+    import torch
+
     path.parent.mkdir(parents=True, exist_ok=True)
     try:
-        torch.hub.download_url_to_file(_torchvision_weights(artefact).url, str(path), hash_prefix=artefact.sha256, progress=False)
+        torch.hub.download_url_to_file(TORCHVISION_URLS[artefact.location], str(path), hash_prefix=artefact.sha256, progress=False)
     except (OSError, RuntimeError) as exc:
         raise _offline(artefact, _network_reason(exc)) from exc
     return path

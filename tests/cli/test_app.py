@@ -136,3 +136,100 @@ def test_every_error_is_one_line(args: list[str], tmp_path: Path) -> None:
     )
     assert done.returncode in (1, 2), done
     assert done.stdout == "" and len(done.stderr.splitlines()) == 1 and done.stderr.startswith("error: "), done.stderr
+
+
+@pytest.mark.parametrize("path", command_paths(), ids=lambda p: " ".join(["reid", *p]))
+def test_every_command_answers_dash_h_as_its_help(path: list[str]) -> None:
+    runner = CliRunner()
+    short = runner.invoke(app, [*path, "-h"], env={"COLUMNS": "80"}, terminal_width=80)
+    assert short.exit_code == 0, short.output
+    assert short.output == runner.invoke(app, [*path, "--help"], env={"COLUMNS": "80"}, terminal_width=80).output
+    assert "-h, --help" in short.output
+
+
+def test_dash_v_is_the_version() -> None:
+    runner = CliRunner()
+    assert runner.invoke(app, ["-V"]).output == runner.invoke(app, ["--version"]).output
+
+
+@pytest.mark.parametrize("path", [["gallery"], ["models"]], ids=" ".join)
+def test_group_help_gives_every_summary_whole(path: list[str]) -> None:
+    import typer.main
+
+    from reid.cli.common import summary
+
+    result = CliRunner().invoke(app, [*path, "--help"], env={"COLUMNS": "80"}, terminal_width=80)
+    commands = result.output.split("Commands:")[1]
+    assert "..." not in commands and "…" not in commands, commands
+    group = typer.main.get_command(app)
+    for word in path:
+        group = group.commands[word]  # type: ignore[attr-defined]
+    listing = " ".join(commands.split())
+    for name, command in group.commands.items():  # type: ignore[attr-defined]
+        assert f"{name} {summary(command)}" in listing, name
+
+
+@pytest.mark.parametrize(
+    "args, line",
+    [
+        (["train", "--epoch", "3"], "error: no such option: --epoch; did you mean --epochs? (see 'reid train --help')"),
+        (["train", "--zzzz", "3"], "error: no such option: --zzzz (see 'reid train --help')"),
+        (["verfy"], "error: no such command 'verfy'; did you mean 'verify'? (see 'reid --help')"),
+        (["gallery", "zzzz"], "error: no such command 'zzzz' (see 'reid gallery --help')"),
+        (["query", "x.jpg"], "error: missing option '--model' / '-m'. (see 'reid query --help')"),
+    ],
+    ids=lambda a: " ".join(a) if isinstance(a, list) else "",
+)
+def test_a_usage_error_is_one_lowercase_line_suggesting_only_a_close_match(args: list[str], line: str) -> None:
+    result = CliRunner().invoke(app, args)
+    assert result.exit_code == 2
+    assert result.output.splitlines() == [line]
+
+
+@pytest.mark.parametrize("args", [["models", "list"], ["--help"], ["--version"], ["gallery", "--help"]], ids=" ".join)
+def test_a_reader_that_went_away_ends_the_command_silently(args: list[str]) -> None:
+    # The pipe's only reader is closed before the command writes: every write meets EPIPE.
+    read_end, write_end = os.pipe()
+    os.close(read_end)
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "COLUMNS": "80"}
+    try:
+        done = subprocess.run(
+            [sys.executable, "-m", "reid", *args], stdout=write_end, stderr=subprocess.PIPE, text=True, env=env, timeout=300
+        )
+    finally:
+        os.close(write_end)
+    assert done.stderr == "" and done.returncode == 1, done.stderr
+
+
+def light_run(args: list[str]) -> str:
+    """Run ``reid ARGS`` in a fresh interpreter; what it printed, once :func:`loaded_after`
+    found none of :data:`HEAVY` loaded by it."""
+    code = (
+        "import contextlib, io, json\nfrom reid.cli import app\nout = io.StringIO()\n"
+        f"with contextlib.redirect_stdout(out), contextlib.suppress(SystemExit):\n"
+        f"    app({args!r}, prog_name='reid')\nprint(json.dumps(out.getvalue()))"
+    )
+    probe = f"{code}\nimport sys\nprint(json.dumps([m for m in {HEAVY!r} if m in sys.modules]))"
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "COLUMNS": "80"}
+    done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, env=env, timeout=120, check=True)
+    printed, loaded = done.stdout.strip().splitlines()[-2:]
+    assert json.loads(loaded) == [], (args, loaded)
+    return json.loads(printed)
+
+
+@pytest.mark.parametrize(
+    "args",
+    [["models", "list"], ["models", "show", "resnet50.imagenet"], ["models", "show", "osnet_x1_0.market1501"],
+     ["models", "path", "resnet50.imagenet"], ["models", "path", "sface_2021dec.int8bq"]],
+    ids=" ".join,
+)
+def test_listing_and_locating_models_loads_no_engine(args: list[str]) -> None:
+    assert light_run(args).strip()
+
+
+def test_scoring_a_mot_file_loads_no_engine(tmp_path: Path) -> None:
+    pytest.importorskip("motmetrics")
+    truth = tmp_path / "gt.txt"
+    truth.write_text("1,1,10,20,30,60,1,1,1\n2,1,12,20,30,60,1,1,1\n")
+    printed = light_run(["track", "--mot", str(truth), "--gt", str(truth)])
+    assert re.search(r"MOTA\s+100\.00%", printed), printed

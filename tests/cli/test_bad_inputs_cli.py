@@ -112,6 +112,14 @@ def assert_every_bad_named(reasons: dict[str, str], bad: dict[str, str]) -> None
         assert word in reasons[entry], f"{entry}: {reasons[entry]!r} does not say {word!r}"
 
 
+def assert_each_skip_names_its_file_once(out: str) -> None:
+    lines = [line for line in out.splitlines() if line.startswith("skipped ")]
+    assert lines, out
+    for line in lines:
+        path = line.removeprefix("skipped ").split(": ")[0]
+        assert line.count(path) == 1, line
+
+
 def test_enroll_stores_every_good_image_and_names_every_bad_one(tmp_path: Path, model: Path, inputs: Inputs) -> None:
     root, bad = inputs
     gallery = tmp_path / "g"
@@ -120,6 +128,7 @@ def test_enroll_stores_every_good_image_and_names_every_bad_one(tmp_path: Path, 
     report = json.loads((tmp_path / "e.json").read_text())
     assert report["added"] == len(GOOD) and report["identities"] == {"ann": 3, "bob": 2}
     assert_every_bad_named(named(report["skipped"], root), bad)
+    assert_each_skip_names_its_file_once(out)
     code, out = invoke("gallery", "info", gallery, "--check", "--json")
     assert code == 0, out
     assert json.loads(out)["items"] == len(GOOD)
@@ -136,6 +145,7 @@ def test_query_answers_every_good_image(tmp_path: Path, model: Path, inputs: Inp
     # Each good image finds itself: the gallery holds the same files.
     assert summary["identities"] == {"ann": 3, "bob": 2}
     assert_every_bad_named(named(summary["unreadable"], root), bad)
+    assert_each_skip_names_its_file_once(out)
 
 
 def test_eval_over_the_folder_names_what_it_left_out(tmp_path: Path, model: Path, inputs: Inputs) -> None:

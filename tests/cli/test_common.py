@@ -2,7 +2,10 @@ from __future__ import annotations
 
 import json
 import os
+import re
 from pathlib import Path
+
+import pytest
 
 from reid.cli.common import write_json
 
@@ -171,3 +174,20 @@ def test_durations_read_as_people_write_them() -> None:
     from reid.cli.common import duration
 
     assert [duration(s) for s in (0.4, 42, 185, 7620)] == ["0 s", "42 s", "3 min 05 s", "2 h 07 min"]
+
+
+@pytest.mark.parametrize("width", [40, 60, 72, 100])
+def test_models_list_fits_the_terminal_one_line_a_model_when_wide_enough(monkeypatch, width: int) -> None:
+    from reid.cli.models import list_command
+    from reid.models.registry import ARTEFACTS
+
+    buffer = _console(monkeypatch, "console", terminal=True, width=width)
+    list_command.__wrapped__(json_file=None)  # type: ignore[attr-defined]
+    lines = re.sub(r"\x1b\[[0-9;]*m", "", buffer.getvalue()).splitlines()  # styles are not columns
+    assert max(len(line) for line in lines) <= width, max(lines, key=len)
+    longest_name = max(len(name) for name in ARTEFACTS)
+    for name in ARTEFACTS:
+        # Every name whole, at the start of its line or after a rule.
+        assert any(line.lstrip("│ ").startswith(f"{name} ") or line == name for line in lines), name
+    if width >= longest_name + len("  imagenet-backbone  123.4 MB  cached"):
+        assert len(lines) < len(ARTEFACTS) + 8, "one line a model"

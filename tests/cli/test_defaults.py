@@ -115,9 +115,11 @@ def test_given_refuses_numbers_out_of_range_naming_the_parameter() -> None:
         ("batch_size", 0, "batch_size 0: must be between 1 and 4,096"),
         ("top_k", 10**9, "top_k 1000000000: must be between 1 and 10,000"),
         ("threads", 0, "threads 0: must be between 1 and 4,096"),
-        ("every", -1, "every -1: must be between 1 and 1,000,000"),
+        ("every", -1, "every -1: must be at least 1"),
         ("folds", 1, "folds 1: must be between 2 and 1,000"),
-        ("max_items", 1, "max_items 1: must be between 2 and 1,000,000,000"),
+        ("max_items", 1, "max_items 1: must be at least 2"),
+        ("max_frames", 0, "max_frames 0: must be at least 1"),
+        ("max_frames", 10**13, "max_frames 10000000000000: must be at most 1,000,000,000,000"),
         ("high_score", 0.0, "high_score 0.0: must be in (0, 1]"),
         ("start_score", 1.5, "start_score 1.5: must be in (0, 1]"),
         ("lost_seconds", -1.0, "lost_seconds -1.0: must be in [0, 86400]"),
@@ -211,7 +213,7 @@ def test_a_value_that_is_no_number_is_one_line_naming_the_option_in_every_comman
                 result = runner.invoke(roots[root], [*path, param.opts[0], word])
                 lines = _one_line(result.output)
                 assert result.exit_code == 2 and len(lines) == 1, (where, param.opts, result.output)
-                assert lines[0].startswith("error: Invalid value for ") and param.opts[0] in lines[0], lines
+                assert lines[0].startswith("error: invalid value for ") and param.opts[0] in lines[0], lines
                 checked += 1
     assert checked > 100
 
@@ -226,19 +228,19 @@ def test_options_out_of_range_are_one_line_in_the_apps(tmp_path) -> None:
 
     out = str(tmp_path / "out")
     for target, args, code, message in (
-        (camera_search.app, ["--out", out, "--every", "0"], 1, "--every 0: must be between 1 and 1,000,000"),
+        (camera_search.app, ["--out", out, "--every", "0"], 1, "--every 0: must be at least 1"),
         (camera_search.app, ["--out", out, "--iou", "0"], 1, "--iou 0.0: must be in (0, 1]"),
         (camera_search.app, ["--out", out, "--lost-seconds", "-1"], 1, "--lost-seconds -1.0: must be in [0, 86400]"),
         (camera_search.app, ["--out", out, "--detect-scale", "inf"], 1, "--detect-scale inf: must be a finite number"),
         (camera_search.app, ["--out", out, "--detect-scale", "5"], 1, "--detect-scale 5.0: must be in (0, 4]"),
         (camera_search.app, ["--out", out, "--win-stride", "0"], 1, "--win-stride 0: must be between 1 and 256"),
         (face_checkin.app, ["--out", out, "--top-k", "0"], 1, "--top-k 0: must be between 1 and 10,000"),
-        (face_checkin.app, ["--out", out, "--max-frames", "-5"], 1, "--max-frames -5: must be between 1"),
-        (face_checkin.app, ["--out", out, "--every", "0"], 1, "--every 0: must be between 1 and 1,000,000"),
+        (face_checkin.app, ["--out", out, "--max-frames", "-5"], 1, "--max-frames -5: must be at least 1"),
+        (face_checkin.app, ["--out", out, "--every", "0"], 1, "--every 0: must be at least 1"),
         (face_checkin.app, ["--out", out, "--top-k", "10001"], 1, "--top-k 10001: must be between 1 and 10,000"),
         (camera_search.app, ["--out", out, "--top-k", "0"], 1, "--top-k 0: must be between 1 and 10,000"),
-        (camera_search.app, ["--out", out, "--embed-every", "0"], 1, "--embed-every 0: must be between 1 and 1,000,000"),
-        (camera_search.app, ["--out", out, "--min-boxes", "0"], 1, "--min-boxes 0: must be between 1 and 1,000,000"),
+        (camera_search.app, ["--out", out, "--embed-every", "0"], 1, "--embed-every 0: must be at least 1"),
+        (camera_search.app, ["--out", out, "--min-boxes", "0"], 1, "--min-boxes 0: must be at least 1"),
         (camera_search.app, ["--out", out, "--reference-camera", "1024"], 1, "--reference-camera 1024: must be between 0 and 1,023"),
         (camera_search.app, ["--out", out, "--reference-camera", "-1"], 1, "--reference-camera -1: must be between 0 and 1,023"),
         (camera_search.app, ["--out", out, "--demo-frames", "1"], 2, "'--demo-frames': 1: must be between 2"),
@@ -257,8 +259,8 @@ def test_folds_max_items_and_tracker_numbers_out_of_range_are_one_line(tmp_path)
     for args, message in (
         (["verify", "--pairs", str(tmp_path / "p.csv"), "-m", "m", "--folds", "1"], "--folds 1: must be between 2 and 1,000"),
         (["verify", "--pairs", str(tmp_path / "p.csv"), "-m", "m", "--folds", "100000"], "--folds 100000: must be between 2"),
-        (["gallery", "calibrate", str(tmp_path), "--max-items", "1"], "--max-items 1: must be between 2"),
-        (["gallery", "calibrate", str(tmp_path), "--max-items", "0"], "--max-items 0: must be between 2"),
+        (["gallery", "calibrate", str(tmp_path), "--max-items", "1"], "--max-items 1: must be at least 2"),
+        (["gallery", "calibrate", str(tmp_path), "--max-items", "0"], "--max-items 0: must be at least 2"),
         (["track", "-d", str(detections), "-o", str(tmp_path / "t.txt"), "--track-high-score", "0"], "--track-high-score 0.0: must be in (0, 1]"),
         (["track", "-d", str(detections), "-o", str(tmp_path / "t.txt"), "--track-start-score", "1.5"], "--track-start-score 1.5: must be in (0, 1]"),
         (["track", "-d", str(detections), "-o", str(tmp_path / "t.txt"), "--lost-seconds", "-1"], "--lost-seconds -1.0: must be in [0, 86400]"),

@@ -189,3 +189,29 @@ def test_the_track_high_score_help_states_the_detectors_own_scores() -> None:
         ("bytetrack-nano", ByteTrackConfig),
     ):
         assert f"{name} {config.min_score:g}" in param.help
+
+
+ROOTS = {"reid": app, "camera_search": camera_search.app, "face_checkin": face_checkin.app,
+         "face_checkin.calibrate": face_calibrate.app}  # fmt: skip
+
+
+@pytest.mark.parametrize("where", [where for where, _ in commands()])
+def test_every_help_states_defaults_one_way_and_no_python_type(where: str) -> None:
+    from typer.testing import CliRunner
+
+    root, *path = where.split()
+    shown_help = CliRunner().invoke(ROOTS[root], [*path, "--help"], env={"COLUMNS": "200"}, terminal_width=200).output
+    assert "[default" not in shown_help and "[required]" not in shown_help, shown_help
+    # "(default: X)", never "(default X)"; "(default for ...)" says when a choice applies.
+    assert not re.search(r"\(default (?!for )", shown_help), shown_help
+    assert not re.search(r"<(list|tuple|dict)\[", shown_help), shown_help
+
+
+@pytest.mark.parametrize("root", ["camera_search", "face_checkin", "face_checkin.calibrate"])
+def test_the_apps_answer_dash_h_as_their_help(root: str) -> None:
+    from typer.testing import CliRunner
+
+    runner = CliRunner()
+    short = runner.invoke(ROOTS[root], ["-h"], env={"COLUMNS": "80"}, terminal_width=80)
+    assert short.exit_code == 0 and "-h, --help" in short.output, short.output
+    assert short.output == runner.invoke(ROOTS[root], ["--help"], env={"COLUMNS": "80"}, terminal_width=80).output

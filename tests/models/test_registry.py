@@ -358,3 +358,32 @@ def test_add_brings_a_single_file_artefact_and_refuses_another(tmp_path: Path, m
     (path,) = registry.add(artefact.name, good)
     assert path == artefact_path(artefact) and file_sha256(path) == file_sha256(good) and good.is_file()
     assert cache_state(artefact) == "yes"
+
+
+def test_the_torchvision_files_stated_are_torchvisions_own() -> None:
+    import torchvision
+
+    from reid.models.registry import TORCHVISION_URLS
+
+    for location, url in TORCHVISION_URLS.items():
+        enum_name, _, member = location.partition(".")
+        assert getattr(getattr(torchvision.models, enum_name), member).url == url, location
+    assert {a.location for a in ARTEFACTS.values() if a.source == "torchvision"} == set(TORCHVISION_URLS)
+
+
+@pytest.mark.parametrize(
+    "env", [{}, {"TORCH_HOME": "/opt/th"}, {"XDG_CACHE_HOME": "/var/xc"}, {"TORCH_HOME": "~/th", "XDG_CACHE_HOME": "/x"}],
+    ids=lambda e: " ".join(e) or "none",
+)
+def test_the_torch_hub_folder_is_torchs_own_without_loading_torch(env: dict[str, str]) -> None:
+    base = {k: v for k, v in os.environ.items() if k not in ("TORCH_HOME", "XDG_CACHE_HOME")}
+    probe = (
+        "import sys\nfrom reid.models.registry import torch_hub_dir\nlight = torch_hub_dir()\n"
+        "assert 'torch' not in sys.modules\nimport torch\nprint(light == __import__('pathlib').Path(torch.hub.get_dir()))"
+    )
+    root = Path(__file__).resolve().parents[2]
+    done = subprocess.run(
+        [sys.executable, "-c", probe], capture_output=True, text=True, env={**base, **env, "PYTHONPATH": str(root)},
+        timeout=120, check=True,
+    )
+    assert done.stdout.strip() == "True"
