@@ -40,8 +40,10 @@ class SearchConfig:
 
     videos: list[str]
     out: Path = option(short="-o", help="Folder for events, videos and the report.")
-    gallery: Path | None = option(
-        None, short="-g", help="Match every track against this existing gallery instead of a reference camera."
+    gallery: str | None = option(
+        None, short="-g",
+        help="Match every track against this existing gallery instead of a reference camera: a folder, or a bare "
+        "name under galleries/ as reid's --gallery.",
     )
     reference_camera: Annotated[int, Field(ge=0, lt=MAX_CAMERAS)] = option(
         0, help="Camera whose tracks are enrolled as the known people."

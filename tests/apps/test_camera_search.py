@@ -136,10 +136,14 @@ def test_reference_gallery_holds_the_reference_tracks(reference_run: Path, perso
     assert enrolled == {e["identity"] for e in events if e["role"] == "reference"}
 
 
-def test_gallery_mode_matches_every_camera(scene: DemoScene, person_model: Path, tmp_path: Path) -> None:
+def test_gallery_mode_matches_every_camera(
+    scene: DemoScene, person_model: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     encoder = load_encoder(person_model)
     people = sorted(p for p in (scene.videos[0].parent / "people" / "bounding_box_train").glob("*.jpg"))
-    folder = tmp_path / "known"
+    # A bare gallery name is read as reid reads it: galleries/NAME under the working folder.
+    monkeypatch.chdir(tmp_path)
+    folder = tmp_path / "galleries" / "known"
     with Gallery.create(folder, encoder.card) as gallery:
         gallery.add(
             encoder.embed([read_image(p) for p in people]),
@@ -147,7 +151,7 @@ def test_gallery_mode_matches_every_camera(scene: DemoScene, person_model: Path,
         )
     out = tmp_path / "out"
     code, output = invoke(
-        "--model", str(person_model), "--out", str(out), "--gallery", str(folder), "--threshold", "2.0",
+        "--model", str(person_model), "--out", str(out), "--gallery", "known", "--threshold", "2.0",
         "--win-stride", "4", "--every", "2", "--max-frames", "8", *(str(v) for v in scene.videos),
     )
     assert code == 0, output

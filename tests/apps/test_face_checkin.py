@@ -423,5 +423,22 @@ def test_a_missing_people_folder_or_gallery_leaves_nothing_under_out(
     code, output = invoke(str(photo), "--model", str(face_model), "--out", str(out), "--people", str(tmp_path / "nobody"))
     assert code == 1 and output.strip() == f"error: {tmp_path / 'nobody'}: no such file or folder"
     code, output = invoke(str(photo), "--model", str(face_model), "--out", str(out))
-    assert code == 1 and "no gallery here" in output
+    # The app's own way to fill a gallery is named, not another program's.
+    assert code == 1 and output.strip() == (
+        f"error: {out / 'gallery'}: no gallery here; give --people FOLDER (<person>/<photos>) to enrol one"
+    )
     assert not out.exists()
+
+
+def test_a_bare_gallery_name_is_read_as_reid_reads_it(
+    faces: dict[str, Path], face_model: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    code, output = invoke("--model", str(face_model), "--people", str(faces["people"]), "--out", "out", "-g", "desk",
+                          "--threshold", "2.0", str(faces["incoming"]))
+    assert code == 0, output
+    assert (tmp_path / "galleries" / "desk" / "gallery.db").is_file() and not (tmp_path / "desk").exists()
+    assert json.loads((tmp_path / "out" / "summary.json").read_text())["gallery"] == str(Path("galleries") / "desk")
+    code, output = invoke("--model", str(face_model), "--out", "again", "-g", "desk", "--threshold", "2.0",
+                          str(faces["incoming"]))
+    assert code == 0, output
