@@ -85,8 +85,8 @@ class SearchConfig:
                 sep=" ",
             )
         if self.gallery is None and len(self.videos) < 2:
-            raise ConfigValueError(
-                "gallery", "none given: give at least two videos, a reference camera and one to search", sep=" "
+            raise ConfigError(
+                "give at least two videos (a reference camera and one to search), or --gallery G to search one"
             )
         check_distance_threshold(self.threshold, "threshold")
         if self.person_detector is not None:
