@@ -25,8 +25,8 @@ if TYPE_CHECKING:
     from apps.camera_search.search import SearchResult
 
 # Markup is off: file names and labels are printed as they are, never interpreted.
-console = Console(markup=False, highlight=False)
-err_console = Console(stderr=True, markup=False, highlight=False)
+console = Console(markup=False, highlight=False, soft_wrap=True)
+err_console = Console(stderr=True, markup=False, highlight=False, soft_wrap=True)
 app = typer.Typer(add_completion=False, pretty_exceptions_enable=False)
 DEMO_MODEL = Path("models/demo")
 DEMO_FRAMES = 60

@@ -24,8 +24,8 @@ if TYPE_CHECKING:
     from apps.face_checkin.checkin import Decision
 
 # Markup is off: file names and labels are printed as they are, never interpreted.
-console = Console(markup=False, highlight=False)
-err_console = Console(stderr=True, markup=False, highlight=False)
+console = Console(markup=False, highlight=False, soft_wrap=True)
+err_console = Console(stderr=True, markup=False, highlight=False, soft_wrap=True)
 app = typer.Typer(add_completion=False, pretty_exceptions_enable=False)
 
 

@@ -65,8 +65,12 @@ def reference_run(scene: DemoScene, person_model: Path, tmp_path_factory: pytest
         "--threshold", "0.5", "--win-stride", "4", "--min-boxes", "1",
         *(str(v) for v in scene.videos),
     ]
+    env.pop("COLUMNS", None)  # piped at rich's default 80 columns
     done = subprocess.run(command, cwd=ROOT, env=env, capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stderr + done.stdout
+    # Piped, a message is one line however long, as reid's are: never cut at 80 columns.
+    wrote = [line for line in done.stdout.splitlines() if line.startswith("wrote ")]
+    assert wrote and str(out / "events.jsonl") in wrote[0] and str(out / "report.html") in wrote[0], done.stdout
     return out
 
 

@@ -95,8 +95,12 @@ def test_one_to_n_end_to_end(faces: dict[str, Path], face_model: Path, tmp_path:
         sys.executable, "-m", "apps.face_checkin", "--model", str(face_model), "--people", str(faces["people"]),
         "--out", str(out), str(faces["incoming"]), str(faces["single"]),
     ]
+    env.pop("COLUMNS", None)  # piped at rich's default 80 columns
     done = subprocess.run(command, cwd=ROOT, env=env, capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stderr + done.stdout
+    # Piped, a message is one line however long, as reid's are: never cut at 80 columns.
+    enrolled = [line for line in done.stdout.splitlines() if line.startswith("enrolled ")]
+    assert enrolled and f"gallery {out / 'gallery'} holds" in enrolled[0] and len(enrolled[0]) > 80, done.stdout
     decisions = read_decisions(out)
     photos = sorted(str(p) for p in faces["incoming"].iterdir()) + [str(faces["single"])]
     assert sorted(d["source"] for d in decisions) == sorted(photos)
