@@ -104,9 +104,12 @@ def test_one_to_n_end_to_end(faces: dict[str, Path], face_model: Path, tmp_path:
     decisions = read_decisions(out)
     photos = sorted(str(p) for p in faces["incoming"].iterdir()) + [str(faces["single"])]
     assert sorted(d["source"] for d in decisions) == sorted(photos)
+    # A photo's frame is its place among its source's photos, as reid query writes it.
+    frames = {d["source"]: d["frame"] for d in decisions}
+    assert [frames[p] for p in photos] == [*range(len(photos) - 1), 0]
     for d in decisions:
         check_decision(d)
-        assert d["mode"] == "1:N" and d["claim"] is None and d["frame"] is None
+        assert d["mode"] == "1:N" and d["claim"] is None and d["time"] is None
         assert d["threshold"] == load_card(face_model).threshold == 0.5
         assert d["face"] == "whole"
         assert 1 <= len(d["top_k"]) <= CheckinConfig.top_k
