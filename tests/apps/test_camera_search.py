@@ -269,7 +269,7 @@ def test_a_camera_runs_on_the_tracked_detection_stream(scene: DemoScene, person_
     from reid.track import TrackerConfig
 
     config = SearchConfig(
-        videos=[str(scene.videos[0])], out=tmp_path, gallery=tmp_path / "unused", batch_size=3,
+        videos=[str(scene.videos[0])], out=tmp_path, gallery=str(tmp_path / "unused"), batch_size=3,
         detector=PersonDetectorConfig(win_stride=4), tracker=TrackerConfig(min_boxes=1),
     )  # fmt: skip
     run = process_camera(load_encoder(person_model), 0, open_source(scene.videos[0]), config)
@@ -294,7 +294,7 @@ def test_a_camera_embeds_one_in_n_of_each_tracks_crops_with_embed_every(
     runs = {}
     for every in (1, 2):
         config = SearchConfig(
-            videos=[str(scene.videos[0])], out=tmp_path, gallery=tmp_path / "unused", embed_every=every,
+            videos=[str(scene.videos[0])], out=tmp_path, gallery=str(tmp_path / "unused"), embed_every=every,
             detector=PersonDetectorConfig(win_stride=4), tracker=TrackerConfig(min_boxes=1),
         )  # fmt: skip
         runs[every] = process_camera(encoder, 0, open_source(scene.videos[0]), config)
@@ -306,7 +306,7 @@ def test_a_camera_embeds_one_in_n_of_each_tracks_crops_with_embed_every(
         assert tuple(run.stage_seconds) == STAGES and run.stage_seconds["embed"] > 0
         assert run.to_dict()["embedded"] == run.embedded
     with pytest.raises(ConfigError, match="embed_every: input should be greater than or equal to 1"):
-        SearchConfig(videos=[str(scene.videos[0])], out=tmp_path, gallery=tmp_path / "unused", embed_every=0)
+        SearchConfig(videos=[str(scene.videos[0])], out=tmp_path, gallery=str(tmp_path / "unused"), embed_every=0)
 
 
 def test_tracks_seen_together_are_never_named_the_same_identity(
@@ -324,7 +324,7 @@ def test_tracks_seen_together_are_never_named_the_same_identity(
     encoder = load_encoder(person_model)
     photo = sorted((scene.videos[0].parent / "people" / "bounding_box_train").glob("*.jpg"))[0]
     config = SearchConfig(
-        videos=[str(scene.videos[0])], out=tmp_path, gallery=tmp_path / "known",
+        videos=[str(scene.videos[0])], out=tmp_path, gallery=str(tmp_path / "known"),
         detector=PersonDetectorConfig(win_stride=4), tracker=TrackerConfig(min_boxes=1),
     )  # fmt: skip
     run = process_camera(encoder, 0, open_source(scene.videos[0]), config)

@@ -429,6 +429,12 @@ def test_a_missing_people_folder_or_gallery_leaves_nothing_under_out(
     out = tmp_path / "out"
     code, output = invoke(str(photo), "--model", str(face_model), "--out", str(out), "--people", str(tmp_path / "nobody"))
     assert code == 1 and output.strip() == f"error: {tmp_path / 'nobody'}: no such file or folder"
+    # A data spec of an unknown kind is answered as every reid command answers it.
+    code, output = invoke(str(photo), "--model", str(face_model), "--out", str(out), "--people", f"market:{tmp_path}")
+    assert code == 1 and output.strip() == (
+        f"error: data 'market:{tmp_path}': unknown dataset kind 'market'; use one of synthetic, market1501, dukemtmc, "
+        "msmt17, folder as KIND:PATH"
+    )
     code, output = invoke(str(photo), "--model", str(face_model), "--out", str(out))
     # The app's own way to fill a gallery is named, not another program's.
     assert code == 1 and output.strip() == (
