@@ -305,6 +305,7 @@ def query(
                     f"{gallery}: give --model: the gallery was made with model {store.meta.model_name!r} "
                     f"(fingerprint {store.meta.model_fingerprint[:12]}), in no folder under models/ nor in the cache"
                 )
+            err_console.print(f"model {printable(model)}: the one gallery {printable(gallery)} records", soft_wrap=True)
         encoder = load_encoder(model)
         run = QueryRun(store, encoder, media, config)
         print_fallback_note(config.detector, run.detector.kind if run.detector is not None else None)

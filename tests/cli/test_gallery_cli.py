@@ -176,6 +176,7 @@ def test_query_without_model_uses_the_one_the_gallery_records(
     events = tmp_path / "ev.jsonl"
     code, out = invoke("query", "-g", "g", photo, "--jsonl", events)
     assert code == 0, out
+    assert f"model {Path('models') / 'copy-of-alpha'}: the one gallery g records" in out.splitlines()
     (line,) = [json.loads(x) for x in events.read_text().splitlines()]
     assert line["identity"] == "red" and line["distance"] < 1e-3
 
