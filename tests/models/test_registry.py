@@ -338,6 +338,14 @@ def test_a_file_an_installed_wheel_carries_is_listed_as_installed(tmp_path: Path
     assert any(line.split()[:1] == [artefact.name] and line.split()[-1] == "installed" for line in listed.output.splitlines())
 
 
+def test_models_show_names_the_detector_that_runs_a_detectors_file() -> None:
+    shown = CliRunner().invoke(app, ["models", "show", "yolox_nano.coco"])
+    assert shown.exit_code == 0, shown.output
+    assert "run it with: --detector yolox-nano (or --detector yolox_nano.coco)" in shown.output.splitlines()
+    shown = CliRunner().invoke(app, ["models", "show", "osnet_x0_25.msmt17"])
+    assert shown.exit_code == 0 and "run it with" not in shown.output
+
+
 def test_models_list_never_cuts_names_in_a_pipe() -> None:
     listed = subprocess.run(
         [sys.executable, "-m", "reid", "models", "list"], capture_output=True, text=True, env={**os.environ, "COLUMNS": "80"},
