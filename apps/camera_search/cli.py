@@ -25,8 +25,8 @@ if TYPE_CHECKING:
     from apps.camera_search.search import SearchResult
 
 # Markup is off: file names and labels are printed as they are, never interpreted.
-console = Console(markup=False, highlight=False)
-err_console = Console(stderr=True, markup=False, highlight=False)
+console = Console(markup=False, highlight=False, soft_wrap=True)
+err_console = Console(stderr=True, markup=False, highlight=False, soft_wrap=True)
 app = typer.Typer(add_completion=False, pretty_exceptions_enable=False)
 DEMO_MODEL = Path("models/demo")
 DEMO_FRAMES = 60
@@ -84,6 +84,7 @@ def main(
     other cameras after the reference camera's tracks (or after the people of --gallery)."""
     from reid.detect import fallback_note
     from reid.models import load_encoder, stand_in_model
+    from reid.pipeline import open_source
 
     from apps.camera_search.demo import demo_threshold, score_demo, write_demo_videos
     from apps.camera_search.outputs import VIDEO_FORMATS, write_outputs
@@ -96,9 +97,6 @@ def main(
         raise ReidError("give --gallery (match every camera against it) or --reference-camera, not both")
     search = config_overrides(SearchConfig, options)
     out: Path = search["out"]
-    note = fallback_note("person") if search.get("person_detector") is None and not demo else None
-    if note is not None:
-        console.print(note)
     scene = None
     if demo:
         if videos:
@@ -121,6 +119,8 @@ def main(
         raise ReidError("give --model (a person model folder, e.g. models/demo from 'reid demo')")
     if not videos:
         raise ReidError("give one video per camera (or --demo)")
+    for video in videos:
+        open_source(video)  # a missing video is named before the model is loaded or a count is checked
     encoder = load_encoder(model)
     if scene is not None and search.get("threshold") is None and encoder.threshold is None:
         choice = demo_threshold(encoder, scene)
@@ -136,6 +136,10 @@ def main(
         tracker=TrackerConfig(**config_overrides(TrackerConfig, options)),
         **search,
     )
+    # The note on the detector follows the checks of every input: it is no answer to a wrong one.
+    note = fallback_note("person") if config.person_detector is None else None
+    if note is not None:
+        console.print(note)
     with make_progress() as progress:
         tasks = {i: progress.add_task(f"cam{i}", total=None) for i in range(len(config.videos))}
         result = run_search(

@@ -40,8 +40,10 @@ class SearchConfig:
 
     videos: list[str]
     out: Path = option(short="-o", help="Folder for events, videos and the report.")
-    gallery: Path | None = option(
-        None, short="-g", help="Match every track against this existing gallery instead of a reference camera."
+    gallery: str | None = option(
+        None, short="-g",
+        help="Match every track against this existing gallery instead of a reference camera: a folder, or a bare "
+        "name under galleries/ as reid's --gallery.",
     )
     reference_camera: Annotated[int, Field(ge=0, lt=MAX_CAMERAS)] = option(
         0, help="Camera whose tracks are enrolled as the known people."
@@ -83,8 +85,8 @@ class SearchConfig:
                 sep=" ",
             )
         if self.gallery is None and len(self.videos) < 2:
-            raise ConfigValueError(
-                "gallery", "none given: give at least two videos, a reference camera and one to search", sep=" "
+            raise ConfigError(
+                "give at least two videos (a reference camera and one to search), or --gallery G to search one"
             )
         check_distance_threshold(self.threshold, "threshold")
         if self.person_detector is not None:

@@ -21,7 +21,7 @@ import numpy as np
 
 from reid import GalleryError, Threshold, nearest_identity, one_identity_each_together, resolve_threshold
 from reid.detect import build_detector
-from reid.gallery import DB_FILE, GalleryBackend, ItemMeta, open_gallery
+from reid.gallery import DB_FILE, GalleryBackend, ItemMeta, open_gallery, resolve_gallery_path
 from reid.models import Encoder
 from reid.pipeline import DetectionStream, MediaSource, open_source, stage_timer
 from reid.track import Track
@@ -264,7 +264,7 @@ def run_search(
         gallery = fresh_reference_gallery(folder, encoder)
         mode = "reference"
     else:
-        folder = config.gallery
+        folder = resolve_gallery_path(config.gallery)
         gallery = open_gallery(folder)
         mode = "gallery"
     try:

@@ -44,7 +44,7 @@ def main(
     """Calibrate a face model's threshold on half the people and measure it on the other half."""
     from apps.face_checkin.calibration import calibrate_on_people
 
-    console = Console(markup=False, highlight=False)
+    console = Console(markup=False, highlight=False, soft_wrap=True)
     far = None if best_accuracy else CalibrateConfig(**config_overrides(CalibrateConfig, options)).far
     photos = config_overrides(CheckinConfig, options)
     detector = photos.pop("face_detector", None)

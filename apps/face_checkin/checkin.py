@@ -146,7 +146,7 @@ class Decision:
     ``distance``: to the nearest person (1:N) or to the claimed person (1:1)."""
 
     source: str
-    frame: int | None
+    frame: int
     time: float | None
     box: Box
     face: str
@@ -180,9 +180,10 @@ class Decision:
 @dataclass
 class _Pending:
     source: str
-    frame: int | None
+    frame: int
     time: float | None
     face: Face
+    photo: bool
 
 
 def _faces_of(source: MediaSource, config: CheckinConfig, encoder: Encoder, result: CheckinResult) -> Iterator[_Pending]:
@@ -191,8 +192,9 @@ def _faces_of(source: MediaSource, config: CheckinConfig, encoder: Encoder, resu
     def count(dropped: int) -> None:
         result.dropped += dropped
 
+    # A photo's frame is its place among the source's photos, as reid query writes it.
     for frame, face in source_faces(source, config, encoder, count):
-        yield _Pending(frame.source, None if photos else frame.index, frame.time, face)
+        yield _Pending(frame.source, frame.index, frame.time, face, photos)
 
 
 @dataclass
@@ -275,7 +277,7 @@ class CheckinDesk:
         if faces:
             # --no-face is about photos; a frame's crop the encoder refuses is only not answered.
             # A batch holds the faces of one source (see run), so all photos or all frames.
-            no_face = self.config.no_face if batch[0].frame is None else "skip"
+            no_face = self.config.no_face if batch[0].photo else "skip"
             images = [batch[i].face.image for i in faces]
             rows, refused = embed_each(self.encoder, images, [batch[i].source for i in faces], no_face)  # type: ignore[arg-type]
             embeddings[faces] = rows

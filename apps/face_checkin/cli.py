@@ -24,8 +24,8 @@ if TYPE_CHECKING:
     from apps.face_checkin.checkin import Decision
 
 # Markup is off: file names and labels are printed as they are, never interpreted.
-console = Console(markup=False, highlight=False)
-err_console = Console(stderr=True, markup=False, highlight=False)
+console = Console(markup=False, highlight=False, soft_wrap=True)
+err_console = Console(stderr=True, markup=False, highlight=False, soft_wrap=True)
 app = typer.Typer(add_completion=False, pretty_exceptions_enable=False)
 
 
@@ -58,7 +58,7 @@ def main(
 ) -> None:
     """Enrol people, then answer 1:N (who is this, or nobody known?) or, with --claim, 1:1
     (is this that person?) for every face, logging each decision with its distance."""
-    from reid.gallery import open_gallery
+    from reid.gallery import DB_FILE, open_gallery
     from reid.models import load_encoder, stand_in_model
     from reid.pipeline import DUPLICATE, plan_enrolment
 
@@ -93,9 +93,12 @@ def main(
     if not sources:
         raise ReidError("give at least one SOURCE: an image, a folder, a video or a camera index")
     config = CheckinConfig(people=people, sources=list(sources), **settings)
-    encoder = load_encoder(model)
-    # What is read comes first: a missing people folder or gallery leaves nothing under --out.
+    # What is read comes first, before the model: a missing people folder or gallery leaves
+    # nothing under --out.  This app's own way to fill a gallery is --people, so that is named.
     plan = plan_enrolment([people]) if people is not None else None
+    if people is None and not (config.gallery_path / DB_FILE).is_file():
+        raise ReidError(f"{config.gallery_path}: no gallery here; give --people FOLDER (<person>/<photos>) to enrol one")
+    encoder = load_encoder(model)
     if people is not None:
         out.mkdir(parents=True, exist_ok=True)
         store = open_gallery(config.gallery_path, encoder.card)

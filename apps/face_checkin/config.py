@@ -42,7 +42,10 @@ class CheckinConfig:
     people: Path | None = option(help="Folder of <person>/<photos> to enrol (photos already enrolled are skipped).")
     out: Path = option(short="-o", help="Folder for decisions.jsonl, summary.json (and the gallery).")
     sources: list[str]
-    gallery: Path | None = option(None, short="-g", help="Gallery folder.", default_text="OUT/gallery")
+    gallery: str | None = option(
+        None, short="-g", help="Gallery: a folder, or a bare name under galleries/ as reid's --gallery.",
+        default_text="OUT/gallery",
+    )
     claim: str | None = option(None, help="1:1: is each face this enrolled person?", default_text="1:N")
     threshold: float | None = option(None, help=THRESHOLD_HELP, default_text="the model card's calibrated one")
     threshold_source: str | None = None
@@ -79,7 +82,11 @@ class CheckinConfig:
 
     @property
     def gallery_path(self) -> Path:
-        return self.gallery if self.gallery is not None else self.out / "gallery"
+        """The gallery's folder: ``gallery`` resolved as reid resolves ``--gallery``
+        (:func:`reid.gallery.resolve_gallery_path`), else ``out/gallery``."""
+        from reid.gallery import resolve_gallery_path
+
+        return resolve_gallery_path(self.gallery) if self.gallery is not None else self.out / "gallery"
 
     @property
     def mode(self) -> str:

@@ -237,7 +237,9 @@ def query(
     source: str = typer.Argument(
         ..., help="Image, folder or glob of crops, video file, camera index (0) or stream URL."
     ),
-    model: str = typer.Option(..., "--model", "-m", help=MODEL_HELP),
+    model: str | None = typer.Option(
+        None, "--model", "-m", help=with_default(MODEL_HELP, "the model the gallery records, where it is here")
+    ),
     gallery: str = typer.Option(..., "--gallery", "-g", help=GALLERY_HELP),
     every: int | None = typer.Option(
         None, "--every", help=with_default("Keep one frame in N.", str(EVERY_FRAME)),
@@ -282,7 +284,7 @@ def query(
 ) -> None:
     """Find enrolled people in images, a video, a camera or a stream."""
     from reid.gallery import open_gallery
-    from reid.models import load_encoder
+    from reid.models import load_encoder, recorded_model
     from reid.pipeline import QueryOutputs, QueryRun, check_outputs, open_source
 
     check_outputs(jsonl, save_video, save_crops, tracks, mot)
@@ -295,6 +297,15 @@ def query(
         media = replace(media, fps=fps)
     # The gallery before the model: a wrong path is named before a published model is downloaded.
     with open_gallery(gallery) as store:
+        if model is None:
+            # The gallery refuses any model but its own, so its own is the one to use.
+            model = recorded_model(store.meta.model_name, store.meta.model_fingerprint)
+            if model is None:
+                raise ConfigError(
+                    f"{gallery}: give --model: the gallery was made with model {store.meta.model_name!r} "
+                    f"(fingerprint {store.meta.model_fingerprint[:12]}), in no folder under models/ nor in the cache"
+                )
+            err_console.print(f"model {printable(model)}: the one gallery {printable(gallery)} records", soft_wrap=True)
         encoder = load_encoder(model)
         run = QueryRun(store, encoder, media, config)
         print_fallback_note(config.detector, run.detector.kind if run.detector is not None else None)

@@ -108,6 +108,7 @@ def show_command(name: str = typer.Argument(..., help="Artefact name, as `reid m
 
 
 def _described(artefact: Artefact) -> list[tuple[str, str]]:
+    from reid.detect.names import DETECTOR_ARTEFACTS
     from reid.models.registry import artefact_path, cache_state
 
     mean_0_255 = all(m == 0 for m in artefact.mean) and all(abs(s * 255 - 1) < 1e-6 for s in artefact.std)
@@ -125,6 +126,8 @@ def _described(artefact: Artefact) -> list[tuple[str, str]]:
         ("input", f"{height}x{width} (height x width), {artefact.channel_order.upper()}, pixels {pixels}"),
         ("cached", f"{cache_state(artefact)} ({artefact_path(artefact).parent if artefact.files else artefact_path(artefact)})"),
     ]
+    if artefact.name in DETECTOR_ARTEFACTS:
+        rows.append(("run it with", f"--detector {DETECTOR_ARTEFACTS[artefact.name]} (or --detector {artefact.name})"))
     if not artefact.files:
         rows.append(("sha256", artefact.sha256 or "not published (the first file accepted is recorded)"))
     rows += [(f"published {key}", f"{value:g}") for key, value in artefact.metrics]

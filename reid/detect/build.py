@@ -11,6 +11,7 @@ from reid.detect.configs import NAMED_CONFIGS
 # The names and defaults, stated where help reads them without loading a detector.
 from reid.detect.names import (
     DEFAULT_DETECTORS,
+    DETECTOR_ARTEFACTS,
     DETECTOR_KINDS,
     DETECTOR_NAMES,
     FALLBACK_DETECTORS,
@@ -139,6 +140,10 @@ if {kind: tuple(n.name for n in DETECTORS.values() if n.kind == kind) for kind i
     raise AssertionError("reid.detect.names.DETECTOR_NAMES must list the names of DETECTORS by kind, in its order")
 if {name: entry.config for name, entry in DETECTORS.items()} != NAMED_CONFIGS:
     raise AssertionError("reid.detect.configs.NAMED_CONFIGS must pair each name of DETECTORS with its config")
+if {m for n in DETECTORS.values() for m in n.models if m} != set(DETECTOR_ARTEFACTS) or any(
+    model not in DETECTORS[name].models for model, name in DETECTOR_ARTEFACTS.items()
+):
+    raise AssertionError("reid.detect.names.DETECTOR_ARTEFACTS must pair each artefact of DETECTORS with a detector running it")
 
 
 def detector_names(kind: str | None = None) -> list[str]:
@@ -148,7 +153,11 @@ def detector_names(kind: str | None = None) -> list[str]:
 
 def parse_detector(spec: str) -> tuple[DetectorName, str]:
     """The entry of a ``--detector`` value and its argument (the ONNX file of ``yolo:``, the
-    file of a published detector named as ``NAME:FILE``)."""
+    file of a published detector named as ``NAME:FILE``).  A detector is named by its
+    ``--detector`` name or by the registry artefact it runs (``yolox_nano.coco`` is
+    ``yolox-nano``); ConfigValueError for anything else."""
+    if spec == YOLO_PREFIX.rstrip(":"):
+        raise ConfigValueError("detector", "yolo needs your ONNX file, as yolo:FILE.onnx", sep=" ")
     if spec.startswith(YOLO_PREFIX):
         path = spec[len(YOLO_PREFIX) :]
         if not path:
@@ -156,7 +165,10 @@ def parse_detector(spec: str) -> tuple[DetectorName, str]:
         return DETECTORS["yolo:FILE.onnx"], path
     if spec in DETECTORS and spec != "yolo:FILE.onnx":
         return DETECTORS[spec], ""
+    if spec in DETECTOR_ARTEFACTS:
+        return DETECTORS[DETECTOR_ARTEFACTS[spec]], ""
     name, colon, path = spec.partition(":")
+    name = DETECTOR_ARTEFACTS.get(name, name)
     if colon and name in DETECTORS and DETECTORS[name].suffix:
         if not path:
             raise ConfigValueError("detector", f"{name}: needs its file, as {name}:FILE{DETECTORS[name].suffix}", sep=" ")
@@ -188,7 +200,7 @@ def fallback_note(kind: str) -> str | None:
     suggested = DETECTORS[SUGGESTED_DETECTOR[kind]]
     return (
         f"note: {kind} boxes come from {chosen}, a stand-in that misses many people: no published {kind} detector "
-        f"is on this machine; to use {suggested.name}, {how_to_get(suggested.model)}"
+        f"is on this machine; {how_to_get(suggested.model)}"
     )
 
 

@@ -27,6 +27,19 @@ FALLBACK_DETECTORS = {"person": "hog"}
 STAND_INS = ("pedestrian", "hog")
 SUGGESTED_DETECTOR = {"person": "yolox-nano"}
 YOLO_PREFIX = "yolo:"
+# The registry artefact each detector runs (``reid models list`` names), so that
+# ``--detector`` takes either name and every hint to fetch one says which --detector runs it;
+# an artefact two detectors run is named after the one that runs by default.
+DETECTOR_ARTEFACTS = {
+    "bytetrack_nano.mot17": "bytetrack-nano",
+    "yolox_nano.coco": "yolox-nano",
+    "yolox_nano.coco-export": "yolox-nano",
+    "yolox_tiny.coco": "yolox-tiny",
+    "yolox_s.coco": "yolox-s",
+    "person-detection-retail-0013": "person-detection-retail-0013",
+    "pedestrian-detection-adas-0002": "pedestrian-detection-adas-0002",
+    "ssdlite_mobilenet_v2.voc-person": "pedestrian",
+}
 
 # --detector: the names it takes, and what runs when it is not given (each kind's default).
 DETECTOR_NAMES_HELP = (

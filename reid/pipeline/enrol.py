@@ -31,7 +31,7 @@ from typing import Any
 
 import numpy as np
 
-from reid.data import data_spec_kind, load_dataset
+from reid.data import data_layout, data_spec_kind, load_dataset, looks_like_data_spec, parse_data_spec
 from reid.data.cameras import camera_from_name
 from reid.data.folders import identity_folders
 from reid.data.io import ImageLimits, bounded_bytes, decode_image, is_image_file, list_media, read_bytes
@@ -135,7 +135,8 @@ def plan_enrolment(paths: Sequence[str | Path], identity: str | None = None) -> 
     for spec in paths:
         text = str(spec)
         path = Path(text)
-        if data_spec_kind(text) is not None and not path.exists():
+        if looks_like_data_spec(text) and not path.exists():
+            parse_data_spec(text)  # an unknown kind is answered as such, before anything else
             if identity is not None:
                 raise ConfigValueError(
                     "identity", f"{identity}: a data set ({text}) names its own identities; give images or a folder", sep=" "
@@ -149,6 +150,8 @@ def plan_enrolment(paths: Sequence[str | Path], identity: str | None = None) -> 
             skipped += [(str(p), "not an image file") for p in found if p not in matches and not p.is_dir()]
             entries += [_entry(p, identity or p.parent.name) for p in matches]
         elif path.is_dir():
+            if identity is None and data_layout(path) is not None:
+                parse_data_spec(text)  # a published layout is no folder of identities: its KIND is named
             entries += _folder_entries(path, identity, skipped)
         elif path.is_file():
             entries.append(_entry(path, identity or path.parent.resolve().name))

@@ -75,11 +75,12 @@ def log_config() -> dict[str, Any]:
 BANNER_GALLERIES = 20
 
 
-def start_banner(service: Service) -> list[str]:
+def start_banner(service: Service, made_root: bool = False) -> list[str]:
     """The lines a server says as it starts: where its page and API docs are, the models it
-    serves, the galleries under its root (people and photos, how subjects are found; at most
-    :data:`BANNER_GALLERIES`, the rest counted) and how keys are checked.  Raises ReidError
-    for a gallery that cannot be read."""
+    serves, its root (``made_root``: made as it started, for no folder was there), the
+    galleries under it (people and photos, how subjects are found; at most
+    :data:`BANNER_GALLERIES`, the rest counted) and how keys are checked (the keys file
+    named).  Raises ReidError for a gallery that cannot be read."""
     config = service.config
     host = f"[{config.host}]" if ":" in config.host else config.host
     url = f"http://{host}:{config.port}"
@@ -87,6 +88,8 @@ def start_banner(service: Service) -> list[str]:
     for name, encoder in service.models.items():
         card = encoder.card
         lines.append(f"model:     {name} = {card.name} ({card.kind}, {encoder.dim}-d, {card.fingerprint[:12]})")
+    made = " (made now: no folder was there)" if made_root else ""
+    lines.append(f"root:      {config.root}{made}")
     names = service.gallery_names()
     for name in names[:BANNER_GALLERIES]:
         info = service.info(name)
@@ -99,7 +102,7 @@ def start_banner(service: Service) -> list[str]:
     if not names:
         where = "where gallery_location says" if config.gallery_location is not None else f"under {config.root}"
         lines.append(f"gallery:   none yet {where} (the admin makes them: the page's Admin tab or POST /v1/galleries)")
-    keys = "none: --no-auth, loopback only" if config.no_auth else "the admin key, and gallery keys from the keys file"
+    keys = "none: --no-auth, loopback only" if config.no_auth else f"the admin key, and gallery keys from {config.keys_path}"
     lines.append(f"keys:      {keys}")
     return [printable(line) for line in lines]
 
@@ -113,9 +116,11 @@ def serve(
     loads them again, from the same settings.  Raises ConfigError/ModelError with one line
     for a setting or model that cannot be used."""
     admin = AdminKey.from_environment(admin_key_file)
+    # Loading makes a missing root (a first start): the banner says so, so a mistyped one shows.
+    made_root = not os.path.lexists(config.root)
     service = Service.load(config, admin)
     if announce is not None:
-        for line in start_banner(service):
+        for line in start_banner(service, made_root):
             announce(line)
     raise_open_file_limit()
     options = {"host": config.host, "port": config.port, "log_config": log_config(), "access_log": False, **uvicorn_options()}

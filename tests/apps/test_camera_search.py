@@ -65,8 +65,12 @@ def reference_run(scene: DemoScene, person_model: Path, tmp_path_factory: pytest
         "--threshold", "0.5", "--win-stride", "4", "--min-boxes", "1",
         *(str(v) for v in scene.videos),
     ]
+    env.pop("COLUMNS", None)  # piped at rich's default 80 columns
     done = subprocess.run(command, cwd=ROOT, env=env, capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stderr + done.stdout
+    # Piped, a message is one line however long, as reid's are: never cut at 80 columns.
+    wrote = [line for line in done.stdout.splitlines() if line.startswith("wrote ")]
+    assert wrote and str(out / "events.jsonl") in wrote[0] and str(out / "report.html") in wrote[0], done.stdout
     return out
 
 
@@ -136,10 +140,14 @@ def test_reference_gallery_holds_the_reference_tracks(reference_run: Path, perso
     assert enrolled == {e["identity"] for e in events if e["role"] == "reference"}
 
 
-def test_gallery_mode_matches_every_camera(scene: DemoScene, person_model: Path, tmp_path: Path) -> None:
+def test_gallery_mode_matches_every_camera(
+    scene: DemoScene, person_model: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     encoder = load_encoder(person_model)
     people = sorted(p for p in (scene.videos[0].parent / "people" / "bounding_box_train").glob("*.jpg"))
-    folder = tmp_path / "known"
+    # A bare gallery name is read as reid reads it: galleries/NAME under the working folder.
+    monkeypatch.chdir(tmp_path)
+    folder = tmp_path / "galleries" / "known"
     with Gallery.create(folder, encoder.card) as gallery:
         gallery.add(
             encoder.embed([read_image(p) for p in people]),
@@ -147,7 +155,7 @@ def test_gallery_mode_matches_every_camera(scene: DemoScene, person_model: Path,
         )
     out = tmp_path / "out"
     code, output = invoke(
-        "--model", str(person_model), "--out", str(out), "--gallery", str(folder), "--threshold", "2.0",
+        "--model", str(person_model), "--out", str(out), "--gallery", "known", "--threshold", "2.0",
         "--win-stride", "4", "--every", "2", "--max-frames", "8", *(str(v) for v in scene.videos),
     )
     assert code == 0, output
@@ -196,16 +204,33 @@ def test_demo_runs_end_to_end(person_model: Path, tmp_path: Path) -> None:
 @pytest.mark.parametrize(
     ("args", "message"),
     [
-        (["--gallery", "g", "--reference-camera", "1", "a.avi", "b.avi"], "not both"),
-        (["missing-camera-0.avi", "missing-camera-1.avi"], "missing-camera-0.avi"),
-        (["only-one.avi"], "at least two videos"),
-        (["--reference-camera", "2", "a.avi", "b.avi"], "--reference-camera 2"),
+        (["--gallery", "g", "--reference-camera", "1", "{v0}", "{v1}"], "error: give --gallery (match every camera "
+         "against it) or --reference-camera, not both"),
+        (["{v0}", "missing-camera-1.avi"], "error: missing-camera-1.avi: no such file, folder or camera"),
+        (["missing.avi"], "error: missing.avi: no such file, folder or camera"),
+        (["{v0}"], "error: give at least two videos (a reference camera and one to search), or --gallery G to search one"),
+        (["--reference-camera", "2", "{v0}", "{v1}"], "error: --reference-camera 2: cameras are numbered 0..1"),
     ],
+    ids=["gallery-and-reference", "one-missing", "only-one-missing", "only-one", "no-such-camera"],
 )
-def test_bad_input_is_one_line_error(args: list[str], message: str, person_model: Path, tmp_path: Path) -> None:
-    code, output = invoke("--model", str(person_model), "--out", str(tmp_path), "--threshold", "0.5", *args)
-    assert code == 1
-    assert message in output
+def test_bad_input_is_one_line_error(
+    args: list[str], message: str, scene: DemoScene, person_model: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    # No person detector's model is here: its note must not come before (or instead of) the error.
+    videos = {"v0": str(scene.videos[0]), "v1": str(scene.videos[1])}
+    code, output = invoke("--model", str(person_model), "--out", str(tmp_path / "out"), "--threshold", "0.5",
+                          *(a.format(**videos) for a in args))
+    lines = [line for line in output.splitlines() if line.strip()]
+    assert code == 1 and len(lines) == 1 and lines[0].startswith(message), output
+    assert not (tmp_path / "out").exists()
+
+
+def test_a_missing_model_is_answered_before_the_detector_note(scene: DemoScene, tmp_path: Path) -> None:
+    code, output = invoke("--model", str(tmp_path / "nothing"), "--out", str(tmp_path / "out"),
+                          *(str(v) for v in scene.videos))
+    lines = [line for line in output.splitlines() if line.strip()]
+    assert code == 1 and len(lines) == 1 and lines[0].startswith("error:") and "nothing" in lines[0], output
 
 
 def test_model_without_threshold_needs_one(scene: DemoScene, person_model: Path, tmp_path: Path) -> None:
@@ -244,7 +269,7 @@ def test_a_camera_runs_on_the_tracked_detection_stream(scene: DemoScene, person_
     from reid.track import TrackerConfig
 
     config = SearchConfig(
-        videos=[str(scene.videos[0])], out=tmp_path, gallery=tmp_path / "unused", batch_size=3,
+        videos=[str(scene.videos[0])], out=tmp_path, gallery=str(tmp_path / "unused"), batch_size=3,
         detector=PersonDetectorConfig(win_stride=4), tracker=TrackerConfig(min_boxes=1),
     )  # fmt: skip
     run = process_camera(load_encoder(person_model), 0, open_source(scene.videos[0]), config)
@@ -269,7 +294,7 @@ def test_a_camera_embeds_one_in_n_of_each_tracks_crops_with_embed_every(
     runs = {}
     for every in (1, 2):
         config = SearchConfig(
-            videos=[str(scene.videos[0])], out=tmp_path, gallery=tmp_path / "unused", embed_every=every,
+            videos=[str(scene.videos[0])], out=tmp_path, gallery=str(tmp_path / "unused"), embed_every=every,
             detector=PersonDetectorConfig(win_stride=4), tracker=TrackerConfig(min_boxes=1),
         )  # fmt: skip
         runs[every] = process_camera(encoder, 0, open_source(scene.videos[0]), config)
@@ -281,7 +306,7 @@ def test_a_camera_embeds_one_in_n_of_each_tracks_crops_with_embed_every(
         assert tuple(run.stage_seconds) == STAGES and run.stage_seconds["embed"] > 0
         assert run.to_dict()["embedded"] == run.embedded
     with pytest.raises(ConfigError, match="embed_every: input should be greater than or equal to 1"):
-        SearchConfig(videos=[str(scene.videos[0])], out=tmp_path, gallery=tmp_path / "unused", embed_every=0)
+        SearchConfig(videos=[str(scene.videos[0])], out=tmp_path, gallery=str(tmp_path / "unused"), embed_every=0)
 
 
 def test_tracks_seen_together_are_never_named_the_same_identity(
@@ -299,7 +324,7 @@ def test_tracks_seen_together_are_never_named_the_same_identity(
     encoder = load_encoder(person_model)
     photo = sorted((scene.videos[0].parent / "people" / "bounding_box_train").glob("*.jpg"))[0]
     config = SearchConfig(
-        videos=[str(scene.videos[0])], out=tmp_path, gallery=tmp_path / "known",
+        videos=[str(scene.videos[0])], out=tmp_path, gallery=str(tmp_path / "known"),
         detector=PersonDetectorConfig(win_stride=4), tracker=TrackerConfig(min_boxes=1),
     )  # fmt: skip
     run = process_camera(encoder, 0, open_source(scene.videos[0]), config)

@@ -95,14 +95,21 @@ def test_one_to_n_end_to_end(faces: dict[str, Path], face_model: Path, tmp_path:
         sys.executable, "-m", "apps.face_checkin", "--model", str(face_model), "--people", str(faces["people"]),
         "--out", str(out), str(faces["incoming"]), str(faces["single"]),
     ]
+    env.pop("COLUMNS", None)  # piped at rich's default 80 columns
     done = subprocess.run(command, cwd=ROOT, env=env, capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stderr + done.stdout
+    # Piped, a message is one line however long, as reid's are: never cut at 80 columns.
+    enrolled = [line for line in done.stdout.splitlines() if line.startswith("enrolled ")]
+    assert enrolled and f"gallery {out / 'gallery'} holds" in enrolled[0] and len(enrolled[0]) > 80, done.stdout
     decisions = read_decisions(out)
     photos = sorted(str(p) for p in faces["incoming"].iterdir()) + [str(faces["single"])]
     assert sorted(d["source"] for d in decisions) == sorted(photos)
+    # A photo's frame is its place among its source's photos, as reid query writes it.
+    frames = {d["source"]: d["frame"] for d in decisions}
+    assert [frames[p] for p in photos] == [*range(len(photos) - 1), 0]
     for d in decisions:
         check_decision(d)
-        assert d["mode"] == "1:N" and d["claim"] is None and d["frame"] is None
+        assert d["mode"] == "1:N" and d["claim"] is None and d["time"] is None
         assert d["threshold"] == load_card(face_model).threshold == 0.5
         assert d["face"] == "whole"
         assert 1 <= len(d["top_k"]) <= CheckinConfig.top_k
@@ -422,6 +429,29 @@ def test_a_missing_people_folder_or_gallery_leaves_nothing_under_out(
     out = tmp_path / "out"
     code, output = invoke(str(photo), "--model", str(face_model), "--out", str(out), "--people", str(tmp_path / "nobody"))
     assert code == 1 and output.strip() == f"error: {tmp_path / 'nobody'}: no such file or folder"
+    # A data spec of an unknown kind is answered as every reid command answers it.
+    code, output = invoke(str(photo), "--model", str(face_model), "--out", str(out), "--people", f"market:{tmp_path}")
+    assert code == 1 and output.strip() == (
+        f"error: data 'market:{tmp_path}': unknown dataset kind 'market'; use one of synthetic, market1501, dukemtmc, "
+        "msmt17, folder as KIND:PATH"
+    )
     code, output = invoke(str(photo), "--model", str(face_model), "--out", str(out))
-    assert code == 1 and "no gallery here" in output
+    # The app's own way to fill a gallery is named, not another program's.
+    assert code == 1 and output.strip() == (
+        f"error: {out / 'gallery'}: no gallery here; give --people FOLDER (<person>/<photos>) to enrol one"
+    )
     assert not out.exists()
+
+
+def test_a_bare_gallery_name_is_read_as_reid_reads_it(
+    faces: dict[str, Path], face_model: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    code, output = invoke("--model", str(face_model), "--people", str(faces["people"]), "--out", "out", "-g", "desk",
+                          "--threshold", "2.0", str(faces["incoming"]))
+    assert code == 0, output
+    assert (tmp_path / "galleries" / "desk" / "gallery.db").is_file() and not (tmp_path / "desk").exists()
+    assert json.loads((tmp_path / "out" / "summary.json").read_text())["gallery"] == str(Path("galleries") / "desk")
+    code, output = invoke("--model", str(face_model), "--out", "again", "-g", "desk", "--threshold", "2.0",
+                          str(faces["incoming"]))
+    assert code == 0, output

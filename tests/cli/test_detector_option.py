@@ -85,6 +85,9 @@ def test_query_refuses_unknown_missing_and_mismatched_detectors(tmp_path: Path, 
         ("car", "--detector 'car': not a detector; choose one of bytetrack-nano, yolox-nano, yolox-tiny, yolox-s, person-dete"),
         (f"yolo:{tmp_path / 'missing.onnx'}", "missing.onnx: YOLO ONNX file not found"),
         ("yunet", "yunet finds faces, not persons"),
+        ("yolo", "--detector yolo needs your ONNX file, as yolo:FILE.onnx"),
+        # The registry's name of a detector's file names the detector: its file is the one missing.
+        ("yolox_nano.coco", "`reid models fetch yolox_nano.coco` (offline: `reid models add yolox_nano.coco FILE` with a copy of its file), then --detector yolox-nano"),
     ):
         code, out = invoke("query", video, "--model", model, "--gallery", gallery, "--detector", detector)
         assert code == 1 and expected in only_error_line(out), out

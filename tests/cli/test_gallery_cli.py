@@ -156,6 +156,31 @@ def test_query_images_as_crops(tmp_path: Path, models: tuple[Path, Path]) -> Non
     assert line["identity"] == "red" and line["distance"] < 1e-3 and line["frame"] == 0
 
 
+def test_query_without_model_uses_the_one_the_gallery_records(
+    tmp_path: Path, models: tuple[Path, Path], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    alpha, beta = models
+    monkeypatch.chdir(tmp_path)
+    folder = people(tmp_path / "people")
+    assert invoke("enroll", "-m", alpha, "-g", "g", folder)[0] == 0
+    photo = folder / "red" / "1.png"
+    # Not under models/ nor at the name the gallery records: the gallery's model is named.
+    code, out = invoke("query", "-g", "g", photo)
+    assert code == 1 and error_lines(out) == [
+        "error: g: give --model: the gallery was made with model 'alpha' (fingerprint "
+        f"{json.loads((alpha / 'card.json').read_text())['fingerprint'][:12]}), in no folder under models/ nor in the cache"
+    ], out
+    # Under models/, by any folder name: found by its fingerprint; another model there is not taken.
+    shutil.copytree(beta, tmp_path / "models" / "another")
+    shutil.copytree(alpha, tmp_path / "models" / "copy-of-alpha")
+    events = tmp_path / "ev.jsonl"
+    code, out = invoke("query", "-g", "g", photo, "--jsonl", events)
+    assert code == 0, out
+    assert f"model {Path('models') / 'copy-of-alpha'}: the one gallery g records" in out.splitlines()
+    (line,) = [json.loads(x) for x in events.read_text().splitlines()]
+    assert line["identity"] == "red" and line["distance"] < 1e-3
+
+
 def test_enroll_by_id_glob_and_detection(tmp_path: Path, models: tuple[Path, Path]) -> None:
     alpha, _ = models
     scenes = tmp_path / "scenes"

@@ -70,6 +70,7 @@ DESCRIBED: dict[tuple[str, str], str] = {
     ("reid track", "link"): "with --video",
     ("reid track", "fps"): "the frameRate of a MOTChallenge seqinfo.ini beside the file or the folder above",
     ("reid query", "fps"): "what the video or camera reports",
+    ("reid query", "model"): "the model the gallery records, where it is here",
     **{(c, "train_size"): "64 per list" for c in ("reid enroll", "reid gallery reindex")},
     **{(c, "pq_m"): "dimension / 8" for c in ("reid enroll", "reid gallery reindex")},
     **{(c, "nlist"): "about sqrt(items)" for c in ("reid enroll", "reid gallery reindex", "reid gallery import")},

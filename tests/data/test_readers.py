@@ -9,7 +9,7 @@ import cv2
 import numpy as np
 import pytest
 
-from reid.data import load_dataset, relabel
+from reid.data import load_dataset, looks_like_data_spec, parse_data_spec, relabel
 from reid.data.cameras import camera_from_name
 from reid.data.records import ReidDataset
 from reid.errors import ConfigError, DataError
@@ -69,6 +69,30 @@ def test_unknown_kind_and_missing_path() -> None:
         load_dataset("cuhk03:/x")
     with pytest.raises(ConfigError, match="^data 'market1501': market1501 needs a folder"):
         load_dataset("market1501")
+
+
+def test_a_spec_without_its_kind_is_told_the_kind(tmp_path: Path) -> None:
+    """A path alone is no data set: the answer asks for KIND:PATH, and names the KIND
+    where the folder has a published layout; ``folder:`` on such a layout names it too."""
+    market = make_market(tmp_path / "market")
+    with pytest.raises(ConfigError, match=rf"^data '{market}': give KIND:PATH \(this is a Market-1501 layout: give market1501:{market}\)$"):
+        load_dataset(str(market))
+    with pytest.raises(ConfigError, match=rf"^data 'folder:{market}': {market} is a Market-1501 layout, not identity folders; give market1501:{market}$"):
+        load_dataset(f"folder:{market}")
+    duke = tmp_path / "duke"
+    for split in ("bounding_box_train", "query", "bounding_box_test"):
+        write_jpg(duke / split / "0001_c2_f0046182.jpg")
+    with pytest.raises(ConfigError, match=rf"give dukemtmc:{duke}\)$"):
+        load_dataset(str(duke))
+    plain = tmp_path / "plain"
+    plain.mkdir()
+    with pytest.raises(ConfigError, match=r"give KIND:PATH \(as market1501:, dukemtmc:, msmt17:, folder: or synthetic\)$"):
+        load_dataset(str(plain))
+    with pytest.raises(ConfigError, match="^data 'market:/x': unknown dataset kind 'market'"):
+        load_dataset("market:/x")
+    assert parse_data_spec("Market1501:/x") == ("market1501", "/x")
+    assert parse_data_spec("synthetic") == ("synthetic", "")
+    assert looks_like_data_spec("market:/x") and not looks_like_data_spec("/x/market:y") and not looks_like_data_spec("C:/x")
 
 
 def test_msmt17_lists(tmp_path: Path) -> None:

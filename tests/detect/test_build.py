@@ -15,6 +15,8 @@ from reid.detect import (
     detector_kind,
     detector_names,
 )
+from reid.detect.build import parse_detector
+from reid.detect.names import DETECTOR_ARTEFACTS
 from reid.errors import ConfigError
 
 
@@ -47,12 +49,26 @@ def test_unknown_names_list_the_choices() -> None:
         "bytetrack-nano, yolox-nano, yolox-tiny, yolox-s, person-detection-retail-0013, pedestrian-detection-adas-0002, "
         "pedestrian, hog, ssdlite, yolo:FILE.onnx"
     )
-    with pytest.raises(ConfigError, match=f"^detector 'yolo': not a detector; choose one of {person}, haar, yunet"):
+    with pytest.raises(ConfigError, match=f"^detector 'yolox': not a detector; choose one of {person}, haar, yunet"):
+        build_detector("yolox")
+    with pytest.raises(ConfigError, match=r"^detector yolo needs your ONNX file, as yolo:FILE\.onnx$"):
         build_detector("yolo")
     with pytest.raises(ConfigError, match="needs the ONNX file"):
         build_detector("yolo:")
     with pytest.raises(ConfigError, match="^detector 'YOLO:FILE.ONNX': not a detector"):
         build_detector("YOLO:FILE.ONNX")
+
+
+def test_the_registry_artefact_names_a_detector_too() -> None:
+    """``reid models list/fetch`` name artefacts: --detector takes those names for the
+    detector that runs each."""
+    assert parse_detector("yolox_nano.coco")[0].name == "yolox-nano"
+    assert parse_detector("bytetrack_nano.mot17")[0].name == "bytetrack-nano"
+    assert parse_detector("yolox_s.coco")[0].name == "yolox-s"
+    assert parse_detector("ssdlite_mobilenet_v2.voc-person")[0].name == "pedestrian"
+    assert parse_detector("yolox_tiny.coco:mine.onnx") == (parse_detector("yolox-tiny")[0], "mine.onnx")
+    for artefact, name in DETECTOR_ARTEFACTS.items():
+        assert artefact in parse_detector(name)[0].models
 
 
 def test_only_the_chosen_detectors_settings_are_used() -> None:

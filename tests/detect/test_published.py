@@ -53,10 +53,10 @@ def place(name: str) -> None:
 
 
 def test_only_verified_cached_files_are_run(cache: Path) -> None:
-    with pytest.raises(ModelError, match=r"^model yolox_nano.coco is not in the cache; run `reid models fetch yolox_nano.coco` \(offline: `reid models add yolox_nano.coco FILE` with a copy of its file\)$"):
+    with pytest.raises(ModelError, match=r"^model yolox_nano.coco is not in the cache; run `reid models fetch yolox_nano.coco` \(offline: `reid models add yolox_nano.coco FILE` with a copy of its file\), then --detector yolox-nano$"):
         build_detector("yolox-nano", "person")
     # ByteTrack publishes no ONNX file: the user brings an export.
-    with pytest.raises(ModelError, match=r"^model bytetrack_nano.mot17 is not in the cache; run `reid models add bytetrack_nano.mot17 FILE`"):
+    with pytest.raises(ModelError, match=r"^model bytetrack_nano.mot17 is not in the cache; run `reid models add bytetrack_nano.mot17 FILE`, then --detector bytetrack-nano$"):
         build_detector("bytetrack-nano")
     # Files of the right names that fail the published size and hash are not the model.
     folder = cache / "person-detection-retail-0013"
@@ -109,7 +109,8 @@ def test_the_ssdlite_stand_in_runs_with_the_note_when_no_published_one_is_here(s
     assert default_detector("person") == "pedestrian"
     note = fallback_note("person")
     assert note is not None and note.startswith("note: person boxes come from pedestrian, a stand-in")
-    assert "to use yolox-nano, run `reid models fetch yolox_nano.coco` (offline: `reid models add yolox_nano.coco FILE`" in note
+    assert "run `reid models fetch yolox_nano.coco` (offline: `reid models add yolox_nano.coco FILE`" in note
+    assert note.endswith(", then --detector yolox-nano")
 
 
 def test_without_any_model_hog_runs(cache: Path) -> None:

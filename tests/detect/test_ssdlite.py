@@ -104,6 +104,7 @@ def test_missing_model_names_the_fetch_command(tmp_path: Path, monkeypatch: pyte
     with pytest.raises(ModelError) as caught:
         build_detector("ssdlite", "person")
     assert f"`reid models fetch {SSDLITE_PERSON}`" in str(caught.value) and "\n" not in str(caught.value)
+    assert str(caught.value).endswith(", then --detector pedestrian")
 
 
 def test_a_file_that_is_no_graph_names_the_file(tmp_path: Path) -> None:

@@ -324,6 +324,28 @@ def test_a_file_placed_by_hand_without_a_published_hash_is_checked_before_it_cou
     assert fetch(artefact.name) == path and cache_state(artefact) == "yes"
 
 
+def test_a_file_an_installed_wheel_carries_is_listed_as_installed(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Such a file is used offline (copied from the package on first use): never "no"."""
+    artefact = ARTEFACTS["efficientnet_lite0.imagenet"]
+    monkeypatch.setenv("REID_CACHE_DIR", str(tmp_path / "cache"))
+    if artefact.installed_member() is None:
+        pytest.skip("the efficientnet_lite0 wheel is not installed")
+    assert cache_state(artefact) == "installed"
+    listed = CliRunner().invoke(app, ["models", "list", "--json", str(tmp_path / "list.json")])
+    assert listed.exit_code == 0, listed.output
+    row = next(row for row in json.loads((tmp_path / "list.json").read_text()) if row["name"] == artefact.name)
+    assert row["cache_state"] == "installed"
+    assert any(line.split()[:1] == [artefact.name] and line.split()[-1] == "installed" for line in listed.output.splitlines())
+
+
+def test_models_show_names_the_detector_that_runs_a_detectors_file() -> None:
+    shown = CliRunner().invoke(app, ["models", "show", "yolox_nano.coco"])
+    assert shown.exit_code == 0, shown.output
+    assert "run it with: --detector yolox-nano (or --detector yolox_nano.coco)" in shown.output.splitlines()
+    shown = CliRunner().invoke(app, ["models", "show", "osnet_x0_25.msmt17"])
+    assert shown.exit_code == 0 and "run it with" not in shown.output
+
+
 def test_models_list_never_cuts_names_in_a_pipe() -> None:
     listed = subprocess.run(
         [sys.executable, "-m", "reid", "models", "list"], capture_output=True, text=True, env={**os.environ, "COLUMNS": "80"},

@@ -77,14 +77,20 @@ def test_the_start_banner_names_the_page_docs_models_and_galleries(served) -> No
         "gallery:   other (m; 0 people, 0 photos; detect auto)",
         "gallery:   staff (m; 0 people, 0 photos; detect auto)",
     ]
-    assert lines[-1] == "keys:      the admin key, and gallery keys from the keys file"
+    assert f"root:      {served.service.config.root}" in lines
+    # The keys line names the file, so a user knows what to keep and where to look.
+    assert lines[-1] == f"keys:      the admin key, and gallery keys from {served.root / '.serve-keys.json'}"
+    # A root made as the server started is said to be new: a mistyped --root shows at once.
+    assert f"root:      {served.service.config.root} (made now: no folder was there)" in start_banner(served.service, True)
 
 
 def test_reid_serve_prints_the_start_banner_before_it_answers(tmp_path) -> None:  # type: ignore[no-untyped-def]
     from tests.serve.serve_helpers import Server, build_model
 
     model = build_model(tmp_path / "model")
+    assert not (tmp_path / "root").exists()
     server = Server(tmp_path / "root", model, tmp_path / "server.log")
     log = server.stop()
+    assert f"root:      {tmp_path / 'root'} (made now: no folder was there)" in log, log[-2000:]
     assert f"page:      {server.url}/" in log and f"API docs:  {server.url}/docs" in log, log[-2000:]
     assert "model:     m = " in log and "Traceback" not in log
