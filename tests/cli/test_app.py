@@ -176,7 +176,7 @@ def test_group_help_gives_every_summary_whole(path: list[str]) -> None:
         (["train", "--zzzz", "3"], "error: no such option: --zzzz (see 'reid train --help')"),
         (["verfy"], "error: no such command 'verfy'; did you mean 'verify'? (see 'reid --help')"),
         (["gallery", "zzzz"], "error: no such command 'zzzz' (see 'reid gallery --help')"),
-        (["query", "x.jpg"], "error: missing option '--model' / '-m'. (see 'reid query --help')"),
+        (["query", "x.jpg"], "error: missing option '--gallery' / '-g'. (see 'reid query --help')"),
     ],
     ids=lambda a: " ".join(a) if isinstance(a, list) else "",
 )
