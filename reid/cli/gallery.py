@@ -30,6 +30,7 @@ from reid.cli.common import (
 )
 from reid.cli.defaults import config_overrides, given, with_config_options, with_default
 from reid.errors import ConfigError, DataError
+from reid.evaluation.names import count, distance, frame_rate, timestamp
 from reid.decision import check_far
 from reid.detect.configs import NAMED_CONFIGS
 from reid.detect.names import DEFAULT_DETECTORS
@@ -342,7 +343,7 @@ def _live_view(recent: deque[FrameResult], stats: QueryStats, expected: int | No
     for column in ("source", "frame", "people", "labels"):
         table.add_column(column)
     for result in recent:
-        labels = ", ".join(f"{d.label} {d.distance:.2f}" for d in result.detections) or "-"
+        labels = ", ".join(f"{d.label} {distance(d.distance)}" for d in result.detections) or "-"
         name = printable(Path(result.source).name)
         table.add_row(name, str(result.frame), str(len(result.detections)), printable(labels))
     return Group(table, Text(_status_line(stats, expected)))
@@ -353,19 +354,19 @@ def _status_line(stats: QueryStats, expected: int | None) -> str:
     total = f"/{expected}" if expected else ""
     return (
         f"frames {stats.frames}{total}  detections {stats.detections}  named {stats.identified}  "
-        f"unknown {stats.unknown}  tracks ended {stats.tracks}  dropped {stats.dropped}  {stats.fps:.1f} frames/s"
+        f"unknown {stats.unknown}  tracks ended {stats.tracks}  dropped {stats.dropped}  {frame_rate(stats.fps)}"
     )
 
 
 def _print_summary(stats: QueryStats, threshold: float, threshold_source: str) -> None:
     rows = sorted(stats.per_identity.items(), key=lambda kv: (-kv[1], kv[0]))
-    title = f"named under {threshold:.3f} (from {threshold_source})"
+    title = f"named under {distance(threshold)} (from {threshold_source})"
     print_table(title, ["identity", "detections"], rows + [("unknown", stats.unknown)])
     wall = max(stats.wall_seconds, 1e-9)
     stage_rows = [(name, f"{seconds:.2f}", f"{100.0 * seconds / wall:.1f}") for name, seconds in stats.stage_seconds.items()]
     # The stages run on their own threads at once, so their shares of the wall time can sum past 100.
     print_table(
-        f"{stats.frames} frames at {stats.fps:.2f}/s; stages overlap",
+        f"{count(stats.frames)} frames at {frame_rate(stats.fps)}; stages overlap",
         ["stage", "busy s", "% of wall"],
         stage_rows,
     )
@@ -493,7 +494,7 @@ def _info_rows(summary: dict[str, Any]) -> list[tuple[str, str]]:
         ("index", _index_text(summary)),
         ("threshold", _threshold_text(summary)),
         ("files", f"{summary['segments']} segments, {summary['bytes']:,} bytes, generation {summary['generation']}"),
-        ("created", summary["created"][:19].replace("T", " ")),
+        ("created", timestamp(summary["created"])),
     ]
     if summary.get("search_device", "cpu") != "cpu":
         rows.insert(4, ("search device", summary["search_device"]))
