@@ -78,6 +78,8 @@ def test_demo_json_has_both_rows(micro: Path, tmp_path: Path) -> None:
         (["--size", "big"], "--size 'big': expected HEIGHTxWIDTH"),
         (["--loss-option", "margin"], "--loss-option 'margin': expected KEY=VALUE"),
         (["--loss", "triplet", "--loss-option", "margin=wide"], "option margin='wide': input should be a valid number"),
+        # The spelling the help shows first: -P (also what torchrun needs).
+        (["-P", "16"], "P=16 needs at least 16 (lower -P)"),
     ],
 )
 def test_train_errors_are_one_line(micro: Path, tmp_path: Path, args: list[str], message: str) -> None:
@@ -220,6 +222,8 @@ def test_help_shows_the_dataclass_defaults() -> None:
         assert text in shown, text
     demo = runner.invoke(app, ["demo", "--help"], env={"COLUMNS": "400"})
     assert f"(default: {demo_config().epochs})" in " ".join(demo.output.split())
+    # P and K by the spellings the errors use.
+    assert re.search(r"-P, --p\b", shown) and re.search(r"-K, --k\b", shown), shown
 
 
 def test_train_into_a_finished_model_is_one_line_and_overwrite_replaces_it(micro: Path, tmp_path: Path) -> None:
@@ -254,11 +258,18 @@ def test_off_a_terminal_training_prints_one_plain_line_per_epoch(micro: Path, tm
     assert result.exit_code == 0, result.output
     epochs = [line for line in result.output.splitlines() if line.startswith("epoch ")]
     assert len(epochs) == 2, result.output
-    pattern = r"epoch {}/2: loss \d+\.\d{{3}} \(ce \d+\.\d{{3}}, metric \d+\.\d{{3}}\), lr \d\.\d\de-\d\d, \d+ images/s, \d+ s"
+    pattern = r"epoch {}/2: loss \d+\.\d{{4}} \(ce \d+\.\d{{4}}, metric \d+\.\d{{4}}\), lr \d\.\d\de-\d\d, \d+ images/s, \d+ s"
     assert re.fullmatch(pattern.format(1) + r", ETA \d+ s", epochs[0]) and re.fullmatch(pattern.format(2), epochs[1]), epochs
     assert not any(c in result.output for c in "━│…"), result.output
-    # The figures are named and written as eval writes them.
-    assert re.search(r"Rank-1 +Rank-5 +Rank-10 +mAP +mINP", result.output) and re.search(r"\d+\.\d\d%", result.output)
+    # The figures are named, written and laid out as eval lays them out: a metric a row.
+    for label in ("Rank-1", "Rank-5", "Rank-10", "mAP", "mINP"):
+        assert re.search(rf"^{label} +\d+\.\d\d%$", result.output, re.MULTILINE), result.output
+    for label in ("queries evaluated", "gallery images", "same-camera filtering", "computed on", "held out from training"):
+        assert re.search(rf"^{label} +\S", result.output, re.MULTILINE), result.output
+    # Each embedding pass says what it is for, under the one word every command uses.
+    assert re.search(r"^embedding to evaluate epoch 2 \d+/\d+", result.output, re.MULTILINE), result.output
+    assert re.search(r"^embedding held-out identities to choose the threshold \d+/\d+", result.output, re.MULTILINE)
+    assert not re.search(r"^embed ", result.output, re.MULTILINE)
 def held_out_pairs(data: str) -> tuple[int, int, int]:
     """Counted here from the records: the query x gallery pairs a threshold is chosen on
     (genuine: one identity seen by two cameras; impostor: two identities, junk left out),
@@ -297,7 +308,7 @@ def test_train_enrol_query_works_with_defaults(micro: Path, tmp_path: Path) -> N
     rate = math.ceil(100 * MIN_ADMITTED / impostor) / 100
     assert calibration["target_far"] == pytest.approx(rate)
     assert card["threshold_source"].startswith(
-        f"reid train: FAR <= {rate:g} (the smallest rate its {impostor} impostor pairs resolve; 0.001 asked) "
+        f"reid train: FAR <= {rate:g}, 0.001 asked: not resolved by {impostor:,} impostor pairs "
         f"on the query x gallery pairs of {data} ({identities} held-out identities"
     )
     assert f"{genuine:,} genuine, {impostor:,} impostor pairs" in card["threshold_source"]
