@@ -51,7 +51,7 @@ from reid.pipeline.configs import EVERY_FRAME, EnrolConfig, QueryConfig
 from reid.track.config import TrackerConfig
 
 if TYPE_CHECKING:
-    from reid.pipeline import FrameResult, QueryStats
+    from reid.pipeline import EnrolReport, FrameResult, QueryStats
 
 MODEL_HELP = "Model folder (a path such as ./m or a/m), a bare name under models/, or a published Re-ID model by name (`reid models list`)."
 GALLERY_HELP = "Gallery folder (a path such as ./g or a/g), or a bare name under galleries/."
@@ -197,7 +197,7 @@ def enroll(
     print_fallback_note(config.detector, config.detect)
     encoder = load_encoder(model)
     with make_progress() as progress:
-        task = progress.add_task("enrol", total=len(entries))
+        task = progress.add_task("embedding to enrol", total=len(entries))
         report = enrol_into(gallery, encoder, entries, spec, config, on_progress=lambda n: progress.advance(task, n))
     if json_out:
         write_json(json_out, report.to_dict())
@@ -206,26 +206,30 @@ def enroll(
     print_skipped(report.several_subjects, "several found in")
     if report.per_identity:
         print_table("enrolled", ["identity", "added"], sorted(report.per_identity.items()))
-    print_table(
-        f"gallery {report.gallery}",
-        ["", "count"],
-        [
-            ("images given", report.images),
-            ("added", report.added),
-            ("duplicates skipped", report.duplicates),
-            ("unreadable skipped", report.unreadable),
-            ("no detection skipped", report.no_detection),
-            ("photos with several found", len(report.several_subjects)),
-            ("not images skipped", report.not_images),
-            ("gallery items", report.gallery_items),
-            ("gallery identities", report.gallery_identities),
-            ("seconds", f"{report.seconds:.1f}"),
-        ],
-    )
+    print_table(f"gallery {report.gallery}", ["", "count"], enrol_rows(report))
     failed = report.unreadable + report.no_detection
     if report.added == 0 and failed and not report.duplicates:
         path, reason = problems[0]
         raise DataError(f"{path}: {reason}; nothing enrolled ({failed} of {report.images} images unusable)")
+
+
+def enrol_rows(report: EnrolReport) -> list[tuple[str, str]]:
+    """The enrolment summary: the files given, then each part of them (not images; of the
+    images, added or skipped and why), every count a part of the one above it; then the gallery."""
+    return [
+        ("files given", count(report.images + report.not_images)),
+        ("  not images, skipped", count(report.not_images)),
+        ("  images", count(report.images)),
+        ("    added", count(report.added)),
+        ("    duplicates, skipped", count(report.duplicates)),
+        ("    of another identity, refused", count(report.other_identity)),
+        ("    unreadable, skipped", count(report.unreadable)),
+        ("    no detection, skipped", count(report.no_detection)),
+        ("photos with several found (one enrolled)", count(len(report.several_subjects))),
+        ("gallery items", count(report.gallery_items)),
+        ("gallery identities", count(report.gallery_identities)),
+        ("seconds", f"{report.seconds:.1f}"),
+    ]
 
 
 # The query's options are QueryConfig's and TrackerConfig's fields that carry them (reid.options);

@@ -188,7 +188,7 @@ def test_calibrate_then_verify_uses_the_card(tmp_path, model, orl_faces):
     result = run("verify", a, b, "--model", model, "--threshold", "2", "--json", tmp_path / "v.json")
     assert result.exit_code == 0, result.output
     note = json.loads((tmp_path / "v.json").read_text())["note"]
-    assert note.startswith("note: --threshold 2 accepts about 100.0% of the impostor pairs t's card")
+    assert note.startswith("note: --threshold 2.0000 accepts about 100.0000% of the impostor pairs t's card")
     assert " ".join(note.split()) in " ".join(result.output.split())
     for bad in (["--far", "5"], ["--far", "0"], ["--far", "0.1", "--threshold", "0.5"], ["--far", "1e-9"]):
         result = run("verify", a, b, "--model", model, *bad)

@@ -418,3 +418,28 @@ def test_query_trail_draws_each_tracks_recent_centres_into_the_video(
 
     code, out = invoke("query", "-m", alpha, "-g", gallery, street, "--trail", "-1")
     assert code != 0 and "--trail" in out
+
+
+def test_the_enrol_summary_counts_every_file_given_once(tmp_path: Path, models: tuple[Path, Path]) -> None:
+    alpha = models[0]
+    folder = people(tmp_path / "people", frames=2)
+    red = sorted((folder / "red").iterdir())
+    shutil.copy(red[0], folder / "red" / "again.png")  # the same pixels: a duplicate
+    (folder / "red" / "broken.png").write_bytes(b"\x89PNG not really")  # unreadable
+    (folder / "red" / "notes.txt").write_text("not an image")  # not an image
+    code, out = invoke("enroll", "-m", alpha, "-g", tmp_path / "g", folder)
+    assert code == 0, out
+    rows = {}
+    for line in out.splitlines():
+        label, _, value = line.rstrip().rpartition("  ")
+        if value.strip().replace(",", "").isdigit():
+            rows[label.rstrip()] = int(value.replace(",", ""))
+    images = len([p for p in folder.rglob("*.png")])
+    assert rows["files given"] == images + 1
+    assert rows["  not images, skipped"] == 1 and rows["  images"] == images
+    parts = ["    added", "    duplicates, skipped", "    of another identity, refused", "    unreadable, skipped",
+             "    no detection, skipped"]  # fmt: skip
+    assert sum(rows[p] for p in parts) == rows["  images"]
+    assert rows["    duplicates, skipped"] == 1 and rows["    unreadable, skipped"] == 1
+    # The progress label is the one word every command uses for embedding.
+    assert "embedding to enrol" in out and "\nenrol " not in out
