@@ -138,6 +138,13 @@ def test_verify_lfw_pairs_skips_unreadable(tmp_path, model):
     figures = json.loads((tmp_path / "v.json").read_text())
     assert (figures["num_pairs"], figures["skipped_images"], figures["skipped_pairs"]) == (6, 1, 2)
     assert figures["folds"] == 2
+    # Each TAR@FAR its impostor pairs cannot resolve gets the one note, as calibrate does.
+    out, impostors = " ".join(result.output.split()), figures["num_impostor"]
+    for far, needed in (("0.001", "10,000"), ("0.01", "1,000")):
+        assert (
+            f"note: {impostors} impostor pairs cannot resolve FAR {far} (that takes {needed}, so that 10 lie within its "
+            f"threshold); TAR@FAR={far} is read where the threshold admits at most 0"
+        ) in out, result.output
 
 
 def test_verify_says_when_a_person_model_is_given_photos_without_a_persons_shape(tmp_path, model):

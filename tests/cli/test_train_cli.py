@@ -368,3 +368,34 @@ def test_missing_data_is_named_before_any_download(tmp_path: Path) -> None:
     assert result.exit_code == 1
     assert result.output.strip() == f"error: {missing}: dataset folder not found"
     assert not (tmp_path / "m").exists()
+
+
+def test_a_resumed_run_says_where_it_resumed_and_not_how_it_started(micro: Path, tmp_path: Path) -> None:
+    out = tmp_path / "m"
+    base = ["train", "--data", f"market1501:{micro}", "--out", str(out), "--arch", "resnet18", "--pretrained", "none",
+            "--size", "64x32", "-P", "4", "-K", "2", "--eval-every", "0", "--threads", "2"]  # fmt: skip
+    first = runner.invoke(app, [*base, "--epochs", "1"])
+    assert first.exit_code == 0, first.output
+    assert "random initialisation" in first.output and "resumed at" not in first.output
+    again = runner.invoke(app, [*base, "--epochs", "2", "--resume"])
+    assert again.exit_code == 0, again.output
+    shown = " ".join(again.output.split())
+    assert f"resumed at epoch 2 of 2 from {out / 'checkpoint.pt'}" in shown, again.output
+    assert "random initialisation" not in shown
+
+
+def test_an_interrupted_run_says_what_was_saved(tmp_path: Path) -> None:
+    from reid.cli.train import RunState, interrupted_line
+
+    config = TrainConfig(out=tmp_path / "m", epochs=5)
+    checkpoint = tmp_path / "m" / "checkpoint.pt"
+    assert interrupted_line(RunState(), config) == "interrupted before the first epoch ended; nothing was saved"
+    run = RunState()
+    run.epoch_done(2)
+    assert interrupted_line(run, config) == (
+        f"interrupted; {checkpoint} holds epoch 3 of 5: continue with the same command and --resume"
+    )
+    resumed = RunState(start_epoch=3)
+    assert interrupted_line(resumed, dataclasses.replace(config, resume=True)) == (
+        f"interrupted; no epoch finished in this run, {checkpoint} still holds epoch 3 of 5"
+    )
