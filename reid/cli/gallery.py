@@ -541,7 +541,7 @@ def list_items(
                 raise ConfigError(f"{store.location}: no identity {identity!r} in the gallery")
             payload = [item.to_dict() for item in items]
             rows = [
-                (i.id, i.source, i.camera or "", "" if i.frame is None else i.frame, list(i.box or ()), i.enrolled[:19])
+                (i.id, i.source, i.camera or "", "" if i.frame is None else i.frame, list(i.box or ()), timestamp(i.enrolled))
                 for i in items
             ]
             columns = ["id", "source", "camera", "frame", "box", "enrolled"]
@@ -556,7 +556,7 @@ def list_items(
                 }
                 for s in summaries
             ]
-            rows = [(s.identity, s.items, s.first_enrolled[:19], s.last_enrolled[:19]) for s in summaries]
+            rows = [(s.identity, count(s.items), timestamp(s.first_enrolled), timestamp(s.last_enrolled)) for s in summaries]
             columns = ["identity", "items", "first enrolled", "last enrolled"]
     if as_json:
         typer.echo(json.dumps(payload, indent=2))

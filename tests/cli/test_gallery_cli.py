@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 import shutil
 import sys
 from pathlib import Path
@@ -84,6 +85,13 @@ def test_enroll_info_list_query_remove_export(tmp_path: Path, models: tuple[Path
     assert code == 0 and [Path(item["source"]).name for item in json.loads(out)] == ["0.png", "1.png"]
     code, out = invoke("gallery", "list", gallery, "--id", "red")
     assert code == 0 and "enrolled" in out
+    # Every date a user reads in one form: ISO 8601 in UTC, to the second.
+    iso = r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\+00:00"
+    assert len(re.findall(iso, out)) == 2, out
+    code, out = invoke("gallery", "list", gallery)
+    assert code == 0 and len(re.findall(iso, out)) == 4, out
+    code, out = invoke("gallery", "info", gallery)
+    assert code == 0 and re.search(rf"^created +{iso}$", out, re.MULTILINE), out
 
     events, video, crops = tmp_path / "ev.jsonl", tmp_path / "annotated.mp4", tmp_path / "crops"
     code, out = invoke(
@@ -129,6 +137,9 @@ def test_enroll_info_list_query_remove_export(tmp_path: Path, models: tuple[Path
     assert summary["frames"] == 5 and summary["detections"] == len(lines)
     assert summary["threshold"] == 0.5 and summary["threshold_source"].startswith("model card")
     assert "(from model card" in " ".join(out.split())
+    # The threshold the summary names detections under, and the rate, in the one form of each.
+    assert "named under 0.5000 (from model card" in " ".join(out.split()), out
+    assert re.search(r"^5 frames at \d+\.\d frames/s; stages overlap$", out, re.MULTILINE), out
     assert set(summary["stage_seconds"]) == {"decode", "detect", "embed", "track", "search"}
 
     code, out = invoke("gallery", "export", gallery, tmp_path / "g.npz")
