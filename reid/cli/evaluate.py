@@ -122,7 +122,7 @@ def eval_command(
     )
     console.print(
         f"AP: {result.ap_definition}; mINP: Ye et al. 2021.  "
-        f"{result.num_skipped_queries} queries without a cross-camera true match were skipped.",
+        f"{count(result.num_skipped_queries)} queries without a cross-camera true match were skipped.",
     )
     if not dataset.cameras_known:
         console.print(

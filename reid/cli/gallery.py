@@ -355,10 +355,11 @@ def _live_view(recent: deque[FrameResult], stats: QueryStats, expected: int | No
 
 def _status_line(stats: QueryStats, expected: int | None) -> str:
     """The run so far in one line: frames, detections, named, unknown, tracks, rate."""
-    total = f"/{expected}" if expected else ""
+    total = f"/{count(expected)}" if expected else ""
     return (
-        f"frames {stats.frames}{total}  detections {stats.detections}  named {stats.identified}  "
-        f"unknown {stats.unknown}  tracks ended {stats.tracks}  dropped {stats.dropped}  {frame_rate(stats.fps)}"
+        f"frames {count(stats.frames)}{total}  detections {count(stats.detections)}  named {count(stats.identified)}  "
+        f"unknown {count(stats.unknown)}  tracks ended {count(stats.tracks)}  dropped {count(stats.dropped)}  "
+        f"{frame_rate(stats.fps)}"
     )
 
 
