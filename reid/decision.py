@@ -36,7 +36,8 @@ from typing import Any, Protocol, TypeVar
 import numpy as np
 
 from reid.errors import ConfigError, ConfigValueError
-from reid.evaluation.names import distance, far_percent
+from reid.evaluation.names import distance as distance_text
+from reid.evaluation.names import far_percent
 
 GIVEN, MODEL_CARD, GALLERY, DEFAULT = "given", "model card", "gallery", "default"
 GALLERY_CALIBRATION = "gallery calibration"
@@ -204,7 +205,7 @@ def far_note(card: ThresholdCard, threshold: float, option: str = "--threshold")
         return ""
     if threshold <= STRICT_NOTE_SHARE * own:
         return (
-            f"note: {option} {distance(threshold)} is under half of {card.name}'s own threshold {distance(own)}, so few photos of "
+            f"note: {option} {distance_text(threshold)} is under half of {card.name}'s own threshold {distance_text(own)}, so few photos of "
             f"one person will be that close; the unit is {UNIT} ({CONVERSIONS})"
         )
     if not quantiles:
@@ -213,8 +214,8 @@ def far_note(card: ThresholdCard, threshold: float, option: str = "--threshold")
     if given_rate is None or own_rate is None or given_rate < FAR_NOTE_FACTOR * own_rate:
         return ""
     return (
-        f"note: {option} {distance(threshold)} accepts about {far_percent(given_rate)} of the impostor pairs {card.name}'s "
-        f"card was calibrated on (its own {distance(own)}: {far_percent(own_rate)}); the unit is {UNIT} ({CONVERSIONS})"
+        f"note: {option} {distance_text(threshold)} accepts about {far_percent(given_rate)} of the impostor pairs {card.name}'s "
+        f"card was calibrated on (its own {distance_text(own)}: {far_percent(own_rate)}); the unit is {UNIT} ({CONVERSIONS})"
     )
 
 

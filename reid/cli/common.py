@@ -36,7 +36,8 @@ from typer._click.formatting import HelpFormatter as ClickHelpFormatter
 
 from reid.cli.defaults import check_given
 from reid.errors import ConfigValueError, ReidError
-from reid.evaluation.names import RANKING_METRICS, percent
+from reid.evaluation.names import RANKING_METRICS
+from reid.evaluation.names import percent as percent  # re-exported: the commands import it from here too
 from reid.paths import write_bytes_atomic
 from reid.text import printable
 
