@@ -7,7 +7,8 @@ from typing import TYPE_CHECKING, Any, Optional
 
 import typer
 
-from reid.cli.common import RANKING, console, handle_errors, percent, print_table, write_json
+from reid.cli.common import RANKING, console, handle_errors, print_table, write_json
+from reid.cli.evaluate import ranking_rows
 from reid.evaluation.names import distance, loss, timestamp
 from reid.text import printable
 
@@ -83,9 +84,10 @@ def report_command(
             ["figure", "value"],
             [[label, epoch_figure(key, last[key])] for key, label in EPOCH_KEYS if key in last],
         )
-    ranking = [[label, percent(report.metrics[key])] for key, label in RANKING if key in (report.metrics or {})]
-    if ranking:
-        print_table("ranking (Market-1501 protocol)", ["metric", "value"], ranking)
+    metrics = report.metrics or {}
+    if any(key in metrics for key, _ in RANKING):
+        # The layout of `reid eval` and `reid train`'s evaluation.
+        print_table("ranking (Market-1501 protocol)", ["metric", "value"], ranking_rows(metrics, metrics.get("computed_on") or {}))
     else:
         console.print(
             f"no ranking figures: the model was never evaluated (reid eval --model {printable(report.folder)} --data KIND:PATH)",

@@ -32,7 +32,8 @@ def test_report_prints_card_recipe_and_figures(trained: Path, tmp_path: Path) ->
     result = runner.invoke(app, ["report", str(trained), "--json", str(tmp_path / "r.json")])
     assert result.exit_code == 0, result.output
     for text in ("model card", "resnet18", "recipe (config.yaml):", "input_size: [64, 32]", "last epoch of 2 recorded",
-                 "Rank-1", "mAP", f"curves: {trained / 'curves.png'} (drawn now)"):
+                 "Rank-1", "mAP", "queries evaluated", "held out from training",
+                 f"curves: {trained / 'curves.png'} (drawn now)"):
         assert text in result.output, text
     assert (trained / "curves.png").is_file()
     report = json.loads((tmp_path / "r.json").read_text())
