@@ -75,7 +75,7 @@ NPROBE_OPTION = typer.Option(
     None, "--nprobe", help="IVF / IVF-PQ lists searched per query (default: nlist / 32).", rich_help_panel=INDEX
 )
 EF_SEARCH_OPTION = typer.Option(
-    None, "--ef-search", help="HNSW search beam width (default 128).", rich_help_panel=INDEX
+    None, "--ef-search", help="HNSW search beam width (default: 128).", rich_help_panel=INDEX
 )
 TRAIN_SIZE_OPTION = typer.Option(
     None,
@@ -91,13 +91,13 @@ PQ_M_OPTION = typer.Option(
     rich_help_panel=INDEX,
 )
 PQ_BITS_OPTION = typer.Option(
-    None, "--pq-bits", help="IVF-PQ bits per sub-quantizer (default 8; GPUs need 8).", rich_help_panel=INDEX
+    None, "--pq-bits", help="IVF-PQ bits per sub-quantizer (default: 8; GPUs need 8).", rich_help_panel=INDEX
 )
 REFINE_OPTION = typer.Option(
     None,
     "--refine",
     help="IVF-PQ: re-rank this many times the asked-for neighbours with the stored embeddings "
-    "(default 16; 0: codes only).",
+    "(default: 16; 0: codes only).",
     rich_help_panel=INDEX,
 )
 SHARD_SIZE_OPTION = typer.Option(
@@ -112,7 +112,7 @@ def index_kind_option(required: bool) -> typer.models.OptionInfo:
     usage = "|".join(INDEX_KINDS)
     if required:
         return typer.Option(..., "--index", help=usage, rich_help_panel=INDEX)
-    return typer.Option(None, "--index", help=f"Index of a new gallery: {usage} (default flat).", rich_help_panel=INDEX)
+    return typer.Option(None, "--index", help=f"Index of a new gallery: {usage} (default: flat).", rich_help_panel=INDEX)
 
 
 def spec_from_flags(index: str, **flags: int | None) -> IndexSpec:
