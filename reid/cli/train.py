@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import contextlib
 import time
-from dataclasses import dataclass
 from collections.abc import Iterator
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Optional
 
@@ -25,28 +25,39 @@ if TYPE_CHECKING:
 
 
 
+# The embedding passes after the last epoch, in order: training's threshold choice, then
+# (reid demo) the evaluation of the trained encoder.
+AFTER_TRAINING = ("embedding held-out identities to choose the threshold", "embedding to evaluate the trained encoder")
+
+
 @dataclass
 class RunState:
     """What the command line knows of a run from its callbacks: where it started, the last
     epoch whose checkpoint was written, and whether an epoch's steps are under way (an
-    embedding pass then evaluates that epoch; after the last, it chooses the threshold)."""
+    embedding pass then evaluates that epoch; before the first step it evaluates the
+    untrained encoder, after the last the passes of :data:`AFTER_TRAINING`)."""
 
     start_epoch: int = 0
     saved_epoch: int | None = None
     epoch: int = 0
     in_epoch: bool = False
+    stepped: bool = False
+    passes_after: int = 0
 
     def step(self, step: StepInfo) -> None:
-        self.epoch, self.in_epoch = step.epoch, True
+        self.epoch, self.in_epoch, self.stepped = step.epoch, True, True
 
     def epoch_done(self, epoch: int) -> None:
         self.saved_epoch, self.in_epoch = epoch + 1, False
 
     def embedding_purpose(self) -> str:
-        """The progress label of an embedding pass: the one word every command uses, and what it is for."""
+        """The progress label of a new embedding pass: the one word every command uses, and what it is for."""
         if self.in_epoch:
             return f"embedding to evaluate epoch {self.epoch + 1}"
-        return "embedding held-out identities to choose the threshold"
+        if not self.stepped:
+            return "embedding to evaluate the untrained encoder"
+        self.passes_after += 1
+        return AFTER_TRAINING[min(self.passes_after, len(AFTER_TRAINING)) - 1]
 
 
 def start_lines(info: dict[str, Any], config: TrainConfig) -> list[str]:

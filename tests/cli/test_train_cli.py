@@ -399,3 +399,19 @@ def test_an_interrupted_run_says_what_was_saved(tmp_path: Path) -> None:
     assert interrupted_line(resumed, dataclasses.replace(config, resume=True)) == (
         f"interrupted; no epoch finished in this run, {checkpoint} still holds epoch 3 of 5"
     )
+
+
+def test_each_embedding_pass_of_a_run_is_labelled_by_what_it_is_for() -> None:
+    from reid.cli.train import RunState
+    from reid.engine import StepInfo
+
+    run = RunState()
+    assert run.embedding_purpose() == "embedding to evaluate the untrained encoder"  # reid demo, before training
+    step = StepInfo(epoch=0, epochs=2, step=0, steps_per_epoch=1, loss=1.0, ce=0.5, metric=0.5, lr=1e-3, images_per_second=1.0)
+    run.step(step)
+    assert run.embedding_purpose() == "embedding to evaluate epoch 1"
+    run.epoch_done(0)
+    run.step(dataclasses.replace(step, epoch=1))
+    run.epoch_done(1)
+    assert run.embedding_purpose() == "embedding held-out identities to choose the threshold"
+    assert run.embedding_purpose() == "embedding to evaluate the trained encoder"  # reid demo, after training
