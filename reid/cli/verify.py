@@ -109,7 +109,7 @@ def _verify_pair_file(
         [f"accuracy ({result.folds}-fold, scored pairs)", f"{percent(result.accuracy)} ± {percent(result.accuracy_std)}"],
         ["accuracy (unscored pairs as errors)", percent(verification.accuracy_with_unscored)],
         ["pairs scored", f"{count(scores.distances.size)} of {count(scores.num_pairs_total)}"],
-        ["ROC AUC", distance(result.auc)],
+        ["ROC AUC", f"{result.auc:.4f}"],
         ["EER", percent(result.eer)],
     ]
     rows += [[f"TAR@FAR={far:g}", percent(tar)] for far, tar in result.tar_at_far.items()]

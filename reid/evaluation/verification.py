@@ -22,6 +22,7 @@ import numpy as np
 
 from reid.errors import ConfigError, DataError
 from reid.evaluation.names import count, far_percent, percent
+from reid.gallery.calibration import MIN_ADMITTED
 from reid.serial import as_dict
 
 DEFAULT_FARS = (1e-3, 1e-2)
@@ -124,8 +125,6 @@ def impostors_to_resolve(far: float) -> int:
     """How many impostor pairs resolve the false-accept rate ``far``: enough that
     ``MIN_ADMITTED`` of them lie within its threshold (the rule a gallery's calibration
     keeps too, :data:`reid.gallery.calibration.MIN_ADMITTED`)."""
-    from reid.gallery.calibration import MIN_ADMITTED
-
     return math.ceil(MIN_ADMITTED / far - 1e-9)
 
 
@@ -133,8 +132,6 @@ def unresolved_far_note(num_impostor: int, far: float, consequence: str) -> str 
     """The one note for a figure at false-accept rate ``far`` (a threshold for it, a
     TAR@FAR) measured on ``num_impostor`` impostor pairs, too few to resolve it; None when
     they are enough.  ``consequence`` says what the figure stands on instead."""
-    from reid.gallery.calibration import MIN_ADMITTED
-
     needed = impostors_to_resolve(far)
     if num_impostor >= needed:
         return None
