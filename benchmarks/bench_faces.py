@@ -37,6 +37,7 @@ import numpy as np
 
 from reid.data.io import read_image
 from reid.decision import impostor_quantiles
+from reid.evaluation.names import count, distance, far_percent, percent
 from reid.evaluation.verification import choose_threshold, verification_metrics
 from reid.models import DlibFaceEncoder, SFaceEncoder, l2_normalize, load_encoder
 
@@ -170,8 +171,9 @@ def main() -> None:
             impostors = everything[people[upper[0]] != people[upper[1]]]
             row["impostor_quantiles"] = impostor_quantiles(impostors)
             print(
-                f"{'':<12} threshold {choice.threshold:.4f} at FAR <= 1e-3 over all {choice.num_genuine} genuine and "
-                f"{choice.num_impostor} impostor pairs: FAR {choice.far:.5f}, TAR {choice.tar:.4f}"
+                f"{'':<12} threshold {distance(choice.threshold)} at FAR <= 1e-3 over all {count(choice.num_genuine)} "
+                f"genuine and {count(choice.num_impostor)} impostor pairs: FAR {far_percent(choice.far)}, "
+                f"TAR {percent(choice.tar)}"
             )
             print(f"{'':<12} impostor quantiles (rate, distance) for the card: {row['impostor_quantiles']}")
         results[model] = row

@@ -36,6 +36,8 @@ from typing import Any, Protocol, TypeVar
 import numpy as np
 
 from reid.errors import ConfigError, ConfigValueError
+from reid.evaluation.names import distance as distance_text
+from reid.evaluation.names import far_percent
 
 GIVEN, MODEL_CARD, GALLERY, DEFAULT = "given", "model card", "gallery", "default"
 GALLERY_CALIBRATION = "gallery calibration"
@@ -203,7 +205,7 @@ def far_note(card: ThresholdCard, threshold: float, option: str = "--threshold")
         return ""
     if threshold <= STRICT_NOTE_SHARE * own:
         return (
-            f"note: {option} {threshold:g} is under half of {card.name}'s own threshold {own:.4f}, so few photos of "
+            f"note: {option} {distance_text(threshold)} is under half of {card.name}'s own threshold {distance_text(own)}, so few photos of "
             f"one person will be that close; the unit is {UNIT} ({CONVERSIONS})"
         )
     if not quantiles:
@@ -212,8 +214,8 @@ def far_note(card: ThresholdCard, threshold: float, option: str = "--threshold")
     if given_rate is None or own_rate is None or given_rate < FAR_NOTE_FACTOR * own_rate:
         return ""
     return (
-        f"note: {option} {threshold:g} accepts about {given_rate:.1%} of the impostor pairs {card.name}'s card was "
-        f"calibrated on (its own {own:.4f}: {own_rate:.2g}); the unit is {UNIT} ({CONVERSIONS})"
+        f"note: {option} {distance_text(threshold)} accepts about {far_percent(given_rate)} of the impostor pairs {card.name}'s "
+        f"card was calibrated on (its own {distance_text(own)}: {far_percent(own_rate)}); the unit is {UNIT} ({CONVERSIONS})"
     )
 
 

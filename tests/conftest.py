@@ -13,8 +13,13 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
-SHARED_DATA = ROOT.parent / "shared" / "data"
-SHARED_WEIGHTS = ROOT.parent / "shared" / "weights"
+# The real data and published weights: the folder $REID_SHARED names (holding data/ and
+# weights/), else ``shared`` beside the project.  Every test reads them through these two.
+SHARED_VARIABLE = "REID_SHARED"
+SHARED = Path(os.environ[SHARED_VARIABLE]) if os.environ.get(SHARED_VARIABLE) else ROOT.parent / "shared"
+SHARED_DATA = SHARED / "data"
+SHARED_WEIGHTS = SHARED / "weights"
+WHERE = f"in {SHARED} (${SHARED_VARIABLE}, else ../shared beside the project)"
 # What the shell or a CI service sets that changes how rich and typer lay out text: a
 # terminal's width and height, colour and terminal forcing (typer reads TERMINAL_WIDTH,
 # FORCE_COLOR, PY_COLORS and GITHUB_ACTIONS once, at import).  Tests that read printed
@@ -35,7 +40,7 @@ def pytest_configure(config: pytest.Config) -> None:
 def _shared(relative: str) -> Path:
     path = SHARED_DATA / relative
     if not path.exists():
-        pytest.skip(f"real data {relative} not present beside the project (../shared/data/{relative})")
+        pytest.skip(f"real data data/{relative} not present {WHERE}")
     return path
 
 
@@ -44,7 +49,7 @@ def shared_weights(*relatives: str) -> Path:
     beside it, such as an IR's .bin); the test is skipped, with the reason, when one is absent."""
     for relative in relatives:
         if not (SHARED_WEIGHTS / relative).exists():
-            pytest.skip(f"published weights {relative} not present beside the project (../shared/weights/{relative})")
+            pytest.skip(f"published weights weights/{relative} not present {WHERE}")
     return SHARED_WEIGHTS / relatives[0]
 
 

@@ -18,7 +18,7 @@ from typer.testing import CliRunner
 from reid.cli.app import app
 from reid.gallery import Gallery
 from reid.track.mot import MOT_DECIMALS, read_mot
-from tests.conftest import SHARED_DATA
+from tests.conftest import SHARED_DATA, WHERE
 
 # A run of a few frames keeps the test to a minute or two of two CPU cores.
 FRAMES = 8
@@ -51,7 +51,7 @@ def test_train_enrol_query_and_score_as_a_new_user(
 ) -> None:
     truth = SHARED_DATA / "video" / "pets09-s2l1" / "gt.txt"
     if not truth.is_file():
-        pytest.skip("real data video/pets09-s2l1/gt.txt not present beside the project (../shared/data)")
+        pytest.skip(f"real data data/video/pets09-s2l1/gt.txt not present {WHERE}")
     # A fresh folder, as a clone is: models/ and galleries/ are made where the user stands.
     monkeypatch.chdir(tmp_path)
 

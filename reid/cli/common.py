@@ -41,6 +41,7 @@ from typer._click.formatting import HelpFormatter as ClickHelpFormatter
 from reid.cli.defaults import check_given
 from reid.errors import ConfigValueError, ReidError
 from reid.evaluation.names import RANKING_METRICS
+from reid.evaluation.names import percent as percent  # re-exported: the commands import it from here too
 from reid.paths import write_bytes_atomic
 from reid.text import printable
 
@@ -523,16 +524,8 @@ def make_progress(*extra: Any) -> Progress | PlainProgress:
 
 
 # The ranking figures: each result key with the name the field uses (reid.evaluation.names), in
-# every table and summary line the command line prints, each as a percent (:func:`percent`).
+# every table and summary line the command line prints, each as a percent (:func:`reid.evaluation.names.percent`).
 RANKING = tuple(RANKING_METRICS.items())
-
-
-def percent(value: Any, decimals: int = 2) -> str:
-    """A rate in 0..1 as a percent with fixed decimals (``27.91%``); anything else (a
-    hand-edited card may hold text) as it is."""
-    if isinstance(value, (int, float)) and not isinstance(value, bool):
-        return "nan" if math.isnan(value) else f"{value:.{decimals}%}"
-    return printable(value)
 
 
 def fmt(value: Any) -> str:

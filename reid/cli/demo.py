@@ -17,6 +17,7 @@ from reid.cli.train import (
     PRINT_CONFIG_HELP,
     RECIPE,
     TRAIN_PANELS,
+    RunState,
     computed_on_line,
     metric_row,
     print_recipe,
@@ -54,7 +55,7 @@ def demo_command(
     if print_config:
         print_recipe(config)
         return
-    with training_progress(quiet) as callbacks:
+    with training_progress(quiet, config, RunState()) as callbacks:
         result = run_demo(config, callbacks)
     print_table(
         "reid demo: synthetic person set, Market-1501 protocol (AP = mean precision at each true match)",

@@ -10,6 +10,7 @@ import typer
 from reid.cli.common import RANKING, console, detector_option, handle_errors, make_progress, percent, print_skipped, print_table, printable, write_json
 from reid.cli.defaults import default_of, given, with_config_options
 from reid.cli.model_options import INPUT_SIZE_OPTION, MEAN_OPTION, RGB_OPTION, STD_OPTION, preprocessing_from_flags
+from reid.evaluation.names import count
 from reid.evaluation.rerank import rerank_distances
 from reid.photos import EvalConfig, PhotoConfig
 
@@ -18,6 +19,33 @@ if TYPE_CHECKING:
     from reid.data import ReidDataset
 
 PHOTOS = "Photos"
+HELD_OUT = {True: "yes", False: "NO (the model trained on these identities)", None: "not known"}
+
+
+def ranking_rows(metrics: dict[str, Any], computed_on: dict[str, Any]) -> list[list[Any]]:
+    """The one layout of a ranking evaluation's table (``reid eval``, ``reid train``'s final
+    evaluation): a metric a row, then what it was computed on.  ``metrics`` as
+    :meth:`reid.evaluation.RankingResult.to_dict` gives them, ``computed_on`` as
+    :meth:`reid.data.ReidDataset.evaluation_split`."""
+    rows: list[list[Any]] = [[name, percent(metrics[key])] for key, name in RANKING if key in metrics]
+    if "num_valid_queries" in metrics:
+        rows.append(["queries evaluated", f"{count(metrics['num_valid_queries'])} of {count(metrics.get('num_query', 0))}"])
+    if "num_gallery" in metrics:
+        rows.append(["gallery images", count(metrics["num_gallery"])])
+    if computed_on:
+        cameras = computed_on.get("cameras_known")
+        rows += [
+            ["same-camera filtering", "on" if cameras or cameras is None else "OFF (no camera ids in file names)"],
+            [
+                "computed on",
+                f"{printable(computed_on.get('dataset'))}: {count(computed_on.get('query_images', 0))} query and "
+                f"{count(computed_on.get('gallery_images', 0))} gallery images of "
+                f"{count(computed_on.get('identities', 0))} identities",
+            ],
+            ["held out from training", HELD_OUT.get(computed_on.get("held_out"), "not known")],
+        ]
+    return rows
+
 
 
 def evaluated_on(dataset: ReidDataset, training_data: dict[str, Any]) -> dict[str, Any]:
@@ -90,22 +118,11 @@ def eval_command(
     print_table(
         f"{encoder.card.name} on {dataset.name}" + (" (re-ranked)" if rerank else ""),
         ["metric", "value"],
-        [
-            *([name, percent(getattr(result, key))] for key, name in RANKING),
-            ["queries evaluated", f"{result.num_valid_queries} of {result.num_query}"],
-            ["gallery images", result.num_gallery],
-            ["same-camera filtering", "on" if dataset.cameras_known else "OFF (no camera ids in file names)"],
-            [
-                "computed on",
-                f"{printable(dataset.name)}: {computed_on['query_images']} query and {computed_on['gallery_images']} "
-                f"gallery images of {computed_on['identities']} identities",
-            ],
-            ["held out from training", {True: "yes", False: "NO (the model trained on these identities)", None: "not known"}[computed_on["held_out"]]],
-        ],
+        ranking_rows(result.to_dict(), {**computed_on, "dataset": dataset.name}),
     )
     console.print(
         f"AP: {result.ap_definition}; mINP: Ye et al. 2021.  "
-        f"{result.num_skipped_queries} queries without a cross-camera true match were skipped.",
+        f"{count(result.num_skipped_queries)} queries without a cross-camera true match were skipped.",
     )
     if not dataset.cameras_known:
         console.print(

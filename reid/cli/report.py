@@ -7,7 +7,9 @@ from typing import TYPE_CHECKING, Any, Optional
 
 import typer
 
-from reid.cli.common import RANKING, console, handle_errors, percent, print_table, write_json
+from reid.cli.common import RANKING, console, handle_errors, print_table, write_json
+from reid.cli.evaluate import ranking_rows
+from reid.evaluation.names import distance, loss, timestamp
 from reid.text import printable
 
 # The engine is imported when the command runs, never to print help.
@@ -16,6 +18,9 @@ if TYPE_CHECKING:
 
 EPOCH_KEYS = (("epoch", "epoch"), ("step", "step"), ("loss", "loss"), ("ce", "cross-entropy"), ("metric", "metric loss"),
               ("lr", "learning rate"), ("images_per_second", "images/s"))
+# Each figure of an epoch as `reid train` prints it: losses by reid.evaluation.names.loss.
+LOSS_KEYS = ("loss", "ce", "metric")
+EPOCH_SPECS = {"lr": ".2e", "images_per_second": ".0f"}
 
 
 def figure(value: Any, spec: str) -> Any:
@@ -23,6 +28,13 @@ def figure(value: Any, spec: str) -> Any:
     if isinstance(value, (int, float)) and not isinstance(value, bool):
         return format(value, spec)
     return value
+
+
+def epoch_figure(key: str, value: Any) -> Any:
+    """An epoch's figure written as the epoch lines of ``reid train`` write it."""
+    if key in LOSS_KEYS:
+        return loss(value)
+    return figure(value, EPOCH_SPECS[key]) if key in EPOCH_SPECS else value
 
 
 def options_text(options: dict[str, Any]) -> str:
@@ -41,9 +53,9 @@ def card_rows(card: ModelCard) -> list[list[Any]]:
         ["cross-entropy", options_text(card.loss.get("cross_entropy") or {})],
         ["metric loss", options_text(metric)],
         ["training data", f"{data.get('spec', '-')}: {data.get('train_images', '?')} images of {data.get('train_identities', '?')} identities" if data else "-"],
-        ["threshold", "-" if card.threshold is None else f"{card.threshold:.4f} (Euclidean, unit embeddings; {card.threshold_source or 'no source'})"],
+        ["threshold", "-" if card.threshold is None else f"{distance(card.threshold)} (Euclidean, unit embeddings; {card.threshold_source or 'no source'})"],
         ["fingerprint", card.fingerprint or "-"],
-        ["created", card.created or "-"],
+        ["created", timestamp(card.created) if card.created else "-"],
     ]
 
 
@@ -70,12 +82,18 @@ def report_command(
         print_table(
             f"last epoch of {len(report.history)} recorded",
             ["figure", "value"],
-            [[label, figure(last[key], ".3g") if key in ("lr", "images_per_second") else last[key]] for key, label in EPOCH_KEYS if key in last],
+            [[label, epoch_figure(key, last[key])] for key, label in EPOCH_KEYS if key in last],
         )
-    metrics = report.metrics
-    if metrics:
-        print_table("ranking (Market-1501 protocol)", ["metric", "value"],
-                    [[label, percent(metrics[key])] for key, label in RANKING if key in metrics])
+    metrics = report.metrics or {}
+    if any(key in metrics for key, _ in RANKING):
+        # The layout of `reid eval` and `reid train`'s evaluation.
+        print_table("ranking (Market-1501 protocol)", ["metric", "value"], ranking_rows(metrics, metrics.get("computed_on") or {}))
+    else:
+        console.print(
+            f"no ranking figures: the model was never evaluated (reid eval --model {printable(report.folder)} --data KIND:PATH)",
+            highlight=False,
+            soft_wrap=True,
+        )
     if report.curves is not None:
         console.print(f"curves: {printable(report.curves)}" + (" (drawn now)" if report.curves_written else ""), highlight=False)
     else:

@@ -9,6 +9,7 @@ import typer
 from reid.cli.common import CommandTyper, console, handle_errors, print_table, printable
 from reid.cli.defaults import given, with_default
 from reid.errors import ConfigError
+from reid.evaluation.names import timestamp
 from reid.serve.config import ServeConfig, load_serve_config
 from reid.serve.keys import SCOPES, KeyStore, new_admin_key
 
@@ -127,7 +128,7 @@ def list_keys(
 ) -> None:
     """List keys (their ids, galleries and scopes; the keys themselves are not stored)."""
     keys = _store(config, root, keys_file).list(gallery)
-    print_table("keys", ["id", "gallery", "scopes", "created"], [(k.id, k.gallery, ",".join(k.scopes), k.created) for k in keys])
+    print_table("keys", ["id", "gallery", "scopes", "created"], [(k.id, k.gallery, ",".join(k.scopes), timestamp(k.created)) for k in keys])
 
 
 @keys_app.command("revoke")

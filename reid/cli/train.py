@@ -5,6 +5,7 @@ from __future__ import annotations
 import contextlib
 import time
 from collections.abc import Iterator
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Optional
 
@@ -13,7 +14,9 @@ from rich.progress import TextColumn
 
 from reid.cli.common import RANKING, PlainProgress, console, duration, err_console, handle_errors, make_progress, percent, print_table, write_json
 from reid.cli.defaults import config_overrides, with_config_options
+from reid.cli.evaluate import ranking_rows
 from reid.engine.config import CONFIG_FILE, TrainConfig, resolve_config
+from reid.evaluation.names import count, distance, loss
 from reid.paths import check_output_file
 from reid.text import printable
 
@@ -22,37 +25,104 @@ if TYPE_CHECKING:
 
 
 
+# The embedding passes after the last epoch, in order: training's threshold choice, then
+# (reid demo) the evaluation of the trained encoder.
+AFTER_TRAINING = ("embedding held-out identities to choose the threshold", "embedding to evaluate the trained encoder")
+
+
+@dataclass
+class RunState:
+    """What the command line knows of a run from its callbacks: where it started, the last
+    epoch whose checkpoint was written, and whether an epoch's steps are under way (an
+    embedding pass then evaluates that epoch; before the first step it evaluates the
+    untrained encoder, after the last the passes of :data:`AFTER_TRAINING`)."""
+
+    start_epoch: int = 0
+    saved_epoch: int | None = None
+    epoch: int = 0
+    in_epoch: bool = False
+    stepped: bool = False
+    passes_after: int = 0
+
+    def step(self, step: StepInfo) -> None:
+        self.epoch, self.in_epoch, self.stepped = step.epoch, True, True
+
+    def epoch_done(self, epoch: int) -> None:
+        self.saved_epoch, self.in_epoch = epoch + 1, False
+
+    def embedding_purpose(self) -> str:
+        """The progress label of a new embedding pass: the one word every command uses, and what it is for."""
+        if self.in_epoch:
+            return f"embedding to evaluate epoch {self.epoch + 1}"
+        if not self.stepped:
+            return "embedding to evaluate the untrained encoder"
+        self.passes_after += 1
+        return AFTER_TRAINING[min(self.passes_after, len(AFTER_TRAINING)) - 1]
+
+
+def start_lines(info: dict[str, Any], config: TrainConfig) -> list[str]:
+    """The lines a run starts with: where it trains, on what, and where it starts from
+    (the checkpoint it resumes, or the start of its weights)."""
+    from reid.engine.state import CHECKPOINT_FILE
+
+    processes = info.get("world_size", 1)
+    start = info.get("start_epoch", 0)
+    if config.resume:
+        where = f"resumed at epoch {start + 1} of {config.epochs} from {printable(Path(config.out) / CHECKPOINT_FILE)}"
+    else:
+        where = info["pretrained"]
+    lines = [
+        f"training on {info['device']}"
+        + (f" in {processes} processes ({info['backend']}, {count(info['global_batch'])} images per step)" if processes > 1 else "")
+        + f": {count(info['train_images'])} images of {count(info['identities'])} identities"
+        + (f", {count(info['skipped'])} unreadable skipped" if info["skipped"] else "")
+        + f"; {where}"
+    ]
+    drawn, total = info["coverage"]
+    if drawn < total:
+        lines.append(
+            f"an epoch draws {count(drawn)} of the {count(total)} training images ({percent(drawn / max(1, total), 0)}): "
+            f"a batch takes P={info['p']} distinct identities, so identities with many images are subsampled"
+            + ("; lower -P or train more epochs to see the rest" if drawn < total / 2 else "")
+        )
+    before = info.get("checkpoint_world_size")
+    if before is not None and before != processes:
+        lines.append(f"resuming at epoch {start + 1} with {processes} processes; the checkpoint was written by {before}")
+    return lines
+
+
+def interrupted_line(run: RunState, config: TrainConfig) -> str:
+    """What an interrupted run leaves: the last checkpoint written and how to continue, or that nothing was saved."""
+    from reid.engine.state import CHECKPOINT_FILE
+
+    checkpoint = printable(Path(config.out) / CHECKPOINT_FILE)
+    if run.saved_epoch is not None:
+        return (
+            f"interrupted; {checkpoint} holds epoch {run.saved_epoch} of {config.epochs}: "
+            f"continue with the same command and --resume"
+        )
+    if config.resume:
+        return f"interrupted; no epoch finished in this run, {checkpoint} still holds epoch {run.start_epoch} of {config.epochs}"
+    return "interrupted before the first epoch ended; nothing was saved"
+
+
 @contextlib.contextmanager
-def training_progress(quiet: bool) -> Iterator[TrainCallbacks]:
-    """Callbacks that drive one rich bar over all steps, plus a bar for evaluation."""
+def training_progress(quiet: bool, config: TrainConfig, run: RunState) -> Iterator[TrainCallbacks]:
+    """Callbacks that drive one rich bar over all steps, plus a bar for each embedding pass
+    (off a terminal, one line per epoch); ``run`` follows the run's epochs either way."""
     from reid.engine import TrainCallbacks
 
     progress = make_progress(TextColumn("{task.fields[status]}"))
     state: dict[str, Any] = {}
 
     def on_start(info: dict[str, Any]) -> None:
-        processes = info.get("world_size", 1)
-        err_console.print(
-            f"training on {info['device']}"
-            + (f" in {processes} processes ({info['backend']}, {info['global_batch']} images per step)" if processes > 1 else "")
-            + f": {info['train_images']} images of {info['identities']} identities"
-            + (f", {info['skipped']} unreadable skipped" if info["skipped"] else "")
-            + f"; {info['pretrained']}"
-        )
-        drawn, total = info["coverage"]
-        if drawn < total:
-            err_console.print(
-                f"an epoch draws {drawn} of the {total} training images ({drawn / max(1, total):.0%}): a batch takes "
-                f"P={info['p']} distinct identities, so identities with many images are subsampled"
-                + ("; lower --p or train more epochs to see the rest" if drawn < total / 2 else "")
-            )
-        before = info.get("checkpoint_world_size")
-        if before is not None and before != processes:
-            err_console.print(
-                f"resuming at epoch {info['start_epoch'] + 1} with {processes} processes; the checkpoint was written by {before}"
-            )
+        run.start_epoch = info.get("start_epoch", 0)
+        if not quiet:
+            for line in start_lines(info, config):
+                err_console.print(line, highlight=False, soft_wrap=True)
 
     def on_step(step: StepInfo) -> None:
+        run.step(step)
         if "train" not in state:
             state["train"] = progress.add_task("train", total=step.epochs * step.steps_per_epoch, status="")
             progress.update(state["train"], completed=step.epoch * step.steps_per_epoch)
@@ -60,31 +130,45 @@ def training_progress(quiet: bool) -> Iterator[TrainCallbacks]:
             state["train"],
             advance=1,
             description=f"epoch {step.epoch + 1}/{step.epochs}",
-            status=f"loss {step.loss:.3f} (ce {step.ce:.3f}, metric {step.metric:.3f}) lr {step.lr:.2e} {step.images_per_second:.0f} img/s",
+            status=f"loss {loss(step.loss)} (ce {loss(step.ce)}, metric {loss(step.metric)}) lr {step.lr:.2e} {step.images_per_second:.0f} images/s",
         )
 
     def on_eval(done: int, total: int) -> None:
         key = f"eval-{total}"
         if key not in state or progress.tasks[state[key]].finished:
-            state[key] = progress.add_task("embed", total=total, status="query + gallery")
+            state[key] = progress.add_task(run.embedding_purpose(), total=total, status="query + gallery")
         progress.update(state[key], completed=done)
 
     if quiet:
-        yield TrainCallbacks()
+        yield TrainCallbacks(on_start=on_start, on_step=run.step, on_epoch=lambda epoch, _entry: run.epoch_done(epoch))
         return
     if isinstance(progress, PlainProgress):
         # Off a terminal (| tee, nohup, CI) a bar redrawn in place reaches the log only as
         # its last state: one plain line per epoch instead.
         epochs = EpochLines()
+
+        def plain_step(step: StepInfo) -> None:
+            run.step(step)
+            epochs.step(step)
+
+        def plain_epoch(epoch: int, entry: dict[str, Any]) -> None:
+            run.epoch_done(epoch)
+            epochs.line(epoch, entry)
+
         with progress:
-            yield TrainCallbacks(on_start=on_start, on_step=epochs.step, on_epoch=epochs.line, on_eval_progress=on_eval)
+            yield TrainCallbacks(on_start=on_start, on_step=plain_step, on_epoch=plain_epoch, on_eval_progress=on_eval)
         return
     with progress:
-        yield TrainCallbacks(on_start=on_start, on_step=on_step, on_eval_progress=on_eval)
+        yield TrainCallbacks(
+            on_start=on_start,
+            on_step=on_step,
+            on_epoch=lambda epoch, _entry: run.epoch_done(epoch),
+            on_eval_progress=on_eval,
+        )
 
 
 class EpochLines:
-    """One line on stderr per epoch: ``epoch 3/10: loss 2.345 (ce 1.234, metric 1.111),
+    """One line on stderr per epoch: ``epoch 3/10: loss 2.3451 (ce 1.2340, metric 1.1111),
     lr 3.50e-04, 812 images/s, 24 s, ETA 2 min 48 s`` (the ETA from the epochs' mean time)."""
 
     def __init__(self) -> None:
@@ -103,7 +187,7 @@ class EpochLines:
         left = epochs - epoch - 1
         eta = f", ETA {duration(elapsed / max(done, 1) * left)}" if left > 0 else ""
         err_console.print(
-            f"epoch {epoch + 1}/{epochs}: loss {entry['loss']:.3f} (ce {entry['ce']:.3f}, metric {entry['metric']:.3f}), "
+            f"epoch {epoch + 1}/{epochs}: loss {loss(entry['loss'])} (ce {loss(entry['ce'])}, metric {loss(entry['metric'])}), "
             f"lr {entry['lr']:.2e}, {entry['images_per_second']:.0f} images/s, {duration(elapsed)}{eta}",
             soft_wrap=True,
         )
@@ -165,7 +249,7 @@ def train_command(
     Every default is in the recipe `reid train --print-config` prints; --config FILE.yaml
     replaces the keys it holds, and the options given replace those. The model folder
     receives config.yaml, history.jsonl and curves.png. Started as
-    `torchrun --nproc_per_node N -m reid train ...` it trains in N processes; --p and --k
+    `torchrun --nproc_per_node N -m reid train ...` it trains in N processes; -P and -K
     are then per process (see docs/scaling.md).
     """
     from reid.engine import train
@@ -179,8 +263,14 @@ def train_command(
     if print_config:
         print_recipe(config)
         return
-    with training_progress(quiet or not is_main_process()) as callbacks:
-        result = train(config, callbacks)
+    run = RunState()
+    try:
+        with training_progress(quiet or not is_main_process(), config, run) as callbacks:
+            result = train(config, callbacks)
+    except KeyboardInterrupt:
+        if is_main_process():
+            err_console.print(interrupted_line(run, config), highlight=False, soft_wrap=True)
+        raise typer.Exit(130) from None
     if result.rank != 0:
         return
     if result.skipped_images:
@@ -192,12 +282,17 @@ def train_command(
     if config.tensorboard is not None:
         console.print(f"TensorBoard event files in {printable(config.tensorboard)}", highlight=False)
     if last.get("eval"):
-        print_table("evaluation (Market-1501 protocol)", ["model", *METRIC_COLUMNS, "valid queries"], [metric_row(str(result.model_dir), last["eval"])])
-        console.print(computed_on_line(last["eval"].get("computed_on") or {}), highlight=False)
+        evaluation = last["eval"]
+        computed_on = evaluation.get("computed_on") or {}
+        print_table(
+            f"{printable(result.model_dir)} on {printable(computed_on.get('dataset', config.data))}, after epoch {len(result.history)}",
+            ["metric", "value"],
+            ranking_rows(evaluation, computed_on),
+        )
     if result.card.threshold is not None:
         model = printable(result.model_dir)
         console.print(
-            f"threshold {result.card.threshold:.4f} on the card ({printable(result.card.threshold_source)})",
+            f"threshold {distance(result.card.threshold)} on the card ({printable(result.card.threshold_source)})",
             highlight=False,
             soft_wrap=True,
         )

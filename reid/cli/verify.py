@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -13,6 +14,7 @@ from reid.cli.defaults import given, with_config_options, with_default
 from reid.cli.model_options import INPUT_SIZE_OPTION, MEAN_OPTION, RGB_OPTION, STD_OPTION, preprocessing_from_flags
 from reid.decision import FAR_HELP, THRESHOLD_HELP, check_far
 from reid.errors import ConfigError, DataError
+from reid.evaluation.names import count, distance, far_percent, percent
 from reid.photos import NO_FACE_HELP, CalibrateConfig, PairConfig, PhotoConfig
 
 # The engine is imported when a command runs, never to print help.
@@ -66,7 +68,7 @@ def _print_histogram(result: VerificationResult, bins: int = 10) -> None:
         genuine = int(result.genuine_histogram[start : start + group].sum())
         impostor = int(result.impostor_histogram[start : start + group].sum())
         if genuine or impostor:
-            rows.append([f"{edges[start]:.2f}-{edges[min(start + group, len(edges) - 1)]:.2f}", genuine, impostor])
+            rows.append([f"{distance(edges[start])}-{distance(edges[min(start + group, len(edges) - 1)])}", genuine, impostor])
     print_table("pair distances", ["distance", "genuine", "impostor"], rows)
 
 
@@ -83,6 +85,7 @@ def _verify_pair_file(
 ) -> None:
     from reid.evaluation import read_pairs
     from reid.evaluation.plots import write_verification_plots
+    from reid.evaluation.verification import unresolved_far_note
     from reid.models import load_encoder
     from reid.pipeline import photo_rule, verify_pairs
 
@@ -103,19 +106,27 @@ def _verify_pair_file(
     if scores.note:
         console.print(printable(scores.note), highlight=False)
     rows = [
-        [f"accuracy ({result.folds}-fold, scored pairs)", f"{result.accuracy:.2%} ± {result.accuracy_std:.2%}"],
-        ["accuracy (unscored pairs as errors)", f"{verification.accuracy_with_unscored:.2%}"],
-        ["pairs scored", f"{scores.distances.size} of {scores.num_pairs_total}"],
+        [f"accuracy ({result.folds}-fold, scored pairs)", f"{percent(result.accuracy)} ± {percent(result.accuracy_std)}"],
+        ["accuracy (unscored pairs as errors)", percent(verification.accuracy_with_unscored)],
+        ["pairs scored", f"{count(scores.distances.size)} of {count(scores.num_pairs_total)}"],
         ["ROC AUC", f"{result.auc:.4f}"],
-        ["EER", f"{result.eer:.2%}"],
+        ["EER", percent(result.eer)],
     ]
-    rows += [[f"TAR@FAR={far:g}", f"{tar:.2%}"] for far, tar in result.tar_at_far.items()]
+    rows += [[f"TAR@FAR={far:g}", percent(tar)] for far, tar in result.tar_at_far.items()]
     rows += [
-        ["best-accuracy threshold", f"{result.threshold:.4f}"],
-        ["pairs", f"{result.num_pairs} ({result.num_genuine} genuine, {result.num_impostor} impostor)"],
+        ["best-accuracy threshold", distance(result.threshold)],
+        ["pairs", f"{count(result.num_pairs)} ({count(result.num_genuine)} genuine, {count(result.num_impostor)} impostor)"],
     ]
     print_table(f"{encoder.card.name} on {pair_set.describe()}", ["metric", "value"], rows)
     _print_histogram(result)
+    for far in result.tar_at_far:
+        note = unresolved_far_note(
+            result.num_impostor,
+            far,
+            f"TAR@FAR={far:g} is read where the threshold admits at most {count(math.floor(far * result.num_impostor))}",
+        )
+        if note is not None:
+            console.print(note, highlight=False)
     console.print(
         "distance: Euclidean between L2-normalized embeddings; same when distance <= threshold", highlight=False
     )
@@ -195,7 +206,7 @@ def verify_command(
     verdict = ("same identity", "green") if decision.same else ("different identities", "red")
     console.print(
         Text.assemble(
-            f"distance {decision.distance:.4f} {'<=' if decision.same else '>'} threshold {decision.threshold:.4f}: ",
+            f"distance {distance(decision.distance)} {'<=' if decision.same else '>'} threshold {distance(decision.threshold)}: ",
             verdict,
         )
     )
@@ -273,22 +284,16 @@ def calibrate_command(
         f"threshold for {model} ({choice.criterion})",
         ["metric", "value"],
         [
-            ["threshold", f"{choice.threshold:.4f}"],
-            ["FAR", f"{choice.far:.4%}"],
-            ["TAR", f"{choice.tar:.2%}"],
-            ["accuracy", f"{choice.accuracy:.2%}"],
-            ["pairs", f"{choice.num_genuine} genuine, {choice.num_impostor} impostor"],
+            ["threshold", distance(choice.threshold)],
+            ["FAR", f"{far_percent(choice.far)} ({count(choice.admitted)} of {count(choice.num_impostor)} impostor pairs)"],
+            ["TAR", percent(choice.tar)],
+            ["accuracy", percent(choice.accuracy)],
+            ["pairs", f"{count(choice.num_genuine)} genuine, {count(choice.num_impostor)} impostor"],
         ],
     )
-    if target is not None and choice.num_impostor * target < 1:
-        console.print(
-            f"note: {choice.num_impostor} impostor pairs cannot resolve FAR {target:g}; "
-            f"the threshold admits no impostor of this set",
-            highlight=False,
-        )
     if choice.note is not None:
         console.print(choice.note, highlight=False)
-    console.print(f"wrote threshold {choice.threshold:.4f} into {printable(calibration.card_path)}", highlight=False)
+    console.print(f"wrote threshold {distance(choice.threshold)} into {printable(calibration.card_path)}", highlight=False)
     if json_file is not None:
         payload = {**choice.to_dict(), "note": choice.note, "card": str(calibration.card_path), "source": calibration.source}
         write_json(json_file, payload)

@@ -57,12 +57,12 @@ class PKSampler(torch.utils.data.Sampler[list[int]]):
         identities = len(self.counts)
         if world_size == 1 and identities < p:
             raise ConfigError(
-                f"the training split has {identities} identities; P={p} needs at least {p} (lower --p)"
+                f"the training split has {identities} identities; P={p} needs at least {p} (lower -P)"
             )
         if identities < self.global_p:
             raise ConfigError(
                 f"the training split has {identities} identities; P={p} on each of {world_size} processes "
-                f"needs at least {self.global_p} per step (lower --p or use fewer processes)"
+                f"needs at least {self.global_p} per step (lower -P or use fewer processes)"
             )
 
     @property

@@ -565,6 +565,6 @@ def _held_out_threshold(config: TrainConfig, ctx: DistributedContext, run: _Run,
         )
     except DataError as exc:
         return f"no threshold was chosen ({exc}); run 'reid calibrate --model {config.out} --data KIND:PATH'"
-    source = describe_dataset_choice("reid train", config.data, pairs, choice, held_out=True, asked=config.threshold_far)
+    source = describe_dataset_choice("reid train", config.data, pairs, choice, held_out=True)
     record_choice(run.card, choice, pairs.scores, source, f"{config.data} query x gallery")
     return ""

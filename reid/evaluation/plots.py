@@ -20,7 +20,7 @@ from reid.data.io import read_image
 from reid.data.records import ImageRecord
 from reid.draw import Style, caption
 from reid.errors import DataError
-from reid.evaluation.names import RANKING_METRICS
+from reid.evaluation.names import RANKING_METRICS, count, distance, percent
 from reid.evaluation.ranking import RankedList, RankingResult, ranked_lists
 from reid.evaluation.verification import VerificationResult
 from reid.paths import write_bytes_atomic
@@ -52,7 +52,7 @@ def plot_cmc(result: RankingResult, path: str | Path, title: str = "CMC") -> Pat
     ax.set_xlim(1, ranks[-1])
     ax.grid(alpha=0.3)
     ax.set_title(
-        f"{title}: Rank-1 {result.rank1:.1%}, mAP {result.mAP:.1%}, mINP {result.mINP:.1%}\n"
+        f"{title}: Rank-1 {percent(result.rank1)}, mAP {percent(result.mAP)}, mINP {percent(result.mINP)}\n"
         f"{result.num_valid_queries} of {result.num_query} queries, {result.num_gallery} gallery images",
         fontsize=9,
     )
@@ -92,7 +92,7 @@ def plot_ranked_lists(
         cells.append(np.full((tall, width // 4, 3), 255, np.uint8))
         for g, dist, match in zip(lst.gallery, lst.distances, lst.matches):
             cell = _cell(Path(gallery_paths[g]), GREEN if match else RED)
-            cells.append(np.vstack([cell, _caption(f"{dist:.3f}", width)]))
+            cells.append(np.vstack([cell, _caption(distance(dist), width)]))
         for _ in range(top_k - len(lst.gallery)):
             cells.append(np.full((tall, width, 3), 255, np.uint8))
         rows.append(np.hstack(cells))
@@ -153,7 +153,7 @@ def plot_roc(result: VerificationResult, path: str | Path) -> Path:
     floor = min([0.1 / max(1, result.num_impostor), *(far / 2 for far in result.tar_at_far)])
     ax.step(np.maximum(result.roc.far, floor), result.roc.tar, where="post")
     for far, tar in result.tar_at_far.items():
-        ax.plot([far], [tar], marker="o", label=f"TAR {tar:.3f} @ FAR {far:g}")
+        ax.plot([far], [tar], marker="o", label=f"TAR {percent(tar)} @ FAR {far:g}")
     ax.set_xscale("log")
     ax.set_xlim(floor, 1)
     ax.set_ylim(0, 1.01)
@@ -161,7 +161,7 @@ def plot_roc(result: VerificationResult, path: str | Path) -> Path:
     ax.set_ylabel("true accept rate")
     ax.grid(alpha=0.3, which="both")
     ax.legend(loc="lower right", fontsize=8)
-    ax.set_title(f"ROC: AUC {result.auc:.4f}, EER {result.eer:.2%} ({result.num_pairs} pairs)", fontsize=9)
+    ax.set_title(f"ROC: AUC {result.auc:.4f}, EER {percent(result.eer)} ({count(result.num_pairs)} pairs)", fontsize=9)
     fig.tight_layout()
     return _save_figure(fig, Path(path))
 
@@ -177,11 +177,11 @@ def plot_histograms(result: VerificationResult, path: str | Path) -> Path:
     ):
         share = counts / max(1, counts.sum())
         ax.bar(edges[:-1], share, width=width, align="edge", alpha=0.5, color=colour, label=label)
-    ax.axvline(result.threshold, color="black", linestyle="--", label=f"best-accuracy threshold {result.threshold:.3f}")
+    ax.axvline(result.threshold, color="black", linestyle="--", label=f"best-accuracy threshold {distance(result.threshold)}")
     ax.set_xlabel("distance (Euclidean, L2-normalized embeddings)")
     ax.set_ylabel("share of pairs")
     ax.legend(fontsize=8)
-    ax.set_title(f"Pair distances: accuracy {result.accuracy:.2%} ± {result.accuracy_std:.2%}", fontsize=9)
+    ax.set_title(f"Pair distances: accuracy {percent(result.accuracy)} ± {percent(result.accuracy_std)}", fontsize=9)
     fig.tight_layout()
     return _save_figure(fig, Path(path))
 

@@ -13,6 +13,7 @@ pairs at once.  See docs/evaluation.md.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -20,6 +21,8 @@ from typing import Any
 import numpy as np
 
 from reid.errors import ConfigError, DataError
+from reid.evaluation.names import count, far_percent, percent
+from reid.gallery.calibration import MIN_ADMITTED
 from reid.serial import as_dict
 
 DEFAULT_FARS = (1e-3, 1e-2)
@@ -118,9 +121,31 @@ def tar_at_far(curve: RocCurve, target: float) -> tuple[float, int]:
 LOW_TAR = 0.1
 
 
+def impostors_to_resolve(far: float) -> int:
+    """How many impostor pairs resolve the false-accept rate ``far``: enough that
+    ``MIN_ADMITTED`` of them lie within its threshold (the rule a gallery's calibration
+    keeps too, :data:`reid.gallery.calibration.MIN_ADMITTED`)."""
+    return math.ceil(MIN_ADMITTED / far - 1e-9)
+
+
+def unresolved_far_note(num_impostor: int, far: float, consequence: str) -> str | None:
+    """The one note for a figure at false-accept rate ``far`` (a threshold for it, a
+    TAR@FAR) measured on ``num_impostor`` impostor pairs, too few to resolve it; None when
+    they are enough.  ``consequence`` says what the figure stands on instead."""
+    needed = impostors_to_resolve(far)
+    if num_impostor >= needed:
+        return None
+    return (
+        f"note: {count(num_impostor)} impostor pairs cannot resolve FAR {far:g} (that takes {count(needed)}, "
+        f"so that {MIN_ADMITTED} lie within its threshold); {consequence}"
+    )
+
+
 @dataclass
 class ThresholdChoice:
-    """A decision threshold and what it does on the pairs it was chosen on."""
+    """A decision threshold and what it does on the pairs it was chosen on.  ``target_far``
+    is the rate it was chosen for (None: best accuracy); ``asked_far`` the rate asked when
+    the pairs were too few for it and ``target_far`` is the smallest they resolve (else None)."""
 
     threshold: float
     criterion: str
@@ -130,25 +155,43 @@ class ThresholdChoice:
     accuracy: float
     num_genuine: int
     num_impostor: int
+    asked_far: float | None = None
 
     def to_dict(self) -> dict[str, Any]:
         return {**as_dict(self), "rule": DECISION_RULE}
 
     @property
+    def admitted(self) -> int:
+        """How many of the impostor pairs the threshold admits."""
+        return round(self.far * self.num_impostor)
+
+    @property
     def note(self) -> str | None:
-        """One line when TAR at this threshold is below :data:`LOW_TAR` (the model does not
-        separate these identities, whatever the accuracy), else None."""
-        if self.tar >= LOW_TAR:
-            return None
-        return (
-            f"note: TAR {self.tar:.2%} at FAR {self.far:.2%}: the model does not separate these identities "
-            f"(accuracy {self.accuracy:.2%} counts the {self.num_impostor} impostor pairs it rejects)"
-        )
+        """The notes on this choice, one a line, or None: the asked rate the pairs cannot
+        resolve (:func:`unresolved_far_note`), and TAR at this threshold below
+        :data:`LOW_TAR` (the model does not separate these identities, whatever the accuracy)."""
+        notes = []
+        asked = self.asked_far if self.asked_far is not None else self.target_far
+        if asked is not None:
+            instead = f"chosen at FAR <= {self.target_far:g} instead, " if self.target_far != asked else ""
+            admits = f"the threshold admits {count(self.admitted)} of them (FAR {far_percent(self.far)})"
+            notes.append(unresolved_far_note(self.num_impostor, asked, instead + admits))
+        if self.tar < LOW_TAR:
+            notes.append(
+                f"note: TAR {percent(self.tar)} at FAR {far_percent(self.far)}: the model does not separate these "
+                f"identities (accuracy {percent(self.accuracy)} counts the {count(self.num_impostor)} impostor pairs "
+                "it rejects)"
+            )
+        return "\n".join(n for n in notes if n) or None
 
 
-def choose_threshold(distances: Any, is_same: Any, target_far: float | None = None) -> ThresholdChoice:
+def choose_threshold(
+    distances: Any, is_same: Any, target_far: float | None = None, asked_far: float | None = None
+) -> ThresholdChoice:
     """The threshold with the highest TAR at FAR <= ``target_far``, or, when ``target_far``
     is None, the one with the best accuracy (the smallest such threshold if several).
+    ``asked_far``: the rate a user asked when ``target_far`` replaces it (too few impostor
+    pairs for it), named in the criterion and the note.
 
     Inputs as for :func:`roc_curve`; the threshold is a Euclidean distance (0..2).
 
@@ -165,6 +208,10 @@ def choose_threshold(distances: Any, is_same: Any, target_far: float | None = No
             raise ConfigError(f"target FAR must lie in (0, 1], got {target_far}")
         _, k = tar_at_far(curve, target_far)
         criterion = f"FAR <= {target_far:g}"
+        if asked_far is not None and asked_far != target_far:
+            criterion += f", {asked_far:g} asked: not resolved by {count(curve.num_impostor)} impostor pairs"
+        elif curve.num_impostor < impostors_to_resolve(target_far):
+            criterion += f", not resolved by {count(curve.num_impostor)} impostor pairs"
     return ThresholdChoice(
         threshold=curve.threshold_at(k),
         criterion=criterion,
@@ -174,6 +221,7 @@ def choose_threshold(distances: Any, is_same: Any, target_far: float | None = No
         accuracy=float(curve.accuracy[k]),
         num_genuine=curve.num_genuine,
         num_impostor=curve.num_impostor,
+        asked_far=asked_far if asked_far != target_far else None,
     )
 
 

@@ -19,6 +19,7 @@ import numpy as np
 from reid.data import ReidDataset, load_dataset
 from reid.decision import impostor_quantiles, similarity_to_distance
 from reid.errors import DataError, ModelError
+from reid.evaluation.names import count, far_percent, percent
 from reid.evaluation.pairs import PairSet, read_pairs
 from reid.evaluation.verification import ThresholdChoice, choose_threshold
 from reid.gallery.calibration import round_rate_up, smallest_far
@@ -55,9 +56,9 @@ def describe_source(pair_set: PairSet, scores: PairScores, choice: ThresholdChoi
     used = scores.distances.size
     return (
         f"reid calibrate: {choice.criterion} on {pair_set.source.name} (sha256 {_file_digest(pair_set.source)}, "
-        f"{pair_set.format}, {used} of {scores.num_pairs_total} pairs: {choice.num_genuine} genuine, "
-        f"{choice.num_impostor} impostor); there FAR {choice.far:.4g}, TAR {choice.tar:.4g}, "
-        f"accuracy {choice.accuracy:.4f}"
+        f"{pair_set.format}, {count(used)} of {count(scores.num_pairs_total)} pairs: {count(choice.num_genuine)} "
+        f"genuine, {count(choice.num_impostor)} impostor); there FAR {far_percent(choice.far)}, "
+        f"TAR {percent(choice.tar)}, accuracy {percent(choice.accuracy)}"
     )
 
 
@@ -177,18 +178,15 @@ def dataset_pairs(
 
 
 def describe_dataset_choice(
-    command: str, spec: str, pairs: DatasetPairs, choice: ThresholdChoice, held_out: bool, asked: float | None
+    command: str, spec: str, pairs: DatasetPairs, choice: ThresholdChoice, held_out: bool
 ) -> str:
     """One line for the card's ``threshold_source``: what chose it, on which pairs of which
     set (how many, of how many identities, held out of training or not), and what it does there."""
     whose = "held-out identities" if held_out else "identities"
-    criterion = choice.criterion
-    if asked is not None and choice.target_far is not None and choice.target_far != asked:
-        criterion += f" (the smallest rate its {choice.num_impostor:,} impostor pairs resolve; {asked:g} asked)"
     return (
-        f"{command}: {criterion} on the query x gallery pairs of {spec} ({pairs.identities} {whose}, "
-        f"{pairs.images} images: {choice.num_genuine:,} genuine, {choice.num_impostor:,} impostor pairs); "
-        f"there FAR {choice.far:.4g}, TAR {choice.tar:.4g}"
+        f"{command}: {choice.criterion} on the query x gallery pairs of {spec} ({count(pairs.identities)} {whose}, "
+        f"{count(pairs.images)} images: {count(choice.num_genuine)} genuine, {count(choice.num_impostor)} impostor "
+        f"pairs); there FAR {far_percent(choice.far)}, TAR {percent(choice.tar)}"
     )
 
 
@@ -216,7 +214,7 @@ def choose_on_dataset(
         least = smallest_far(int((~pairs.scores.is_same).sum()))
         if least is not None and least > target_far:
             rate = round_rate_up(least)
-    return choose_threshold(pairs.scores.distances, pairs.scores.is_same, rate), pairs
+    return choose_threshold(pairs.scores.distances, pairs.scores.is_same, rate, asked_far=target_far), pairs
 
 
 def calibrate_model_on_data(
@@ -240,5 +238,5 @@ def calibrate_model_on_data(
     choice, pairs = choose_on_dataset(
         encoder, dataset, target_far, batch_size=batch_size, on_progress=on_progress, subject=subject, no_face=no_face
     )
-    source = describe_dataset_choice("reid calibrate", data, pairs, choice, held_out=False, asked=target_far)
+    source = describe_dataset_choice("reid calibrate", data, pairs, choice, held_out=False)
     return _write_choice(folder, encoder, choice, pairs.scores, source, data)

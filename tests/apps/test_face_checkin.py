@@ -239,6 +239,20 @@ def test_calibration_writes_the_card_and_measures_held_out_people(tmp_path: Path
     assert lines[0] == "path_a,path_b,label" and len(lines) == 1 + 9 + 27
 
 
+def test_calibration_at_a_rate_its_pairs_cannot_resolve_says_so_in_the_title_and_a_note(tmp_path: Path) -> None:
+    model = tiny_model(tmp_path / "model", kind="face")
+    people = tmp_path / "people"
+    write_people(people, [f"p{n}" for n in range(6)], 3, seed=5)
+    code, output = invoke(
+        "--model", str(model), "--people", str(people), "--out", str(tmp_path / "cal"), "--far", "1e-3",
+        command=calibrate_app,
+    )
+    assert code == 0, output
+    shown = " ".join(output.split())
+    assert "(FAR <= 0.001, not resolved by 27 impostor pairs)" in shown
+    assert "note: 27 impostor pairs cannot resolve FAR 0.001 (that takes 10,000, so that 10 lie within its threshold)" in shown
+
+
 def test_demo_runs_end_to_end(face_model: Path, tmp_path: Path) -> None:
     code, output = invoke("--demo", "--model", str(face_model), "--out", str(tmp_path), "-q")
     assert code == 0, output

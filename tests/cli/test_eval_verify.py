@@ -138,6 +138,13 @@ def test_verify_lfw_pairs_skips_unreadable(tmp_path, model):
     figures = json.loads((tmp_path / "v.json").read_text())
     assert (figures["num_pairs"], figures["skipped_images"], figures["skipped_pairs"]) == (6, 1, 2)
     assert figures["folds"] == 2
+    # Each TAR@FAR its impostor pairs cannot resolve gets the one note, as calibrate does.
+    out, impostors = " ".join(result.output.split()), figures["num_impostor"]
+    for far, needed in (("0.001", "10,000"), ("0.01", "1,000")):
+        assert (
+            f"note: {impostors} impostor pairs cannot resolve FAR {far} (that takes {needed}, so that 10 lie within its "
+            f"threshold); TAR@FAR={far} is read where the threshold admits at most 0"
+        ) in out, result.output
 
 
 def test_verify_says_when_a_person_model_is_given_photos_without_a_persons_shape(tmp_path, model):
@@ -188,7 +195,7 @@ def test_calibrate_then_verify_uses_the_card(tmp_path, model, orl_faces):
     result = run("verify", a, b, "--model", model, "--threshold", "2", "--json", tmp_path / "v.json")
     assert result.exit_code == 0, result.output
     note = json.loads((tmp_path / "v.json").read_text())["note"]
-    assert note.startswith("note: --threshold 2 accepts about 100.0% of the impostor pairs t's card")
+    assert note.startswith("note: --threshold 2.0000 accepts about 100.0000% of the impostor pairs t's card")
     assert " ".join(note.split()) in " ".join(result.output.split())
     for bad in (["--far", "5"], ["--far", "0"], ["--far", "0.1", "--threshold", "0.5"], ["--far", "1e-9"]):
         result = run("verify", a, b, "--model", model, *bad)
@@ -267,8 +274,8 @@ def test_calibrate_says_when_the_model_does_not_separate_the_identities(tmp_path
     result = run("calibrate", "--model", folder, "--pairs", root / "pairs.csv", "--far", "0.1", "--json", tmp_path / "c.json")
     assert result.exit_code == 0, result.output
     choice = json.loads((tmp_path / "c.json").read_text())
-    assert choice["tar"] < 0.1 and choice["note"].startswith("note: TAR")
-    assert choice["note"] in " ".join(result.output.split())
+    assert choice["tar"] < 0.1 and "note: TAR" in choice["note"]
+    assert all(line in " ".join(result.output.split()) for line in choice["note"].splitlines())
 
 
 def test_calibrate_on_a_labelled_set_needs_no_pair_file(tmp_path, model):
@@ -286,9 +293,19 @@ def test_calibrate_on_a_labelled_set_needs_no_pair_file(tmp_path, model):
     assert (choice["num_genuine"], choice["num_impostor"]) == (4, 28)
     assert card.threshold == choice["threshold"] and card.impostor_quantiles
     assert card.threshold_source.startswith(
-        f"reid calibrate: FAR <= 0.36 (the smallest rate its 28 impostor pairs resolve; 0.001 asked) on the query x "
+        f"reid calibrate: FAR <= 0.36, 0.001 asked: not resolved by 28 impostor pairs on the query x "
         f"gallery pairs of market1501:{data} (4 identities, 13 images: 4 genuine, 28 impostor pairs)"
     )
+    # The title, the table and the note tell one story: the rate asked, the rate used, what it admits.
+    out = " ".join(result.output.split())
+    admitted = round(choice["far"] * 28)
+    assert "threshold for " in out and "(FAR <= 0.36, 0.001 asked: not resolved by 28 impostor pairs)" in out
+    assert f"{100 * choice['far']:.4f}% ({admitted} of 28 impostor pairs)" in out
+    assert (
+        "note: 28 impostor pairs cannot resolve FAR 0.001 (that takes 10,000, so that 10 lie within its threshold); "
+        f"chosen at FAR <= 0.36 instead, the threshold admits {admitted} of them (FAR {100 * choice['far']:.4f}%)"
+    ) in out
+    assert "admits no impostor" not in out
     a = data / "query" / "0001_c1s1_000001_00.jpg"
     result = run("verify", a, data / "bounding_box_test" / "0001_c2s1_000002_00.jpg", "--model", folder)
     assert result.exit_code == 0 and "threshold from: model card (reid calibrate: FAR <= 0.36" in " ".join(result.output.split())

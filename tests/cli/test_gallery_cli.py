@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 import shutil
 import sys
 from pathlib import Path
@@ -84,6 +85,13 @@ def test_enroll_info_list_query_remove_export(tmp_path: Path, models: tuple[Path
     assert code == 0 and [Path(item["source"]).name for item in json.loads(out)] == ["0.png", "1.png"]
     code, out = invoke("gallery", "list", gallery, "--id", "red")
     assert code == 0 and "enrolled" in out
+    # Every date a user reads in one form: ISO 8601 in UTC, to the second.
+    iso = r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\+00:00"
+    assert len(re.findall(iso, out)) == 2, out
+    code, out = invoke("gallery", "list", gallery)
+    assert code == 0 and len(re.findall(iso, out)) == 4, out
+    code, out = invoke("gallery", "info", gallery)
+    assert code == 0 and re.search(rf"^created +{iso}$", out, re.MULTILINE), out
 
     events, video, crops = tmp_path / "ev.jsonl", tmp_path / "annotated.mp4", tmp_path / "crops"
     code, out = invoke(
@@ -129,6 +137,9 @@ def test_enroll_info_list_query_remove_export(tmp_path: Path, models: tuple[Path
     assert summary["frames"] == 5 and summary["detections"] == len(lines)
     assert summary["threshold"] == 0.5 and summary["threshold_source"].startswith("model card")
     assert "(from model card" in " ".join(out.split())
+    # The threshold the summary names detections under, and the rate, in the one form of each.
+    assert "named under 0.5000 (from model card" in " ".join(out.split()), out
+    assert re.search(r"^5 frames at \d+\.\d frames/s; stages overlap$", out, re.MULTILINE), out
     assert set(summary["stage_seconds"]) == {"decode", "detect", "embed", "track", "search"}
 
     code, out = invoke("gallery", "export", gallery, tmp_path / "g.npz")
@@ -443,3 +454,28 @@ def test_query_trail_draws_each_tracks_recent_centres_into_the_video(
 
     code, out = invoke("query", "-m", alpha, "-g", gallery, street, "--trail", "-1")
     assert code != 0 and "--trail" in out
+
+
+def test_the_enrol_summary_counts_every_file_given_once(tmp_path: Path, models: tuple[Path, Path]) -> None:
+    alpha = models[0]
+    folder = people(tmp_path / "people", frames=2)
+    red = sorted((folder / "red").iterdir())
+    shutil.copy(red[0], folder / "red" / "again.png")  # the same pixels: a duplicate
+    (folder / "red" / "broken.png").write_bytes(b"\x89PNG not really")  # unreadable
+    (folder / "red" / "notes.txt").write_text("not an image")  # not an image
+    code, out = invoke("enroll", "-m", alpha, "-g", tmp_path / "g", folder)
+    assert code == 0, out
+    rows = {}
+    for line in out.splitlines():
+        label, _, value = line.rstrip().rpartition("  ")
+        if value.strip().replace(",", "").isdigit():
+            rows[label.rstrip()] = int(value.replace(",", ""))
+    images = len([p for p in folder.rglob("*.png")])
+    assert rows["files given"] == images + 1
+    assert rows["  not images, skipped"] == 1 and rows["  images"] == images
+    parts = ["    added", "    duplicates, skipped", "    of another identity, refused", "    unreadable, skipped",
+             "    no detection, skipped"]  # fmt: skip
+    assert sum(rows[p] for p in parts) == rows["  images"]
+    assert rows["    duplicates, skipped"] == 1 and rows["    unreadable, skipped"] == 1
+    # The progress label is the one word every command uses for embedding.
+    assert "embedding to enrol" in out and "\nenrol " not in out

@@ -78,6 +78,8 @@ def test_demo_json_has_both_rows(micro: Path, tmp_path: Path) -> None:
         (["--size", "big"], "--size 'big': expected HEIGHTxWIDTH"),
         (["--loss-option", "margin"], "--loss-option 'margin': expected KEY=VALUE"),
         (["--loss", "triplet", "--loss-option", "margin=wide"], "option margin='wide': input should be a valid number"),
+        # The spelling the help shows first: -P (also what torchrun needs).
+        (["-P", "16"], "P=16 needs at least 16 (lower -P)"),
     ],
 )
 def test_train_errors_are_one_line(micro: Path, tmp_path: Path, args: list[str], message: str) -> None:
@@ -220,6 +222,8 @@ def test_help_shows_the_dataclass_defaults() -> None:
         assert text in shown, text
     demo = runner.invoke(app, ["demo", "--help"], env={"COLUMNS": "400"})
     assert f"(default: {demo_config().epochs})" in " ".join(demo.output.split())
+    # P and K by the spellings the errors use.
+    assert re.search(r"-P, --p\b", shown) and re.search(r"-K, --k\b", shown), shown
 
 
 def test_train_into_a_finished_model_is_one_line_and_overwrite_replaces_it(micro: Path, tmp_path: Path) -> None:
@@ -254,11 +258,18 @@ def test_off_a_terminal_training_prints_one_plain_line_per_epoch(micro: Path, tm
     assert result.exit_code == 0, result.output
     epochs = [line for line in result.output.splitlines() if line.startswith("epoch ")]
     assert len(epochs) == 2, result.output
-    pattern = r"epoch {}/2: loss \d+\.\d{{3}} \(ce \d+\.\d{{3}}, metric \d+\.\d{{3}}\), lr \d\.\d\de-\d\d, \d+ images/s, \d+ s"
+    pattern = r"epoch {}/2: loss \d+\.\d{{4}} \(ce \d+\.\d{{4}}, metric \d+\.\d{{4}}\), lr \d\.\d\de-\d\d, \d+ images/s, \d+ s"
     assert re.fullmatch(pattern.format(1) + r", ETA \d+ s", epochs[0]) and re.fullmatch(pattern.format(2), epochs[1]), epochs
     assert not any(c in result.output for c in "━│…"), result.output
-    # The figures are named and written as eval writes them.
-    assert re.search(r"Rank-1 +Rank-5 +Rank-10 +mAP +mINP", result.output) and re.search(r"\d+\.\d\d%", result.output)
+    # The figures are named, written and laid out as eval lays them out: a metric a row.
+    for label in ("Rank-1", "Rank-5", "Rank-10", "mAP", "mINP"):
+        assert re.search(rf"^{label} +\d+\.\d\d%$", result.output, re.MULTILINE), result.output
+    for label in ("queries evaluated", "gallery images", "same-camera filtering", "computed on", "held out from training"):
+        assert re.search(rf"^{label} +\S", result.output, re.MULTILINE), result.output
+    # Each embedding pass says what it is for, under the one word every command uses.
+    assert re.search(r"^embedding to evaluate epoch 2 \d+/\d+", result.output, re.MULTILINE), result.output
+    assert re.search(r"^embedding held-out identities to choose the threshold \d+/\d+", result.output, re.MULTILINE)
+    assert not re.search(r"^embed ", result.output, re.MULTILINE)
 def held_out_pairs(data: str) -> tuple[int, int, int]:
     """Counted here from the records: the query x gallery pairs a threshold is chosen on
     (genuine: one identity seen by two cameras; impostor: two identities, junk left out),
@@ -297,7 +308,7 @@ def test_train_enrol_query_works_with_defaults(micro: Path, tmp_path: Path) -> N
     rate = math.ceil(100 * MIN_ADMITTED / impostor) / 100
     assert calibration["target_far"] == pytest.approx(rate)
     assert card["threshold_source"].startswith(
-        f"reid train: FAR <= {rate:g} (the smallest rate its {impostor} impostor pairs resolve; 0.001 asked) "
+        f"reid train: FAR <= {rate:g}, 0.001 asked: not resolved by {impostor:,} impostor pairs "
         f"on the query x gallery pairs of {data} ({identities} held-out identities"
     )
     assert f"{genuine:,} genuine, {impostor:,} impostor pairs" in card["threshold_source"]
@@ -357,3 +368,50 @@ def test_missing_data_is_named_before_any_download(tmp_path: Path) -> None:
     assert result.exit_code == 1
     assert result.output.strip() == f"error: {missing}: dataset folder not found"
     assert not (tmp_path / "m").exists()
+
+
+def test_a_resumed_run_says_where_it_resumed_and_not_how_it_started(micro: Path, tmp_path: Path) -> None:
+    out = tmp_path / "m"
+    base = ["train", "--data", f"market1501:{micro}", "--out", str(out), "--arch", "resnet18", "--pretrained", "none",
+            "--size", "64x32", "-P", "4", "-K", "2", "--eval-every", "0", "--threads", "2"]  # fmt: skip
+    first = runner.invoke(app, [*base, "--epochs", "1"])
+    assert first.exit_code == 0, first.output
+    assert "random initialisation" in first.output and "resumed at" not in first.output
+    again = runner.invoke(app, [*base, "--epochs", "2", "--resume"])
+    assert again.exit_code == 0, again.output
+    shown = " ".join(again.output.split())
+    assert f"resumed at epoch 2 of 2 from {out / 'checkpoint.pt'}" in shown, again.output
+    assert "random initialisation" not in shown
+
+
+def test_an_interrupted_run_says_what_was_saved(tmp_path: Path) -> None:
+    from reid.cli.train import RunState, interrupted_line
+
+    config = TrainConfig(out=tmp_path / "m", epochs=5)
+    checkpoint = tmp_path / "m" / "checkpoint.pt"
+    assert interrupted_line(RunState(), config) == "interrupted before the first epoch ended; nothing was saved"
+    run = RunState()
+    run.epoch_done(2)
+    assert interrupted_line(run, config) == (
+        f"interrupted; {checkpoint} holds epoch 3 of 5: continue with the same command and --resume"
+    )
+    resumed = RunState(start_epoch=3)
+    assert interrupted_line(resumed, dataclasses.replace(config, resume=True)) == (
+        f"interrupted; no epoch finished in this run, {checkpoint} still holds epoch 3 of 5"
+    )
+
+
+def test_each_embedding_pass_of_a_run_is_labelled_by_what_it_is_for() -> None:
+    from reid.cli.train import RunState
+    from reid.engine import StepInfo
+
+    run = RunState()
+    assert run.embedding_purpose() == "embedding to evaluate the untrained encoder"  # reid demo, before training
+    step = StepInfo(epoch=0, epochs=2, step=0, steps_per_epoch=1, loss=1.0, ce=0.5, metric=0.5, lr=1e-3, images_per_second=1.0)
+    run.step(step)
+    assert run.embedding_purpose() == "embedding to evaluate epoch 1"
+    run.epoch_done(0)
+    run.step(dataclasses.replace(step, epoch=1))
+    run.epoch_done(1)
+    assert run.embedding_purpose() == "embedding held-out identities to choose the threshold"
+    assert run.embedding_purpose() == "embedding to evaluate the trained encoder"  # reid demo, after training

@@ -10,7 +10,7 @@ from reid.detect import build_detector, confident_detections
 from reid.detect.omz import AdasPedestrianConfig, OmzDetector, RetailPersonConfig, detection_output_boxes
 from reid.errors import ConfigError, ModelError
 from reid.evaluation.boxes import match_frame, read_mot_boxes
-from tests.conftest import SHARED_DATA
+from tests.conftest import SHARED_DATA, WHERE
 from tests.detect.conftest import published_file, video_frames
 
 
@@ -59,7 +59,7 @@ def test_real_detector_finds_the_people_of_a_street_frame(name: str, pedestrian_
     xml = published_file(name)
     truth_file = SHARED_DATA / "video" / "pets09-s2l1" / "gt.txt"
     if not truth_file.is_file():
-        pytest.skip("real data video/pets09-s2l1/gt.txt not present beside the project (../shared/data)")
+        pytest.skip(f"real data data/video/pets09-s2l1/gt.txt not present {WHERE}")
     detector = build_detector(f"{name}:{xml}", "person")
     assert isinstance(detector, OmzDetector) and detector.size == ((320, 544) if "retail" in name else (384, 672))
     held = build_detector(f"{name}:{xml}", "person", [(RetailPersonConfig if "retail" in name else AdasPedestrianConfig)(threads=1)])

@@ -25,7 +25,7 @@ from reid.detect.pedestrian import PEDESTRIAN_ASPECT, standard_shape
 from reid.errors import ConfigError, ModelError
 from reid.evaluation.boxes import read_mot_boxes, score_boxes
 from reid.models.registry import SSDLITE_PERSON, artefact_path, fetch, get_artefact
-from tests.conftest import SHARED_DATA
+from tests.conftest import SHARED_DATA, WHERE
 from tests.detect.conftest import video_frames
 
 # One frame in 20 of the 795: the frames scored here.
@@ -49,7 +49,7 @@ def street_scores(ssdlite_graph: Path) -> dict:
     video, truth_file = SHARED_DATA / "video" / "vtest.avi", SHARED_DATA / "video" / "pets09-s2l1" / "gt.txt"
     for path in (video, truth_file):
         if not path.is_file():
-            pytest.skip(f"real data {path.relative_to(SHARED_DATA)} not present beside the project (../shared/data)")
+            pytest.skip(f"real data data/{path.relative_to(SHARED_DATA)} not present {WHERE}")
     truth = read_mot_boxes(truth_file, min_confidence=1)
     frames = video_frames(video, SCORED)
     scores = {}

@@ -24,7 +24,7 @@ from reid.detect.yolo import ByteTrackConfig, YoloxConfig
 from reid.errors import ConfigError, ModelError
 from reid.evaluation.boxes import read_mot_boxes, score_boxes
 from reid.models.registry import SSDLITE_PERSON, add
-from tests.conftest import SHARED_DATA
+from tests.conftest import SHARED_DATA, WHERE
 from tests.detect.conftest import PUBLISHED_FILES, published_file, video_frames
 
 # The artefact each shared file enters the cache as: the shared YOLOX-Nano is a re-export
@@ -131,7 +131,7 @@ def test_real_weights_find_the_people_of_the_street(name: str, pedestrian_video:
     path = published_file(name)
     truth_file = SHARED_DATA / "video" / "pets09-s2l1" / "gt.txt"
     if not truth_file.is_file():
-        pytest.skip("real data video/pets09-s2l1/gt.txt not present beside the project (../shared/data)")
+        pytest.skip(f"real data data/video/pets09-s2l1/gt.txt not present {WHERE}")
     truth = read_mot_boxes(truth_file, min_confidence=1)
     detector = build_detector(f"{name}:{path}", "person")
     found = {

@@ -9,7 +9,8 @@ import pytest
 
 from reid.errors import ConfigError, DataError
 from reid.evaluation import choose_threshold, roc_curve, verification_metrics
-from reid.evaluation.verification import LOW_TAR, fold_assignment
+from reid.evaluation.names import far_percent, percent
+from reid.evaluation.verification import LOW_TAR, fold_assignment, unresolved_far_note
 
 
 def separable(n=20):
@@ -114,7 +115,7 @@ def test_a_choice_that_accepts_almost_no_genuine_pair_says_the_model_does_not_se
     same[:300] = True
     choice = choose_threshold(d, same, target_far=1e-3)
     assert choice.tar < LOW_TAR and choice.accuracy > 0.95
-    assert choice.note is not None and choice.note.startswith(f"note: TAR {choice.tar:.2%} at FAR {choice.far:.2%}")
+    assert choice.note is not None and choice.note.startswith(f"note: TAR {percent(choice.tar)} at FAR {far_percent(choice.far)}")
     assert "does not separate these identities" in choice.note and len(choice.note.splitlines()) == 1
     genuine = rng.normal(0.4, 0.05, 300)
     separated = choose_threshold(np.r_[genuine, d[300:]], same, target_far=1e-3)
@@ -138,3 +139,39 @@ def test_bad_inputs():
         verification_metrics([0.1, 0.2, 0.3], [True, False, True])
     with pytest.raises(ConfigError, match="target FAR"):
         choose_threshold([0.1, 0.9], [True, False], target_far=0)
+
+
+def _separated_pairs(genuine: int, impostor: int) -> tuple[np.ndarray, np.ndarray]:
+    rng = np.random.default_rng(3)
+    d = np.concatenate([rng.uniform(0.2, 0.6, genuine), rng.uniform(0.5, 1.6, impostor)])
+    return d, np.arange(genuine + impostor) < genuine
+
+
+def test_a_rate_too_few_impostor_pairs_resolve_is_said_so_in_the_criterion_and_the_one_note():
+    d, same = _separated_pairs(100, 300)
+    choice = choose_threshold(d, same, target_far=1e-3)
+    assert choice.criterion == "FAR <= 0.001, not resolved by 300 impostor pairs"
+    assert choice.note is not None
+    first = choice.note.splitlines()[0]
+    assert first.startswith("note: 300 impostor pairs cannot resolve FAR 0.001 (that takes 10,000, so that 10 lie")
+    assert first.endswith(f"the threshold admits {choice.admitted} of them (FAR {far_percent(choice.far)})")
+
+
+def test_a_replaced_rate_names_the_rate_asked_and_what_the_threshold_admits_consistently():
+    d, same = _separated_pairs(100, 480)
+    choice = choose_threshold(d, same, target_far=0.021, asked_far=1e-3)
+    assert choice.criterion == "FAR <= 0.021, 0.001 asked: not resolved by 480 impostor pairs"
+    assert choice.admitted == round(choice.far * 480) and choice.admitted > 0
+    assert choice.note is not None and choice.note.splitlines()[0].endswith(
+        f"chosen at FAR <= 0.021 instead, the threshold admits {choice.admitted} of them (FAR {far_percent(choice.far)})"
+    )
+    assert choice.to_dict()["asked_far"] == 1e-3
+
+
+def test_enough_impostor_pairs_give_no_resolution_note():
+    d, same = _separated_pairs(100, 10_000)
+    choice = choose_threshold(d, same, target_far=1e-3)
+    assert choice.criterion == "FAR <= 0.001"
+    assert unresolved_far_note(10_000, 1e-3, "x") is None
+    assert choice.note is None or "cannot resolve" not in choice.note
+    assert unresolved_far_note(9_999, 1e-3, "x") is not None

@@ -176,3 +176,15 @@ def test_a_published_model_is_calibrated_through_a_folder_holding_its_card(
     save_card(replace(encoder.card, fingerprint="0" * 16), other)
     with pytest.raises(ModelError, match="does not describe the cached files of person-reidentification-retail-0288"):
         load_encoder(other)
+
+
+def test_every_shipped_threshold_source_names_what_was_measured_not_a_script() -> None:
+    from reid.models import dlib_face, sface
+    from reid.models.zoo import CALIBRATED
+
+    sources = [sface.THRESHOLD_SOURCE, dlib_face.THRESHOLD_SOURCE, *(c.source for c in CALIBRATED.values())]
+    for source in sources:
+        assert "benchmarks/" not in source and ".py" not in source, source
+    for source in (sface.THRESHOLD_SOURCE, *(c.source for c in CALIBRATED.values())):
+        # What was measured: the pairs counted, and the rates in the one form every command prints.
+        assert "impostor" in source and "%" in source and "FAR 0.0" not in source, source

@@ -40,7 +40,7 @@ def test_galleries_list_info_create_delete(served: Served, crops: dict[str, list
     threshold = info["threshold"]
     assert {k: threshold[k] for k in ("value", "source", "detail")} == {"value": 0.05, "source": "given", "detail": "serve settings"}
     # 0.05 is under half the stand-in card's 0.3: the service says so, as the commands do.
-    assert threshold["note"].startswith("note: serve settings 0.05 is under half of stand-in's own threshold")
+    assert threshold["note"].startswith("note: serve settings 0.0500 is under half of stand-in's own threshold")
     other = served.client.get("/v1/galleries/other", headers=served.key("other")).json()
     assert other["threshold"]["source"] == "model card" and other["threshold"]["value"] == 0.3
     again = served.client.post("/v1/galleries", json={"name": "staff"}, headers=served.admin())

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 import pytest
@@ -148,6 +149,9 @@ def test_the_keys_commands(tmp_path: Path) -> None:
     assert KeyStore(tmp_path / "root" / ".serve-keys.json").find(token) is not None
     listed = runner.invoke(app, ["serve", "keys", "list", "--root", root])
     assert key_id in listed.output and token not in listed.output
+    # The key's date as every date a user reads: ISO 8601 in UTC, to the second.
+    assert re.search(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\+00:00", listed.output), listed.output
+    assert not re.search(r"\d\d:\d\d:\d\d\.\d", listed.output), listed.output
     assert runner.invoke(app, ["serve", "keys", "revoke", key_id, "--root", root]).exit_code == 0
     again = runner.invoke(app, ["serve", "keys", "revoke", key_id, "--root", root])
     assert again.exit_code == 1 and "no key" in again.output

@@ -14,8 +14,9 @@ from reid.models import load_encoder, stand_in_model
 from reid.track import TrackerConfig
 from reid.track.appearance import VideoAppearance
 from reid.track.mot import read_mot, track_detection_file
+from tests.conftest import SHARED_DATA
 
-SEQUENCE = Path(__file__).resolve().parents[2].parent / "shared" / "data" / "video" / "pets09-s2l1"
+SEQUENCE = SHARED_DATA / "video" / "pets09-s2l1"
 VIDEO = SEQUENCE.parent / "vtest.avi"
 # MOT15's frame rate for the sequence.
 FPS = 7.0
