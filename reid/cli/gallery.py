@@ -30,6 +30,7 @@ from reid.cli.common import (
 )
 from reid.cli.defaults import config_overrides, given, with_config_options, with_default
 from reid.errors import ConfigError, DataError
+from reid.evaluation.names import count, distance, frame_rate, timestamp
 from reid.decision import check_far
 from reid.detect.configs import NAMED_CONFIGS
 from reid.detect.names import DEFAULT_DETECTORS
@@ -50,7 +51,7 @@ from reid.pipeline.configs import EVERY_FRAME, EnrolConfig, QueryConfig
 from reid.track.config import TrackerConfig
 
 if TYPE_CHECKING:
-    from reid.pipeline import FrameResult, QueryStats
+    from reid.pipeline import EnrolReport, FrameResult, QueryStats
 
 MODEL_HELP = "Model folder (a path such as ./m or a/m), a bare name under models/, or a published Re-ID model by name (`reid models list`)."
 GALLERY_HELP = "Gallery folder (a path such as ./g or a/g), or a bare name under galleries/."
@@ -196,7 +197,7 @@ def enroll(
     print_fallback_note(config.detector, config.detect)
     encoder = load_encoder(model)
     with make_progress() as progress:
-        task = progress.add_task("enrol", total=len(entries))
+        task = progress.add_task("embedding to enrol", total=len(entries))
         report = enrol_into(gallery, encoder, entries, spec, config, on_progress=lambda n: progress.advance(task, n))
     if json_out:
         write_json(json_out, report.to_dict())
@@ -205,26 +206,30 @@ def enroll(
     print_skipped(report.several_subjects, "several found in")
     if report.per_identity:
         print_table("enrolled", ["identity", "added"], sorted(report.per_identity.items()))
-    print_table(
-        f"gallery {report.gallery}",
-        ["", "count"],
-        [
-            ("images given", report.images),
-            ("added", report.added),
-            ("duplicates skipped", report.duplicates),
-            ("unreadable skipped", report.unreadable),
-            ("no detection skipped", report.no_detection),
-            ("photos with several found", len(report.several_subjects)),
-            ("not images skipped", report.not_images),
-            ("gallery items", report.gallery_items),
-            ("gallery identities", report.gallery_identities),
-            ("seconds", f"{report.seconds:.1f}"),
-        ],
-    )
+    print_table(f"gallery {report.gallery}", ["", "count"], enrol_rows(report))
     failed = report.unreadable + report.no_detection
     if report.added == 0 and failed and not report.duplicates:
         path, reason = problems[0]
         raise DataError(f"{path}: {reason}; nothing enrolled ({failed} of {report.images} images unusable)")
+
+
+def enrol_rows(report: EnrolReport) -> list[tuple[str, str]]:
+    """The enrolment summary: the files given, then each part of them (not images; of the
+    images, added or skipped and why), every count a part of the one above it; then the gallery."""
+    return [
+        ("files given", count(report.images + report.not_images)),
+        ("  not images, skipped", count(report.not_images)),
+        ("  images", count(report.images)),
+        ("    added", count(report.added)),
+        ("    duplicates, skipped", count(report.duplicates)),
+        ("    of another identity, refused", count(report.other_identity)),
+        ("    unreadable, skipped", count(report.unreadable)),
+        ("    no detection, skipped", count(report.no_detection)),
+        ("photos with several found (one enrolled)", count(len(report.several_subjects))),
+        ("gallery items", count(report.gallery_items)),
+        ("gallery identities", count(report.gallery_identities)),
+        ("seconds", f"{report.seconds:.1f}"),
+    ]
 
 
 # The query's options are QueryConfig's and TrackerConfig's fields that carry them (reid.options);
@@ -353,7 +358,7 @@ def _live_view(recent: deque[FrameResult], stats: QueryStats, expected: int | No
     for column in ("source", "frame", "people", "labels"):
         table.add_column(column)
     for result in recent:
-        labels = ", ".join(f"{d.label} {d.distance:.2f}" for d in result.detections) or "-"
+        labels = ", ".join(f"{d.label} {distance(d.distance)}" for d in result.detections) or "-"
         name = printable(Path(result.source).name)
         table.add_row(name, str(result.frame), str(len(result.detections)), printable(labels))
     return Group(table, Text(_status_line(stats, expected)))
@@ -361,22 +366,23 @@ def _live_view(recent: deque[FrameResult], stats: QueryStats, expected: int | No
 
 def _status_line(stats: QueryStats, expected: int | None) -> str:
     """The run so far in one line: frames, detections, named, unknown, tracks, rate."""
-    total = f"/{expected}" if expected else ""
+    total = f"/{count(expected)}" if expected else ""
     return (
-        f"frames {stats.frames}{total}  detections {stats.detections}  named {stats.identified}  "
-        f"unknown {stats.unknown}  tracks ended {stats.tracks}  dropped {stats.dropped}  {stats.fps:.1f} frames/s"
+        f"frames {count(stats.frames)}{total}  detections {count(stats.detections)}  named {count(stats.identified)}  "
+        f"unknown {count(stats.unknown)}  tracks ended {count(stats.tracks)}  dropped {count(stats.dropped)}  "
+        f"{frame_rate(stats.fps)}"
     )
 
 
 def _print_summary(stats: QueryStats, threshold: float, threshold_source: str) -> None:
     rows = sorted(stats.per_identity.items(), key=lambda kv: (-kv[1], kv[0]))
-    title = f"named under {threshold:.3f} (from {threshold_source})"
+    title = f"named under {distance(threshold)} (from {threshold_source})"
     print_table(title, ["identity", "detections"], rows + [("unknown", stats.unknown)])
     wall = max(stats.wall_seconds, 1e-9)
     stage_rows = [(name, f"{seconds:.2f}", f"{100.0 * seconds / wall:.1f}") for name, seconds in stats.stage_seconds.items()]
     # The stages run on their own threads at once, so their shares of the wall time can sum past 100.
     print_table(
-        f"{stats.frames} frames at {stats.fps:.2f}/s; stages overlap",
+        f"{count(stats.frames)} frames at {frame_rate(stats.fps)}; stages overlap",
         ["stage", "busy s", "% of wall"],
         stage_rows,
     )
@@ -504,7 +510,7 @@ def _info_rows(summary: dict[str, Any]) -> list[tuple[str, str]]:
         ("index", _index_text(summary)),
         ("threshold", _threshold_text(summary)),
         ("files", f"{summary['segments']} segments, {summary['bytes']:,} bytes, generation {summary['generation']}"),
-        ("created", summary["created"][:19].replace("T", " ")),
+        ("created", timestamp(summary["created"])),
     ]
     if summary.get("search_device", "cpu") != "cpu":
         rows.insert(4, ("search device", summary["search_device"]))
@@ -547,7 +553,7 @@ def list_items(
                 raise ConfigError(f"{store.location}: no identity {identity!r} in the gallery")
             payload = [item.to_dict() for item in items]
             rows = [
-                (i.id, i.source, i.camera or "", "" if i.frame is None else i.frame, list(i.box or ()), i.enrolled[:19])
+                (i.id, i.source, i.camera or "", "" if i.frame is None else i.frame, list(i.box or ()), timestamp(i.enrolled))
                 for i in items
             ]
             columns = ["id", "source", "camera", "frame", "box", "enrolled"]
@@ -562,7 +568,7 @@ def list_items(
                 }
                 for s in summaries
             ]
-            rows = [(s.identity, s.items, s.first_enrolled[:19], s.last_enrolled[:19]) for s in summaries]
+            rows = [(s.identity, count(s.items), timestamp(s.first_enrolled), timestamp(s.last_enrolled)) for s in summaries]
             columns = ["identity", "items", "first enrolled", "last enrolled"]
     if as_json:
         typer.echo(json.dumps(payload, indent=2))
