@@ -220,13 +220,13 @@ def print_recipe(config: TrainConfig) -> None:
 # The sections of train's help (and demo's), each option by its key; the rest under "Options".
 TRAIN_PANELS: dict[str, tuple[str, ...]] = {
     "Data": ("data", "input_size", "p", "k", "kind", "no_face"),
-    "Network": ("architecture", "pretrained", "pooling", "last_stride", "embedding_dim"),
+    "Network": ("architecture", "pretrained", "keep_fc", "pooling", "last_stride", "embedding_dim"),
     "Optimisation": (
-        "epochs", "max_steps", "optimizer", "lr", "weight_decay", "momentum", "warmup_epochs", "schedule",
+        "epochs", "max_steps", "optimizer", "lr", "backbone_lr_scale", "weight_decay", "momentum", "warmup_epochs", "schedule",
         "milestones", "gamma", "grad_clip", "amp", "seed", "ce_weight", "label_smoothing", "metric_loss",
         "metric_options", "metric_weight",
     ),
-    "Output": ("out", "name", "eval_every", "eval_batch_size", "resume", "overwrite", "tensorboard"),
+    "Output": ("out", "name", "wise_alpha", "eval_every", "eval_batch_size", "resume", "overwrite", "tensorboard"),
     "Machine": ("device", "threads", "sync_bn", "gather_embeddings"),
 }  # fmt: skip
 RECIPE = "Recipe"
