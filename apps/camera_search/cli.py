@@ -15,7 +15,10 @@ import typer
 from rich.console import Console
 
 from reid import ReidError, printable
-from reid.cli import OneLineCommand, config_overrides, handle_errors, in_range, make_progress, print_table, with_config_options
+from reid.cli import (
+    OneLineCommand, config_overrides, distance, handle_errors, in_range, make_progress, percent, print_table,
+    with_config_options,
+)  # fmt: skip
 from reid.detect import PersonDetectorConfig
 from reid.track import TrackerConfig
 
@@ -52,7 +55,7 @@ def _print_tables(result: SearchResult) -> None:
         if event.identity is not None:
             seen.setdefault(event.identity, []).append(f"cam{event.camera}#{event.track}")
     print_table(
-        f"identities (threshold {result.threshold:.4f})",
+        f"identities (threshold {distance(result.threshold)})",
         ["identity", "cameras", "tracks"],
         [[identity, ", ".join(sorted({t.split("#")[0] for t in tracks})), " ".join(tracks)] for identity, tracks in seen.items()],
     )
@@ -127,7 +130,7 @@ def main(
         pairs = choice.num_genuine + choice.num_impostor
         search["threshold"] = choice.threshold
         search["threshold_source"] = (
-            f"best accuracy on {pairs} cross-camera pairs of held-out synthetic people (accuracy {choice.accuracy:.3f})"
+            f"best accuracy on {pairs} cross-camera pairs of held-out synthetic people (accuracy {percent(choice.accuracy)})"
         )
     hog = {"win_stride": DEMO_WIN_STRIDE} if demo else {}
     config = SearchConfig(

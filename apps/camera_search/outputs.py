@@ -17,6 +17,7 @@ import cv2
 import numpy as np
 
 from reid import ConfigError, DataError, write_bytes_atomic
+from reid.cli import distance
 from reid.pipeline import Label, VideoWriter, draw_labels, make_label, open_source
 
 from apps.camera_search.search import CameraRun, SearchConfig, SearchResult, TrackEvent
@@ -157,7 +158,7 @@ def _sighting(event: TrackEvent) -> str:
     if event.role == "reference":
         caption += "<br>reference"
     elif event.distance is not None:
-        caption += f"<br>d = {event.distance:.3f}"
+        caption += f"<br>d = {distance(event.distance)}"
     image = f'<img src="{html.escape(event.thumbnail)}" alt="">' if event.thumbnail else ""
     return f'<figure class="sighting">{image}<figcaption>{caption}</figcaption></figure>'
 
@@ -222,7 +223,7 @@ def write_report(result: SearchResult, config: SearchConfig, model: str, path: P
 <body>
 <h1>Camera search</h1>
 <p class="meta">model {html.escape(model)}; {how}; a track is named when its nearest identity is at most
-{result.threshold:.4f} away (Euclidean distance between L2-normalized embeddings; threshold from
+{distance(result.threshold)} away (Euclidean distance between L2-normalized embeddings; threshold from
 {html.escape(result.threshold_source)}).</p>
 <ul class="meta">{cameras}</ul>
 <h2>Identities ({len(rows)})</h2>

@@ -17,7 +17,10 @@ import typer
 from rich.console import Console
 
 from reid import printable
-from reid.cli import OneLineCommand, config_overrides, handle_errors, in_range, print_table, with_config_options
+from reid.cli import (
+    OneLineCommand, config_overrides, distance, far_percent, handle_errors, in_range, percent, print_table,
+    with_config_options,
+)  # fmt: skip
 from reid.models import READY_MADE_FACES
 from reid.pipeline import CalibrateConfig
 
@@ -51,13 +54,13 @@ def main(
     report = calibrate_on_people(model, people, out, far, max_impostors=max_impostors, detector=detector, **photos)
     choice, held = report.choice, report.held_out
     print_table(
-        f"threshold {choice.threshold:.4f} ({choice.criterion}), written into {report.model}",
+        f"threshold {distance(choice.threshold)} ({choice.criterion}), written into {report.model}",
         ["pairs", "people", "genuine", "impostor", "FAR", "TAR", "accuracy"],
         [
             ["calibration", len(report.calibration_people), choice.num_genuine, choice.num_impostor,
-             f"{choice.far:.4%}", f"{choice.tar:.2%}", f"{choice.accuracy:.2%}"],
+             far_percent(choice.far), percent(choice.tar), percent(choice.accuracy)],
             ["held out", len(report.held_out_people), held.genuine, held.impostor,
-             f"{held.far:.4%}", f"{held.tar:.2%}", f"{held.accuracy:.2%}"],
+             far_percent(held.far), percent(held.tar), percent(held.accuracy)],
         ],
     )  # fmt: skip
     if choice.note is not None:

@@ -15,7 +15,10 @@ import typer
 from rich.console import Console
 
 from reid import ReidError, printable, resolve_threshold, write_bytes_atomic
-from reid.cli import OneLineCommand, config_overrides, handle_errors, print_table, with_config_options
+from reid.cli import (
+    OneLineCommand, config_overrides, distance, far_percent, handle_errors, percent, print_table, skip_reason,
+    with_config_options,
+)  # fmt: skip
 from reid.models import SFACE
 
 from apps.face_checkin.config import CheckinConfig
@@ -37,7 +40,7 @@ def _show(decision: Decision) -> None:
     who = printable(decision.identity or (f"not {decision.claim}" if decision.claim else "nobody known"))
     relation = "<=" if decision.distance <= decision.threshold else ">"
     console.print(
-        f"{decision.decision:<10} {who:<16} {decision.distance:.3f} {relation} {decision.threshold:.3f}  {where}",
+        f"{decision.decision:<10} {who:<16} {distance(decision.distance)} {relation} {distance(decision.threshold)}  {where}",
         highlight=False,
     )
 
@@ -86,7 +89,7 @@ def main(
             held = report.held_out
             console.print(
                 f"no --model: an untrained stand-in face encoder, calibrated on generated people: threshold "
-                f"{report.choice.threshold:.4f}, held-out FAR {held.far:.2%}, TAR {held.tar:.2%}"
+                f"{distance(report.choice.threshold)}, held-out FAR {far_percent(held.far)}, TAR {percent(held.tar)}"
             )
     if model is None:
         model = SFACE
@@ -119,11 +122,11 @@ def main(
             )
             problems = [(path, reason) for path, reason in enrolled.skipped if reason != DUPLICATE]
             for path, reason in problems[:5]:
-                console.print(f"  skipped {printable(path)}: {printable(reason)}")
+                console.print(f"  skipped {printable(path)}: {printable(skip_reason(path, reason))}")
             for path, note in enrolled.several_subjects[:5]:
                 console.print(f"  several found in {printable(path)}: {printable(note)}", soft_wrap=True)
         desk = CheckinDesk(store, encoder, config)
-        console.print(f"{config.mode} at threshold {desk.threshold:.4f} (from {printable(desk.threshold_source)})")
+        console.print(f"{config.mode} at threshold {distance(desk.threshold)} (from {printable(desk.threshold_source)})")
 
         def on_decision(decision: Decision) -> None:
             decisions.append(decision)
@@ -147,7 +150,7 @@ def main(
         summary["demo"] = vars(score_demo(decisions, scene.truth))
     write_bytes_atomic(out / "summary.json", (json.dumps(summary, indent=2) + "\n").encode("utf-8"))
     print_table(
-        f"{config.mode} decisions (threshold {result.threshold:.4f})", ["decision", "faces"], sorted(result.decisions.items())
+        f"{config.mode} decisions (threshold {distance(result.threshold)})", ["decision", "faces"], sorted(result.decisions.items())
     )
     if scene is not None:
         s = summary["demo"]
@@ -157,7 +160,7 @@ def main(
             f"{s['strangers_turned_away']} strangers turned away, {s['stranger_accepted']} let in"
         )
     for path, reason in result.unreadable[:5]:
-        console.print(f"skipped unreadable {printable(path)}: {printable(reason)}")
+        console.print(f"skipped unreadable {printable(path)}: {printable(skip_reason(path, reason))}")
     console.print(f"wrote {printable(out / 'decisions.jsonl')} and {printable(out / 'summary.json')}")
     if result.interrupted:
         err_console.print("interrupted: decisions so far are logged")

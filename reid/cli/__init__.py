@@ -9,18 +9,21 @@ from typing import Any
 
 from reid.cli.app import app
 from reid.cli.common import (
-    OneLineCommand, OneLineGroup, error_line, handle_errors, make_progress, option_flags, print_table,
+    OneLineCommand, OneLineGroup, error_line, handle_errors, make_progress, option_flags, print_table, skip_reason,
 )  # fmt: skip
 from reid.cli.defaults import config_overrides, default_of, in_range, with_config_options
+from reid.evaluation.names import count, distance, far_percent, percent
 
 # What the apps share with the reid command: options built from config fields that carry
 # them (reid.option; with_config_options, then config_overrides to build the configs), one
 # way errors end a command (handle_errors: every number given checked against its one range
 # first, one line naming the option), one-line usage errors, a default read from the
-# library's signature, and the one form of tables and progress (plain off a terminal).
+# library's signature, the one form of tables and progress (plain off a terminal), and the
+# one written form of each kind of number (reid.evaluation.names).
 __all__ = [
-    "RANGES", "OneLineCommand", "OneLineGroup", "app", "config_overrides", "default_of", "error_line",
-    "handle_errors", "in_range", "make_progress", "option_flags", "print_table", "with_config_options",
+    "RANGES", "OneLineCommand", "OneLineGroup", "app", "config_overrides", "count", "default_of", "distance",
+    "error_line", "far_percent", "handle_errors", "in_range", "make_progress", "option_flags", "percent",
+    "print_table", "skip_reason", "with_config_options",
 ]  # fmt: skip
 
 

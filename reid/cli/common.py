@@ -9,6 +9,7 @@ import json
 import math
 import os
 import re
+import select
 import sys
 import textwrap
 import time
@@ -102,9 +103,13 @@ def handle_errors(func: F) -> F:
             # a recipe file or a default is the library's key, not something the user typed.
             print_error(error_line(exc, {k: f for k, f in flags.items() if kwargs.get(k) is not None}))
             raise typer.Exit(1) from None
-        except BrokenPipeError:
+        except BrokenPipeError as exc:
             # The reader went away (``| head``): not an error of the command (quiet_exit).
-            raise
+            # Another pipe the command writes to (a subprocess, a socket) is an error.
+            if reader_gone():
+                raise
+            print_error(os_error_line(exc))
+            raise typer.Exit(1) from None
         except OSError as exc:
             print_error(os_error_line(exc))
             raise typer.Exit(1) from None
@@ -150,6 +155,24 @@ def usage_error_line(exc: typer.TyperException) -> str:
     return f"{message} (see '{ctx.command_path} --help')" if ctx is not None else message
 
 
+def reader_gone() -> bool:
+    """True when standard output or error is a pipe whose reader closed it (``| head``): a
+    poll of its write end reports an error condition. A broken pipe elsewhere (a
+    subprocess, a socket) is then told apart from the reader going away."""
+    if not hasattr(select, "poll"):
+        return True
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            fd = stream.fileno()
+        except (OSError, ValueError, AttributeError):
+            continue
+        poller = select.poll()
+        poller.register(fd, select.POLLOUT)
+        if any(events & select.POLLERR for _, events in poller.poll(0)):
+            return True
+    return False
+
+
 def quiet_exit() -> None:
     """End a command whose reader went away (``reid ... | head``) silently, as pip and git
     do: what is left of its output goes to the null device (Python's advice on SIGPIPE), so
@@ -187,8 +210,11 @@ class _OneLineUsageErrors:
             code = run(args, prog_name, complete_var, standalone_mode=False, **extra)
             # Output still buffered meets a closed pipe here, not at the interpreter's exit.
             sys.stdout.flush()
-        except BrokenPipeError:
-            quiet_exit()
+        except BrokenPipeError as exc:
+            if reader_gone():
+                quiet_exit()
+            print_error(os_error_line(exc))
+            sys.exit(1)
         except typer.TyperException as exc:
             code = getattr(exc, "exit_code", 2)
             if type(exc).__name__ == "NoArgsIsHelpError":

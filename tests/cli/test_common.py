@@ -96,6 +96,26 @@ def test_handle_errors_names_an_option_only_when_it_was_given() -> None:
     assert runner.invoke(cli, []).output.strip() == "error: device cuda:7: this machine has no such device"
 
 
+def test_a_broken_pipe_other_than_the_readers_is_an_error_not_a_silent_exit() -> None:
+    """A command whose own pipe breaks (a subprocess, a socket) while its reader is still
+    there ends with the error line; only a reader gone (``| head``) ends silently."""
+    import typer
+    from typer.testing import CliRunner
+
+    from reid.cli.common import handle_errors
+
+    cli = typer.Typer()
+
+    @cli.command()
+    @handle_errors
+    def run() -> None:
+        raise BrokenPipeError(32, "Broken pipe")
+
+    result = CliRunner().invoke(cli, [])
+    assert result.exit_code == 1
+    assert "Broken pipe" in result.output and result.output.startswith("error: "), result.output
+
+
 def _console(monkeypatch, name: str, terminal: bool, width: int = 80):
     """Swap the module's console ``name`` for one writing to a buffer, a terminal or not."""
     import io
