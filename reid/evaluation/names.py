@@ -50,9 +50,7 @@ def distance(value: object) -> str:
     """A distance or a threshold (Euclidean between unit embeddings, 0..2) with
     :data:`DISTANCE_DECIMALS` decimals (``0.9668``), so that a distance shown as unknown is
     never printed equal to or under the threshold beside it."""
-    if _is_number(value):
-        return "nan" if value != value else f"{value:.{DISTANCE_DECIMALS}f}"
-    return _text(value)
+    return _fixed(value, DISTANCE_DECIMALS)
 
 
 def count(value: int) -> str:
@@ -62,8 +60,13 @@ def count(value: int) -> str:
 
 def loss(value: object) -> str:
     """A training loss with :data:`LOSS_DECIMALS` decimals (``5.9534``), in the epoch lines and the report."""
+    return _fixed(value, LOSS_DECIMALS)
+
+
+def _fixed(value: object, decimals: int) -> str:
+    """A number with ``decimals`` decimals (``nan`` as such); anything else as text."""
     if _is_number(value):
-        return "nan" if value != value else f"{value:.{LOSS_DECIMALS}f}"
+        return "nan" if value != value else f"{value:.{decimals}f}"
     return _text(value)
 
 
