@@ -523,9 +523,10 @@ def _save(
     callbacks: TrainCallbacks,
 ) -> tuple[ModelCard, str]:
     """Rank 0 writes the model folder with the history, the last evaluation and the
-    threshold chosen on held-out identities (:func:`_held_out_threshold`) on its card, and
-    returns the card as saved with why it has no threshold ("" when it has one); the other
-    processes return theirs unsaved."""
+    threshold chosen on held-out identities (:func:`_held_out_threshold`) on its card (the
+    network saved, and measured for it, is the blend with its start where ``run.alpha`` is
+    below 1: :mod:`reid.engine.wise`), and returns the card as saved with why it has no
+    threshold ("" when it has one); the other processes return theirs unsaved."""
     run.network.eval()
     if run.alpha < 1:
         blend(run.network, run.start, run.alpha)
