@@ -364,20 +364,20 @@ class MilvusGallery(GalleryBackend):
             self._view = self.load(self.read_state())
         return self._view
 
+    def query_items(self, where: str, fields: list[str]) -> list[dict[str, Any]]:
+        """The items' rows matching the filter ``where`` (at most :data:`READ_IDS`, a page),
+        ``fields`` of each, read at consistency level Strong."""
+        return self.call(
+            "query", self.where.collection, filter=where, output_fields=fields, consistency_level="Strong", limit=READ_IDS
+        )
+
     def load(self, state: GalleryState) -> MilvusView:
         """The view of ``state``: every committed item's id and identity, paged by id."""
         rename = state.pending.get("rename")
         rows: list[tuple[int, str]] = []
         draft = MilvusView(self, IdentityLabels(), state, self.read_spec())
         for start in range(0, state.next_id, READ_IDS):
-            page = self.call(
-                "query",
-                self.where.collection,
-                filter=f"id >= {start} and id < {start + READ_IDS} and {draft.filter}",
-                output_fields=["id", "identity"],
-                consistency_level="Strong",
-                limit=READ_IDS,
-            )
+            page = self.query_items(f"id >= {start} and id < {start + READ_IDS} and {draft.filter}", ["id", "identity"])
             rows.extend((int(r["id"]), str(r["identity"])) for r in page)
         rows.sort()
         if rename:
@@ -580,14 +580,7 @@ class MilvusGallery(GalleryBackend):
         wanted = [int(i) for i in ids]
         rename = self.view.state.pending.get("rename")
         for start in range(0, len(wanted), READ_IDS):
-            rows = self.call(
-                "query",
-                self.where.collection,
-                filter=f"id in {wanted[start : start + READ_IDS]} and {self.view.filter}",
-                output_fields=["id", "item"],
-                consistency_level="Strong",
-                limit=READ_IDS,
-            )
+            rows = self.query_items(f"id in {wanted[start : start + READ_IDS]} and {self.view.filter}", ["id", "item"])
             for row in rows:
                 stored = json.loads(row["item"])
                 if rename and stored[0] == rename[0]:
